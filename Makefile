@@ -1,0 +1,24 @@
+# rl_ros2: the two commands of README.
+#   make run   set up (idempotent), then train the default task (cart-pole, colocated mode)
+#   make test  set up (idempotent), then run the test suite
+# Everything ROS-related runs on the loopback only (ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST).
+
+PYTHON_VENV := .venv/bin/python
+CONFIG ?= config/cartpole.yaml
+PYTEST_ARGS ?=
+
+export ROS_AUTOMATIC_DISCOVERY_RANGE ?= LOCALHOST
+
+.PHONY: setup run test bench clean
+
+setup:
+	@bash scripts/setup.sh
+
+run: setup
+	$(PYTHON_VENV) -m rl_core.training --config $(CONFIG)
+
+test: setup
+	$(PYTHON_VENV) -m pytest tests $(PYTEST_ARGS)
+
+clean:
+	rm -rf build .venv

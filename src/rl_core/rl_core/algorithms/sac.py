@@ -1,0 +1,136 @@
+"""Soft Actor-Critic with twin critics, target networks and automatic entropy tuning.
+
+Haarnoja et al. 2018, "Soft Actor-Critic Algorithms and Applications". The algorithm is split
+SB3-style: construction builds the model, :meth:`SAC.update` does one gradient step on a batch and
+returns scalar metrics; the collection loop (bare loop or ROS trainer node) lives elsewhere.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import torch
+from torch import nn
+
+from rl_core.config import SACConfig
+from rl_core.networks import SquashedGaussianActor, TwinQ
+from rl_core.replay import Batch
+
+
+class SAC:
+    """SAC learner for flat observation and action vectors (actions in [-1, 1]).
+
+    :param obs_dim: size of a flat observation.
+    :param action_dim: size of a flat action.
+    :param config: hyperparameters.
+    :param seed: seed of network initialisation and of the sampling noise in updates.
+    """
+
+    def __init__(self, obs_dim: int, action_dim: int, config: SACConfig, seed: int = 0) -> None:
+        if obs_dim <= 0 or action_dim <= 0:
+            raise ValueError(f"obs_dim and action_dim must be positive, got {obs_dim}, {action_dim}")
+        self.obs_dim = obs_dim
+        self.action_dim = action_dim
+        self.config = config
+        self.seed = seed
+        torch.manual_seed(seed)
+        self.actor = SquashedGaussianActor(obs_dim, action_dim, config.hidden_sizes)
+        self.critic = TwinQ(obs_dim, action_dim, config.hidden_sizes)
+        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
+        self.log_alpha = torch.tensor(float(np.log(config.init_alpha)), requires_grad=True)
+        self.target_entropy = -config.target_entropy_scale * action_dim
+        self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=config.actor_lr)
+        self.critic_optimizer = torch.optim.Adam(self.critic.parameters(), lr=config.critic_lr)
+        self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=config.alpha_lr)
+        self.update_step = 0
+        #: |TD error| of the last batch, for prioritised replay (float32, (batch,)).
+        self.last_td_errors = np.zeros(0, dtype=np.float32)
+
+    @property
+    def alpha(self) -> float:
+        """Current entropy temperature."""
+        return float(self.log_alpha.exp())
+
+    def set_learning_rates(self, actor_lr: float | None = None, critic_lr: float | None = None,
+                           alpha_lr: float | None = None) -> None:
+        """Change learning rates of a running learner (live parameter updates)."""
+        for optimizer, lr in ((self.actor_optimizer, actor_lr), (self.critic_optimizer, critic_lr),
+                              (self.alpha_optimizer, alpha_lr)):
+            if lr is not None:
+                for group in optimizer.param_groups:
+                    group["lr"] = lr
+
+    def act(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:
+        """Actions for observations ``(N, obs_dim)`` -> ``(N, action_dim)`` float32 in [-1, 1]."""
+        return self.actor.act(obs, deterministic=deterministic)
+
+    def update(self, batch: Batch) -> dict[str, float]:
+        """One gradient step of critics, actor and temperature on ``batch``.
+
+        :returns: scalar metrics (losses, temperature, mean Q, entropy estimate).
+        :raises ValueError: when the batch holds non-finite values.
+        """
+        obs = torch.as_tensor(batch.obs, dtype=torch.float32)
+        actions = torch.as_tensor(batch.actions, dtype=torch.float32)
+        rewards = torch.as_tensor(batch.rewards, dtype=torch.float32)
+        next_obs = torch.as_tensor(batch.next_obs, dtype=torch.float32)
+        not_done = 1.0 - torch.as_tensor(batch.terminated, dtype=torch.float32)
+        weights = torch.as_tensor(batch.weights, dtype=torch.float32)
+        alpha = self.log_alpha.detach().exp()
+
+        with torch.no_grad():
+            next_actions, next_log_prob = self.actor(next_obs)
+            target_q1, target_q2 = self.critic_target(next_obs, next_actions)
+            soft_value = torch.min(target_q1, target_q2) - alpha * next_log_prob
+            q_target = rewards + self.config.gamma * not_done * soft_value
+        q1, q2 = self.critic(obs, actions)
+        td1, td2 = q1 - q_target, q2 - q_target
+        critic_loss = 0.5 * ((weights * td1.pow(2)).mean() + (weights * td2.pow(2)).mean())
+        if not torch.isfinite(critic_loss):
+            raise ValueError("critic loss is not finite; the batch or the networks hold NaN/inf "
+                             "(check rewards and observations, lower the learning rates)")
+        self.critic_optimizer.zero_grad(set_to_none=True)
+        critic_loss.backward()
+        self.critic_optimizer.step()
+
+        # Critic parameters need no gradient through the actor loss.
+        self.critic.requires_grad_(False)
+        new_actions, log_prob = self.actor(obs)
+        q1_pi, q2_pi = self.critic(obs, new_actions)
+        actor_loss = (alpha * log_prob - torch.min(q1_pi, q2_pi)).mean()
+        self.actor_optimizer.zero_grad(set_to_none=True)
+        actor_loss.backward()
+        self.actor_optimizer.step()
+        self.critic.requires_grad_(True)
+
+        alpha_loss = torch.zeros(())
+        if self.config.autotune_alpha:
+            alpha_loss = -(self.log_alpha * (log_prob.detach() + self.target_entropy)).mean()
+            self.alpha_optimizer.zero_grad(set_to_none=True)
+            alpha_loss.backward()
+            self.alpha_optimizer.step()
+
+        with torch.no_grad():
+            tau = self.config.tau
+            for param, target in zip(self.critic.parameters(), self.critic_target.parameters()):
+                target.mul_(1.0 - tau).add_(param, alpha=tau)
+        self.update_step += 1
+        self.last_td_errors = (0.5 * (td1.abs() + td2.abs())).detach().numpy().astype(np.float32)
+        return {
+            "critic_loss": float(critic_loss),
+            "actor_loss": float(actor_loss),
+            "alpha_loss": float(alpha_loss),
+            "alpha": float(alpha),
+            "q_mean": float(q1.detach().mean()),
+            "entropy": float(-log_prob.detach().mean()),
+        }
+
+    def modules(self) -> dict[str, nn.Module]:
+        """Networks whose parameters make up the learner's state."""
+        return {"actor": self.actor, "critic": self.critic, "critic_target": self.critic_target}
+
+    def optimizers(self) -> dict[str, torch.optim.Optimizer]:
+        """Optimizers whose state makes up the learner's state."""
+        return {"actor_optimizer": self.actor_optimizer, "critic_optimizer": self.critic_optimizer,
+                "alpha_optimizer": self.alpha_optimizer}

@@ -1,0 +1,306 @@
+"""Typed configuration of a training run, mirroring the nodes' ROS parameters.
+
+One YAML file per scenario in ``config/`` holds per-node ``ros__parameters`` blocks, exactly as
+ROS 2 loads them (``/**`` applies to every node, ``/**/trainer`` to every node named trainer).
+The ROS nodes declare their parameters from the dataclasses below (description and range come
+from each field's metadata), and the bare loop reads the same file through
+:func:`load_run_config`, so one file configures every mode.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+def param(default: Any, description: str, low: float | None = None, high: float | None = None,
+          step: float | None = None, read_only: bool = False) -> Any:
+    """A dataclass field carrying what a ROS ``ParameterDescriptor`` needs.
+
+    :param default: default value (lists/tuples become tuples).
+    :param description: one sentence shown by ``ros2 param describe`` and rqt_reconfigure.
+    :param low: inclusive lower bound of a numeric parameter.
+    :param high: inclusive upper bound of a numeric parameter.
+    :param step: slider step for integer/float ranges (0 = continuous).
+    :param read_only: true for parameters that cannot change after start.
+    """
+    metadata = {"description": description, "low": low, "high": high, "step": step,
+                "read_only": read_only}
+    if isinstance(default, (list, tuple)):
+        value = tuple(default)
+        return dataclasses.field(default_factory=lambda: value, metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+class ConfigError(ValueError):
+    """A configuration value or file is invalid; the message says which and how to fix it."""
+
+
+def _check_ranges(config: Any) -> None:
+    """Check types and ranges of every field of ``config`` against its metadata."""
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        default = field.default if field.default is not dataclasses.MISSING else field.default_factory()
+        where = f"{type(config).__name__}.{field.name}"
+        if isinstance(default, bool):
+            if not isinstance(value, bool):
+                raise ConfigError(f"{where} must be true or false, got {value!r}")
+            continue
+        if isinstance(default, tuple):
+            if not isinstance(value, (list, tuple)) or not all(isinstance(v, int) and v > 0 for v in value):
+                raise ConfigError(f"{where} must be a list of positive integers, got {value!r}")
+            object.__setattr__(config, field.name, tuple(value))
+            continue
+        if isinstance(default, str):
+            if not isinstance(value, str):
+                raise ConfigError(f"{where} must be a string, got {value!r}")
+            continue
+        if isinstance(default, int) and not (isinstance(value, int) and not isinstance(value, bool)):
+            raise ConfigError(f"{where} must be an integer, got {value!r}")
+        if isinstance(default, float):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ConfigError(f"{where} must be a finite number, got {value!r}")
+            object.__setattr__(config, field.name, float(value))
+        low, high = field.metadata.get("low"), field.metadata.get("high")
+        if low is not None and value < low or high is not None and value > high:
+            raise ConfigError(f"{where} = {value!r} is outside its range [{low}, {high}]")
+
+
+@dataclasses.dataclass
+class SimulatorConfig:
+    """Parameters of a simulator (one robot's vectorised environments)."""
+
+    env_id: str = param("rl_ros2/CartPoleBalance-v0", "Gymnasium id of the task.", read_only=True)
+    num_envs: int = param(1, "Environments stepped together by this simulator.", 1, 1024, 1,
+                          read_only=True)
+    seed: int = param(0, "Base seed; environment i of robot k is seeded with seed + 1000 k + i.",
+                      0, 2**31 - 1, 1, read_only=True)
+    random_steps: int = param(1000, "Environment steps (per simulator) with uniform random actions "
+                              "before the policy acts.", 0, 10**9, 1)
+    max_rate_hz: float = param(0.0, "Upper bound of control steps per second, like a real robot's "
+                               "control rate (0 = as fast as possible).", 0.0, 100000.0, 0.0)
+
+    def __post_init__(self) -> None:
+        _check_ranges(self)
+
+
+@dataclasses.dataclass
+class PolicyConfig:
+    """Parameters of the policy (inference) node."""
+
+    env_id: str = param("rl_ros2/CartPoleBalance-v0", "Gymnasium id of the task (sizes the actor).",
+                        read_only=True)
+    hidden_sizes: tuple[int, ...] = param((256, 256), "Hidden layer widths of the actor.",
+                                          read_only=True)
+    deterministic: bool = param(False, "Act with the mean action instead of sampling "
+                                "(exploration off).")
+    seed: int = param(0, "Seed of the exploration noise.", 0, 2**31 - 1, 1, read_only=True)
+
+    def __post_init__(self) -> None:
+        _check_ranges(self)
+
+
+@dataclasses.dataclass
+class ReplayConfig:
+    """Parameters of the replay buffer."""
+
+    capacity: int = param(100_000, "Maximum number of stored transitions.", 1, 10**8, 1,
+                          read_only=True)
+    prioritized: bool = param(False, "Prioritised (sum-tree) sampling instead of uniform.",
+                              read_only=True)
+    priority_alpha: float = param(0.6, "Priority exponent of prioritised sampling.", 0.0, 1.0, 0.0)
+    priority_beta: float = param(0.4, "Importance-sampling exponent of prioritised sampling.",
+                                 0.0, 1.0, 0.0)
+    seed: int = param(0, "Seed of the sampler.", 0, 2**31 - 1, 1, read_only=True)
+
+    def __post_init__(self) -> None:
+        _check_ranges(self)
+
+
+@dataclasses.dataclass
+class SACConfig:
+    """Hyperparameters of Soft Actor-Critic (twin critics, target networks, entropy tuning)."""
+
+    hidden_sizes: tuple[int, ...] = param((256, 256), "Hidden layer widths of actor and critics.",
+                                          read_only=True)
+    gamma: float = param(0.99, "Discount factor.", 0.0, 1.0, 0.0)
+    tau: float = param(0.005, "Polyak factor of the target critics.", 0.0, 1.0, 0.0)
+    actor_lr: float = param(3e-4, "Actor learning rate.", 0.0, 1.0, 0.0)
+    critic_lr: float = param(3e-4, "Critic learning rate.", 0.0, 1.0, 0.0)
+    alpha_lr: float = param(3e-4, "Entropy temperature learning rate.", 0.0, 1.0, 0.0)
+    init_alpha: float = param(1.0, "Initial entropy temperature.", 1e-6, 100.0, 0.0)
+    autotune_alpha: bool = param(True, "Tune the entropy temperature towards the target entropy.")
+    target_entropy_scale: float = param(1.0, "Target entropy = -scale * action size.", 0.0, 10.0,
+                                        0.0)
+
+    def __post_init__(self) -> None:
+        _check_ranges(self)
+
+
+@dataclasses.dataclass
+class TrainerConfig:
+    """Parameters of the training schedule (trainer node and bare loop)."""
+
+    env_id: str = param("rl_ros2/CartPoleBalance-v0", "Gymnasium id of the task (network sizes, "
+                        "final evaluation).", read_only=True)
+    update_mode: str = param("auto", "Where gradient steps run: 'interleaved' (on the dispatch "
+                             "thread, exactly updates_per_step per transition; needs the replay "
+                             "buffer in the same process), 'thread' (a learner thread running as "
+                             "fast as it can), 'auto' (interleaved when possible).", read_only=True)
+    batch_size: int = param(256, "Transitions per gradient step.", 1, 65536, 1)
+    learning_starts: int = param(1000, "Stored transitions needed before the first update.",
+                                 1, 10**9, 1)
+    updates_per_step: float = param(1.0, "Gradient steps per collected transition "
+                                    "(update-to-data ratio).", 0.0, 64.0, 0.0)
+    total_env_steps: int = param(20_000, "Stop after this many environment steps (all robots).",
+                                 1, 10**12, 1)
+    weights_period: float = param(0.5, "Seconds between /policy_weights publications.",
+                                  0.01, 3600.0, 0.0)
+    checkpoint_period: float = param(60.0, "Seconds between checkpoints (0 = only at the end).",
+                                     0.0, 86400.0, 0.0)
+    eval_episodes: int = param(10, "Deterministic episodes of the final evaluation.", 0, 10000, 1)
+    torch_threads: int = param(0, "torch intra-op threads (0 = torch default).", 0, 256, 1,
+                               read_only=True)
+    seed: int = param(0, "Seed of network initialisation and update noise.", 0, 2**31 - 1, 1,
+                      read_only=True)
+    output_dir: str = param("", "Directory for checkpoints and results ('' = runs/<time>).",
+                            read_only=True)
+    resume: str = param("", "Checkpoint directory to resume the learner from ('' = start fresh).",
+                        read_only=True)
+
+    def __post_init__(self) -> None:
+        _check_ranges(self)
+        if self.update_mode not in UPDATE_MODES:
+            raise ConfigError(f"TrainerConfig.update_mode must be one of {', '.join(UPDATE_MODES)}, "
+                              f"got {self.update_mode!r}")
+
+
+UPDATE_MODES = ("auto", "interleaved", "thread")
+
+# Which dataclasses each node's parameter block fills. The trainer owns SAC and the schedule.
+NODE_CONFIGS: dict[str, tuple[type, ...]] = {
+    "simulator": (SimulatorConfig,),
+    "policy": (PolicyConfig,),
+    "replay_buffer": (ReplayConfig,),
+    "trainer": (SACConfig, TrainerConfig),
+}
+
+
+@dataclasses.dataclass
+class RunConfig:
+    """Everything one training run needs, read from one scenario YAML."""
+
+    simulator: SimulatorConfig = dataclasses.field(default_factory=SimulatorConfig)
+    policy: PolicyConfig = dataclasses.field(default_factory=PolicyConfig)
+    replay: ReplayConfig = dataclasses.field(default_factory=ReplayConfig)
+    sac: SACConfig = dataclasses.field(default_factory=SACConfig)
+    trainer: TrainerConfig = dataclasses.field(default_factory=TrainerConfig)
+
+    def __post_init__(self) -> None:
+        if len({self.simulator.env_id, self.policy.env_id, self.trainer.env_id}) > 1:
+            raise ConfigError("simulator, policy and trainer must use the same env_id; set it once "
+                              "in the '/**' block")
+        if self.policy.hidden_sizes != self.sac.hidden_sizes:
+            raise ConfigError(
+                f"policy.hidden_sizes {list(self.policy.hidden_sizes)} differs from the trainer's "
+                f"{list(self.sac.hidden_sizes)}; set hidden_sizes once in the '/**' block")
+
+
+def _node_name_of(key: str) -> str | None:
+    """Node a YAML top-level key applies to: ``None`` for every node (``/**``, ``/*``)."""
+    name = key.strip("/").split("/")[-1] if key.strip("/") else "**"
+    return None if name in ("**", "*") else name
+
+
+def node_parameters(document: Mapping[str, Any], node: str) -> dict[str, Any]:
+    """Merge the ``ros__parameters`` that apply to ``node`` (wildcards first, then its own block).
+
+    :raises ConfigError: when a block is malformed or names a node this project does not have.
+    """
+    merged: dict[str, Any] = {}
+    specific: dict[str, Any] = {}
+    for key, block in document.items():
+        if not isinstance(block, Mapping) or not isinstance(block.get("ros__parameters"), Mapping):
+            raise ConfigError(f"block {key!r} must contain a 'ros__parameters' mapping")
+        target = _node_name_of(str(key))
+        if target is not None and target not in NODE_CONFIGS:
+            raise ConfigError(f"block {key!r} names unknown node {target!r}; "
+                              f"valid nodes: {', '.join(sorted(NODE_CONFIGS))}")
+        if target is None:
+            merged.update(block["ros__parameters"])
+        elif target == node:
+            specific.update(block["ros__parameters"])
+    merged.update(specific)
+    return merged
+
+
+def build_node_configs(node: str, params: Mapping[str, Any], *, strict: bool = True) -> list[Any]:
+    """Instantiate the dataclasses of ``node`` from a flat parameter mapping.
+
+    :param strict: raise on parameters no dataclass of the node knows (typos) when true.
+    :raises ConfigError: on unknown parameters (listing the valid names) or invalid values.
+    """
+    classes = NODE_CONFIGS[node]
+    known = {f.name for cls in classes for f in dataclasses.fields(cls)}
+    unknown = sorted(set(params) - known)
+    if strict and unknown:
+        raise ConfigError(f"unknown parameter(s) {unknown} for node {node!r}; "
+                          f"valid: {', '.join(sorted(known))}")
+    configs = []
+    for cls in classes:
+        names = {f.name for f in dataclasses.fields(cls)}
+        try:
+            configs.append(cls(**{k: v for k, v in params.items() if k in names}))
+        except TypeError as error:
+            raise ConfigError(f"node {node!r}: {error}") from error
+    return configs
+
+
+def load_yaml(path: str | Path) -> dict[str, Any]:
+    """Read a scenario YAML file with a clear error when it is missing or malformed."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {str(path)!r} does not exist; pass an existing YAML file "
+                          "(see config/ for the shipped scenarios)")
+    try:
+        document = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as error:
+        raise ConfigError(f"config file {str(path)!r} is not valid YAML: {error}") from error
+    if not isinstance(document, dict):
+        raise ConfigError(f"config file {str(path)!r} must map node names to parameter blocks")
+    return document
+
+
+def load_run_config(path: str | Path, overrides: Mapping[str, Mapping[str, Any]] | None = None
+                    ) -> RunConfig:
+    """Build a :class:`RunConfig` from a scenario YAML file.
+
+    :param path: YAML file with per-node ``ros__parameters`` blocks.
+    :param overrides: optional ``{node: {parameter: value}}`` applied after the file.
+    :raises ConfigError: when the file is missing, malformed or holds invalid values.
+    """
+    document = load_yaml(path)
+    shared = next((b["ros__parameters"] for k, b in document.items()
+                   if _node_name_of(str(k)) is None and isinstance(b, Mapping)
+                   and isinstance(b.get("ros__parameters"), Mapping)), {})
+    every_field = {f.name for classes in NODE_CONFIGS.values() for cls in classes
+                   for f in dataclasses.fields(cls)}
+    if unknown := sorted(set(shared) - every_field):
+        raise ConfigError(f"unknown shared parameter(s) {unknown} in {str(path)!r}; "
+                          f"valid: {', '.join(sorted(every_field))}")
+    built: dict[str, list[Any]] = {}
+    for node in NODE_CONFIGS:
+        params = node_parameters(document, node)
+        # Shared ('/**') parameters reach every node; each node keeps only what it knows.
+        own = {k: v for k, v in params.items()
+               if k not in shared or k in {f.name for c in NODE_CONFIGS[node] for f in dataclasses.fields(c)}}
+        own.update((overrides or {}).get(node, {}))
+        built[node] = build_node_configs(node, own)
+    return RunConfig(simulator=built["simulator"][0], policy=built["policy"][0],
+                     replay=built["replay_buffer"][0], sac=built["trainer"][0],
+                     trainer=built["trainer"][1])

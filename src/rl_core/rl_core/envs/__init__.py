@@ -1,0 +1,85 @@
+"""Gymnasium environments on pybullet, registered under the ``rl_ros2/`` namespace.
+
+Importing this package registers the environments (repeated imports or calls
+to :func:`register_envs` are harmless), so ``gymnasium.make(CARTPOLE_ID)``
+works once ``rl_core.envs`` has been imported.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium
+
+from rl_core.envs.base import PybulletRobotEnv
+from rl_core.envs.cartpole import CartPoleBalanceEnv
+from rl_core.envs.kuka_reach import KukaReachEnv
+from rl_core.envs.vector import EpisodeRecord, VectorEnv, VectorStep
+
+__all__ = [
+    "CARTPOLE_ID",
+    "KUKA_REACH_ID",
+    "CartPoleBalanceEnv",
+    "EpisodeRecord",
+    "KukaReachEnv",
+    "PybulletRobotEnv",
+    "VectorEnv",
+    "VectorStep",
+    "make_env",
+    "register_envs",
+    "space_shapes",
+]
+
+CARTPOLE_ID = "rl_ros2/CartPoleBalance-v0"
+KUKA_REACH_ID = "rl_ros2/KukaReach-v0"
+
+#: id -> (entry point, max_episode_steps)
+_REGISTRATIONS: dict[str, tuple[str, int]] = {
+    CARTPOLE_ID: ("rl_core.envs.cartpole:CartPoleBalanceEnv", 200),
+    KUKA_REACH_ID: ("rl_core.envs.kuka_reach:KukaReachEnv", 100),
+}
+
+
+def register_envs() -> None:
+    """Registers the environments with gymnasium unless they already are."""
+    for env_id, (entry_point, max_episode_steps) in _REGISTRATIONS.items():
+        # gymnasium warns when an id is registered twice, hence the check.
+        if env_id not in gymnasium.registry:
+            gymnasium.register(
+                id=env_id, entry_point=entry_point, max_episode_steps=max_episode_steps
+            )
+
+
+def make_env(env_id: str, **kwargs: Any) -> gymnasium.Env:
+    """Creates a registered environment, wrapped as ``gymnasium.make`` does.
+
+    Args:
+        env_id: ``CARTPOLE_ID``, ``KUKA_REACH_ID`` or any other registered id.
+        **kwargs: Passed to ``gymnasium.make`` (e.g. ``render_mode``,
+            ``max_episode_steps`` or constructor arguments).
+
+    Returns:
+        The environment, with the registered TimeLimit wrapper.
+    """
+    register_envs()
+    return gymnasium.make(env_id, **kwargs)
+
+
+def space_shapes(env_id: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """``(observation shape, action shape)`` of a registered environment.
+
+    Raises:
+        ValueError: when ``env_id`` is not registered; the message lists the registered ids.
+    """
+    register_envs()
+    if env_id not in gymnasium.registry:
+        known = ", ".join(sorted(k for k in gymnasium.registry if k.startswith("rl_ros2/")))
+        raise ValueError(f"unknown env_id {env_id!r}; rl_ros2 provides: {known}")
+    env = gymnasium.make(env_id)
+    try:
+        return tuple(env.observation_space.shape), tuple(env.action_space.shape)
+    finally:
+        env.close()
+
+
+register_envs()

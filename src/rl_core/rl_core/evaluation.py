@@ -1,0 +1,56 @@
+"""Deterministic evaluation of a policy on fresh environments."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import gymnasium as gym
+import numpy as np
+
+from rl_core.envs import make_env
+from rl_core.networks import SquashedGaussianActor
+
+EVAL_SEED_OFFSET = 10_000  # evaluation episodes never reuse a training seed
+
+
+class EvalResult(NamedTuple):
+    """Returns of the evaluation episodes."""
+
+    returns: np.ndarray
+    lengths: np.ndarray
+
+    @property
+    def mean(self) -> float:
+        return float(self.returns.mean()) if len(self.returns) else float("nan")
+
+    @property
+    def std(self) -> float:
+        return float(self.returns.std()) if len(self.returns) else float("nan")
+
+
+def evaluate(actor: SquashedGaussianActor, env_id: str, episodes: int, seed: int = 0,
+             env: gym.Env | None = None) -> EvalResult:
+    """Run ``episodes`` deterministic episodes (mean action) and return their returns.
+
+    :param env: an environment to reuse (e.g. one with ``render_mode``); made from ``env_id``
+        when omitted, and closed afterwards only then.
+    """
+    own_env = env is None
+    env = env if env is not None else make_env(env_id)
+    returns, lengths = [], []
+    try:
+        for episode in range(episodes):
+            obs, _ = env.reset(seed=seed + EVAL_SEED_OFFSET + episode)
+            total, length, done = 0.0, 0, False
+            while not done:
+                action = actor.act(obs[None, :], deterministic=True)[0]
+                obs, reward, terminated, truncated, _ = env.step(action)
+                total += float(reward)
+                length += 1
+                done = terminated or truncated
+            returns.append(total)
+            lengths.append(length)
+    finally:
+        if own_env:
+            env.close()
+    return EvalResult(np.asarray(returns, dtype=np.float64), np.asarray(lengths, dtype=np.int64))

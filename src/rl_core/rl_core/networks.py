@@ -1,0 +1,92 @@
+"""Policy and value networks shared by the trainer and the policy (inference) node."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+LOG_STD_MIN = -5.0
+LOG_STD_MAX = 2.0
+
+
+def mlp(in_size: int, hidden_sizes: Sequence[int], out_size: int) -> nn.Sequential:
+    """Build a ReLU multilayer perceptron ``in -> hidden... -> out`` with a linear output."""
+    layers: list[nn.Module] = []
+    size = in_size
+    for hidden in hidden_sizes:
+        layers += [nn.Linear(size, hidden), nn.ReLU()]
+        size = hidden
+    layers.append(nn.Linear(size, out_size))
+    return nn.Sequential(*layers)
+
+
+class SquashedGaussianActor(nn.Module):
+    """Tanh-squashed diagonal Gaussian policy; actions lie in [-1, 1].
+
+    :param obs_dim: size of a flat observation.
+    :param action_dim: size of a flat action.
+    :param hidden_sizes: widths of the hidden layers.
+    """
+
+    def __init__(self, obs_dim: int, action_dim: int, hidden_sizes: Sequence[int]) -> None:
+        super().__init__()
+        self.obs_dim = obs_dim
+        self.action_dim = action_dim
+        self.hidden_sizes = tuple(int(h) for h in hidden_sizes)
+        self.body = mlp(obs_dim, self.hidden_sizes[:-1], self.hidden_sizes[-1])
+        self.mean = nn.Linear(self.hidden_sizes[-1], action_dim)
+        self.log_std = nn.Linear(self.hidden_sizes[-1], action_dim)
+
+    def forward(
+        self, obs: torch.Tensor, deterministic: bool = False, with_log_prob: bool = True
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Return ``(action, log_prob)``; ``log_prob`` is None when not requested."""
+        features = torch.relu(self.body(obs))
+        mean = self.mean(features)
+        if deterministic:
+            return torch.tanh(mean), None
+        log_std = self.log_std(features).clamp(LOG_STD_MIN, LOG_STD_MAX)
+        std = log_std.exp()
+        pre_tanh = mean + std * torch.randn_like(mean)
+        action = torch.tanh(pre_tanh)
+        if not with_log_prob:
+            return action, None
+        # Gaussian log-density minus the log-determinant of the tanh squashing, written in the
+        # numerically stable form log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u)).
+        gaussian = -0.5 * (((pre_tanh - mean) / std) ** 2 + 2 * log_std + math.log(2 * math.pi))
+        correction = 2 * (math.log(2) - pre_tanh - nn.functional.softplus(-2 * pre_tanh))
+        return action, (gaussian - correction).sum(dim=-1)
+
+    @torch.no_grad()
+    def act(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:
+        """Actions for a batch of observations ``(N, obs_dim)`` as float32 numpy ``(N, action_dim)``."""
+        obs_tensor = torch.as_tensor(obs, dtype=torch.float32)
+        action, _ = self.forward(obs_tensor, deterministic=deterministic, with_log_prob=False)
+        return action.numpy()
+
+    def architecture(self) -> dict[str, object]:
+        """Description of the network that receivers check before loading weights."""
+        return {
+            "kind": "squashed_gaussian_actor",
+            "obs_dim": self.obs_dim,
+            "action_dim": self.action_dim,
+            "hidden_sizes": list(self.hidden_sizes),
+        }
+
+
+class TwinQ(nn.Module):
+    """Two independent Q networks ``Q(s, a)`` (clipped double-Q learning)."""
+
+    def __init__(self, obs_dim: int, action_dim: int, hidden_sizes: Sequence[int]) -> None:
+        super().__init__()
+        self.q1 = mlp(obs_dim + action_dim, hidden_sizes, 1)
+        self.q2 = mlp(obs_dim + action_dim, hidden_sizes, 1)
+
+    def forward(self, obs: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Return both Q estimates, each of shape ``(N,)``."""
+        obs_action = torch.cat([obs, action], dim=-1)
+        return self.q1(obs_action).squeeze(-1), self.q2(obs_action).squeeze(-1)

@@ -1,0 +1,754 @@
+"""Ring-buffer experience replay with optional proportional prioritisation.
+
+Storage is one preallocated ``float32`` array written as a ring, one row per
+transition with the fields (obs, actions, reward, next_obs, terminated,
+truncated) side by side. Inserts are batched (``add`` takes ``N`` transitions at
+once) and land in at most two slice copies; a sample gathers one contiguous
+record per index, which is about three times faster than gathering six separate
+arrays once the buffer no longer fits in cache. Nothing here imports ROS: nodes
+convert messages to arrays and call into this module.
+
+Prioritised mode follows Schaul et al. (2016), "Prioritized Experience Replay",
+proportional variant: ``P(i) = p_i^alpha / sum_k p_k^alpha`` with
+``p_i = priority_i + epsilon``, and importance-sampling weights
+``w_i = (len * P(i))^-beta`` divided by the largest weight in the batch.
+
+The buffer is not thread-safe; callers that add and sample from different
+threads must hold a lock around both.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import zipfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+
+from rl_core.replay.sum_tree import SumTree
+
+__all__ = ["Batch", "ReplayBuffer"]
+
+FloatArray = npt.NDArray[np.float32]
+
+_STATE_FORMAT_VERSION = 1
+_DATA_FIELDS = ("obs", "actions", "rewards", "next_obs", "terminated", "truncated")
+_STATE_KEYS = (
+    "format_version",
+    "capacity",
+    "obs_shape",
+    "action_shape",
+    "prioritized",
+    "alpha",
+    "beta",
+    "epsilon",
+    "position",
+    "size",
+    "total_added",
+    "max_priority",
+    "priorities",
+    "rng_state",
+    *_DATA_FIELDS,
+)
+
+
+class Batch(NamedTuple):
+    """A sampled minibatch; every array has leading dimension ``B``.
+
+    Attributes:
+        obs: ``float32 (B, *obs_shape)`` observations.
+        actions: ``float32 (B, *action_shape)`` actions.
+        rewards: ``float32 (B,)`` rewards.
+        next_obs: ``float32 (B, *obs_shape)`` next observations.
+        terminated: ``float32 (B,)`` 1.0 where the episode terminated (no
+            bootstrapping), else 0.0. Float rather than bool so it enters TD
+            targets directly: ``target = r + gamma * (1 - terminated) * q_next``.
+            Truncation is stored by the buffer but not returned, because a
+            truncated transition still bootstraps.
+        indices: ``int64 (B,)`` storage slots, to pass to ``update_priorities``.
+        weights: ``float32 (B,)`` importance-sampling weights, max-normalised
+            within the batch; all ones for uniform sampling.
+    """
+
+    obs: FloatArray
+    actions: FloatArray
+    rewards: FloatArray
+    next_obs: FloatArray
+    terminated: FloatArray
+    indices: npt.NDArray[np.int64]
+    weights: FloatArray
+
+
+class _Field(NamedTuple):
+    """Where one transition field lives inside a storage row."""
+
+    start: int
+    stop: int
+    item_shape: tuple[int, ...]
+
+
+def _field_layout(
+    obs_shape: tuple[int, ...], action_shape: tuple[int, ...]
+) -> dict[str, _Field]:
+    """Column ranges of every field; the two flags come last, next to each other."""
+    shapes = dict(
+        zip(_DATA_FIELDS, (obs_shape, action_shape, (), obs_shape, (), ()), strict=True)
+    )
+    layout: dict[str, _Field] = {}
+    start = 0
+    for name, shape in shapes.items():
+        width = int(np.prod(shape, dtype=np.int64))  # 1 for scalar fields
+        layout[name] = _Field(start, start + width, shape)
+        start += width
+    return layout
+
+
+def _normalise_shape(shape: int | Sequence[int], name: str) -> tuple[int, ...]:
+    """Turn an int or sequence of ints into a validated shape tuple."""
+    if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
+        dims: tuple[object, ...] = (shape,)
+    elif isinstance(shape, Sequence) and not isinstance(shape, str):
+        dims = tuple(shape)
+    else:
+        raise ValueError(f"{name} must be an int or a sequence of ints, got {shape!r}")
+    for dim in dims:
+        if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim <= 0:
+            raise ValueError(f"{name} must contain positive ints, got {shape!r}")
+    return tuple(int(dim) for dim in dims)  # type: ignore[call-overload]
+
+
+def _check_unit_interval(value: float, name: str) -> float:
+    if not np.isfinite(value) or not 0.0 <= value <= 1.0:
+        raise ValueError(f"{name} must be in [0, 1], got {value}")
+    return float(value)
+
+
+class ReplayBuffer:
+    """Fixed-capacity transition store with uniform or prioritised sampling.
+
+    Storage is written as a ring: once ``capacity`` transitions are held, each
+    new one overwrites the oldest. Rows ``0 .. len - 1`` are valid.
+
+    Args:
+        obs_shape: Shape of one observation, e.g. ``(24,)``; an int means ``(n,)``.
+        action_shape: Shape of one action, e.g. ``(4,)``; ``()`` for a scalar.
+        capacity: Maximum number of stored transitions.
+        prioritized: Sample proportionally to priority instead of uniformly.
+        alpha: Priority exponent (0 = uniform, 1 = fully proportional). Only
+            used when ``prioritized``.
+        beta: Importance-sampling exponent in ``[0, 1]``; usually annealed to 1
+            via ``set_beta`` during training.
+        epsilon: Added to every priority so no transition gets probability 0.
+        seed: Seed of the buffer's own ``np.random.Generator``.
+
+    Raises:
+        ValueError: If any argument is out of range, with the reason.
+    """
+
+    def __init__(
+        self,
+        obs_shape: int | Sequence[int],
+        action_shape: int | Sequence[int],
+        capacity: int,
+        *,
+        prioritized: bool = False,
+        alpha: float = 0.6,
+        beta: float = 0.4,
+        epsilon: float = 1e-6,
+        seed: int | None = None,
+    ) -> None:
+        self._obs_shape = _normalise_shape(obs_shape, "obs_shape")
+        self._action_shape = _normalise_shape(action_shape, "action_shape")
+        if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)):
+            raise ValueError(f"capacity must be an int, got {type(capacity).__name__}")
+        if capacity <= 0:
+            raise ValueError(f"capacity must be > 0, got {capacity}")
+        if not isinstance(prioritized, (bool, np.bool_)):
+            raise ValueError(f"prioritized must be a bool, got {prioritized!r}")
+        if not np.isfinite(alpha) or alpha < 0.0:
+            raise ValueError(f"alpha must be finite and >= 0, got {alpha}")
+        if not np.isfinite(epsilon) or epsilon < 0.0:
+            raise ValueError(f"epsilon must be finite and >= 0, got {epsilon}")
+        if seed is not None and (
+            isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0
+        ):
+            raise ValueError(f"seed must be None or a non-negative int, got {seed!r}")
+
+        self._capacity = int(capacity)
+        self._prioritized = bool(prioritized)
+        self._alpha = float(alpha)
+        self._beta = _check_unit_interval(beta, "beta")
+        self._epsilon = float(epsilon)
+        self._rng = np.random.default_rng(seed)
+
+        self._fields = _field_layout(self._obs_shape, self._action_shape)
+        self._flags_start = self._fields["terminated"].start
+        self._row_width = self._fields["truncated"].stop
+        self._storage = np.zeros((self._capacity, self._row_width), dtype=np.float32)
+
+        self._position = 0  # next slot to write
+        self._size = 0
+        self._total_added = 0
+        # Largest (priority + epsilon) seen, before the alpha exponent.
+        self._max_priority = 1.0
+        self._tree = SumTree(self._capacity) if self._prioritized else None
+
+    # ------------------------------------------------------------------ properties
+
+    def __len__(self) -> int:
+        """Number of transitions currently stored."""
+        return self._size
+
+    @property
+    def capacity(self) -> int:
+        """Maximum number of stored transitions."""
+        return self._capacity
+
+    @property
+    def is_full(self) -> bool:
+        """Whether the next insert overwrites the oldest transition."""
+        return self._size == self._capacity
+
+    @property
+    def total_added(self) -> int:
+        """Count of all transitions ever passed to ``add`` (including overwritten ones)."""
+        return self._total_added
+
+    @property
+    def obs_shape(self) -> tuple[int, ...]:
+        """Shape of one observation."""
+        return self._obs_shape
+
+    @property
+    def action_shape(self) -> tuple[int, ...]:
+        """Shape of one action."""
+        return self._action_shape
+
+    @property
+    def prioritized(self) -> bool:
+        """Whether sampling is prioritised."""
+        return self._prioritized
+
+    @property
+    def alpha(self) -> float:
+        """Priority exponent (fixed at construction)."""
+        return self._alpha
+
+    @property
+    def epsilon(self) -> float:
+        """Constant added to every priority."""
+        return self._epsilon
+
+    @property
+    def beta(self) -> float:
+        """Importance-sampling exponent in ``[0, 1]``."""
+        return self._beta
+
+    @beta.setter
+    def beta(self, value: float) -> None:
+        self._beta = _check_unit_interval(value, "beta")
+
+    def set_beta(self, beta: float) -> None:
+        """Set the importance-sampling exponent (for annealing schedules).
+
+        Args:
+            beta: New value in ``[0, 1]``.
+
+        Raises:
+            ValueError: If ``beta`` is outside ``[0, 1]``.
+        """
+        self.beta = beta
+
+    # ------------------------------------------------------------------ writing
+
+    def add(
+        self,
+        obs: npt.ArrayLike,
+        actions: npt.ArrayLike,
+        rewards: npt.ArrayLike,
+        next_obs: npt.ArrayLike,
+        terminated: npt.ArrayLike,
+        truncated: npt.ArrayLike | None = None,
+    ) -> npt.NDArray[np.int64]:
+        """Insert a batch of ``N`` transitions.
+
+        Every field carries a leading batch dimension ``N`` (use ``x[None]`` for
+        a single transition). Input is validated completely before anything is
+        written, so a rejected call leaves the buffer unchanged. Integer, bool
+        and float inputs are accepted; float64 is narrowed to float32.
+
+        If ``N > capacity`` only the last ``capacity`` transitions are kept, in
+        the same slots sequential inserts would have left them; ``total_added``
+        still grows by ``N``. In prioritised mode new transitions get the largest
+        priority seen so far, so each is sampled at least once with high odds.
+
+        Args:
+            obs: ``(N, *obs_shape)`` observations.
+            actions: ``(N, *action_shape)`` actions.
+            rewards: ``(N,)`` rewards.
+            next_obs: ``(N, *obs_shape)`` next observations.
+            terminated: ``(N,)`` 0/1 or bool; episode ended in a terminal state.
+            truncated: ``(N,)`` 0/1 or bool; episode cut off by a time limit.
+                ``None`` means no truncation.
+
+        Returns:
+            ``int64`` storage slots of the kept transitions (length
+            ``min(N, capacity)``, aligned with the last rows of the input).
+
+        Raises:
+            ValueError: On a wrong shape or dtype, mismatched ``N``, non-finite
+                values, or flags other than 0/1, naming the field.
+        """
+        obs_array = self._as_field(obs, "obs")
+        count = obs_array.shape[0]
+        inputs = {
+            "obs": obs_array,
+            "actions": self._as_field(actions, "actions", count),
+            "rewards": self._as_field(rewards, "rewards", count),
+            "next_obs": self._as_field(next_obs, "next_obs", count),
+            "terminated": self._as_field(terminated, "terminated", count),
+            "truncated": None if truncated is None else self._as_field(truncated, "truncated", count),
+        }
+        # Assemble the rows in a scratch block first: validation then runs once
+        # over contiguous memory, and storage is only touched once all is known good.
+        block = np.empty((count, self._row_width), dtype=np.float32)
+        with np.errstate(over="ignore"):  # float64 beyond float32 range -> inf, rejected below
+            for name, values in inputs.items():
+                field = self._fields[name]
+                columns = block[:, field.start : field.stop]
+                if values is None:
+                    columns.fill(0.0)
+                else:
+                    columns[...] = values.reshape(count, field.stop - field.start)
+        self._check_block(block)
+
+        # ---- validation done; nothing below can fail on user input.
+        self._total_added += count
+        if count == 0:
+            return np.empty(0, dtype=np.int64)
+        kept = min(count, self._capacity)
+        start = (self._position + count - kept) % self._capacity
+        first = min(kept, self._capacity - start)
+        rows = block[count - kept :]
+        self._storage[start : start + first] = rows[:first]
+        self._storage[: kept - first] = rows[first:]
+        self._position = (start + kept) % self._capacity
+        self._size = min(self._size + kept, self._capacity)
+        if self._tree is not None:
+            leaf_priority = self._max_priority**self._alpha
+            self._tree.set_range(start, start + first, leaf_priority)
+            self._tree.set_range(0, kept - first, leaf_priority)
+        return (start + np.arange(kept, dtype=np.int64)) % self._capacity
+
+    def _as_field(self, value: npt.ArrayLike, name: str, count: int | None = None) -> np.ndarray:
+        """Check one input field's dtype, shape and batch size (no copy)."""
+        array = self._as_numeric(value, name)
+        item_shape = self._fields[name].item_shape
+        if array.shape[1:] != item_shape or array.ndim != len(item_shape) + 1:
+            expected = ("N" if count is None else count, *item_shape)
+            hint = ""
+            if array.shape == item_shape:
+                hint = f"; add() takes a batch, use {name}[None] for one transition"
+            raise ValueError(
+                f"{name} has shape {array.shape}, expected {_format_shape(expected)}{hint}"
+            )
+        if count is not None and array.shape[0] != count:
+            raise ValueError(
+                f"mismatched batch size: {name} has N={array.shape[0]} but obs has N={count}"
+            )
+        return array
+
+    def _check_block(self, block: FloatArray) -> None:
+        """Reject non-finite values and flags other than 0/1, naming the field."""
+        count = block.shape[0]
+        values = block[:, : self._flags_start]
+        finite = np.isfinite(values)
+        if not finite.all():
+            for name in ("obs", "actions", "rewards", "next_obs"):
+                field = self._fields[name]
+                bad_rows = int(np.count_nonzero(~finite[:, field.start : field.stop].all(axis=1)))
+                if bad_rows:
+                    raise ValueError(
+                        f"{name} contains non-finite values (NaN/inf, or beyond float32 "
+                        f"range) in {bad_rows} of {count} rows"
+                    )
+        flags = block[:, self._flags_start :]
+        not_binary = (flags != 0.0) & (flags != 1.0)  # also catches NaN
+        if not_binary.any():
+            for column, name in enumerate(("terminated", "truncated")):
+                bad_rows = int(np.count_nonzero(not_binary[:, column]))
+                if bad_rows:
+                    raise ValueError(
+                        f"{name} must be bool or 0/1, got other values in "
+                        f"{bad_rows} of {count} rows"
+                    )
+
+    @staticmethod
+    def _as_numeric(value: npt.ArrayLike, name: str) -> np.ndarray:
+        try:
+            array = np.asarray(value)
+        except (ValueError, TypeError) as exc:  # ragged nested lists, odd objects
+            raise ValueError(f"{name} cannot be converted to an array: {exc}") from exc
+        if array.dtype.kind not in "biuf":
+            raise ValueError(
+                f"{name} has dtype {array.dtype}, which cannot be cast safely to float32"
+            )
+        return array
+
+    # ------------------------------------------------------------------ sampling
+
+    def sample(self, batch_size: int) -> Batch:
+        """Draw ``batch_size`` transitions with replacement.
+
+        Args:
+            batch_size: Number of transitions; may exceed ``len(self)``.
+
+        Returns:
+            A ``Batch`` of copies (safe to keep after further inserts).
+
+        Raises:
+            ValueError: If ``batch_size`` is not a positive int.
+            RuntimeError: If the buffer is empty.
+        """
+        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)):
+            raise ValueError(f"batch_size must be an int, got {type(batch_size).__name__}")
+        if batch_size <= 0:
+            raise ValueError(f"batch_size must be > 0, got {batch_size}")
+        if self._size == 0:
+            raise RuntimeError("replay buffer is empty; add experience before sampling")
+
+        if self._tree is None:
+            indices = self._rng.integers(0, self._size, size=batch_size, dtype=np.int64)
+            weights = np.ones(batch_size, dtype=np.float32)
+        else:
+            total = self._tree.total
+            indices = self._tree.find(self._rng.random(batch_size) * total)
+            probabilities = self._tree.get(indices) / total
+            raw_weights = (self._size * probabilities) ** (-self._beta)
+            weights = (raw_weights / raw_weights.max()).astype(np.float32)
+
+        rows = self._storage.take(indices, axis=0)
+        return Batch(
+            obs=self._column(rows, "obs"),
+            actions=self._column(rows, "actions"),
+            rewards=self._column(rows, "rewards"),
+            next_obs=self._column(rows, "next_obs"),
+            terminated=self._column(rows, "terminated"),
+            indices=indices,
+            weights=weights,
+        )
+
+    def _column(self, rows: FloatArray, name: str) -> FloatArray:
+        """Extract one field from gathered rows as a contiguous, shaped array."""
+        field = self._fields[name]
+        columns = np.ascontiguousarray(rows[:, field.start : field.stop])
+        return columns.reshape(rows.shape[0], *field.item_shape)
+
+    def update_priorities(self, indices: npt.ArrayLike, priorities: npt.ArrayLike) -> None:
+        """Set new priorities (typically ``|TD error|``) for sampled transitions.
+
+        Slots may have been overwritten since they were sampled; the new
+        transition then simply takes the priority, which is the usual and
+        harmless behaviour of ring-buffer PER.
+
+        Args:
+            indices: 1-D ``int`` slots from ``Batch.indices``.
+            priorities: Non-negative finite values, one per index. With
+                duplicate indices the last value wins.
+
+        Raises:
+            RuntimeError: If the buffer is not prioritised.
+            ValueError: On mismatched lengths, non-integer or out-of-range
+                indices, or priorities that are non-finite, negative, or not
+                positive after adding ``epsilon``.
+        """
+        if self._tree is None:
+            raise RuntimeError("update_priorities() needs a buffer built with prioritized=True")
+        index_array = np.asarray(indices)
+        priority_array = np.asarray(priorities, dtype=np.float64)
+        if index_array.ndim != 1 or priority_array.shape != index_array.shape:
+            raise ValueError(
+                f"indices and priorities must be 1-D of equal length, got shapes "
+                f"{index_array.shape} and {priority_array.shape}"
+            )
+        if index_array.size == 0:
+            return
+        if index_array.dtype.kind not in "iu":
+            raise ValueError(f"indices must be integers, got dtype {index_array.dtype}")
+        if index_array.min() < 0 or index_array.max() >= self._size:
+            raise ValueError(
+                f"indices must lie in [0, {self._size}) (stored items), got "
+                f"[{index_array.min()}, {index_array.max()}]"
+            )
+        if not np.all(np.isfinite(priority_array)):
+            bad = int(np.count_nonzero(~np.isfinite(priority_array)))
+            raise ValueError(f"priorities must be finite, got {bad} NaN/inf values")
+        if priority_array.min() < 0.0:
+            raise ValueError(f"priorities must be >= 0, got min {priority_array.min()}")
+        shifted = priority_array + self._epsilon
+        if shifted.min() <= 0.0:
+            raise ValueError(
+                f"priorities must be > 0 after adding epsilon ({self._epsilon}); got 0"
+            )
+        self._max_priority = max(self._max_priority, float(shifted.max()))
+        self._tree.update(index_array.astype(np.int64, copy=False), shifted**self._alpha)
+
+    # ------------------------------------------------------------------ persistence
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """Return the full state as plain numpy arrays (no pickled objects).
+
+        Only the ``len(self)`` stored rows are included. The RNG state travels as a
+        JSON string so a restored buffer draws the same samples.
+
+        Returns:
+            Mapping of names to arrays, suitable for ``np.savez``.
+        """
+        size = self._size
+        priorities = (
+            self._tree.priorities[:size].copy()
+            if self._tree is not None
+            else np.empty(0, dtype=np.float64)
+        )
+        return {
+            "format_version": np.array(_STATE_FORMAT_VERSION, dtype=np.int64),
+            "capacity": np.array(self._capacity, dtype=np.int64),
+            "obs_shape": np.array(self._obs_shape, dtype=np.int64),
+            "action_shape": np.array(self._action_shape, dtype=np.int64),
+            "prioritized": np.array(self._prioritized),
+            "alpha": np.array(self._alpha),
+            "beta": np.array(self._beta),
+            "epsilon": np.array(self._epsilon),
+            "position": np.array(self._position, dtype=np.int64),
+            "size": np.array(size, dtype=np.int64),
+            "total_added": np.array(self._total_added, dtype=np.int64),
+            "max_priority": np.array(self._max_priority),
+            "priorities": priorities,
+            "rng_state": np.array(json.dumps(self._rng.bit_generator.state)),
+            **{name: self._column(self._storage[:size], name) for name in _DATA_FIELDS},
+        }
+
+    def load_state_dict(self, state: Mapping[str, np.ndarray]) -> None:
+        """Restore a state produced by ``state_dict``.
+
+        Capacity, shapes and the prioritised flag must match this buffer;
+        ``alpha``, ``beta`` and ``epsilon`` are taken from the state so sampling
+        continues exactly as before. Validation is complete before any change.
+
+        Args:
+            state: Mapping as returned by ``state_dict`` (or read from ``save``).
+
+        Raises:
+            ValueError: If keys are missing or any value is incompatible or
+                inconsistent, naming the offending entry.
+        """
+        missing = [key for key in _STATE_KEYS if key not in state]
+        if missing:
+            raise ValueError(f"state is missing key(s): {', '.join(missing)}")
+        version = _scalar(state, "format_version", int)
+        if version != _STATE_FORMAT_VERSION:
+            raise ValueError(
+                f"unsupported format_version {version}, expected {_STATE_FORMAT_VERSION}"
+            )
+        capacity = _scalar(state, "capacity", int)
+        if capacity != self._capacity:
+            raise ValueError(
+                f"incompatible capacity: saved {capacity}, this buffer has {self._capacity}"
+            )
+        for key, own in (("obs_shape", self._obs_shape), ("action_shape", self._action_shape)):
+            saved = _shape(state, key)
+            if saved != own:
+                raise ValueError(f"incompatible {key}: saved {saved}, this buffer has {own}")
+        prioritized = _scalar(state, "prioritized", bool)
+        if prioritized != self._prioritized:
+            raise ValueError(
+                f"incompatible prioritized flag: saved {prioritized}, "
+                f"this buffer has {self._prioritized}"
+            )
+        alpha = _scalar(state, "alpha", float)
+        epsilon = _scalar(state, "epsilon", float)
+        if not np.isfinite(alpha) or alpha < 0.0:
+            raise ValueError(f"invalid alpha in state: {alpha}")
+        if not np.isfinite(epsilon) or epsilon < 0.0:
+            raise ValueError(f"invalid epsilon in state: {epsilon}")
+        beta = _check_unit_interval(_scalar(state, "beta", float), "beta in state")
+
+        size = _scalar(state, "size", int)
+        position = _scalar(state, "position", int)
+        total_added = _scalar(state, "total_added", int)
+        if not 0 <= size <= self._capacity:
+            raise ValueError(f"size {size} in state is outside [0, {self._capacity}]")
+        expected_position = size % self._capacity if size < self._capacity else position
+        if not 0 <= position < self._capacity or position != expected_position:
+            raise ValueError(f"position {position} in state is inconsistent with size {size}")
+        if total_added < size:
+            raise ValueError(f"total_added {total_added} in state is below size {size}")
+
+        block = np.empty((size, self._row_width), dtype=np.float32)
+        for name, field in self._fields.items():
+            item_shape = field.item_shape
+            array = np.asarray(state[name])
+            if array.shape != (size, *item_shape):
+                raise ValueError(
+                    f"{name} in state has shape {array.shape}, expected "
+                    f"{(size, *item_shape)}"
+                )
+            if array.dtype.kind not in "biuf":
+                raise ValueError(f"{name} in state has non-numeric dtype {array.dtype}")
+            array = array.astype(np.float32)
+            if not np.all(np.isfinite(array)):
+                raise ValueError(f"{name} in state contains non-finite values")
+            block[:, field.start : field.stop] = array.reshape(size, field.stop - field.start)
+        flags = block[:, self._flags_start :]
+        if np.any((flags != 0.0) & (flags != 1.0)):
+            raise ValueError("terminated/truncated in state must be 0 or 1")
+
+        priorities = np.asarray(state["priorities"])
+        max_priority = _scalar(state, "max_priority", float)
+        if self._prioritized:
+            if priorities.shape != (size,) or priorities.dtype.kind not in "iuf":
+                raise ValueError(
+                    f"priorities in state have shape {priorities.shape}, expected ({size},)"
+                )
+            if not np.all(np.isfinite(priorities)) or np.any(priorities <= 0.0):
+                raise ValueError("priorities in state must be finite and > 0")
+        if not np.isfinite(max_priority) or max_priority <= 0.0:
+            raise ValueError(f"max_priority in state must be finite and > 0, got {max_priority}")
+
+        rng = np.random.default_rng()
+        try:
+            rng_state = json.loads(str(np.asarray(state["rng_state"]).item()))
+            if rng_state.get("bit_generator") != type(rng.bit_generator).__name__:
+                raise ValueError(f"unexpected bit generator {rng_state.get('bit_generator')!r}")
+            rng.bit_generator.state = rng_state
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise ValueError(f"rng_state in state is invalid: {exc}") from exc
+
+        # ---- all checks passed: commit.
+        self._alpha, self._beta, self._epsilon = alpha, beta, epsilon
+        self._storage[:size] = block
+        self._storage[size:] = 0.0
+        self._size, self._position, self._total_added = size, position, total_added
+        self._max_priority = max_priority
+        if self._tree is not None:
+            self._tree.load_priorities(priorities, max_priority**alpha)
+        self._rng = rng
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the state to an ``.npz`` file atomically.
+
+        The data goes to a temporary file in the same directory, is flushed to
+        disk, then renamed over ``path``; a crash mid-write never leaves a
+        truncated file at ``path``. The name is used as given (no ``.npz`` is
+        appended).
+
+        Args:
+            path: Destination file; its directory must exist.
+
+        Raises:
+            FileNotFoundError: If the destination directory does not exist.
+        """
+        destination = Path(path)
+        directory = destination.parent
+        if not directory.is_dir():
+            raise FileNotFoundError(f"directory for replay buffer file does not exist: {directory}")
+        file_descriptor, temp_name = tempfile.mkstemp(
+            prefix=f".{destination.name}.", suffix=".tmp", dir=directory
+        )
+        try:
+            with os.fdopen(file_descriptor, "wb") as handle:
+                np.savez(handle, **self.state_dict())
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temp_name, destination)
+        except BaseException:
+            Path(temp_name).unlink(missing_ok=True)
+            raise
+
+    def load(self, path: str | os.PathLike[str]) -> None:
+        """Restore state from a file written by ``save``.
+
+        Args:
+            path: File to read.
+
+        Raises:
+            FileNotFoundError: If ``path`` does not exist.
+            ValueError: If the file is corrupt or incompatible with this buffer,
+                naming the path and the problem.
+        """
+        state = _read_state_file(path)
+        try:
+            self.load_state_dict(state)
+        except ValueError as exc:
+            raise ValueError(f"incompatible replay buffer file {path}: {exc}") from exc
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str]) -> ReplayBuffer:
+        """Build a buffer with the configuration stored in ``path`` and restore it.
+
+        Args:
+            path: File written by ``save``.
+
+        Returns:
+            A buffer that continues exactly where the saved one stopped.
+
+        Raises:
+            FileNotFoundError: If ``path`` does not exist.
+            ValueError: If the file is corrupt or inconsistent.
+        """
+        state = _read_state_file(path)
+        try:
+            buffer = cls(
+                obs_shape=_shape(state, "obs_shape"),
+                action_shape=_shape(state, "action_shape"),
+                capacity=_scalar(state, "capacity", int),
+                prioritized=_scalar(state, "prioritized", bool),
+                alpha=_scalar(state, "alpha", float),
+                beta=_scalar(state, "beta", float),
+                epsilon=_scalar(state, "epsilon", float),
+            )
+            buffer.load_state_dict(state)
+        except KeyError as exc:
+            raise ValueError(f"invalid replay buffer file {path}: missing key {exc}") from exc
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"invalid replay buffer file {path}: {exc}") from exc
+        return buffer
+
+
+def _format_shape(shape: tuple[object, ...]) -> str:
+    return "(" + ", ".join(str(dim) for dim in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def _scalar(state: Mapping[str, np.ndarray], key: str, kind: type) -> int | float | bool:
+    """Read a 0-d entry of ``state`` as ``kind`` with a clear error."""
+    array = np.asarray(state[key])
+    if array.size != 1 or array.dtype.kind not in "biuf":
+        raise ValueError(f"{key} in state must be a numeric scalar, got {array.dtype} {array.shape}")
+    return kind(array.reshape(-1)[0])
+
+
+def _shape(state: Mapping[str, np.ndarray], key: str) -> tuple[int, ...]:
+    """Read a 1-D integer entry of ``state`` as a shape tuple."""
+    array = np.asarray(state[key])
+    if array.ndim != 1 or (array.size and array.dtype.kind not in "iu"):
+        raise ValueError(f"{key} in state must be a 1-D int array, got {array.dtype} {array.shape}")
+    return tuple(int(v) for v in array)
+
+
+def _read_state_file(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
+    """Load every array of an ``.npz`` file, turning corruption into ValueError."""
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"replay buffer file not found: {path}")
+    try:
+        archive = np.load(path, allow_pickle=False)
+        if not isinstance(archive, np.lib.npyio.NpzFile):
+            raise ValueError("not an .npz archive")
+        with archive:
+            return {key: archive[key] for key in archive.files}
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, KeyError) as exc:
+        raise ValueError(f"cannot read replay buffer file {path}: {exc}") from exc

@@ -1,0 +1,81 @@
+"""Shared base of the rl_ros2 nodes: zero-copy endpoints, rejection counting, QoS profiles."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+from rl_nodes.conversions import TopicType
+from rl_nodes.intra_process import IntraProcessManager, IntraProcessPublisher
+from rl_nodes.intra_process import IntraProcessSubscription
+
+T = TypeVar("T")
+
+#: Stepping traffic (observations, actions, experience): reliable, a short queue.
+STREAM_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10,
+                        reliability=ReliabilityPolicy.RELIABLE,
+                        durability=DurabilityPolicy.VOLATILE)
+#: Latest-value topics (policy weights, robot description): late joiners get the last one at once.
+LATCHED_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1,
+                         reliability=ReliabilityPolicy.RELIABLE,
+                         durability=DurabilityPolicy.TRANSIENT_LOCAL)
+
+#: Topic names, relative (resolved in each node's namespace) unless they start with '/'.
+OBSERVATIONS_TOPIC = "observations"
+ACTIONS_TOPIC = "actions"
+EPISODES_TOPIC = "episodes"
+EXPERIENCE_TOPIC = "/experience"
+WEIGHTS_TOPIC = "/policy_weights"
+REPLAY_STATUS_TOPIC = "/replay_status"
+
+
+def robot_id_from_namespace(namespace: str) -> int:
+    """``/robot_3`` -> 3; any other namespace -> 0 (a single robot)."""
+    match = re.search(r"robot_(\d+)$", namespace.rstrip("/"))
+    return int(match.group(1)) if match else 0
+
+
+class RLNode(Node):
+    """A node whose topics go through the process' intra-process manager.
+
+    Subclasses create endpoints with :meth:`zc_publisher` / :meth:`zc_subscription` and
+    :meth:`zc_timer`; their callbacks then run on the dispatch thread. ``start()`` is called once
+    every node of the process exists and the executor runs; ``close()`` before destruction.
+    """
+
+    def __init__(self, name: str, namespace: str = "", **kwargs: Any) -> None:
+        super().__init__(name, namespace=namespace, **kwargs)
+        self.ipc = IntraProcessManager.for_context(self.context)
+        self.rejected_messages = 0
+        self._last_reject_log = 0.0
+
+    def zc_publisher(self, topic_type: TopicType[T], topic: str, qos: QoSProfile = STREAM_QOS
+                     ) -> IntraProcessPublisher[T]:
+        return self.ipc.create_publisher(self, topic_type, topic, qos)
+
+    def zc_subscription(self, topic_type: TopicType[T], topic: str, callback: Callable[[T], None],
+                        qos: QoSProfile = STREAM_QOS) -> IntraProcessSubscription[T]:
+        return self.ipc.create_subscription(self, topic_type, topic, callback, qos,
+                                            on_reject=lambda reason: self.reject(topic, reason))
+
+    def zc_timer(self, period_s: float, callback: Callable[[], None]) -> Any:
+        return self.ipc.create_timer(self, period_s, callback)
+
+    def reject(self, what: str, reason: str) -> None:
+        """Count a rejected input and log why (at most once a second), then keep running."""
+        self.rejected_messages += 1
+        now = time.monotonic()
+        if now - self._last_reject_log >= 1.0:
+            self._last_reject_log = now
+            self.get_logger().error(f"rejected {what} ({self.rejected_messages} so far): {reason}")
+
+    def start(self) -> None:
+        """Begin work once the process' nodes exist (default: nothing)."""
+
+    def close(self) -> None:
+        """Release resources before the node is destroyed (default: nothing)."""

@@ -1,0 +1,42 @@
+"""Colocated container: several rl_ros2 nodes in one process, zero-copy between them.
+
+rclpy has no component container; this one instantiates the same node classes the single-node
+executables run. ``container --node simulator@/robot_0 --node policy@/robot_0 --node
+replay_buffer@/ --node trainer@/ --ros-args --params-file config/cartpole.yaml``
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from rclpy.utilities import remove_ros_args
+
+from rl_nodes.runtime import NODE_CLASSES, run_nodes
+
+
+def parse_node_spec(spec: str) -> tuple[str, str]:
+    """``KIND@NAMESPACE`` -> (kind, namespace); the namespace defaults to ``/``."""
+    kind, _, namespace = spec.partition("@")
+    if kind not in NODE_CLASSES:
+        raise argparse.ArgumentTypeError(
+            f"unknown node kind {kind!r} in {spec!r}; valid kinds: {', '.join(NODE_CLASSES)}")
+    namespace = namespace or "/"
+    if not namespace.startswith("/"):
+        raise argparse.ArgumentTypeError(f"namespace in {spec!r} must start with '/'")
+    return kind, namespace
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv if argv is None else argv)
+    parser = argparse.ArgumentParser(
+        prog="container", description="Run several rl_ros2 nodes in one process (zero-copy).")
+    parser.add_argument("--node", action="append", type=parse_node_spec, required=True,
+                        metavar="KIND@NAMESPACE",
+                        help=f"a node to run; KIND in {', '.join(NODE_CLASSES)}")
+    args = parser.parse_args(remove_ros_args(argv)[1:])
+    return run_nodes(args.node, argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

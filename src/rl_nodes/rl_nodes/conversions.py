@@ -1,0 +1,381 @@
+"""Conversions between rl_interfaces messages and the numpy/torch objects the nodes work with.
+
+Inside one process the zero-copy channel hands these plain objects from publisher to subscriber;
+only when a subscriber outside the process exists are they turned into ROS messages. Decoding
+checks every shape field against the array sizes, so a malformed message from the wire raises a
+``ValueError`` that says what is wrong (the receiving node logs it, counts it and keeps going).
+"""
+
+from __future__ import annotations
+
+import array
+import json
+from dataclasses import dataclass, field
+from typing import Any, Callable, Generic, TypeVar
+
+import numpy as np
+import torch
+from builtin_interfaces.msg import Time
+from rl_core.checkpoint import tensors_from_bytes, tensors_to_bytes
+from rl_interfaces.msg import ActionBatch, EpisodeStatistics, ExperienceBatch, ObservationBatch
+from rl_interfaces.msg import PolicyWeights
+from rl_interfaces.srv import BufferFile, SampleBatch
+from rl_core.replay import Batch
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class TopicType(Generic[T]):
+    """How a topic's Python object maps onto its ROS message type.
+
+    :param msg_type: the ROS message class on the wire.
+    :param to_msg: object -> message (used only when an outside subscriber exists).
+    :param from_msg: message -> object (raises ValueError on malformed messages).
+    """
+
+    msg_type: type
+    to_msg: Callable[[T], Any]
+    from_msg: Callable[[Any], T]
+
+
+@dataclass(frozen=True)
+class ServiceType(Generic[T]):
+    """How a service's request/response objects map onto a ROS service type."""
+
+    srv_type: type
+    request_to_msg: Callable[[Any], Any]
+    request_from_msg: Callable[[Any], Any]
+    response_to_msg: Callable[[Any], Any]
+    response_from_msg: Callable[[Any], Any]
+
+
+def plain(msg_type: type) -> TopicType[Any]:
+    """A topic whose Python object is the ROS message itself (low-rate status topics)."""
+    return TopicType(msg_type, lambda msg: msg, lambda msg: msg)
+
+
+# --- array helpers ------------------------------------------------------------------------------
+
+def _float_array(values: np.ndarray) -> array.array:
+    """float32 array.array sharing nothing with ``values``, built with one memcpy."""
+    out = array.array("f")
+    out.frombytes(np.ascontiguousarray(values, dtype=np.float32).tobytes())
+    return out
+
+
+def _uint_array(values: np.ndarray | list[int], typecode: str = "I") -> array.array:
+    out = array.array(typecode)
+    dtype = np.uint32 if typecode == "I" else np.uint64
+    out.frombytes(np.ascontiguousarray(values, dtype=dtype).tobytes())
+    return out
+
+
+def _shaped(flat: Any, rows: int, shape: tuple[int, ...], name: str) -> np.ndarray:
+    """View a received float32[] as ``(rows, *shape)`` without copying; check its size first."""
+    values = np.frombuffer(flat, dtype=np.float32) if isinstance(flat, array.array) else \
+        np.asarray(flat, dtype=np.float32)
+    expected = rows * int(np.prod(shape, dtype=np.int64))
+    if values.size != expected:
+        raise ValueError(f"field '{name}' has {values.size} values, but {rows} rows of shape "
+                         f"{list(shape)} need {expected}")
+    return values.reshape((rows, *shape))
+
+
+def _shape(values: Any, name: str) -> tuple[int, ...]:
+    shape = tuple(int(v) for v in values)
+    if not shape or any(v <= 0 for v in shape):
+        raise ValueError(f"field '{name}' must list positive sizes, got {list(shape)}")
+    return shape
+
+
+def _stamp(stamp_ns: int) -> Time:
+    return Time(sec=stamp_ns // 1_000_000_000, nanosec=stamp_ns % 1_000_000_000)
+
+
+def _stamp_ns(stamp: Time) -> int:
+    return stamp.sec * 1_000_000_000 + stamp.nanosec
+
+
+def _length(values: Any, rows: int, name: str) -> None:
+    if len(values) != rows:
+        raise ValueError(f"field '{name}' has {len(values)} entries, expected {rows}")
+
+
+# --- observation batches ------------------------------------------------------------------------
+
+@dataclass
+class Observations:
+    """Observations of all environments of one robot at one step (``obs``: (N, *obs_shape))."""
+
+    robot_id: int
+    step: int
+    obs: np.ndarray
+    stamp_ns: int = 0
+
+
+def observations_to_msg(data: Observations) -> ObservationBatch:
+    msg = ObservationBatch()
+    msg.header.stamp = _stamp(data.stamp_ns)
+    msg.robot_id = data.robot_id
+    msg.step = data.step
+    msg.num_envs = data.obs.shape[0]
+    msg.obs_shape = _uint_array(data.obs.shape[1:])
+    msg.obs = _float_array(data.obs)
+    msg.env_ids = _uint_array(np.arange(data.obs.shape[0]))
+    return msg
+
+
+def observations_from_msg(msg: ObservationBatch) -> Observations:
+    shape = _shape(msg.obs_shape, "obs_shape")
+    obs = _shaped(msg.obs, msg.num_envs, shape, "obs")
+    return Observations(msg.robot_id, msg.step, obs, _stamp_ns(msg.header.stamp))
+
+
+OBSERVATIONS = TopicType(ObservationBatch, observations_to_msg, observations_from_msg)
+
+
+# --- action batches -----------------------------------------------------------------------------
+
+@dataclass
+class Actions:
+    """Actions answering one observation batch (``actions``: (N, *action_shape))."""
+
+    robot_id: int
+    step: int
+    actions: np.ndarray
+    policy_version: int = 0
+    stamp_ns: int = 0
+
+
+def actions_to_msg(data: Actions) -> ActionBatch:
+    msg = ActionBatch()
+    msg.header.stamp = _stamp(data.stamp_ns)
+    msg.robot_id = data.robot_id
+    msg.step = data.step
+    msg.num_envs = data.actions.shape[0]
+    msg.action_shape = _uint_array(data.actions.shape[1:])
+    msg.actions = _float_array(data.actions)
+    msg.policy_version = data.policy_version
+    return msg
+
+
+def actions_from_msg(msg: ActionBatch) -> Actions:
+    shape = _shape(msg.action_shape, "action_shape")
+    actions = _shaped(msg.actions, msg.num_envs, shape, "actions")
+    return Actions(msg.robot_id, msg.step, actions, msg.policy_version, _stamp_ns(msg.header.stamp))
+
+
+ACTIONS = TopicType(ActionBatch, actions_to_msg, actions_from_msg)
+
+
+# --- experience batches -------------------------------------------------------------------------
+
+@dataclass
+class Experience:
+    """A batch of transitions; row i of every array is one transition."""
+
+    robot_id: int
+    obs: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    next_obs: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    policy_version: int = 0
+    stamp_ns: int = 0
+    env_ids: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return int(self.rewards.shape[0])
+
+
+def experience_to_msg(data: Experience) -> ExperienceBatch:
+    msg = ExperienceBatch()
+    msg.header.stamp = _stamp(data.stamp_ns)
+    msg.robot_id = data.robot_id
+    rows = len(data)
+    msg.batch_size = rows
+    msg.obs_shape = _uint_array(data.obs.shape[1:])
+    msg.action_shape = _uint_array(data.actions.shape[1:])
+    msg.obs = _float_array(data.obs)
+    msg.actions = _float_array(data.actions)
+    msg.rewards = _float_array(data.rewards)
+    msg.next_obs = _float_array(data.next_obs)
+    msg.terminated = np.asarray(data.terminated, dtype=bool).tolist()
+    msg.truncated = np.asarray(data.truncated, dtype=bool).tolist()
+    msg.env_ids = _uint_array(np.arange(rows) if data.env_ids is None else data.env_ids)
+    msg.policy_version = data.policy_version
+    return msg
+
+
+def experience_from_msg(msg: ExperienceBatch) -> Experience:
+    rows = int(msg.batch_size)
+    obs_shape = _shape(msg.obs_shape, "obs_shape")
+    action_shape = _shape(msg.action_shape, "action_shape")
+    _length(msg.terminated, rows, "terminated")
+    _length(msg.truncated, rows, "truncated")
+    return Experience(
+        robot_id=msg.robot_id,
+        obs=_shaped(msg.obs, rows, obs_shape, "obs"),
+        actions=_shaped(msg.actions, rows, action_shape, "actions"),
+        rewards=_shaped(msg.rewards, rows, (), "rewards").reshape(rows),
+        next_obs=_shaped(msg.next_obs, rows, obs_shape, "next_obs"),
+        terminated=np.asarray(msg.terminated, dtype=bool),
+        truncated=np.asarray(msg.truncated, dtype=bool),
+        policy_version=msg.policy_version,
+        stamp_ns=_stamp_ns(msg.header.stamp),
+        env_ids=np.frombuffer(msg.env_ids, dtype=np.uint32) if len(msg.env_ids) == rows else None,
+    )
+
+
+EXPERIENCE = TopicType(ExperienceBatch, experience_to_msg, experience_from_msg)
+
+
+# --- policy weights -----------------------------------------------------------------------------
+
+@dataclass
+class Weights:
+    """Actor weights of one version; ``state`` tensors are private copies (read-only for receivers)."""
+
+    version: int
+    update_step: int
+    state: dict[str, torch.Tensor]
+    architecture: dict[str, Any]
+    stamp_ns: int = 0
+    _encoded: tuple[bytes, str] | None = field(default=None, repr=False)
+
+    def encoded(self) -> tuple[bytes, str]:
+        """``(safetensors bytes, sha256)``, computed once per version."""
+        if self._encoded is None:
+            self._encoded = tensors_to_bytes(self.state)
+        return self._encoded
+
+
+def weights_to_msg(data: Weights) -> PolicyWeights:
+    blob, digest = data.encoded()
+    msg = PolicyWeights()
+    msg.header.stamp = _stamp(data.stamp_ns)
+    msg.version = data.version
+    msg.update_step = data.update_step
+    msg.format = "safetensors"
+    msg.data = array.array("B", blob)
+    msg.checksum = digest
+    msg.architecture = json.dumps(data.architecture, sort_keys=True)
+    return msg
+
+
+def weights_from_msg(msg: PolicyWeights) -> Weights:
+    if msg.format != "safetensors":
+        raise ValueError(f"weights format {msg.format!r} is not supported; only 'safetensors'")
+    try:
+        architecture = json.loads(msg.architecture)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"weights architecture is not JSON: {error}") from error
+    blob = bytes(msg.data)
+    state = tensors_from_bytes(blob, msg.checksum)
+    return Weights(msg.version, msg.update_step, state, architecture, _stamp_ns(msg.header.stamp),
+                   (blob, msg.checksum))
+
+
+WEIGHTS = TopicType(PolicyWeights, weights_to_msg, weights_from_msg)
+
+
+# --- episode statistics -------------------------------------------------------------------------
+
+@dataclass
+class Episodes:
+    """Episodes that ended at one simulator step."""
+
+    robot_id: int
+    env_ids: list[int]
+    returns: list[float]
+    lengths: list[int]
+    successes: list[bool]
+    total_episodes: int
+    total_env_steps: int
+    policy_version: int
+    stamp_ns: int = 0
+
+
+def episodes_to_msg(data: Episodes) -> EpisodeStatistics:
+    msg = EpisodeStatistics()
+    msg.header.stamp = _stamp(data.stamp_ns)
+    msg.robot_id = data.robot_id
+    msg.env_ids = data.env_ids
+    msg.returns = [float(r) for r in data.returns]
+    msg.lengths = data.lengths
+    msg.successes = data.successes
+    msg.total_episodes = data.total_episodes
+    msg.total_env_steps = data.total_env_steps
+    msg.policy_version = data.policy_version
+    return msg
+
+
+def episodes_from_msg(msg: EpisodeStatistics) -> Episodes:
+    rows = len(msg.env_ids)
+    for name in ("returns", "lengths", "successes"):
+        _length(getattr(msg, name), rows, name)
+    return Episodes(msg.robot_id, list(msg.env_ids), list(msg.returns), list(msg.lengths),
+                    list(msg.successes), msg.total_episodes, msg.total_env_steps,
+                    msg.policy_version, _stamp_ns(msg.header.stamp))
+
+
+EPISODES = TopicType(EpisodeStatistics, episodes_to_msg, episodes_from_msg)
+
+
+# --- replay sampling service --------------------------------------------------------------------
+
+@dataclass
+class SampleResult:
+    """Answer of the replay buffer's ``sample`` service (``batch`` None when it cannot sample)."""
+
+    success: bool
+    message: str
+    batch: Any  # rl_core.replay.Batch | None
+    buffer_size: int
+    total_inserted: int
+
+
+def _sample_request_to_msg(batch_size: int) -> Any:
+    return SampleBatch.Request(batch_size=batch_size)
+
+
+def _sample_response_to_msg(result: SampleResult) -> Any:
+    response = SampleBatch.Response(success=result.success, message=result.message,
+                                    buffer_size=result.buffer_size,
+                                    total_inserted=result.total_inserted)
+    if result.batch is not None:
+        batch = result.batch
+        response.batch = experience_to_msg(Experience(
+            0, batch.obs, batch.actions, batch.rewards, batch.next_obs,
+            np.asarray(batch.terminated) > 0.5, np.zeros(len(batch.rewards), dtype=bool)))
+        response.indices = array.array("q", np.ascontiguousarray(batch.indices, np.int64).tobytes())
+        response.weights = _float_array(batch.weights)
+    return response
+
+
+def _sample_response_from_msg(msg: Any) -> SampleResult:
+    batch = None
+    if msg.success and msg.batch.batch_size > 0:
+        experience = experience_from_msg(msg.batch)
+        rows = len(experience)
+        batch = Batch(experience.obs, experience.actions, experience.rewards, experience.next_obs,
+                      experience.terminated.astype(np.float32),
+                      np.frombuffer(msg.indices, dtype=np.int64) if len(msg.indices) == rows
+                      else np.zeros(rows, np.int64),
+                      _shaped(msg.weights, rows, (), "weights").reshape(rows))
+    return SampleResult(msg.success, msg.message, batch, msg.buffer_size, msg.total_inserted)
+
+
+#: ``sample``: request = batch size (0 = only report sizes), response = :class:`SampleResult`.
+SAMPLE_SERVICE = ServiceType(SampleBatch, _sample_request_to_msg, lambda msg: int(msg.batch_size),
+                             _sample_response_to_msg, _sample_response_from_msg)
+
+#: ``save``/``load``: request = path (str), response = (success, message, size, path).
+BUFFER_FILE_SERVICE = ServiceType(
+    BufferFile,
+    lambda path: BufferFile.Request(path=path),
+    lambda msg: msg.path,
+    lambda r: BufferFile.Response(success=r[0], message=r[1], size=r[2], path=r[3]),
+    lambda msg: (msg.success, msg.message, msg.size, msg.path))

@@ -1,0 +1,334 @@
+"""Intra-process zero-copy communication for rclpy, shaped like rclcpp's intra-process manager.
+
+rclpy has no intra-process manager, so every rclpy publication is serialised and travels through
+the DDS stack even when publisher and subscriber share a process (≈1 ms per round trip against a
+few hundred µs of work per acting step). This module provides one:
+
+* Publishers and subscriptions made through :class:`IntraProcessManager` are also real rclpy
+  endpoints, so the topics remain real ROS topics (rqt_graph, ``ros2 topic echo`` see them).
+* A publish hands the **same Python object** to every subscription of the same topic in the same
+  process by appending it to a process-local dispatch queue; the dispatch loop
+  (:meth:`IntraProcessManager.spin`) calls the subscribers. A publish never calls a subscriber
+  re-entrantly (trampoline), so ping-pong loops do not grow the stack.
+* The object is converted to a ROS message and published over DDS only when a subscriber outside
+  the process exists (matched subscription count > local subscription count), or always for
+  transient-local topics, whose DDS history must hold the latest value for late joiners.
+* Messages arriving over DDS from this process's own publishers are dropped (they were already
+  delivered locally); messages from other processes are decoded and queued like local ones.
+
+Local subscribers must treat received objects as read-only: the publisher and every other local
+subscriber see the same object.
+
+Threading: the rclpy executor runs in a background thread for timers, services, parameters and
+DDS traffic; subscription callbacks and timer callbacks registered here all run on the thread that
+drives :meth:`spin`, so node code needs no locks except around state it shares with services or
+its own worker threads.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from rclpy.context import Context
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, QoSProfile
+
+from rl_nodes.conversions import ServiceType, TopicType
+
+T = TypeVar("T")
+_GUID_PREFIX_BYTES = 12  # DDS GUID prefix: identifies the participant, i.e. the process' context
+
+
+@dataclass
+class _TopicEntry:
+    """Local endpoints of one fully resolved topic name."""
+
+    subscriptions: list[IntraProcessSubscription] = field(default_factory=list)
+    publishers: list[IntraProcessPublisher] = field(default_factory=list)
+    latest: Any = None  # last object of a transient-local topic, for late local subscribers
+    has_latest: bool = False
+
+
+class IntraProcessManager:
+    """Registry of local publishers/subscriptions and the dispatch queue of one rclpy context.
+
+    Get it with :meth:`for_context`; all nodes of a process built on one context share it.
+    """
+
+    _by_context: weakref.WeakKeyDictionary[Context, IntraProcessManager] = weakref.WeakKeyDictionary()
+    _registry_lock = threading.Lock()
+
+    def __init__(self, context: Context) -> None:
+        self.context = context
+        self._queue: queue.SimpleQueue[tuple[Callable[..., None], tuple[Any, ...]]] = queue.SimpleQueue()
+        self._topics: dict[str, _TopicEntry] = {}
+        self._services: dict[str, Callable[[Any], Any]] = {}
+        self._lock = threading.Lock()
+        self._local_prefix: bytes | None = None
+        self._shutdown = threading.Event()
+        self.exit_code = 0
+        #: Objects handed over locally / converted and published over DDS / received over DDS.
+        self.stats = {"local_deliveries": 0, "dds_publications": 0, "dds_receptions": 0,
+                      "dropped_own_dds": 0, "rejected": 0}
+
+    @classmethod
+    def for_context(cls, context: Context) -> IntraProcessManager:
+        """The manager of ``context`` (created on first use)."""
+        with cls._registry_lock:
+            manager = cls._by_context.get(context)
+            if manager is None:
+                manager = cls._by_context[context] = cls(context)
+            return manager
+
+    # --- endpoints ------------------------------------------------------------------------------
+
+    def create_publisher(self, node: Node, topic_type: TopicType[T], topic: str,
+                         qos: QoSProfile | int) -> IntraProcessPublisher[T]:
+        """A publisher that hands objects to local subscribers and to DDS when needed."""
+        publisher = node.create_publisher(topic_type.msg_type, topic, qos)
+        ipc_publisher = IntraProcessPublisher(self, node, publisher, topic_type)
+        with self._lock:
+            self._topics.setdefault(publisher.topic_name, _TopicEntry()).publishers.append(ipc_publisher)
+        return ipc_publisher
+
+    def create_subscription(self, node: Node, topic_type: TopicType[T], topic: str,
+                            callback: Callable[[T], None], qos: QoSProfile | int,
+                            on_reject: Callable[[str], None] | None = None
+                            ) -> IntraProcessSubscription[T]:
+        """A subscription fed by local publishers (same object) and by DDS (decoded).
+
+        :param on_reject: called with the reason when a message from DDS fails to decode
+            (malformed shapes, bad checksum); the subscription keeps running.
+        """
+        ipc_sub = IntraProcessSubscription(self, node, callback, topic_type, on_reject)
+        subscription = node.create_subscription(topic_type.msg_type, topic, ipc_sub._on_dds, qos)
+        ipc_sub.topic_name = subscription.topic_name
+        ipc_sub.rcl_subscription = subscription
+        with self._lock:
+            entry = self._topics.setdefault(subscription.topic_name, _TopicEntry())
+            entry.subscriptions.append(ipc_sub)
+            if entry.has_latest:  # transient local: a late local subscriber gets the latest value
+                self.post(ipc_sub.deliver, entry.latest)
+        return ipc_sub
+
+    def create_timer(self, node: Node, period_s: float, callback: Callable[[], None]) -> Any:
+        """An rclpy timer whose callback runs on the dispatch thread (no locking needed)."""
+        return node.create_timer(period_s, lambda: self.post(callback))
+
+    def remove(self, endpoint: IntraProcessPublisher[Any] | IntraProcessSubscription[Any]) -> None:
+        """Forget a local endpoint (the rclpy endpoint is destroyed with its node)."""
+        with self._lock:
+            for entry in self._topics.values():
+                for group in (entry.publishers, entry.subscriptions):
+                    if endpoint in group:
+                        group.remove(endpoint)
+
+    def local_subscription_count(self, topic_name: str) -> int:
+        """Subscriptions of this process on ``topic_name`` (fully resolved)."""
+        entry = self._topics.get(topic_name)
+        return len(entry.subscriptions) if entry else 0
+
+    # --- dispatch loop --------------------------------------------------------------------------
+
+    def post(self, function: Callable[..., None], *args: Any) -> None:
+        """Run ``function(*args)`` on the dispatch thread, after what is already queued."""
+        self._queue.put((function, args))
+
+    def request_shutdown(self, exit_code: int = 0) -> None:
+        """Make :meth:`spin` return ``exit_code`` (e.g. the trainer finished)."""
+        self.exit_code = exit_code
+        self._shutdown.set()
+        self._queue.put((lambda: None, ()))  # wake the loop
+
+    @property
+    def shutdown_requested(self) -> bool:
+        return self._shutdown.is_set()
+
+    def spin(self, timeout_s: float | None = None, on_error: Callable[[BaseException], None] | None = None
+             ) -> int:
+        """Drain the dispatch queue until shutdown (or ``timeout_s``); returns the exit code.
+
+        :param on_error: receives exceptions raised by callbacks; without it they propagate.
+        """
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        get = self._queue.get
+        while not self._shutdown.is_set() and self.context.ok():
+            wait = 0.1 if deadline is None else min(0.1, deadline - time.monotonic())
+            if wait <= 0:
+                break
+            try:
+                function, args = get(timeout=wait)
+            except queue.Empty:
+                continue
+            try:
+                function(*args)
+            except Exception as error:  # a failing callback must not stop the other nodes
+                if on_error is None:
+                    raise
+                on_error(error)
+        return self.exit_code
+
+    def spin_until(self, condition: Callable[[], bool], timeout_s: float) -> bool:
+        """Drain the queue until ``condition()`` holds or ``timeout_s`` passes (tests, tools)."""
+        deadline = time.monotonic() + timeout_s
+        while not condition():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not self.context.ok():
+                return False
+            try:
+                function, args = self._queue.get(timeout=min(0.05, remaining))
+            except queue.Empty:
+                continue
+            function(*args)
+        return True
+
+    # --- own-publication filter -----------------------------------------------------------------
+
+    def is_own_publication(self, node: Node, topic_name: str, publisher_gid: bytes | None) -> bool:
+        """Whether a DDS message was published by this process (already delivered locally)."""
+        if publisher_gid is None:
+            return False
+        entry = self._topics.get(topic_name)
+        if not entry or not entry.publishers:
+            return False  # no local publisher on this topic: it came from elsewhere
+        if self._local_prefix is None:
+            self._local_prefix = self._find_local_prefix(node, topic_name, entry)
+        return self._local_prefix is not None and publisher_gid[:_GUID_PREFIX_BYTES] == self._local_prefix
+
+    @staticmethod
+    def _find_local_prefix(node: Node, topic_name: str, entry: _TopicEntry) -> bytes | None:
+        """GUID prefix of this process' DDS participant, read from a local publisher's endpoint."""
+        local_nodes = {(p.node.get_name(), p.node.get_namespace()) for p in entry.publishers}
+        for info in node.get_publishers_info_by_topic(topic_name):
+            if (info.node_name, info.node_namespace) in local_nodes:
+                return bytes(info.endpoint_gid)[:_GUID_PREFIX_BYTES]
+        return None
+
+
+class IntraProcessPublisher(Generic[T]):
+    """Publishes objects: same object to local subscribers, a converted message over DDS."""
+
+    def __init__(self, manager: IntraProcessManager, node: Node, publisher: Any,
+                 topic_type: TopicType[T]) -> None:
+        self.manager = manager
+        self.node = node
+        self.rcl_publisher = publisher
+        self.topic_type = topic_type
+        self.topic_name: str = publisher.topic_name
+        self._always_dds = publisher.qos_profile.durability == DurabilityPolicy.TRANSIENT_LOCAL
+
+    def publish(self, obj: T) -> None:
+        """Deliver ``obj`` to local subscribers (no copy) and over DDS if someone outside listens."""
+        manager = self.manager
+        entry = manager._topics[self.topic_name]
+        local = entry.subscriptions
+        for subscription in local:
+            manager._queue.put((subscription.deliver, (obj,)))
+        manager.stats["local_deliveries"] += len(local)
+        if self._always_dds:
+            entry.latest, entry.has_latest = obj, True
+        if self._always_dds or self.rcl_publisher.get_subscription_count() > len(local):
+            self.rcl_publisher.publish(self.topic_type.to_msg(obj))
+            manager.stats["dds_publications"] += 1
+
+    def get_subscription_count(self) -> int:
+        """All matched subscriptions, local and remote (as rclpy reports them)."""
+        return self.rcl_publisher.get_subscription_count()
+
+
+class IntraProcessSubscription(Generic[T]):
+    """Receives objects from local publishers and decoded messages from DDS."""
+
+    topic_name: str
+    rcl_subscription: Any
+
+    def __init__(self, manager: IntraProcessManager, node: Node, callback: Callable[[T], None],
+                 topic_type: TopicType[T], on_reject: Callable[[str], None] | None) -> None:
+        self.manager = manager
+        self.node = node
+        self.callback = callback
+        self.topic_type = topic_type
+        self.on_reject = on_reject
+        self.received = 0
+
+    def deliver(self, obj: T) -> None:
+        """Called on the dispatch thread with a local or decoded object."""
+        self.received += 1
+        self.callback(obj)
+
+    def _on_dds(self, msg: Any, info: dict[str, Any]) -> None:
+        """rclpy callback (executor thread): drop own publications, decode, queue the rest."""
+        gid = info.get("publisher_gid") if info else None
+        if self.manager.is_own_publication(self.node, self.topic_name, gid["data"] if gid else None):
+            self.manager.stats["dropped_own_dds"] += 1
+            return
+        try:
+            obj = self.topic_type.from_msg(msg)
+        except ValueError as error:
+            self.manager.stats["rejected"] += 1
+            if self.on_reject is not None:
+                self.on_reject(str(error))
+            return
+        self.manager.stats["dds_receptions"] += 1
+        self.manager.post(self.deliver, obj)
+
+
+class ServiceUnavailable(RuntimeError):
+    """No server answered in time; the message says which service and what to check."""
+
+
+def create_service(manager: IntraProcessManager, node: Node, service_type: ServiceType[Any],
+                   name: str, handler: Callable[[Any], Any]) -> Any:
+    """A real rclpy service whose handler local clients call directly (no serialisation).
+
+    The handler runs on the caller's thread for local calls and on the executor thread for DDS
+    calls, so it must be thread-safe.
+    """
+
+    def on_request(request: Any, response: Any) -> Any:
+        return service_type.response_to_msg(handler(service_type.request_from_msg(request)))
+
+    service = node.create_service(service_type.srv_type, name, on_request)
+    with manager._lock:
+        manager._services[service.service_name] = handler
+    return service
+
+
+class IntraProcessClient:
+    """Calls a service: directly when its server lives in this process, else over DDS."""
+
+    def __init__(self, manager: IntraProcessManager, node: Node, service_type: ServiceType[Any],
+                 name: str) -> None:
+        self.manager = manager
+        self.service_type = service_type
+        self.client = node.create_client(service_type.srv_type, name)
+        self.name: str = self.client.service_name
+
+    @property
+    def is_local(self) -> bool:
+        return self.name in self.manager._services
+
+    def call(self, request: Any, timeout_s: float = 5.0) -> Any:
+        """Send ``request`` and return the response object.
+
+        :raises ServiceUnavailable: when no server answers within ``timeout_s``.
+        """
+        handler = self.manager._services.get(self.name)
+        if handler is not None:
+            return handler(request)
+        if not self.client.wait_for_service(timeout_sec=timeout_s):
+            raise ServiceUnavailable(f"service {self.name} is not available; check that its node "
+                                     "runs, with the same ROS_DOMAIN_ID and discovery settings")
+        done = threading.Event()
+        future = self.client.call_async(self.service_type.request_to_msg(request))
+        future.add_done_callback(lambda _: done.set())
+        if not done.wait(timeout_s):
+            self.client.remove_pending_request(future)
+            raise ServiceUnavailable(f"service {self.name} did not answer within {timeout_s} s")
+        return self.service_type.response_from_msg(future.result())

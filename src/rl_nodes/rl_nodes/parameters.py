@@ -1,0 +1,87 @@
+"""Declare a node's parameters from rl_core's config dataclasses, validated in one place.
+
+Each dataclass field carries its description and range (``rl_core.config.param``), so the ROS
+parameter descriptors (shown by ``ros2 param describe`` and as sliders in rqt_reconfigure) and the
+bare loop's configuration come from one source.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
+from rcl_interfaces.msg import SetParametersResult
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rl_core.config import ConfigError
+
+C = TypeVar("C")
+
+
+def _descriptor(field: dataclasses.Field[Any], default: Any) -> ParameterDescriptor:
+    meta = field.metadata
+    descriptor = ParameterDescriptor(description=meta.get("description", ""),
+                                     read_only=bool(meta.get("read_only", False)))
+    low, high, step = meta.get("low"), meta.get("high"), meta.get("step")
+    if low is not None and high is not None and not isinstance(default, bool):
+        if isinstance(default, int):
+            descriptor.integer_range = [IntegerRange(from_value=int(low), to_value=int(high),
+                                                     step=int(step or 1))]
+        elif isinstance(default, float):
+            descriptor.floating_point_range = [FloatingPointRange(
+                from_value=float(low), to_value=float(high), step=float(step or 0.0))]
+    return descriptor
+
+
+def _default(field: dataclasses.Field[Any]) -> Any:
+    value = field.default if field.default is not dataclasses.MISSING else field.default_factory()
+    return list(value) if isinstance(value, tuple) else value
+
+
+def declare_config(node: Node, config_class: type[C]) -> C:
+    """Declare every field of ``config_class`` as a parameter of ``node`` and build the config.
+
+    :raises ConfigError: when the values given (params file, ``-p``) are invalid; the message
+        names the parameter and the valid range.
+    """
+    values = {}
+    for field in dataclasses.fields(config_class):
+        default = _default(field)
+        parameter = node.declare_parameter(field.name, default, _descriptor(field, default))
+        value = parameter.value
+        # ROS YAML writes 1e-3 as a string-free float but `1` as an int; accept ints for floats.
+        values[field.name] = float(value) if isinstance(default, float) and isinstance(value, int) \
+            else value
+    return config_class(**values)
+
+
+def watch_config(node: Node, get_config: Callable[[], Any], apply: Callable[[Any], None]) -> None:
+    """Validate parameter changes against the config dataclass and apply the accepted ones live.
+
+    :param get_config: returns the node's current config (one dataclass instance).
+    :param apply: receives the new, validated config when a change is accepted.
+    """
+
+    def on_set(parameters: list[Parameter]) -> SetParametersResult:
+        current = get_config()
+        names = {f.name for f in dataclasses.fields(current)}
+        changes = {}
+        for parameter in parameters:
+            if parameter.name not in names:
+                continue
+            value = parameter.value
+            if isinstance(getattr(current, parameter.name), float) and isinstance(value, int):
+                value = float(value)
+            changes[parameter.name] = value
+        if not changes:
+            return SetParametersResult(successful=True)
+        try:
+            updated = dataclasses.replace(current, **changes)
+        except (ConfigError, TypeError) as error:
+            return SetParametersResult(successful=False, reason=str(error))
+        apply(updated)
+        return SetParametersResult(successful=True)
+
+    node.add_on_set_parameters_callback(on_set)

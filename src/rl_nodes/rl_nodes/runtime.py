@@ -1,0 +1,102 @@
+"""Run one or several rl_ros2 nodes in a process: the executor in a background thread for
+timers, services, parameters and DDS, and the zero-copy dispatch loop on the main thread.
+
+Every node executable and the colocated container go through :func:`run_nodes`, so a node's code
+is the same whether it runs alone (decoupled) or beside others (colocated, hybrid).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import threading
+import traceback
+from collections.abc import Sequence
+
+import rclpy
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rl_core.config import ConfigError
+
+from rl_nodes.base import RLNode
+from rl_nodes.intra_process import IntraProcessManager
+
+#: Node kinds and their classes (imported lazily, so a process loads only what it runs).
+NODE_CLASSES = {
+    "simulator": "rl_nodes.simulator:SimulatorNode",
+    "policy": "rl_nodes.policy:PolicyNode",
+    "replay_buffer": "rl_nodes.replay_buffer:ReplayBufferNode",
+    "trainer": "rl_nodes.trainer:TrainerNode",
+}
+
+
+def node_class(kind: str) -> type[RLNode]:
+    """The class of node ``kind``; unknown kinds raise ``ValueError`` listing the valid ones."""
+    if kind not in NODE_CLASSES:
+        raise ValueError(f"unknown node kind {kind!r}; valid kinds: {', '.join(NODE_CLASSES)}")
+    module_name, class_name = NODE_CLASSES[kind].split(":")
+    return getattr(importlib.import_module(module_name), class_name)
+
+
+def ensure_network_defaults() -> None:
+    """Default to loopback-only discovery (network-safety rule) unless the caller chose a range."""
+    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+
+
+def _spin_executor(executor: SingleThreadedExecutor) -> None:
+    try:
+        executor.spin()
+    except ExternalShutdownException:
+        pass
+
+
+def run_nodes(specs: Sequence[tuple[str, str | None]], args: Sequence[str] | None = None) -> int:
+    """Create the nodes ``[(kind, namespace or None)]`` in this process and run until shutdown.
+
+    :param args: command line with ROS arguments (``--ros-args --params-file F -p k:=v``).
+    :returns: the process exit code (0 normal, 2 bad configuration, 1 a node failed).
+    """
+    ensure_network_defaults()
+    rclpy.init(args=list(args) if args is not None else sys.argv)
+    manager = IntraProcessManager.for_context(rclpy.get_default_context())
+    executor = SingleThreadedExecutor()
+    nodes: list[RLNode] = []
+    code = 0
+    try:
+        for kind, namespace in specs:
+            cls = node_class(kind)
+            nodes.append(cls(namespace=namespace) if namespace is not None else cls())
+        for node in nodes:
+            executor.add_node(node)
+        threading.Thread(target=_spin_executor, args=(executor,), name="rclpy-executor",
+                         daemon=True).start()
+        for node in nodes:
+            node.start()
+        logger = nodes[0].get_logger() if nodes else None
+
+        def on_error(error: BaseException) -> None:
+            if logger is not None:
+                logger.error("callback failed: " + "".join(traceback.format_exception(error)).rstrip())
+
+        code = manager.spin(on_error=on_error)
+    except ConfigError as error:
+        print(f"configuration error: {error}", file=sys.stderr)
+        code = 2
+    except KeyboardInterrupt:
+        code = 0
+    finally:
+        for node in reversed(nodes):
+            try:
+                node.close()
+            except Exception as error:  # closing one node must not skip the others
+                print(f"error while closing {node.get_name()}: {error}", file=sys.stderr)
+        executor.shutdown(timeout_sec=1.0)
+        for node in nodes:
+            node.destroy_node()
+        rclpy.try_shutdown()
+    return code
+
+
+def main_for(kind: str) -> int:
+    """Entry point body of a single-node executable."""
+    return run_nodes([(kind, None)])

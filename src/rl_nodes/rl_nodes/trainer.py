@@ -1,0 +1,237 @@
+"""Trainer node: samples the replay buffer, runs SAC updates, publishes versioned weights.
+
+Gradient steps run either interleaved on the dispatch thread — exactly ``updates_per_step`` per
+collected transition, as in the bare loop; possible when the replay buffer lives in the same
+process — or in a learner thread that runs as fast as the data allows (never more than
+``updates_per_step`` per transition), so long updates never stall acting. ``update_mode`` selects
+it (``auto``: interleaved when possible) and the node logs which one it chose.
+
+When the replay buffer has received ``total_env_steps`` transitions the trainer evaluates the
+actor, writes the checkpoint and ``result.json`` into ``output_dir`` and ends the process with
+exit code 0. A checkpoint is also written every ``checkpoint_period`` seconds and on shutdown.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import torch
+from rl_core.algorithms.sac import SAC
+from rl_core.checkpoint import load_checkpoint, save_checkpoint
+from rl_core.config import SACConfig, TrainerConfig
+from rl_core.envs import space_shapes
+from rl_core.evaluation import evaluate
+from rl_core.training import TrainResult, UpdateSchedule, seed_everything
+
+from rl_nodes.base import EPISODES_TOPIC, EXPERIENCE_TOPIC, LATCHED_QOS, WEIGHTS_TOPIC, RLNode
+from rl_nodes.conversions import EPISODES, EXPERIENCE, SAMPLE_SERVICE, WEIGHTS
+from rl_nodes.conversions import Episodes, Experience, Weights
+from rl_nodes.intra_process import IntraProcessClient, ServiceUnavailable
+from rl_nodes.parameters import declare_config, watch_config
+from rl_nodes.runtime import main_for
+
+SAMPLE_SERVICE_NAME = "/replay_buffer/sample"
+PROGRESS_PERIOD_S = 2.0
+
+
+class TrainerNode(RLNode):
+    """SAC learner of the whole deployment."""
+
+    def __init__(self, namespace: str = "") -> None:
+        super().__init__("trainer", namespace)
+        self.sac_config = declare_config(self, SACConfig)
+        self.config = declare_config(self, TrainerConfig)
+        watch_config(self, lambda: self.sac_config, self._apply_sac_config)
+        watch_config(self, lambda: self.config, self._apply_config)
+        if self.config.torch_threads:
+            torch.set_num_threads(self.config.torch_threads)
+        seed_everything(self.config.seed)
+        obs_shape, action_shape = space_shapes(self.config.env_id)
+        self.weights_version = 0
+        if self.config.resume:
+            self.sac, meta = load_checkpoint(self.config.resume)
+            self.weights_version = int(meta["counters"].get("weights_version", 0))
+            self.get_logger().info(f"resumed from {self.config.resume} at update "
+                                   f"{self.sac.update_step}, weights version {self.weights_version}")
+        else:
+            self.sac = SAC(int(np.prod(obs_shape)), int(np.prod(action_shape)), self.sac_config,
+                           seed=self.config.seed)
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        self.output_dir = Path(self.config.output_dir or f"runs/train-{stamp}")
+        self.schedule = UpdateSchedule(self.config.updates_per_step, self.config.learning_starts)
+        self.weights_pub = self.zc_publisher(WEIGHTS, WEIGHTS_TOPIC, LATCHED_QOS)
+        self.sampler = IntraProcessClient(self.ipc, self, SAMPLE_SERVICE, SAMPLE_SERVICE_NAME)
+        self.zc_subscription(EPISODES, EPISODES_TOPIC, self._on_episodes)
+        self.zc_timer(PROGRESS_PERIOD_S, self._log_progress)
+        self.metrics: dict[str, float] = {}
+        self.total_inserted = 0
+        self.episodes = 0
+        self.recent_returns: deque[float] = deque(maxlen=20)
+        self.update_mode = ""
+        self.finished = False
+        self.result: TrainResult | None = None
+        self._stop = threading.Event()
+        self._learner: threading.Thread | None = None
+        self._update_lock = threading.Lock()  # the learner thread vs. checkpoints on shutdown
+        self._started_at = time.monotonic()
+        self._last_weights = self._last_checkpoint = self._started_at
+        self._progress = (self._started_at, 0)
+
+    def _apply_sac_config(self, config: SACConfig) -> None:
+        self.sac_config = self.sac.config = config
+        self.sac.set_learning_rates(config.actor_lr, config.critic_lr, config.alpha_lr)
+
+    def _apply_config(self, config: TrainerConfig) -> None:
+        self.config = config
+        self.schedule.updates_per_step = config.updates_per_step
+
+    def start(self) -> None:
+        self._publish_weights()
+        interleave = self.sampler.is_local and self.config.update_mode != "thread"
+        if self.config.update_mode == "interleaved" and not interleave:
+            self.get_logger().warn("update_mode 'interleaved' needs the replay buffer in this "
+                                   "process; using a learner thread instead")
+        self.update_mode = "interleaved" if interleave else "thread"
+        self.get_logger().info(
+            f"update mode: {self.update_mode} ({self.config.updates_per_step} updates per "
+            f"transition after {self.config.learning_starts}); training until "
+            f"{self.config.total_env_steps} transitions; output in {self.output_dir}")
+        if interleave:
+            self.zc_subscription(EXPERIENCE, EXPERIENCE_TOPIC, self._on_experience)
+        else:
+            self._learner = threading.Thread(target=self._learner_loop, name="learner", daemon=True)
+            self._learner.start()
+
+    # --- updates --------------------------------------------------------------------------------
+
+    def _update_once(self) -> bool:
+        result = self.sampler.call(self.config.batch_size)
+        self.total_inserted = result.total_inserted
+        if result.batch is None:
+            return False
+        with self._update_lock:
+            try:
+                self.metrics = self.sac.update(result.batch)
+            except ValueError as error:
+                self.reject("update", str(error))
+                return False
+        return True
+
+    def _on_experience(self, msg: Experience) -> None:
+        """Interleaved mode: run the updates this batch of transitions pays for."""
+        if self.finished:
+            return
+        status = self.sampler.call(0)
+        self.total_inserted = status.total_inserted
+        for _ in range(self.schedule.due(len(msg), status.buffer_size)):
+            self._update_once()
+        self._periodic()
+        if self.total_inserted >= self.config.total_env_steps:
+            self._finish()
+
+    def _learner_loop(self) -> None:
+        """Thread mode: update while the data allows, publish and checkpoint on time."""
+        seen = 0  # transitions already counted towards the update schedule
+        while not self._stop.is_set():
+            try:
+                status = self.sampler.call(0)
+            except ServiceUnavailable as error:
+                self.reject("sample service", str(error))
+                self._stop.wait(1.0)
+                continue
+            self.total_inserted = status.total_inserted
+            if self.total_inserted >= self.config.total_env_steps:
+                self.ipc.post(self._finish)
+                return
+            due = self.schedule.due(self.total_inserted - seen, status.buffer_size)
+            seen = self.total_inserted
+            for _ in range(due):
+                if self._stop.is_set() or not self._update_once():
+                    break
+            self._periodic()
+            if due == 0:
+                self._stop.wait(0.005)
+
+    def _periodic(self) -> None:
+        now = time.monotonic()
+        if now - self._last_weights >= self.config.weights_period:
+            self._publish_weights()
+        if self.config.checkpoint_period and now - self._last_checkpoint >= self.config.checkpoint_period:
+            self.save()
+
+    def _publish_weights(self) -> None:
+        self._last_weights = time.monotonic()
+        self.weights_version += 1
+        with self._update_lock:
+            state = {k: v.detach().clone() for k, v in self.sac.actor.state_dict().items()}
+        self.weights_pub.publish(Weights(self.weights_version, self.sac.update_step, state,
+                                         self.sac.actor.architecture(), time.time_ns()))
+
+    def save(self) -> Path:
+        """Write a checkpoint of the learner now."""
+        self._last_checkpoint = time.monotonic()
+        with self._update_lock:
+            return save_checkpoint(self.output_dir / "checkpoint", self.sac, {
+                "env_steps": self.total_inserted, "episodes": self.episodes,
+                "weights_version": self.weights_version})
+
+    # --- progress and the end ---------------------------------------------------------------------
+
+    def _on_episodes(self, msg: Episodes) -> None:
+        self.episodes += len(msg.returns)
+        self.recent_returns.extend(msg.returns)
+
+    def _log_progress(self) -> None:
+        now = time.monotonic()
+        then, steps_then = self._progress
+        self._progress = (now, self.total_inserted)
+        rate = (self.total_inserted - steps_then) / max(now - then, 1e-9)
+        mean_return = np.mean(self.recent_returns) if self.recent_returns else float("nan")
+        self.get_logger().info(
+            f"steps {self.total_inserted}/{self.config.total_env_steps} | {rate:,.0f} steps/s | "
+            f"episodes {self.episodes} | return(last {len(self.recent_returns)}) {mean_return:.1f} | "
+            f"updates {self.sac.update_step} | weights v{self.weights_version} | "
+            f"critic loss {self.metrics.get('critic_loss', float('nan')):.3f}")
+
+    def _finish(self) -> None:
+        if self.finished:
+            return
+        self.finished = True
+        self._stop.set()
+        self._publish_weights()
+        evaluation = evaluate(self.sac.actor, self.config.env_id, self.config.eval_episodes,
+                              seed=self.config.seed)
+        checkpoint = self.save()
+        self.result = TrainResult(self.total_inserted, self.sac.update_step, self.episodes,
+                                  time.monotonic() - self._started_at, evaluation.mean,
+                                  evaluation.std, evaluation.returns.tolist(), str(checkpoint))
+        (self.output_dir / "result.json").write_text(json.dumps(
+            {**asdict(self.result), "update_mode": self.update_mode,
+             "weights_version": self.weights_version}, indent=2))
+        self.get_logger().info(
+            f"done: {self.total_inserted} transitions, {self.sac.update_step} updates, "
+            f"{self.episodes} episodes | evaluation return {evaluation.mean:.1f} ± "
+            f"{evaluation.std:.1f} over {len(evaluation.returns)} episodes | checkpoint {checkpoint}")
+        self.ipc.request_shutdown(0)
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._learner is not None:
+            self._learner.join(timeout=5.0)
+        if not self.finished:  # interrupted: keep what was learned
+            path = self.save()
+            self.get_logger().info(f"stopped before the end; checkpoint written to {path}")
+
+
+def main() -> int:
+    return main_for("trainer")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
