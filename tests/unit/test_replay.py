@@ -13,6 +13,11 @@ pytestmark = pytest.mark.unit
 
 OBS_SHAPE = (3,)
 ACTION_SHAPE = (2,)
+BASE_ARGUMENTS: dict[str, object] = {
+    "obs_shape": OBS_SHAPE,
+    "action_shape": ACTION_SHAPE,
+    "capacity": 8,
+}
 
 
 def make_transitions(count: int, start: int = 0) -> dict[str, np.ndarray]:
@@ -60,9 +65,12 @@ def assert_buffers_equal(first: ReplayBuffer, second: ReplayBuffer) -> None:
         (1, [1, 2, 3]),
     ],
 )
-def test_wraparound_matches_sequential_inserts(capacity: int, chunks: list[int]) -> None:
-    batched = make_buffer(capacity)
-    sequential = make_buffer(capacity)
+@pytest.mark.parametrize("prioritized", [False, True])
+def test_wraparound_matches_sequential_inserts(
+    capacity: int, chunks: list[int], prioritized: bool
+) -> None:
+    batched = make_buffer(capacity, prioritized=prioritized)
+    sequential = make_buffer(capacity, prioritized=prioritized)
     start = 0
     for count in chunks:
         indices = batched.add(**make_transitions(count, start))
@@ -202,7 +210,7 @@ def test_bad_add_raises_and_leaves_buffer_unchanged(
     ],
 )
 def test_bad_constructor_args(kwargs: dict[str, object], message: str) -> None:
-    arguments: dict[str, object] = {"obs_shape": OBS_SHAPE, "action_shape": ACTION_SHAPE, "capacity": 8}
+    arguments: dict[str, object] = dict(BASE_ARGUMENTS)
     arguments.update(kwargs)
     with pytest.raises(ValueError, match=message):
         ReplayBuffer(**arguments)  # type: ignore[arg-type]
@@ -417,6 +425,21 @@ def test_sum_tree_find_with_float_noise_stays_on_positive_leaves(branching: int)
 
 
 @pytest.mark.unit
+@pytest.mark.parametrize("branching", [2, 16])
+def test_sum_tree_exact_fallback_walk_matches_brute_force(branching: int) -> None:
+    # The sequential-cumsum walk only runs after a rare BLAS rounding miss, so
+    # exercise it directly (private method) on exactly representable values.
+    rng = np.random.default_rng(9)
+    leaves = rng.integers(0, 4, 300) / 4.0
+    tree = SumTree(300, branching=branching)
+    tree.update(np.arange(300), leaves)
+    cumulative = np.cumsum(leaves)
+    targets = np.concatenate([rng.random(500) * tree.total, cumulative[leaves > 0][:-1]])
+    found = tree._descend(targets, exact=True)
+    np.testing.assert_array_equal(found, np.searchsorted(cumulative, targets, side="right"))
+
+
+@pytest.mark.unit
 def test_sum_tree_skips_zero_leaves_and_tracks_max() -> None:
     tree = SumTree(6)
     tree.update([1, 4], [2.0, 3.0])
@@ -547,7 +570,7 @@ def test_load_incompatible_file(tmp_path: Path, other: dict[str, object], messag
     source = make_buffer(8)
     source.add(**make_transitions(3))
     source.save(path)
-    arguments: dict[str, object] = {"obs_shape": OBS_SHAPE, "action_shape": ACTION_SHAPE, "capacity": 8}
+    arguments: dict[str, object] = dict(BASE_ARGUMENTS)
     arguments.update(other)
     target = ReplayBuffer(**arguments)  # type: ignore[arg-type]
     before = target.state_dict()
@@ -563,7 +586,10 @@ def test_load_incompatible_file(tmp_path: Path, other: dict[str, object], messag
     ("mutate", "message"),
     [
         (lambda s: s.pop("rng_state"), r"missing key\(s\): rng_state"),
-        (lambda s: s.update(obs=s["obs"][:2]), r"obs in state has shape \(2, 3\), expected \(3, 3\)"),
+        (
+            lambda s: s.update(obs=s["obs"][:2]),
+            r"obs in state has shape \(2, 3\), expected \(3, 3\)",
+        ),
         (lambda s: s.update(size=np.array(9)), r"size 9 in state is outside \[0, 8\]"),
         (lambda s: s.update(position=np.array(1)), r"position 1 in state is inconsistent"),
         (lambda s: s.update(rng_state=np.array("{bad json")), r"rng_state in state is invalid"),

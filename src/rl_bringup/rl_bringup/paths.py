@@ -105,7 +105,11 @@ def available_configs(directory: Path | None = None) -> list[str]:
     if not folder.is_dir():
         return []
     return sorted(
-        {path.stem for path in folder.iterdir() if path.suffix in CONFIG_SUFFIXES and path.is_file()}
+        {
+            path.stem
+            for path in folder.iterdir()
+            if path.suffix in CONFIG_SUFFIXES and path.is_file()
+        }
     )
 
 
@@ -124,14 +128,17 @@ def resolve_config(value: str | os.PathLike[str], directory: Path | None = None)
     """
     text = os.fspath(value).strip()
     if not text:
-        raise FileNotFoundError(_missing_config_message("''", [], directory))
+        raise FileNotFoundError(_missing_config_message(text, [], directory))
     given = Path(text).expanduser()
     if given.is_absolute() or os.sep in text or (os.altsep and os.altsep in text):
         if given.is_file():
             return given.resolve()
         raise FileNotFoundError(_missing_config_message(text, [given.absolute()], directory))
 
-    names = [text] if given.suffix in CONFIG_SUFFIXES else [text + suffix for suffix in CONFIG_SUFFIXES]
+    if given.suffix in CONFIG_SUFFIXES:
+        names = [text]
+    else:
+        names = [text + suffix for suffix in CONFIG_SUFFIXES]
     tried: list[Path] = []
     try:
         folder: Path | None = directory if directory is not None else config_directory()
@@ -158,7 +165,7 @@ def _missing_config_message(text: str, tried: list[Path], directory: Path | None
         choices = f"available configs in {folder}: {', '.join(existing)}"
     else:
         choices = "no config folder with *.yaml files was found"
-    return f"config {text} not found (tried {tried_text}); {choices}"
+    return f"config {text!r} not found (tried {tried_text}); {choices}"
 
 
 def find_executable(executable: str, package: str = NODES_PACKAGE) -> Path | None:

@@ -50,7 +50,7 @@ class SAC:
     @property
     def alpha(self) -> float:
         """Current entropy temperature."""
-        return float(self.log_alpha.exp())
+        return float(self.log_alpha.detach().exp())
 
     def set_learning_rates(self, actor_lr: float | None = None, critic_lr: float | None = None,
                            alpha_lr: float | None = None) -> None:
@@ -118,9 +118,9 @@ class SAC:
         self.update_step += 1
         self.last_td_errors = (0.5 * (td1.abs() + td2.abs())).detach().numpy().astype(np.float32)
         return {
-            "critic_loss": float(critic_loss),
-            "actor_loss": float(actor_loss),
-            "alpha_loss": float(alpha_loss),
+            "critic_loss": float(critic_loss.detach()),
+            "actor_loss": float(actor_loss.detach()),
+            "alpha_loss": float(alpha_loss.detach()),
             "alpha": float(alpha),
             "q_mean": float(q1.detach().mean()),
             "entropy": float(-log_prob.detach().mean()),

@@ -23,9 +23,9 @@ import json
 import os
 import tempfile
 import zipfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -35,6 +35,7 @@ from rl_core.replay.sum_tree import SumTree
 __all__ = ["Batch", "ReplayBuffer"]
 
 FloatArray = npt.NDArray[np.float32]
+_T = TypeVar("_T")
 
 _STATE_FORMAT_VERSION = 1
 _DATA_FIELDS = ("obs", "actions", "rewards", "next_obs", "terminated", "truncated")
@@ -116,10 +117,12 @@ def _normalise_shape(shape: int | Sequence[int], name: str) -> tuple[int, ...]:
         dims = tuple(shape)
     else:
         raise ValueError(f"{name} must be an int or a sequence of ints, got {shape!r}")
+    checked: list[int] = []
     for dim in dims:
         if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim <= 0:
             raise ValueError(f"{name} must contain positive ints, got {shape!r}")
-    return tuple(int(dim) for dim in dims)  # type: ignore[call-overload]
+        checked.append(int(dim))
+    return tuple(checked)
 
 
 def _check_unit_interval(value: float, name: str) -> float:
@@ -285,7 +288,8 @@ class ReplayBuffer:
         If ``N > capacity`` only the last ``capacity`` transitions are kept, in
         the same slots sequential inserts would have left them; ``total_added``
         still grows by ``N``. In prioritised mode new transitions get the largest
-        priority seen so far, so each is sampled at least once with high odds.
+        priority seen so far, so it is likely replayed before its priority is
+        first corrected.
 
         Args:
             obs: ``(N, *obs_shape)`` observations.
@@ -312,12 +316,15 @@ class ReplayBuffer:
             "rewards": self._as_field(rewards, "rewards", count),
             "next_obs": self._as_field(next_obs, "next_obs", count),
             "terminated": self._as_field(terminated, "terminated", count),
-            "truncated": None if truncated is None else self._as_field(truncated, "truncated", count),
+            "truncated": (
+                None if truncated is None else self._as_field(truncated, "truncated", count)
+            ),
         }
         # Assemble the rows in a scratch block first: validation then runs once
         # over contiguous memory, and storage is only touched once all is known good.
         block = np.empty((count, self._row_width), dtype=np.float32)
-        with np.errstate(over="ignore"):  # float64 beyond float32 range -> inf, rejected below
+        # float64 beyond float32 range turns into inf here and is rejected below.
+        with np.errstate(over="ignore"):
             for name, values in inputs.items():
                 field = self._fields[name]
                 columns = block[:, field.start : field.stop]
@@ -583,8 +590,8 @@ class ReplayBuffer:
         total_added = _scalar(state, "total_added", int)
         if not 0 <= size <= self._capacity:
             raise ValueError(f"size {size} in state is outside [0, {self._capacity}]")
-        expected_position = size % self._capacity if size < self._capacity else position
-        if not 0 <= position < self._capacity or position != expected_position:
+        # Until the ring first wraps, writes fill slots 0 .. size - 1 in order.
+        if not 0 <= position < self._capacity or (size < self._capacity and position != size):
             raise ValueError(f"position {position} in state is inconsistent with size {size}")
         if total_added < size:
             raise ValueError(f"total_added {total_added} in state is below size {size}")
@@ -647,6 +654,8 @@ class ReplayBuffer:
         truncated file at ``path``. The name is used as given (no ``.npz`` is
         appended).
 
+        The file is created owner-read/write only (``mkstemp`` mode 0600).
+
         Args:
             path: Destination file; its directory must exist.
 
@@ -656,7 +665,9 @@ class ReplayBuffer:
         destination = Path(path)
         directory = destination.parent
         if not directory.is_dir():
-            raise FileNotFoundError(f"directory for replay buffer file does not exist: {directory}")
+            raise FileNotFoundError(
+                f"directory for replay buffer file does not exist: {directory}"
+            )
         file_descriptor, temp_name = tempfile.mkstemp(
             prefix=f".{destination.name}.", suffix=".tmp", dir=directory
         )
@@ -724,11 +735,13 @@ def _format_shape(shape: tuple[object, ...]) -> str:
     return "(" + ", ".join(str(dim) for dim in shape) + ("," if len(shape) == 1 else "") + ")"
 
 
-def _scalar(state: Mapping[str, np.ndarray], key: str, kind: type) -> int | float | bool:
+def _scalar(state: Mapping[str, np.ndarray], key: str, kind: Callable[[Any], _T]) -> _T:
     """Read a 0-d entry of ``state`` as ``kind`` with a clear error."""
     array = np.asarray(state[key])
     if array.size != 1 or array.dtype.kind not in "biuf":
-        raise ValueError(f"{key} in state must be a numeric scalar, got {array.dtype} {array.shape}")
+        raise ValueError(
+            f"{key} in state must be a numeric scalar, got {array.dtype} {array.shape}"
+        )
     return kind(array.reshape(-1)[0])
 
 
@@ -736,7 +749,9 @@ def _shape(state: Mapping[str, np.ndarray], key: str) -> tuple[int, ...]:
     """Read a 1-D integer entry of ``state`` as a shape tuple."""
     array = np.asarray(state[key])
     if array.ndim != 1 or (array.size and array.dtype.kind not in "iu"):
-        raise ValueError(f"{key} in state must be a 1-D int array, got {array.dtype} {array.shape}")
+        raise ValueError(
+            f"{key} in state must be a 1-D int array, got {array.dtype} {array.shape}"
+        )
     return tuple(int(v) for v in array)
 
 

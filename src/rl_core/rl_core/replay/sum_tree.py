@@ -61,6 +61,13 @@ class SumTree:
             np.zeros(-(-count // self._branching) * self._branching, dtype=np.float64)
             for count in counts
         ]
+        # Row b of ``children @ _edges`` is [0, c0, c0+c1, ..., total]: the mass left
+        # of each child plus the total, computed by one BLAS call for a whole batch.
+        # numpy's cumsum/count along a short axis is several times slower here.
+        # The products are exact (x * 1 or x * 0) and every column adds the same
+        # terms in the same order, so the edges are non-decreasing like a cumsum.
+        self._edges = np.triu(np.ones((self._branching, self._branching + 1)), 1)
+        self._ones = np.ones(self._branching)
         self._max_priority = 0.0
 
     @property
@@ -135,7 +142,7 @@ class SumTree:
         self._max_priority = max(self._max_priority, float(value_array.max()))
         # Walk up with the sorted, de-duplicated set of touched nodes; integer
         # division keeps it sorted, so duplicates are adjacent and one compare drops them.
-        nodes = np.unique(index_array)
+        nodes = np.sort(index_array)
         branching = self._branching
         for child_level, parent_level in zip(self._levels[:-1], self._levels[1:]):
             nodes //= branching
@@ -144,7 +151,7 @@ class SumTree:
                 distinct[0] = True
                 np.not_equal(nodes[1:], nodes[:-1], out=distinct[1:])
                 nodes = nodes[distinct]
-            parent_level[nodes] = child_level.reshape(-1, branching)[nodes].sum(axis=1)
+            parent_level[nodes] = child_level.reshape(-1, branching)[nodes] @ self._ones
 
     def set_range(self, start: int, stop: int, priority: float) -> None:
         """Set leaves ``start .. stop - 1`` to one value using slices only.
@@ -172,7 +179,7 @@ class SumTree:
         for child_level, parent_level in zip(self._levels[:-1], self._levels[1:]):
             low, high = low // branching, (high - 1) // branching + 1
             children = child_level[low * branching : high * branching]
-            parent_level[low:high] = children.reshape(-1, branching).sum(axis=1)
+            parent_level[low:high] = children.reshape(-1, branching) @ self._ones
 
     def find(self, prefix_sums: npt.ArrayLike) -> npt.NDArray[np.int64]:
         """Map prefix sums to leaf indices (inverse cumulative distribution).
@@ -202,25 +209,41 @@ class SumTree:
             raise ValueError(
                 f"prefix_sums must lie in [0, {total}], got [{targets.min()}, {targets.max()}]"
             )
-        remaining = targets.reshape(-1)
+        leaves = self._descend(targets.reshape(-1), exact=False)
+        stranded = self._levels[0][leaves] <= 0.0
+        if stranded.any():
+            # BLAS may sum the edge columns in different orders, so in rare
+            # rounding cases the fast walk can end on an empty leaf; redo those
+            # targets with sequential cumsums, which cannot.
+            leaves[stranded] = self._descend(targets.reshape(-1)[stranded], exact=True)
+        return leaves.reshape(targets.shape)
+
+    def _descend(
+        self, remaining: npt.NDArray[np.float64], *, exact: bool
+    ) -> npt.NDArray[np.int64]:
+        """Walk from the root to the leaves for every target at once."""
         rows = np.arange(remaining.size)
         branching = self._branching
         nodes = np.zeros(remaining.size, dtype=np.int64)
         for level in reversed(self._levels[:-1]):
-            children = level.reshape(-1, branching)[nodes]  # (B, k) contiguous rows
-            cumulative = np.cumsum(children, axis=1)
-            choice = np.count_nonzero(cumulative <= remaining[:, None], axis=1)
-            overflow = choice == branching
+            children = level.reshape(-1, branching)[nodes]  # (B, k), contiguous rows
+            if exact:
+                edges = np.zeros((remaining.size, branching + 1))
+                np.cumsum(children, axis=1, out=edges[:, 1:])
+            else:
+                edges = children @ self._edges  # (B, k + 1)
+            # edges[:, 0] == 0 <= s, so the first edge past s is at column >= 1.
+            past = edges > remaining[:, None]
+            choice = np.argmax(past, axis=1) - 1
+            overflow = ~past[:, -1]
             if overflow.any():
-                # Past the end only through rounding or s == total: take the last
-                # positive child so the walk stays on a positive leaf.
-                positive = children[overflow] > 0.0
-                choice[overflow] = branching - 1 - np.argmax(positive[:, ::-1], axis=1)
-            # Mass to the left of the chosen child (cumulative[-1] is masked out for choice 0).
-            before = np.where(choice > 0, cumulative[rows, choice - 1], 0.0)
-            remaining = remaining - before
+                # s at or beyond this node's total (s == total, or rounding between
+                # levels): take the last child with positive mass.
+                positive = children[overflow, ::-1] > 0.0
+                choice[overflow] = branching - 1 - np.argmax(positive, axis=1)
+            remaining = np.maximum(remaining - edges[rows, choice], 0.0)
             nodes = nodes * branching + choice
-        return nodes.reshape(targets.shape)
+        return nodes
 
     def load_priorities(self, priorities: npt.ArrayLike, max_priority: float) -> None:
         """Replace all leaves at once and rebuild the tree (used when restoring).
@@ -248,7 +271,7 @@ class SumTree:
         for child_level, parent_level, count in zip(
             self._levels[:-1], self._levels[1:], self._counts[1:]
         ):
-            parent_level[:count] = child_level.reshape(-1, self._branching).sum(axis=1)
+            parent_level[:count] = child_level.reshape(-1, self._branching) @ self._ones
         self._max_priority = float(max_priority)
 
     @staticmethod

@@ -1,0 +1,309 @@
+"""The ``rl-bringup`` command: run or print a deployment plan without ``ros2 launch``.
+
+Usage::
+
+    rl-bringup launch MODE [robots:=N] [config:=FILE] [output_dir:=DIR] [domain_id:=N]
+                           [discovery:=localhost|subnet|server:HOST:PORT]
+    rl-bringup train [MODE] [key:=value ...]    # launch; mode colocated, config cartpole by default
+    rl-bringup plan MODE [key:=value ...] [--format table|yaml]    # dry run: print the plan
+
+Arguments follow ``ros2 launch``'s ``key:=value`` style so the same line works with both front
+ends. Bad input exits with code 2 and a message naming the valid choices.
+
+Subcommands are argparse subparsers registered by the functions in :data:`SUBCOMMANDS`; a new
+subcommand adds a ``register(subparsers)`` function that sets ``handler`` with
+``set_defaults(handler=...)``; the handler takes the parsed namespace and the leftover
+``key:=value`` tokens and returns the exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+import dataclasses
+import sys
+from typing import Any, TextIO
+
+import yaml
+
+from rl_bringup import paths
+from rl_bringup.plan import DEFAULT_CONFIG, MODES, Plan, PlanError, make_plan
+from rl_bringup.supervisor import Supervisor
+
+PROGRAM = "rl-bringup"
+EXIT_USAGE = 2
+EXIT_NOT_INSTALLED = 1
+LAUNCH_KEYS: tuple[str, ...] = ("robots", "config", "output_dir", "domain_id", "discovery")
+DEFAULT_TRAIN_MODE = "colocated"
+
+Handler = Callable[[argparse.Namespace, list[str]], int]
+SubparsersAction = Any  # argparse._SubParsersAction is private; typed loosely on purpose
+
+
+class CliError(Exception):
+    """Bad command-line input (exit code 2); the message names the valid choices."""
+
+
+def parse_key_values(
+    tokens: Sequence[str], valid_keys: Sequence[str], *, positional_mode: bool
+) -> tuple[str | None, dict[str, str]]:
+    """Split ``[MODE] key:=value ...`` tokens.
+
+    :param tokens: the tokens after the subcommand.
+    :param valid_keys: keys accepted on the left of ``:=``.
+    :param positional_mode: accept one bare token (or ``mode:=X``) as the mode.
+    :return: the mode (``None`` when not given) and the values by key.
+    :raises CliError: on unknown keys, repeated keys, options or extra bare tokens.
+    """
+    mode: str | None = None
+    values: dict[str, str] = {}
+    keys_text = ", ".join(valid_keys)
+    for token in tokens:
+        if token.startswith("-"):
+            raise CliError(
+                f"unknown option {token!r}; arguments are key:=value with keys {keys_text}"
+            )
+        if ":=" not in token:
+            if positional_mode and mode is None:
+                mode = token
+                continue
+            raise CliError(
+                f"unexpected argument {token!r}; arguments are key:=value with keys {keys_text}"
+            )
+        key, value = token.split(":=", 1)
+        if positional_mode and key == "mode":
+            if mode is not None:
+                raise CliError(f"the mode is given twice ({mode!r} and {value!r})")
+            mode = value
+            continue
+        if key not in valid_keys:
+            raise CliError(f"unknown argument {key!r} (in {token!r}); valid keys: {keys_text}")
+        if key in values:
+            raise CliError(f"argument {key!r} is given twice")
+        values[key] = value
+    return mode, values
+
+
+def _plan_from_tokens(tokens: Sequence[str], default_mode: str | None) -> Plan:
+    """Build the plan of a ``launch`` / ``train`` / ``plan`` command line.
+
+    :raises CliError: for a missing mode or bad tokens.
+    :raises PlanError: for invalid values.
+    """
+    mode, values = parse_key_values(tokens, LAUNCH_KEYS, positional_mode=True)
+    if mode is None:
+        if default_mode is None:
+            raise CliError(f"missing MODE; valid modes: {', '.join(MODES)}")
+        mode = default_mode
+    return make_plan(
+        mode,
+        robots=values.get("robots", "1"),
+        config=values.get("config", DEFAULT_CONFIG),
+        output_dir=values.get("output_dir"),
+        domain_id=values.get("domain_id"),
+        discovery=values.get("discovery", "localhost"),
+    )
+
+
+def _print_run_header(plan: Plan, out: TextIO) -> None:
+    """What a user needs before a run starts: layout, domain id and how to attach tools."""
+    source = {
+        "argument": "given",
+        "environment": "from your ROS_DOMAIN_ID",
+        "random": "picked at random for this run",
+    }[plan.domain_id_source]
+    layout = f"mode {plan.mode}, {plan.robots} robot(s), config {plan.config_file}"
+    print(f"[{PROGRAM}] {layout}", file=out)
+    print(f"[{PROGRAM}] ROS_DOMAIN_ID={plan.domain_id} ({source})", file=out)
+    attach = plan.attach_command()
+    print(f"[{PROGRAM}] attach ROS tools (ros2 topic, rviz2, rqt) with: {attach}", file=out)
+    for note in plan.notes:
+        print(f"[{PROGRAM}] note: {note}", file=out)
+    out.flush()
+
+
+def _resolve_executables(plan: Plan) -> Plan:
+    """Point every process at the installed executable (colcon lib/ folder, venv, PATH).
+
+    :raises FileNotFoundError: naming the missing executables and how to install them.
+    """
+    processes = []
+    missing: list[str] = []
+    for process in plan.processes:
+        found = paths.find_executable(process.executable, process.package)
+        if found is None:
+            missing.append(f"{process.executable} ({process.package})")
+            continue
+        processes.append(dataclasses.replace(process, executable=str(found)))
+    if missing:
+        raise FileNotFoundError(
+            f"executables not found: {', '.join(sorted(set(missing)))}; install rl_nodes "
+            f"(scripts/setup.sh for the virtualenv, or colcon build and source install/setup.bash)"
+        )
+    return dataclasses.replace(plan, processes=processes)
+
+
+def _run_plan(plan: Plan, arguments: argparse.Namespace) -> int:
+    """Run ``plan`` under the supervisor until it ends; returns its exit code."""
+    try:
+        plan = _resolve_executables(plan)
+    except FileNotFoundError as error:
+        print(f"{PROGRAM}: error: {error}", file=sys.stderr)
+        return EXIT_NOT_INSTALLED
+    _print_run_header(plan, sys.stdout)
+    supervisor = Supervisor(
+        plan.processes,
+        environment=plan.environment,
+        grace_period=arguments.grace_period,
+        label=PROGRAM,
+    )
+    return supervisor.run()
+
+
+def _handle_launch(arguments: argparse.Namespace, tokens: list[str]) -> int:
+    """``rl-bringup launch MODE key:=value ...``."""
+    return _run_plan(_plan_from_tokens(tokens, default_mode=None), arguments)
+
+
+def _handle_train(arguments: argparse.Namespace, tokens: list[str]) -> int:
+    """``rl-bringup train [MODE] key:=value ...``: the default training run."""
+    return _run_plan(_plan_from_tokens(tokens, default_mode=DEFAULT_TRAIN_MODE), arguments)
+
+
+def format_plan_table(plan: Plan) -> str:
+    """The plan as an aligned, human-readable text table."""
+    lines = [
+        f"mode         {plan.mode} ({plan.robots} robot{'s' if plan.robots != 1 else ''})",
+        f"config       {plan.config_file}",
+        f"domain id    {plan.domain_id} ({plan.domain_id_source})",
+        f"discovery    {plan.discovery}",
+        f"attach with  {plan.attach_command()}",
+        "environment",
+        *(f"  {name}={value}" for name, value in plan.environment.items()),
+        "processes",
+    ]
+    name_width = max(len("NAME"), *(len(process.name) for process in plan.processes))
+    lines.append(f"  {'NAME':<{name_width}}  RESPAWN  REQUIRED  NODES")
+    for process in plan.processes:
+        nodes = ", ".join(f"{kind}@{namespace}" for kind, namespace in process.hosted_nodes())
+        lines.append(
+            f"  {process.name:<{name_width}}  {'yes' if process.respawn else 'no':<7}  "
+            f"{'yes' if process.required else 'no':<8}  {nodes}"
+        )
+        lines.append(f"  {'':<{name_width}}  $ {process.command_line()}")
+    if plan.notes:
+        lines.append("notes")
+        lines.extend(f"  - {note}" for note in plan.notes)
+    return "\n".join(lines)
+
+
+def _handle_plan(arguments: argparse.Namespace, tokens: list[str]) -> int:
+    """``rl-bringup plan MODE key:=value ... [--format table|yaml]``: print, start nothing."""
+    plan = _plan_from_tokens(tokens, default_mode=None)
+    if arguments.format == "yaml":
+        sys.stdout.write(yaml.safe_dump(plan.to_dict(), sort_keys=False))
+    else:
+        print(format_plan_table(plan))
+    return 0
+
+
+_KEYS_HELP = (
+    "key:=value arguments: robots:=N (1..64), config:=NAME|PATH (default cartpole), "
+    "output_dir:=DIR, domain_id:=N (0..101; default: $ROS_DOMAIN_ID or a random pick), "
+    "discovery:=localhost|subnet|server:HOST:PORT (default localhost)"
+)
+
+
+def _add_run_options(parser: argparse.ArgumentParser) -> None:
+    """Options shared by the subcommands that start processes."""
+    parser.add_argument(
+        "--grace-period",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="time the processes get to shut down after SIGINT before SIGTERM/SIGKILL (default 10)",
+    )
+
+
+def register_launch(subparsers: SubparsersAction) -> None:
+    """Add ``launch``."""
+    parser = subparsers.add_parser(
+        "launch",
+        help="run a deployment (like ros2 launch rl_bringup MODE.launch.py)",
+        description=f"Run a deployment MODE ({', '.join(MODES)}) with prefixed logs, respawn and "
+        f"signal forwarding. {_KEYS_HELP}.",
+    )
+    parser.add_argument("arguments", nargs="*", metavar="MODE|key:=value")
+    _add_run_options(parser)
+    parser.set_defaults(handler=_handle_launch)
+
+
+def register_train(subparsers: SubparsersAction) -> None:
+    """Add ``train``."""
+    parser = subparsers.add_parser(
+        "train",
+        help=f"train the default task ({DEFAULT_CONFIG}, {DEFAULT_TRAIN_MODE} mode unless given)",
+        description=f"Launch a training run; MODE defaults to {DEFAULT_TRAIN_MODE} and config to "
+        f"{DEFAULT_CONFIG}. {_KEYS_HELP}.",
+    )
+    parser.add_argument("arguments", nargs="*", metavar="[MODE]|key:=value")
+    _add_run_options(parser)
+    parser.set_defaults(handler=_handle_train)
+
+
+def register_plan(subparsers: SubparsersAction) -> None:
+    """Add ``plan``."""
+    parser = subparsers.add_parser(
+        "plan",
+        help="print the processes, command lines and environment of a deployment (dry run)",
+        description=f"Print the deployment plan of MODE ({', '.join(MODES)}) without starting "
+        f"anything. {_KEYS_HELP}.",
+    )
+    parser.add_argument("arguments", nargs="*", metavar="MODE|key:=value")
+    parser.add_argument(
+        "--format", choices=("table", "yaml"), default="table", help="output format"
+    )
+    parser.set_defaults(handler=_handle_plan)
+
+
+# Every subcommand registers itself here; advise, doctor, eval, status and record slot in alike.
+SUBCOMMANDS: list[Callable[[SubparsersAction], None]] = [
+    register_launch,
+    register_train,
+    register_plan,
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``rl-bringup`` argument parser with every registered subcommand."""
+    parser = argparse.ArgumentParser(
+        prog=PROGRAM,
+        description="Run rl_ros2 deployments (colocated, decoupled, hybrid) without ros2 launch.",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for register in SUBCOMMANDS:
+        register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``rl-bringup``.
+
+    :param argv: arguments without the program name (``sys.argv[1:]`` when ``None``).
+    :return: the exit code.
+    """
+    parser = build_parser()
+    # parse_known_args lets key:=value tokens and options interleave: argparse would otherwise
+    # refuse positionals that follow an option; leftovers are checked by parse_key_values.
+    arguments, leftovers = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
+    tokens = list(getattr(arguments, "arguments", [])) + leftovers
+    handler: Handler = arguments.handler
+    try:
+        return handler(arguments, tokens)
+    except (CliError, PlanError) as error:
+        print(f"{PROGRAM} {arguments.command}: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,463 @@
+"""A small process supervisor: runs a deployment plan where ``ros2 launch`` is not installed.
+
+It does what the launch front end does for this project, with the standard library only:
+
+* starts every process in its own session (``start_new_session``), so a terminal's Ctrl-C reaches
+  the supervisor alone and the supervisor decides how children stop;
+* prefixes every output line with ``[name]`` (one reader thread per child pipe);
+* forwards SIGINT / SIGTERM to the children;
+* respawns a crashed ``respawn`` process after a delay that doubles per consecutive restart, up to
+  a bounded number of restarts (the count resets after a stable run);
+* stops everything when a ``required`` process exits (the run's exit code is that process's code,
+  so a trainer that finishes with 0 ends the run with 0) or when the user interrupts
+  (exit code 128 + signal number);
+* stops in phases: the forwarded signal (SIGINT by default, which rclpy turns into a clean
+  shutdown), a grace period, SIGTERM, then SIGKILL.
+
+Signals go only to the processes this supervisor started, by their process-group id (which equals
+the pid it started). A process group id cannot be handed to a new process while any member of
+that group lives, and groups are signalled only while their leader is alive, during a stop
+sequence, or immediately after their leader was reaped — never by name (no pkill/killall).
+
+Processes are anything with ``name``, ``env``, ``respawn``, ``required`` and
+``argv(python_bin_dir)``: :class:`rl_bringup.plan.ProcessSpec`, or :class:`Command` for plain
+command lines (tests run tiny ``python -c`` scripts).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from types import FrameType
+from typing import IO, Any, Protocol
+
+from rl_bringup.plan import MAX_RESPAWNS, RESPAWN_DELAY_S
+
+# Exit code when a process cannot be started at all (the shell's "command not found").
+EXIT_CANNOT_START = 127
+
+
+class SupervisedProcess(Protocol):
+    """What the supervisor needs to know about a process (read-only, so plain attributes fit)."""
+
+    @property
+    def name(self) -> str:
+        """Log prefix and identity; unique within a run."""
+        ...
+
+    @property
+    def env(self) -> Mapping[str, str]:
+        """Variables added to the environment of the process."""
+        ...
+
+    @property
+    def respawn(self) -> bool:
+        """Restart the process when it exits."""
+        ...
+
+    @property
+    def required(self) -> bool:
+        """End the run when the process exits."""
+        ...
+
+    def argv(self, python_bin_dir: str | os.PathLike[str] | None = None) -> list[str]:
+        """The command line to start."""
+        ...
+
+
+@dataclass
+class Command:
+    """A plain command line to supervise.
+
+    :param name: log prefix and identity of the process.
+    :param command: program and arguments.
+    :param env: variables added to the supervisor's environment.
+    :param respawn: restart it when it exits.
+    :param required: end the run when it exits.
+    """
+
+    name: str
+    command: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    respawn: bool = False
+    required: bool = False
+
+    def argv(self, python_bin_dir: str | os.PathLike[str] | None = None) -> list[str]:
+        """The command line; ``python_bin_dir`` is ignored (the command is already complete)."""
+        return list(self.command)
+
+
+@dataclass
+class _Child:
+    """Book-keeping for one supervised process across its restarts."""
+
+    spec: SupervisedProcess
+    process: subprocess.Popen[bytes] | None = None
+    reader: threading.Thread | None = None
+    started_at: float = 0.0
+    restarts: int = 0
+    restart_at: float | None = None
+    returncode: int | None = None
+    finished: bool = False
+
+
+def exit_status(returncode: int) -> int:
+    """A shell-style exit status for a child's return code (128 + N for death by signal N)."""
+    return returncode if returncode >= 0 else 128 - returncode
+
+
+def describe_exit(returncode: int) -> str:
+    """Human words for a return code: "exited with code 3", "was killed by SIGKILL"."""
+    if returncode >= 0:
+        return f"exited with code {returncode}"
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:
+        name = f"signal {-returncode}"
+    return f"was killed by {name}"
+
+
+class Supervisor:
+    """Run processes until a required one exits or the user interrupts; see the module docstring.
+
+    :param processes: what to run, started in this order.
+    :param environment: variables for every process, on top of ``os.environ`` (each process's
+        own ``env`` comes last).
+    :param python_bin_dir: passed to each process's ``argv`` (the folder of the executables).
+    :param output: where prefixed lines go (``sys.stdout`` when ``None``).
+    :param grace_period: seconds the processes get after the first stop signal.
+    :param terminate_timeout: seconds after SIGTERM before SIGKILL.
+    :param kill_timeout: seconds to wait for the kernel to reap after SIGKILL.
+    :param respawn_delay: delay before the first restart; it doubles per consecutive restart.
+    :param max_respawn_delay: upper bound of the restart delay.
+    :param max_respawns: consecutive restarts before a process is given up.
+    :param stable_run_s: a process that ran this long counts as healthy: its restart count resets.
+    :param poll_interval: seconds between checks of the children (also the signal latency).
+    :param cwd: working directory of the children (the supervisor's when ``None``).
+    :param label: prefix of the supervisor's own lines.
+    """
+
+    def __init__(
+        self,
+        processes: Sequence[SupervisedProcess],
+        *,
+        environment: Mapping[str, str] | None = None,
+        python_bin_dir: str | os.PathLike[str] | None = None,
+        output: IO[str] | None = None,
+        grace_period: float = 10.0,
+        terminate_timeout: float = 5.0,
+        kill_timeout: float = 2.0,
+        respawn_delay: float = RESPAWN_DELAY_S,
+        max_respawn_delay: float = 30.0,
+        max_respawns: int = MAX_RESPAWNS,
+        stable_run_s: float = 30.0,
+        poll_interval: float = 0.05,
+        cwd: str | os.PathLike[str] | None = None,
+        label: str = "rl-bringup",
+    ) -> None:
+        names = [process.name for process in processes]
+        if not names:
+            raise ValueError("nothing to supervise: the process list is empty")
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise ValueError(f"process names must be unique; repeated: {', '.join(duplicates)}")
+        if grace_period < 0 or terminate_timeout < 0 or kill_timeout < 0:
+            raise ValueError("grace_period, terminate_timeout and kill_timeout must be >= 0")
+        if respawn_delay < 0 or max_respawns < 0 or poll_interval <= 0:
+            raise ValueError("respawn_delay and max_respawns must be >= 0, poll_interval > 0")
+        self._children = [_Child(spec=process) for process in processes]
+        self._environment = dict(environment or {})
+        self._python_bin_dir = python_bin_dir
+        self._output = output if output is not None else sys.stdout
+        self._output_lock = threading.Lock()
+        self._grace_period = grace_period
+        self._terminate_timeout = terminate_timeout
+        self._kill_timeout = kill_timeout
+        self._respawn_delay = respawn_delay
+        self._max_respawn_delay = max_respawn_delay
+        self._max_respawns = max_respawns
+        self._stable_run_s = stable_run_s
+        self._poll_interval = poll_interval
+        self._cwd = cwd
+        self._label = label
+        # Written by signal handlers and other threads; plain attribute stores are atomic, and a
+        # signal handler must not take locks the interrupted main thread may hold.
+        self._stop_signal: int | None = None
+        self._escalate = False
+        self._wake = threading.Event()
+        self._started_pids: list[int] = []
+        self._readers: list[threading.Thread] = []
+
+    # ----------------------------------------------------------------------------------- public
+
+    @property
+    def started_pids(self) -> list[int]:
+        """Pids of every process started so far (respawns included), oldest first."""
+        return list(self._started_pids)
+
+    def request_stop(self, signum: int = signal.SIGINT) -> None:
+        """Stop the run as if ``signum`` had been received; a second call skips the grace period.
+
+        Safe to call from any thread.
+        """
+        self._note_signal(signum)
+        self._wake.set()
+
+    def run(self, install_signal_handlers: bool = True) -> int:
+        """Start everything, supervise, stop everything.
+
+        :param install_signal_handlers: handle SIGINT/SIGTERM (only possible on the main thread;
+            ignored elsewhere). The previous handlers are restored on return.
+        :return: the run's exit code: a required process's exit status, 128 + signal number when
+            interrupted, else 0 when every process exited with 0 and 1 otherwise.
+        """
+        previous_handlers = self._install_signal_handlers() if install_signal_handlers else {}
+        result = 1
+        try:
+            result = self._supervise()
+        finally:
+            first_signal = self._stop_signal if self._stop_signal is not None else signal.SIGINT
+            self._stop_all(first_signal)
+            for signum, handler in previous_handlers.items():
+                signal.signal(signum, handler)
+            for reader in self._readers:
+                reader.join(timeout=2.0)
+        self._log(f"exit code {result}")
+        return result
+
+    # ------------------------------------------------------------------------------ supervision
+
+    def _supervise(self) -> int:
+        """The main loop; returns the run's exit code once the run should end."""
+        for child in self._children:
+            result = self._start(child)
+            if result is not None:
+                return result
+        while True:
+            if self._stop_signal is not None:
+                self._log(f"received {signal.Signals(self._stop_signal).name}; stopping")
+                return 128 + self._stop_signal
+            now = time.monotonic()
+            for child in self._children:
+                result = None
+                if child.process is not None:
+                    returncode = child.process.poll()
+                    if returncode is not None:
+                        result = self._handle_exit(child, returncode)
+                elif child.restart_at is not None and now >= child.restart_at:
+                    child.restart_at = None
+                    result = self._start(child)
+                if result is not None:
+                    return result
+            if all(child.finished for child in self._children):
+                failed = [child.spec.name for child in self._children if child.returncode != 0]
+                failures = f"; failed: {', '.join(failed)}" if failed else ""
+                self._log(f"all processes exited{failures}")
+                return 1 if failed else 0
+            self._wake.wait(self._poll_interval)
+            self._wake.clear()
+
+    def _start(self, child: _Child) -> int | None:
+        """Start ``child``; a failure to start counts as an exit with :data:`EXIT_CANNOT_START`.
+
+        :return: the run's exit code when the run must end, else ``None``.
+        """
+        spec = child.spec
+        argv = spec.argv(self._python_bin_dir)
+        environment = {**os.environ, **self._environment, **dict(spec.env)}
+        try:
+            process = subprocess.Popen(
+                argv,
+                env=environment,
+                cwd=self._cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        except OSError as error:
+            program = argv[0] if argv else "<empty command>"
+            self._log(f"cannot start {spec.name} ({program}): {error}")
+            child.started_at = time.monotonic()
+            return self._handle_exit(child, EXIT_CANNOT_START)
+        self._started_pids.append(process.pid)
+        child.process = process
+        child.started_at = time.monotonic()
+        assert process.stdout is not None  # stdout=PIPE above
+        child.reader = threading.Thread(
+            target=self._pump,
+            args=(spec.name, process.stdout),
+            name=f"output-{spec.name}",
+            daemon=True,
+        )
+        child.reader.start()
+        # Keep only live readers: a long run with many respawns must not accumulate threads.
+        self._readers = [reader for reader in self._readers if reader.is_alive()]
+        self._readers.append(child.reader)
+        self._log(f"started {spec.name} (pid {process.pid}): {' '.join(argv)}")
+        return None
+
+    def _handle_exit(self, child: _Child, returncode: int) -> int | None:
+        """Account for an exit: end the run, schedule a restart, or mark the child finished.
+
+        :return: the run's exit code when the run must end, else ``None``.
+        """
+        spec = child.spec
+        process = child.process
+        child.process = None
+        child.returncode = returncode
+        if process is not None:
+            # The group's leftovers (children the process forked) would be orphans nobody
+            # supervises; the pgid is still ours because it was reaped an instant ago.
+            _signal_group(process, signal.SIGKILL, leader_exited=True)
+            if child.reader is not None:
+                child.reader.join(timeout=1.0)  # print its last lines before the exit message
+        words = describe_exit(returncode)
+        if spec.required:
+            self._log(f"{spec.name} {words}; it is required, stopping everything")
+            return exit_status(returncode)
+        if not spec.respawn:
+            child.finished = True
+            self._log(f"{spec.name} {words}")
+            return None
+        if time.monotonic() - child.started_at >= self._stable_run_s:
+            child.restarts = 0
+        if child.restarts >= self._max_respawns:
+            child.finished = True
+            self._log(f"{spec.name} {words}; giving up after {self._max_respawns} restarts")
+            return None
+        delay = min(self._respawn_delay * 2**child.restarts, self._max_respawn_delay)
+        child.restarts += 1
+        child.restart_at = time.monotonic() + delay
+        self._log(
+            f"{spec.name} {words}; restarting in {delay:.1f} s "
+            f"(restart {child.restarts}/{self._max_respawns})"
+        )
+        return None
+
+    # ------------------------------------------------------------------------------ stopping
+
+    def _stop_all(self, first_signal: int) -> None:
+        """Stop every running child: ``first_signal``, grace period, SIGTERM, SIGKILL."""
+        for child in self._children:
+            child.restart_at = None
+        phases: list[tuple[int, float]] = [(first_signal, self._grace_period)]
+        if first_signal != signal.SIGTERM:
+            phases.append((signal.SIGTERM, self._terminate_timeout))
+        phases.append((signal.SIGKILL, self._kill_timeout))
+        stopping = [child for child in self._children if child.process is not None]
+        for signum, timeout in phases:
+            alive = [child for child in stopping if _running(child)]
+            if not alive:
+                break
+            names = ", ".join(child.spec.name for child in alive)
+            self._log(f"sending {signal.Signals(signum).name} to {names}")
+            self._escalate = False
+            for child in alive:
+                assert child.process is not None
+                _signal_group(child.process, signum, leader_exited=False)
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline and not self._escalate:
+                if not any(_running(child) for child in alive):
+                    break
+                time.sleep(min(self._poll_interval, 0.02))
+        for child in stopping:
+            process = child.process
+            if process is None:
+                continue
+            returncode = process.poll()
+            # Sweep group members that outlived their leader during the stop sequence.
+            _signal_group(process, signal.SIGKILL, leader_exited=returncode is not None)
+            if returncode is None:
+                try:
+                    returncode = process.wait(timeout=self._kill_timeout)
+                except subprocess.TimeoutExpired:
+                    self._log(f"{child.spec.name} (pid {process.pid}) did not die after SIGKILL")
+                    continue
+            child.returncode = returncode
+            child.process = None
+            if child.reader is not None:
+                child.reader.join(timeout=1.0)
+            self._log(f"{child.spec.name} {describe_exit(returncode)}")
+
+    # ------------------------------------------------------------------------------ signals & io
+
+    def _note_signal(self, signum: int) -> None:
+        """Record a stop request; a repeated one cuts the current grace period short."""
+        if self._stop_signal is None:
+            self._stop_signal = signum
+        else:
+            self._escalate = True
+
+    def _install_signal_handlers(self) -> dict[int, Any]:
+        """Route SIGINT and SIGTERM to :meth:`_note_signal`; returns the previous handlers."""
+        if threading.current_thread() is not threading.main_thread():
+            return {}
+
+        def handler(signum: int, frame: FrameType | None) -> None:
+            self._note_signal(signum)
+
+        previous: dict[int, Any] = {}
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            previous[signum] = signal.signal(signum, handler)
+        return previous
+
+    def _pump(self, name: str, stream: IO[bytes]) -> None:
+        """Copy a child's output to ours, one prefixed line at a time, until end of file."""
+        prefix = f"[{name}] "
+        try:
+            for raw_line in iter(stream.readline, b""):
+                self._write(prefix + raw_line.decode("utf-8", errors="replace").rstrip("\r\n"))
+        except (OSError, ValueError):
+            pass  # the pipe closed under us while stopping; nothing left to copy
+        finally:
+            stream.close()
+
+    def _log(self, message: str) -> None:
+        """A line of the supervisor's own."""
+        self._write(f"[{self._label}] {message}")
+
+    def _write(self, line: str) -> None:
+        """Write one whole line; the lock keeps lines of different children from interleaving."""
+        with self._output_lock:
+            try:
+                self._output.write(line + "\n")
+                self._output.flush()
+            except (OSError, ValueError):
+                pass  # our own output is gone (closed pipe); keep supervising regardless
+
+
+def _running(child: _Child) -> bool:
+    """Whether the child's current process is still running (not yet exited)."""
+    return child.process is not None and child.process.poll() is None
+
+
+def _signal_group(process: subprocess.Popen[bytes], signum: int, *, leader_exited: bool) -> None:
+    """Send ``signum`` to the process group of a process this supervisor started.
+
+    The group id is the pid returned by Popen (``start_new_session``). When the leader still
+    runs but moved itself to another group, fall back to the pid alone.
+
+    :param process: the started process.
+    :param signum: the signal.
+    :param leader_exited: the leader was reaped; only leftover members can receive the signal.
+    """
+    try:
+        os.killpg(process.pid, signum)
+        return
+    except ProcessLookupError:
+        pass  # the whole group is gone
+    except PermissionError:
+        pass  # a member changed credentials; fall back to the leader
+    if not leader_exited and process.poll() is None:
+        try:
+            process.send_signal(signum)
+        except ProcessLookupError:
+            pass
+

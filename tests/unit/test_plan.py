@@ -1,0 +1,459 @@
+"""Unit tests of the deployment plan (rl_bringup.plan) and the launch files built on it.
+
+No ROS needed: ``launch`` / ``launch_ros`` are replaced by small fakes that record the actions the
+launch files create, so the tests check what ``ros2 launch`` would be asked to start.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+import importlib.util
+from pathlib import Path
+import random
+import sys
+import types
+from typing import Any
+
+import pytest
+
+from rl_bringup import paths
+from rl_bringup.plan import (
+    MAX_RESPAWNS,
+    MODES,
+    RESPAWN_DELAY_S,
+    Plan,
+    PlanError,
+    ProcessSpec,
+    format_parameter_value,
+    make_plan,
+)
+
+pytestmark = pytest.mark.unit
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+LAUNCH_DIR = REPO_ROOT / "launch"
+CONFIG_DIR = REPO_ROOT / "config"
+LAUNCH_FILES = {
+    "colocated.launch.py": "colocated",
+    "decoupled.launch.py": "decoupled",
+    "hybrid.launch.py": "hybrid",
+    "multi_robot.launch.py": None,
+}
+CLEAN_ENV: dict[str, str] = {}
+
+
+def plan_for(mode: str, robots: int = 1, **kwargs: Any) -> Plan:
+    """A plan with a fixed domain id and no inherited environment."""
+    kwargs.setdefault("domain_id", 7)
+    return make_plan(mode, robots, environ=CLEAN_ENV, **kwargs)
+
+
+def layout(plan: Plan) -> list[tuple[str, str, tuple[str, ...], bool, bool]]:
+    """(name, executable, nodes, respawn, required) per process."""
+    return [
+        (
+            process.name,
+            process.executable,
+            tuple(f"{kind}@{namespace}" for kind, namespace in process.hosted_nodes()),
+            process.respawn,
+            process.required,
+        )
+        for process in plan.processes
+    ]
+
+
+# ---------------------------------------------------------------------------------- layouts
+
+
+@pytest.mark.parametrize("robots", [1, 3])
+def test_colocated_is_one_required_container_with_every_node(robots: int) -> None:
+    plan = plan_for("colocated", robots)
+    robot_nodes = tuple(
+        node for k in range(robots) for node in (f"simulator@/robot_{k}", f"policy@/robot_{k}")
+    )
+    assert layout(plan) == [
+        ("container", "container", (*robot_nodes, "replay_buffer@/", "trainer@/"), False, True)
+    ]
+    (container,) = plan.processes
+    assert container.is_container
+    assert container.namespace == ""
+    node_arguments = [f"{kind}@{ns}" for kind, ns in container.nodes]
+    assert container.arguments == [token for node in node_arguments for token in ("--node", node)]
+
+
+@pytest.mark.parametrize("robots", [1, 3])
+def test_decoupled_is_one_process_per_node(robots: int) -> None:
+    plan = plan_for("decoupled", robots)
+    expected = []
+    for k in range(robots):
+        expected.append((f"simulator_robot_{k}", "simulator", (f"simulator@/robot_{k}",), True, False))
+        expected.append((f"policy_robot_{k}", "policy", (f"policy@/robot_{k}",), True, False))
+    expected.append(("replay_buffer", "replay_buffer", ("replay_buffer@/",), False, True))
+    expected.append(("trainer", "trainer", ("trainer@/",), False, True))
+    assert layout(plan) == expected
+    assert all(not process.is_container and process.arguments == [] for process in plan.processes)
+
+
+@pytest.mark.parametrize("robots", [1, 3])
+def test_hybrid_is_a_container_per_robot_and_one_learner(robots: int) -> None:
+    plan = plan_for("hybrid", robots)
+    expected = [
+        (f"robot_{k}", "container", (f"simulator@/robot_{k}", f"policy@/robot_{k}"), True, False)
+        for k in range(robots)
+    ]
+    expected.append(("learner", "container", ("replay_buffer@/", "trainer@/"), False, True))
+    assert layout(plan) == expected
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("robots", [1, 3])
+def test_every_mode_hosts_the_same_nodes(mode: str, robots: int) -> None:
+    nodes = sorted(plan_for(mode, robots).hosted_nodes())
+    expected = sorted(
+        [(kind, f"/robot_{k}") for k in range(robots) for kind in ("simulator", "policy")]
+        + [("replay_buffer", "/"), ("trainer", "/")]
+    )
+    assert nodes == expected
+
+
+def test_decoupled_command_lines_follow_the_ros_arguments_contract() -> None:
+    plan = plan_for("decoupled", 1, output_dir="/tmp/rl-run")
+    config = str(CONFIG_DIR / "cartpole.yaml")
+    by_name = {process.name: process for process in plan.processes}
+    assert by_name["simulator_robot_0"].argv() == [
+        "simulator", "--ros-args", "-r", "__ns:=/robot_0", "--params-file", config,
+    ]
+    assert by_name["trainer"].argv() == [
+        "trainer", "--ros-args", "--params-file", config, "-p", "output_dir:=/tmp/rl-run",
+    ]
+    # output_dir is a trainer parameter only.
+    assert "output_dir" not in by_name["replay_buffer"].parameters
+    assert by_name["policy_robot_0"].argv("/opt/bin")[0] == "/opt/bin/policy"
+
+
+def test_container_command_line_follows_the_container_contract() -> None:
+    plan = plan_for("hybrid", 1, output_dir="/tmp/out", extra_parameters={"seed": 3})
+    learner = plan.processes[-1]
+    assert learner.argv() == [
+        "container", "--node", "replay_buffer@/", "--node", "trainer@/",
+        "--ros-args", "--params-file", str(CONFIG_DIR / "cartpole.yaml"),
+        "-p", "seed:=3", "-p", "output_dir:=/tmp/out",
+    ]
+    robot = plan.processes[0]
+    assert "-r" not in robot.argv(), "a __ns remap would move every node of a container"
+    assert robot.parameters == {"seed": 3}
+
+
+def test_relative_output_dir_is_made_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    plan = plan_for("colocated", output_dir="runs/a")
+    assert plan.processes[0].parameters["output_dir"] == str(tmp_path / "runs" / "a")
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [(True, "true"), (3, "3"), (0.5, "0.5"), ("abc", "abc"), ("1", "'1'"), ("true", "'true'"),
+     ("it's", "it's"), ([1, 2], "[1,2]"), (["a", "2"], "[a,'2']")],
+)
+def test_parameter_values_keep_their_type_on_the_command_line(value: Any, text: str) -> None:
+    assert format_parameter_value(value) == text
+
+
+# ---------------------------------------------------------------------------------- environment
+
+
+def test_environment_defaults_are_loopback_only_with_an_explicit_domain() -> None:
+    plan = make_plan("colocated", environ={}, rng=random.Random(3))
+    assert plan.environment["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "LOCALHOST"
+    assert plan.environment["RMW_IMPLEMENTATION"] == "rmw_fastrtps_cpp"
+    assert plan.environment["PYTHONUNBUFFERED"] == "1"
+    assert "ROS_DISCOVERY_SERVER" not in plan.environment
+    assert plan.domain_id_source == "random"
+    assert 1 <= plan.domain_id <= 100
+    assert plan.environment["ROS_DOMAIN_ID"] == str(plan.domain_id)
+    # Both front ends read the environment from the processes.
+    assert all(process.env == plan.environment for process in plan.processes)
+    assert f"ROS_DOMAIN_ID={plan.domain_id}" in plan.attach_command()
+
+
+def test_domain_id_comes_from_argument_then_environment_then_random() -> None:
+    assert make_plan("colocated", domain_id=0, environ={"ROS_DOMAIN_ID": "5"}).domain_id == 0
+    inherited = make_plan("colocated", environ={"ROS_DOMAIN_ID": "5"})
+    assert (inherited.domain_id, inherited.domain_id_source) == (5, "environment")
+    picks = {make_plan("colocated", environ={}, rng=random.Random(seed)).domain_id for seed in range(40)}
+    assert 0 not in picks and len(picks) > 1
+
+
+@pytest.mark.parametrize(
+    ("discovery", "expected"),
+    [
+        ("localhost", {"ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST"}),
+        ("SUBNET", {"ROS_AUTOMATIC_DISCOVERY_RANGE": "SUBNET"}),
+        (
+            "server:127.0.0.1:11811",
+            {"ROS_DISCOVERY_SERVER": "127.0.0.1:11811", "ROS_AUTOMATIC_DISCOVERY_RANGE": "SYSTEM_DEFAULT"},
+        ),
+        ("server:learner.local:11888", {"ROS_DISCOVERY_SERVER": "learner.local:11888"}),
+    ],
+)
+def test_discovery_settings(discovery: str, expected: dict[str, str]) -> None:
+    plan = plan_for("decoupled", discovery=discovery)
+    assert expected.items() <= plan.environment.items()
+    if discovery.startswith("server:"):
+        assert any("fastdds discovery" in note for note in plan.notes)
+
+
+def test_inherited_discovery_server_is_flagged() -> None:
+    plan = make_plan("colocated", domain_id=3, environ={"ROS_DISCOVERY_SERVER": "10.0.0.1:11811"})
+    assert any("ROS_DISCOVERY_SERVER" in note for note in plan.notes)
+
+
+# ---------------------------------------------------------------------------------- config
+
+
+@pytest.mark.parametrize("config", ["cartpole", "cartpole.yaml", str(CONFIG_DIR / "cartpole.yaml")])
+def test_config_by_name_or_path(config: str) -> None:
+    assert plan_for("colocated", config=config).config_file == str(CONFIG_DIR / "cartpole.yaml")
+
+
+def test_config_directory_is_the_repository_config_in_a_checkout() -> None:
+    assert paths.config_directory() == CONFIG_DIR
+    assert {"cartpole", "kuka_reach"} <= set(paths.available_configs())
+
+
+# ---------------------------------------------------------------------------------- errors
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"mode": "colocate"}, r"unknown mode 'colocate'; valid modes: colocated, decoupled, hybrid"),
+        ({"mode": "hybrid", "robots": 0}, r"robots must be an integer from 1 to 64, got 0"),
+        ({"mode": "hybrid", "robots": 65}, r"robots must be an integer from 1 to 64"),
+        ({"mode": "hybrid", "robots": "two"}, r"robots must be an integer from 1 to 64, got 'two'"),
+        (
+            {"mode": "decoupled", "config": "nope"},
+            r"config 'nope' not found .*nope\.yaml.*available configs in .*: .*cartpole",
+        ),
+        (
+            {"mode": "decoupled", "config": "/does/not/exist.yaml"},
+            r"config '/does/not/exist\.yaml' not found .*cartpole",
+        ),
+        (
+            {"mode": "colocated", "discovery": "wan"},
+            r"bad discovery 'wan'; valid: localhost, subnet, server:HOST:PORT",
+        ),
+        ({"mode": "colocated", "discovery": "server:host"}, r"expected server:HOST:PORT"),
+        ({"mode": "colocated", "discovery": "server:host:0"}, r"port must be 1\.\.65535"),
+        ({"mode": "colocated", "discovery": "server:bad_host!:11811"}, r"not an IPv4 address or host name"),
+        ({"mode": "colocated", "domain_id": 102}, r"domain_id must be an integer from 0 to 101, got 102"),
+        ({"mode": "colocated", "domain_id": -1}, r"domain_id must be an integer from 0 to 101"),
+        ({"mode": "colocated", "domain_id": "x"}, r"domain_id must be an integer from 0 to 101, got 'x'"),
+        ({"mode": "colocated", "extra_parameters": {"bad name": 1}}, r"bad parameter name 'bad name'"),
+        ({"mode": "colocated", "extra_parameters": {"table": {"a": 1}}}, r"not a ROS 2 parameter type"),
+    ],
+)
+def test_bad_input_raises_plan_error_naming_the_choices(kwargs: dict[str, Any], match: str) -> None:
+    mode = kwargs.pop("mode")
+    kwargs.setdefault("domain_id", 1)
+    with pytest.raises(PlanError, match=match):
+        make_plan(mode, environ=CLEAN_ENV, **kwargs)
+
+
+def test_bad_inherited_domain_id_names_the_variable() -> None:
+    message = r"ROS_DOMAIN_ID in the environment must be an integer from 0 to 101"
+    with pytest.raises(PlanError, match=message):
+        make_plan("colocated", environ={"ROS_DOMAIN_ID": "200"})
+
+
+def test_plan_error_is_a_value_error() -> None:
+    assert issubclass(PlanError, ValueError)
+
+
+# ---------------------------------------------------------------------------------- launch files
+
+
+class _Recorded:
+    """A fake launch action: remembers how it was constructed."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.args = args
+        self.kwargs = kwargs
+
+
+class FakeLaunchDescription(_Recorded):
+    """launch.LaunchDescription."""
+
+    @property
+    def entities(self) -> list[Any]:
+        return list(self.args[0]) if self.args else list(self.kwargs.get("initial_entities", []))
+
+
+class FakeDeclareLaunchArgument(_Recorded):
+    """launch.actions.DeclareLaunchArgument(name, *, default_value, description, choices)."""
+
+    @property
+    def name(self) -> str:
+        return str(self.args[0])
+
+
+class FakeOpaqueFunction(_Recorded):
+    """launch.actions.OpaqueFunction(*, function, args, kwargs)."""
+
+    def execute(self, context: Any) -> list[Any]:
+        function = self.kwargs["function"]
+        return list(function(context, *self.kwargs.get("args", ()), **self.kwargs.get("kwargs", {})))
+
+
+class FakeShutdown(_Recorded):
+    """launch.actions.Shutdown(*, reason)."""
+
+
+class FakeLogInfo(_Recorded):
+    """launch.actions.LogInfo(*, msg)."""
+
+
+class FakeNode(_Recorded):
+    """launch_ros.actions.Node(**kwargs)."""
+
+
+class FakeContext:
+    """launch.LaunchContext: only launch_configurations is used."""
+
+    def __init__(self, launch_configurations: dict[str, str]) -> None:
+        self.launch_configurations = launch_configurations
+
+
+@pytest.fixture
+def fake_launch(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Install fake launch / launch_ros modules for the duration of a test."""
+    launch = types.ModuleType("launch")
+    launch_actions = types.ModuleType("launch.actions")
+    launch_ros = types.ModuleType("launch_ros")
+    launch_ros_actions = types.ModuleType("launch_ros.actions")
+    launch.LaunchDescription = FakeLaunchDescription  # type: ignore[attr-defined]
+    launch.actions = launch_actions  # type: ignore[attr-defined]
+    launch_actions.DeclareLaunchArgument = FakeDeclareLaunchArgument  # type: ignore[attr-defined]
+    launch_actions.OpaqueFunction = FakeOpaqueFunction  # type: ignore[attr-defined]
+    launch_actions.Shutdown = FakeShutdown  # type: ignore[attr-defined]
+    launch_actions.LogInfo = FakeLogInfo  # type: ignore[attr-defined]
+    launch_ros.actions = launch_ros_actions  # type: ignore[attr-defined]
+    launch_ros_actions.Node = FakeNode  # type: ignore[attr-defined]
+    for name, module in {
+        "launch": launch,
+        "launch.actions": launch_actions,
+        "launch_ros": launch_ros,
+        "launch_ros.actions": launch_ros_actions,
+    }.items():
+        monkeypatch.setitem(sys.modules, name, module)
+    yield
+
+
+def load_launch_file(file_name: str) -> types.ModuleType:
+    """Import a launch file the way ros2 launch does (by path)."""
+    path = LAUNCH_DIR / file_name
+    spec = importlib.util.spec_from_file_location(f"launch_file_{path.stem.replace('.', '_')}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def run_launch_file(
+    file_name: str, overrides: dict[str, str]
+) -> tuple[list[FakeDeclareLaunchArgument], list[Any]]:
+    """Generate the description, then execute its OpaqueFunction with declared defaults + overrides."""
+    description = load_launch_file(file_name).generate_launch_description()
+    assert isinstance(description, FakeLaunchDescription)
+    declared = [entity for entity in description.entities if isinstance(entity, FakeDeclareLaunchArgument)]
+    opaque = [entity for entity in description.entities if isinstance(entity, FakeOpaqueFunction)]
+    assert len(opaque) == 1
+    configurations = {argument.name: argument.kwargs["default_value"] for argument in declared}
+    configurations.update(overrides)
+    return declared, opaque[0].execute(FakeContext(configurations))
+
+
+@pytest.mark.parametrize("file_name", sorted(LAUNCH_FILES))
+def test_launch_file_parses_and_defines_generate_launch_description(file_name: str) -> None:
+    tree = ast.parse((LAUNCH_DIR / file_name).read_text(), filename=file_name)
+    functions = [node.name for node in tree.body if isinstance(node, ast.FunctionDef)]
+    assert functions == ["generate_launch_description"]
+    assert ast.get_docstring(tree)
+
+
+@pytest.mark.parametrize("file_name", sorted(LAUNCH_FILES))
+def test_launch_arguments_are_declared_with_descriptions(fake_launch: None, file_name: str) -> None:
+    declared, _ = run_launch_file(file_name, {"domain_id": "9"})
+    expected = {"robots", "config", "output_dir", "domain_id", "discovery"}
+    if LAUNCH_FILES[file_name] is None:
+        expected.add("mode")
+    assert {argument.name for argument in declared} == expected
+    for argument in declared:
+        assert len(argument.kwargs.get("description") or "") > 20, argument.name
+        assert "default_value" in argument.kwargs
+
+
+@pytest.mark.parametrize(
+    ("file_name", "overrides"),
+    [
+        ("colocated.launch.py", {"robots": "3"}),
+        ("decoupled.launch.py", {"robots": "3", "output_dir": "/tmp/rl-out"}),
+        ("hybrid.launch.py", {"robots": "1", "config": "kuka_reach", "discovery": "subnet"}),
+        ("multi_robot.launch.py", {"mode": "hybrid", "robots": "3"}),
+        ("multi_robot.launch.py", {"mode": "decoupled", "robots": "1"}),
+    ],
+)
+def test_launch_nodes_match_the_plan(
+    fake_launch: None, monkeypatch: pytest.MonkeyPatch, file_name: str, overrides: dict[str, str]
+) -> None:
+    monkeypatch.delenv("ROS_DOMAIN_ID", raising=False)
+    overrides = {**overrides, "domain_id": "11"}
+    _, actions = run_launch_file(file_name, overrides)
+    mode = LAUNCH_FILES[file_name] or overrides["mode"]
+    plan = make_plan(
+        mode,
+        overrides["robots"],
+        config=overrides.get("config", "cartpole"),
+        output_dir=overrides.get("output_dir"),
+        domain_id=11,
+        discovery=overrides.get("discovery", "localhost"),
+    )
+    nodes = [action for action in actions if isinstance(action, FakeNode)]
+    messages = [action.kwargs["msg"] for action in actions if isinstance(action, FakeLogInfo)]
+    assert any("ROS_DOMAIN_ID=11" in message for message in messages)
+    assert len(nodes) == len(plan.processes)
+    for node, process in zip(nodes, plan.processes):
+        check_node_matches(node, process)
+
+
+def check_node_matches(node: FakeNode, process: ProcessSpec) -> None:
+    """The Node action asks launch_ros for exactly the planned process."""
+    options = node.kwargs
+    assert options["package"] == "rl_nodes"
+    assert options["executable"] == process.executable
+    assert options["arguments"] == process.arguments
+    single_node_namespace = not process.is_container and process.namespace not in ("", "/")
+    expected_namespace = process.namespace if single_node_namespace else None
+    assert options["namespace"] == expected_namespace
+    expected_parameters: list[Any] = [process.params_file]
+    if process.parameters:
+        expected_parameters.append(process.parameters)
+    assert options["parameters"] == expected_parameters
+    assert options["additional_env"] == process.env
+    assert options["additional_env"]["ROS_AUTOMATIC_DISCOVERY_RANGE"] in ("LOCALHOST", "SUBNET")
+    assert options["respawn"] == process.respawn
+    if process.respawn:
+        assert (options["respawn_delay"], options["respawn_max_retries"]) == (RESPAWN_DELAY_S, MAX_RESPAWNS)
+    if process.required:
+        (shutdown,) = options["on_exit"]
+        assert isinstance(shutdown, FakeShutdown)
+    else:
+        assert "on_exit" not in options
+
+
+def test_launch_with_a_bad_argument_raises_plan_error(fake_launch: None) -> None:
+    with pytest.raises(PlanError, match="valid modes"):
+        run_launch_file("multi_robot.launch.py", {"mode": "sideways", "domain_id": "1"})
+    with pytest.raises(PlanError, match="robots must be"):
+        run_launch_file("hybrid.launch.py", {"robots": "100", "domain_id": "1"})
