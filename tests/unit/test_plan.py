@@ -16,6 +16,7 @@ import types
 from typing import Any
 
 import pytest
+import yaml
 
 from rl_bringup import paths
 from rl_bringup.plan import (
@@ -124,9 +125,13 @@ def test_decoupled_command_lines_follow_the_ros_arguments_contract() -> None:
     assert by_name["simulator_robot_0"].argv() == [
         "simulator", "--ros-args", "-r", "__ns:=/robot_0", "--params-file", config,
     ]
-    assert by_name["trainer"].argv() == [
-        "trainer", "--ros-args", "--params-file", config, "-p", "output_dir:=/tmp/rl-run",
-    ]
+    trainer_argv = by_name["trainer"].argv()
+    assert trainer_argv[:4] == ["trainer", "--ros-args", "--params-file", config]
+    # Overrides travel in a second, node-specific parameter file so they beat the scenario
+    # file's /**/trainer block (a plain -p would not).
+    assert trainer_argv[4] == "--params-file"
+    overrides = yaml.safe_load(Path(trainer_argv[5]).read_text())
+    assert overrides == {"/**/trainer": {"ros__parameters": {"output_dir": "/tmp/rl-run"}}}
     # output_dir is a trainer parameter only.
     assert "output_dir" not in by_name["replay_buffer"].parameters
     assert by_name["policy_robot_0"].argv("/opt/bin")[0] == "/opt/bin/policy"
@@ -135,11 +140,16 @@ def test_decoupled_command_lines_follow_the_ros_arguments_contract() -> None:
 def test_container_command_line_follows_the_container_contract() -> None:
     plan = plan_for("hybrid", 1, output_dir="/tmp/out", extra_parameters={"seed": 3})
     learner = plan.processes[-1]
-    assert learner.argv() == [
+    argv = learner.argv()
+    assert argv[:8] == [
         "container", "--node", "replay_buffer@/", "--node", "trainer@/",
         "--ros-args", "--params-file", str(CONFIG_DIR / "cartpole.yaml"),
-        "-p", "seed:=3", "-p", "output_dir:=/tmp/out",
     ]
+    assert argv[8] == "--params-file" and len(argv) == 10
+    overrides = yaml.safe_load(Path(argv[9]).read_text())
+    expected = {"seed": 3, "output_dir": "/tmp/out"}
+    assert overrides == {f"/**/{kind}": {"ros__parameters": expected}
+                         for kind in ("replay_buffer", "trainer")}
     robot = plan.processes[0]
     assert "-r" not in robot.argv(), "a __ns remap would move every node of a container"
     assert robot.parameters == {"seed": 3}

@@ -26,6 +26,8 @@ from typing import Any, TextIO
 
 import yaml
 
+from rl_core.config import NODE_CONFIGS
+
 from rl_bringup import paths
 from rl_bringup.plan import DEFAULT_CONFIG, MODES, Plan, PlanError, make_plan
 from rl_bringup.supervisor import Supervisor
@@ -34,6 +36,10 @@ PROGRAM = "rl-bringup"
 EXIT_USAGE = 2
 EXIT_NOT_INSTALLED = 1
 LAUNCH_KEYS: tuple[str, ...] = ("robots", "config", "output_dir", "domain_id", "discovery")
+#: Node parameters that may be overridden on the command line (``total_env_steps:=2000``).
+PARAMETER_KEYS: tuple[str, ...] = tuple(sorted(
+    {f.name for classes in NODE_CONFIGS.values() for cls in classes for f in dataclasses.fields(cls)}
+    - set(LAUNCH_KEYS)))
 DEFAULT_TRAIN_MODE = "colocated"
 
 Handler = Callable[[argparse.Namespace, list[str]], int]
@@ -90,7 +96,9 @@ def _plan_from_tokens(tokens: Sequence[str], default_mode: str | None) -> Plan:
     :raises CliError: for a missing mode or bad tokens.
     :raises PlanError: for invalid values.
     """
-    mode, values = parse_key_values(tokens, LAUNCH_KEYS, positional_mode=True)
+    mode, values = parse_key_values(tokens, LAUNCH_KEYS + PARAMETER_KEYS, positional_mode=True)
+    overrides = {key: yaml.safe_load(value) for key, value in values.items()
+                 if key in PARAMETER_KEYS}
     if mode is None:
         if default_mode is None:
             raise CliError(f"missing MODE; valid modes: {', '.join(MODES)}")
@@ -102,6 +110,7 @@ def _plan_from_tokens(tokens: Sequence[str], default_mode: str | None) -> Plan:
         output_dir=values.get("output_dir"),
         domain_id=values.get("domain_id"),
         discovery=values.get("discovery", "localhost"),
+        extra_parameters=overrides or None,
     )
 
 

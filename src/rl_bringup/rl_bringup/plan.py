@@ -25,12 +25,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+import hashlib
 import ipaddress
 import os
 from pathlib import Path
 import random
 import re
 import shlex
+import tempfile
 from typing import Any
 
 import yaml
@@ -120,9 +122,28 @@ class ProcessSpec:
             arguments += ["-r", f"__ns:={self.namespace}"]
         if self.params_file:
             arguments += ["--params-file", self.params_file]
-        for name, value in self.parameters.items():
-            arguments += ["-p", f"{name}:={format_parameter_value(value)}"]
+        if self.parameters:
+            arguments += ["--params-file", self.overrides_file()]
         return arguments
+
+    def overrides_file(self) -> str:
+        """A parameter file holding :attr:`parameters` for each node of this process.
+
+        ``-p name:=value`` cannot be used: rcl files it under ``/**``, and a node-specific block
+        of the scenario file (``/**/trainer``) would beat it. A later file with the same
+        node-specific keys wins instead. The file is named by its content, so writing it again
+        is harmless.
+        """
+        document = {f"/**/{kind}": {"ros__parameters": dict(self.parameters)}
+                    for kind in sorted({kind for kind, _ in self.hosted_nodes()})}
+        text = yaml.safe_dump(document, sort_keys=True)
+        digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+        path = Path(tempfile.gettempdir()) / f"rl_bringup_overrides_{digest}.yaml"
+        if not path.is_file():
+            temporary = path.with_name(f".{path.name}.{os.getpid()}")
+            temporary.write_text(text)
+            os.replace(temporary, path)
+        return str(path)
 
     def argv(self, python_bin_dir: str | os.PathLike[str] | None = None) -> list[str]:
         """The full command line of the process.

@@ -28,7 +28,7 @@ LATCHED_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1,
 #: Topic names, relative (resolved in each node's namespace) unless they start with '/'.
 OBSERVATIONS_TOPIC = "observations"
 ACTIONS_TOPIC = "actions"
-EPISODES_TOPIC = "episodes"
+EPISODES_TOPIC = "/episodes"
 EXPERIENCE_TOPIC = "/experience"
 WEIGHTS_TOPIC = "/policy_weights"
 REPLAY_STATUS_TOPIC = "/replay_status"

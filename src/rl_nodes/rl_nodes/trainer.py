@@ -31,7 +31,7 @@ from rl_core.training import TrainResult, UpdateSchedule, seed_everything
 
 from rl_nodes.base import EPISODES_TOPIC, EXPERIENCE_TOPIC, LATCHED_QOS, WEIGHTS_TOPIC, RLNode
 from rl_nodes.conversions import EPISODES, EXPERIENCE, SAMPLE_SERVICE, WEIGHTS
-from rl_nodes.conversions import Episodes, Experience, Weights
+from rl_nodes.conversions import Episodes, Experience, SampleResult, Weights
 from rl_nodes.intra_process import IntraProcessClient, ServiceUnavailable
 from rl_nodes.parameters import declare_config, watch_config
 from rl_nodes.runtime import main_for
@@ -110,8 +110,8 @@ class TrainerNode(RLNode):
 
     # --- updates --------------------------------------------------------------------------------
 
-    def _update_once(self) -> bool:
-        result = self.sampler.call(self.config.batch_size)
+    def _update(self, result: SampleResult) -> bool:
+        """One gradient step on a sampled batch; a failed step is logged and skipped."""
         self.total_inserted = result.total_inserted
         if result.batch is None:
             return False
@@ -130,32 +130,36 @@ class TrainerNode(RLNode):
         status = self.sampler.call(0)
         self.total_inserted = status.total_inserted
         for _ in range(self.schedule.due(len(msg), status.buffer_size)):
-            self._update_once()
+            self._update(self.sampler.call(self.config.batch_size))
         self._periodic()
         if self.total_inserted >= self.config.total_env_steps:
             self._finish()
 
     def _learner_loop(self) -> None:
-        """Thread mode: update while the data allows, publish and checkpoint on time."""
-        seen = 0  # transitions already counted towards the update schedule
+        """Thread mode: update while the data allows, publish and checkpoint on time.
+
+        Every sample answer carries the buffer's insert count, so the loop learns how much new
+        data arrived without extra calls; it asks for sizes only while it owes no update.
+        """
+        owed = 0  # updates paid for by transitions and not yet done
+        seen = 0  # transitions already counted towards the schedule
         while not self._stop.is_set():
             try:
-                status = self.sampler.call(0)
+                result = self.sampler.call(self.config.batch_size if owed > 0 else 0)
             except ServiceUnavailable as error:
                 self.reject("sample service", str(error))
                 self._stop.wait(1.0)
                 continue
-            self.total_inserted = status.total_inserted
+            self.total_inserted = result.total_inserted
             if self.total_inserted >= self.config.total_env_steps:
                 self.ipc.post(self._finish)
                 return
-            due = self.schedule.due(self.total_inserted - seen, status.buffer_size)
+            owed += self.schedule.due(self.total_inserted - seen, result.buffer_size)
             seen = self.total_inserted
-            for _ in range(due):
-                if self._stop.is_set() or not self._update_once():
-                    break
+            if self._update(result):
+                owed -= 1
             self._periodic()
-            if due == 0:
+            if owed <= 0:
                 self._stop.wait(0.005)
 
     def _periodic(self) -> None:
