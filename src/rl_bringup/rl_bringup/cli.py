@@ -90,6 +90,17 @@ def parse_key_values(
     return mode, values
 
 
+def _parameter_value(key: str, text: str) -> Any:
+    """Parse ``key:=text`` as YAML, as ros2 launch does, with ints widened for float parameters
+    (ROS parameters are strictly typed: ``max_rate_hz:=50`` must reach the node as 50.0)."""
+    value = yaml.safe_load(text)
+    defaults = {f.name: f.default for classes in NODE_CONFIGS.values() for cls in classes
+                for f in dataclasses.fields(cls)}
+    if isinstance(defaults.get(key), float) and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    return value
+
+
 def _plan_from_tokens(tokens: Sequence[str], default_mode: str | None) -> Plan:
     """Build the plan of a ``launch`` / ``train`` / ``plan`` command line.
 
@@ -97,7 +108,7 @@ def _plan_from_tokens(tokens: Sequence[str], default_mode: str | None) -> Plan:
     :raises PlanError: for invalid values.
     """
     mode, values = parse_key_values(tokens, LAUNCH_KEYS + PARAMETER_KEYS, positional_mode=True)
-    overrides = {key: yaml.safe_load(value) for key, value in values.items()
+    overrides = {key: _parameter_value(key, value) for key, value in values.items()
                  if key in PARAMETER_KEYS}
     if mode is None:
         if default_mode is None:

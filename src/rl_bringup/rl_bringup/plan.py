@@ -113,7 +113,7 @@ class ProcessSpec:
         """``(kind, namespace)`` of every node in this process (containers and single nodes)."""
         if self.nodes:
             return list(self.nodes)
-        return [(self.executable, self.namespace or "/")]
+        return [(os.path.basename(self.executable), self.namespace or "/")]
 
     def ros_arguments(self) -> list[str]:
         """The arguments after ``--ros-args``: namespace remap, parameter file, overrides."""

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
 from rcl_interfaces.msg import SetParametersResult
+from rclpy.exceptions import InvalidParameterTypeException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rl_core.config import ConfigError
@@ -49,11 +50,13 @@ def declare_config(node: Node, config_class: type[C]) -> C:
     values = {}
     for field in dataclasses.fields(config_class):
         default = _default(field)
-        parameter = node.declare_parameter(field.name, default, _descriptor(field, default))
-        value = parameter.value
-        # ROS YAML writes 1e-3 as a string-free float but `1` as an int; accept ints for floats.
-        values[field.name] = float(value) if isinstance(default, float) and isinstance(value, int) \
-            else value
+        try:
+            parameter = node.declare_parameter(field.name, default, _descriptor(field, default))
+        except InvalidParameterTypeException as error:
+            kind = type(default).__name__
+            raise ConfigError(f"parameter {field.name!r} of node {node.get_name()!r} must be of type "
+                              f"{kind} (write e.g. {default!r}): {error}") from error
+        values[field.name] = parameter.value
     return config_class(**values)
 
 
