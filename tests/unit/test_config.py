@@ -1,0 +1,63 @@
+"""Scenario files: per-node blocks, wildcards, validation with reasons."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rl_core.config import (ConfigError, SimulatorConfig, TrainerConfig, load_run_config,
+                            node_parameters)
+
+pytestmark = pytest.mark.unit
+CONFIG_DIR = Path(__file__).resolve().parents[2] / "config"
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in CONFIG_DIR.glob("*.yaml")))
+def test_shipped_configs_load(name: str) -> None:
+    config = load_run_config(CONFIG_DIR / name)
+    assert config.policy.hidden_sizes == config.sac.hidden_sizes
+    assert config.simulator.env_id == config.trainer.env_id == config.policy.env_id
+
+
+def test_specific_blocks_override_wildcards_and_overrides_win(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("/**:\n  ros__parameters:\n    seed: 1\n"
+                    "/**/trainer:\n  ros__parameters:\n    seed: 2\n    batch_size: 32\n")
+    config = load_run_config(path, {"trainer": {"batch_size": 64}})
+    assert config.simulator.seed == 1 and config.trainer.seed == 2
+    assert config.trainer.batch_size == 64
+    document = {"/**": {"ros__parameters": {"seed": 1}},
+                "robot_0/simulator": {"ros__parameters": {"seed": 5}}}
+    assert node_parameters(document, "simulator") == {"seed": 5}
+    assert node_parameters(document, "policy") == {"seed": 1}
+
+
+@pytest.mark.parametrize("text, message", [
+    ("/**/trainer:\n  ros__parameters:\n    batch_sise: 3\n", "unknown parameter.*batch_sise"),
+    ("/**/trainer:\n  ros__parameters:\n    batch_size: 0\n", "outside its range"),
+    ("/**/trainer:\n  ros__parameters:\n    gamma: .nan\n", "finite number"),
+    ("/**/trainer:\n  ros__parameters:\n    update_mode: fast\n", "update_mode must be one of"),
+    ("/**/simulater:\n  ros__parameters:\n    seed: 3\n", "unknown node 'simulater'"),
+    ("/**:\n  ros__parameters:\n    hidden_size: [3]\n", "unknown shared parameter"),
+    ("/**/policy:\n  ros__parameters:\n    hidden_sizes: [8]\n", "hidden_sizes"),
+    ("/**/trainer:\n  seed: 3\n", "ros__parameters"),
+    ("[1, 2", "not valid YAML"),
+])
+def test_bad_files_are_rejected_with_the_reason(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        load_run_config(path)
+
+
+def test_missing_file_names_the_path(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_run_config(tmp_path / "nope.yaml")
+
+
+def test_dataclasses_validate_directly() -> None:
+    assert SimulatorConfig(num_envs=4).num_envs == 4
+    with pytest.raises(ConfigError, match="integer"):
+        SimulatorConfig(num_envs=2.5)  # type: ignore[arg-type]
+    assert TrainerConfig(updates_per_step=2).updates_per_step == 2.0

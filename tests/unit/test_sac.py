@@ -1,0 +1,165 @@
+"""SAC: updates learn on a fixed batch, checkpoints round-trip exactly, bad input is refused."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from rl_core.algorithms.sac import SAC
+from rl_core.checkpoint import (actor_to_bytes, load_actor, load_actor_bytes, load_checkpoint,
+                                save_checkpoint, tensors_from_bytes, tensors_to_bytes)
+from rl_core.config import SACConfig
+from rl_core.networks import SquashedGaussianActor
+from rl_core.replay import Batch
+
+pytestmark = pytest.mark.unit
+
+
+def fixed_batch(rows: int = 64, obs_dim: int = 3, action_dim: int = 2, seed: int = 0) -> Batch:
+    rng = np.random.default_rng(seed)
+    return Batch(
+        obs=rng.normal(size=(rows, obs_dim)).astype(np.float32),
+        actions=rng.uniform(-1, 1, (rows, action_dim)).astype(np.float32),
+        rewards=rng.normal(size=rows).astype(np.float32),
+        next_obs=rng.normal(size=(rows, obs_dim)).astype(np.float32),
+        terminated=(rng.uniform(size=rows) < 0.1).astype(np.float32),
+        indices=np.arange(rows, dtype=np.int64),
+        weights=np.ones(rows, dtype=np.float32),
+    )
+
+
+def small_sac(seed: int = 0, **overrides: object) -> SAC:
+    return SAC(3, 2, SACConfig(hidden_sizes=(32, 32), **overrides), seed=seed)
+
+
+def test_updates_reduce_critic_loss_on_a_fixed_batch() -> None:
+    sac = small_sac(critic_lr=3e-3)
+    batch = fixed_batch()
+    first = np.mean([sac.update(batch)["critic_loss"] for _ in range(5)])
+    for _ in range(300):
+        metrics = sac.update(batch)
+    last = np.mean([sac.update(batch)["critic_loss"] for _ in range(5)])
+    assert last < 0.5 * first, (first, last)
+    assert set(metrics) >= {"critic_loss", "actor_loss", "alpha", "q_mean", "entropy"}
+    assert sac.update_step == 310
+
+
+def test_entropy_temperature_is_tuned_towards_the_target() -> None:
+    sac = small_sac(init_alpha=1.0, alpha_lr=1e-2)
+    batch = fixed_batch()
+    for _ in range(50):
+        sac.update(batch)
+    # A fresh policy's entropy exceeds -|A|, so the temperature must fall.
+    assert sac.alpha < 1.0
+    frozen = small_sac(init_alpha=0.5, autotune_alpha=False)
+    for _ in range(5):
+        frozen.update(batch)
+    assert frozen.alpha == pytest.approx(0.5)
+
+
+def test_target_networks_follow_slowly() -> None:
+    sac = small_sac(tau=0.01)
+    before = [p.clone() for p in sac.critic_target.parameters()]
+    sac.update(fixed_batch())
+    moved = [(p - b).abs().max().item() for p, b in zip(sac.critic_target.parameters(), before)]
+    online_moved = max(moved)
+    assert 0 < online_moved < 0.01
+
+
+def test_actions_are_bounded_and_deterministic_mode_is_repeatable() -> None:
+    sac = small_sac()
+    obs = np.random.default_rng(1).normal(size=(10, 3)).astype(np.float32) * 100
+    actions = sac.act(obs)
+    assert actions.shape == (10, 2) and actions.dtype == np.float32
+    assert np.all(np.abs(actions) <= 1.0)
+    np.testing.assert_array_equal(sac.act(obs, deterministic=True), sac.act(obs, deterministic=True))
+
+
+def test_log_prob_equals_the_tanh_transformed_gaussian_density() -> None:
+    torch.manual_seed(0)
+    actor = SquashedGaussianActor(2, 2, (16,))
+    obs = torch.randn(500, 2)
+    actions, log_probs = actor(obs)
+    features = torch.relu(actor.body(obs))
+    mean = actor.mean(features)
+    std = actor.log_std(features).clamp(-5, 2).exp()
+    reference = torch.distributions.TransformedDistribution(
+        torch.distributions.Normal(mean, std), [torch.distributions.TanhTransform()])
+    inside = (actions.abs() < 0.999).all(dim=-1)  # atanh is ill-conditioned at the bounds
+    expected = reference.log_prob(actions).sum(dim=-1)
+    torch.testing.assert_close(log_probs[inside], expected[inside], rtol=1e-3, atol=1e-3)
+
+
+def test_non_finite_batch_is_refused_with_a_reason() -> None:
+    sac = small_sac()
+    batch = fixed_batch()
+    rewards = batch.rewards.copy()
+    rewards[0] = np.nan
+    with pytest.raises(ValueError, match="not finite"):
+        sac.update(batch._replace(rewards=rewards))
+
+
+def test_checkpoint_round_trip_restores_learner_and_optimizers(tmp_path) -> None:
+    sac = small_sac(seed=3)
+    batch = fixed_batch()
+    for _ in range(20):
+        sac.update(batch)
+    save_checkpoint(tmp_path / "ckpt", sac, {"env_steps": 1234})
+    restored, meta = load_checkpoint(tmp_path / "ckpt")
+    assert meta["counters"] == {"env_steps": 1234}
+    assert restored.update_step == sac.update_step
+    for name, module in sac.modules().items():
+        for key, value in module.state_dict().items():
+            torch.testing.assert_close(restored.modules()[name].state_dict()[key], value)
+    assert restored.alpha == pytest.approx(sac.alpha)
+    # Same state + same noise -> the next update is identical (optimizer moments restored).
+    actor, _ = load_actor(tmp_path / "ckpt")
+    obs = batch.obs[:5]
+    np.testing.assert_allclose(actor.act(obs, deterministic=True),
+                               sac.act(obs, deterministic=True), rtol=1e-5)
+    torch.manual_seed(7)
+    expected = sac.update(batch)
+    torch.manual_seed(7)
+    got = restored.update(batch)
+    assert got == pytest.approx(expected, rel=1e-5)
+
+
+def test_checkpoint_files_are_not_pickle_and_corruption_is_detected(tmp_path) -> None:
+    sac = small_sac()
+    directory = save_checkpoint(tmp_path / "ckpt", sac)
+    meta = json.loads((directory / "checkpoint.json").read_text())
+    assert meta["format_version"] == 1 and meta["algorithm"] == "sac"
+    data = bytearray((directory / "model.safetensors").read_bytes())
+    data[-1] ^= 0xFF
+    (directory / "model.safetensors").write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="checksum mismatch"):
+        load_checkpoint(directory)
+    with pytest.raises(FileNotFoundError, match="no checkpoint"):
+        load_checkpoint(tmp_path / "missing")
+
+
+def test_weight_bytes_round_trip_and_reject_mismatches() -> None:
+    actor = SquashedGaussianActor(3, 2, (8, 8))
+    data, digest, architecture = actor_to_bytes(actor)
+    other = SquashedGaussianActor(3, 2, (8, 8))
+    load_actor_bytes(other, data, digest, architecture)
+    for key, value in actor.state_dict().items():
+        torch.testing.assert_close(other.state_dict()[key], value)
+    with pytest.raises(ValueError, match="checksum mismatch"):
+        load_actor_bytes(other, data[:-1], digest, architecture)
+    wider = SquashedGaussianActor(3, 2, (16, 8))
+    with pytest.raises(ValueError, match="hidden_sizes"):
+        load_actor_bytes(wider, data, digest, architecture)
+    blob, blob_digest = tensors_to_bytes({"x": torch.arange(3.0)})
+    assert tensors_from_bytes(blob, blob_digest)["x"].tolist() == [0.0, 1.0, 2.0]
+    with pytest.raises(ValueError, match="not a valid safetensors"):
+        tensors_from_bytes(b"garbage", hashlib.sha256(b"garbage").hexdigest())
+
+
+def test_constructor_rejects_empty_spaces() -> None:
+    with pytest.raises(ValueError, match="positive"):
+        SAC(0, 1, SACConfig())
