@@ -222,6 +222,8 @@ class IntraProcessPublisher(Generic[T]):
         self.topic_type = topic_type
         self.topic_name: str = publisher.topic_name
         self._always_dds = publisher.qos_profile.durability == DurabilityPolicy.TRANSIENT_LOCAL
+        #: Messages this publisher serialised and sent over DDS.
+        self.dds_publications = 0
 
     def publish(self, obj: T) -> None:
         """Deliver ``obj`` to local subscribers (no copy) and over DDS if someone outside listens."""
@@ -235,6 +237,7 @@ class IntraProcessPublisher(Generic[T]):
             entry.latest, entry.has_latest = obj, True
         if self._always_dds or self.rcl_publisher.get_subscription_count() > len(local):
             self.rcl_publisher.publish(self.topic_type.to_msg(obj))
+            self.dds_publications += 1
             manager.stats["dds_publications"] += 1
 
     def get_subscription_count(self) -> int:

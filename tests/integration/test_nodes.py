@@ -1,0 +1,182 @@
+"""The four nodes in one process (colocated wiring) and across processes (late joiners)."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import rclpy
+import yaml
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.parameter import Parameter
+
+from rl_interfaces.srv import GetAction
+from rl_nodes.conversions import BUFFER_FILE_SERVICE, Experience
+from rl_nodes.intra_process import IntraProcessClient, IntraProcessManager
+from rl_nodes.policy import PolicyNode
+from rl_nodes.replay_buffer import ReplayBufferNode
+from rl_nodes.simulator import SimulatorNode
+from rl_nodes.trainer import TrainerNode
+from tests.processes import REPO, Child
+
+pytestmark = pytest.mark.integration
+CONFIG = REPO / "config" / "cartpole.yaml"
+
+
+def overrides_file(directory: Path, parameters: dict[str, dict[str, object]]) -> Path:
+    path = directory / "overrides.yaml"
+    path.write_text(yaml.safe_dump({f"/**/{node}": {"ros__parameters": values}
+                                    for node, values in parameters.items()}))
+    return path
+
+
+def call(node: rclpy.node.Node, srv_type: type, name: str, request: object) -> object:
+    client = node.create_client(srv_type, name)
+    assert client.wait_for_service(timeout_sec=10.0), f"{name} never appeared"
+    future = client.call_async(request)
+    done = threading.Event()
+    future.add_done_callback(lambda _: done.set())
+    assert done.wait(10.0), f"{name} did not answer"
+    return future.result()
+
+
+@pytest.fixture
+def colocated(tmp_path: Path) -> Iterator[dict[str, object]]:
+    overrides = overrides_file(tmp_path, {
+        "simulator": {"num_envs": 4, "random_steps": 40},
+        "trainer": {"learning_starts": 100, "total_env_steps": 10**6, "weights_period": 0.2,
+                    "batch_size": 32, "output_dir": str(tmp_path / "run"),
+                    "checkpoint_period": 0.0},
+    })
+    rclpy.init(args=["--ros-args", "--params-file", str(CONFIG), "--params-file", str(overrides)])
+    nodes = {"simulator": SimulatorNode("/robot_0"), "policy": PolicyNode("/robot_0"),
+             "replay": ReplayBufferNode("/"), "trainer": TrainerNode("/")}
+    probe = rclpy.create_node("probe")
+    executor = SingleThreadedExecutor()
+    for node in [*nodes.values(), probe]:
+        executor.add_node(node)
+    threading.Thread(target=executor.spin, daemon=True).start()
+    for node in nodes.values():
+        node.start()
+    try:
+        yield {**nodes, "probe": probe, "ipc": IntraProcessManager.for_context(probe.context),
+               "tmp": tmp_path}
+    finally:
+        for node in reversed(list(nodes.values())):
+            node.close()
+        executor.shutdown(timeout_sec=1.0)
+        for node in [*nodes.values(), probe]:
+            node.destroy_node()
+        rclpy.try_shutdown()
+
+
+def test_colocated_nodes_train_through_the_zero_copy_channel(colocated) -> None:
+    simulator, policy, replay, trainer = (colocated[k] for k in ("simulator", "policy", "replay",
+                                                                  "trainer"))
+    ipc: IntraProcessManager = colocated["ipc"]
+    assert ipc.spin_until(lambda: trainer.sac.update_step >= 30 and policy.version >= 3, 120.0)
+    assert trainer.update_mode == "interleaved"
+    assert len(replay.buffer) >= 100 and replay.buffer.obs_shape == (4,)
+    # Stepping traffic stayed in the process: nothing serialised for observations/experience.
+    assert simulator.observations_pub.dds_publications == 0
+    assert simulator.experience_pub.dds_publications == 0
+    # Weights are transient local: always on DDS too, for robots in other processes.
+    assert trainer.weights_pub.dds_publications >= 3
+    assert simulator.policy_version >= 1
+
+
+def test_get_action_service_answers_and_refuses_bad_requests(colocated) -> None:
+    ipc: IntraProcessManager = colocated["ipc"]
+    probe = colocated["probe"]
+    result: dict[str, object] = {}
+    thread = threading.Thread(target=lambda: result.update(
+        good=call(probe, GetAction, "/robot_0/get_action",
+                  GetAction.Request(obs_shape=[4], obs=[0.0] * 8, deterministic=True)),
+        bad=call(probe, GetAction, "/robot_0/get_action",
+                 GetAction.Request(obs_shape=[3], obs=[0.0] * 3))))
+    thread.start()
+    ipc.spin_until(lambda: not thread.is_alive(), 30.0)
+    thread.join()
+    good, bad = result["good"], result["bad"]
+    assert good.success and list(good.action_shape) == [1] and len(good.actions) == 2
+    assert all(-1.0 <= a <= 1.0 for a in good.actions)
+    assert not bad.success and "obs_shape [4]" in bad.message
+    assert colocated["policy"].rejected_messages == 1
+
+
+def test_replay_buffer_rejects_bad_experience_and_saves_and_loads(colocated) -> None:
+    replay, ipc = colocated["replay"], colocated["ipc"]
+    assert ipc.spin_until(lambda: replay.buffer is not None and len(replay.buffer) >= 50, 60.0)
+    size = len(replay.buffer)
+    bad = Experience(0, np.full((2, 4), np.nan, np.float32), np.zeros((2, 1), np.float32),
+                     np.zeros(2, np.float32), np.zeros((2, 4), np.float32),
+                     np.zeros(2, bool), np.zeros(2, bool))
+    replay._on_experience(bad)
+    assert replay.rejected_messages == 1 and len(replay.buffer) == size
+    client = IntraProcessClient(ipc, colocated["probe"], BUFFER_FILE_SERVICE, "/replay_buffer/save")
+    target = str(colocated["tmp"] / "buffer.npz")
+    ok, message, saved, path = client.call(target)
+    assert ok and path == target and saved >= size, message
+    loader = IntraProcessClient(ipc, colocated["probe"], BUFFER_FILE_SERVICE, "/replay_buffer/load")
+    ok, message, _, _ = loader.call(str(colocated["tmp"] / "missing.npz"))
+    assert not ok and "no file" in message
+    assert len(replay.buffer) >= size, "a failed load must keep the contents"
+    ok, message, loaded, _ = loader.call(target)
+    assert ok and loaded == saved
+
+
+def test_live_parameters_take_effect_and_invalid_values_are_refused(colocated) -> None:
+    trainer = colocated["trainer"]
+    result = trainer.set_parameters([Parameter("actor_lr", value=1e-3)])[0]
+    assert result.successful
+    assert trainer.sac.actor_optimizer.param_groups[0]["lr"] == pytest.approx(1e-3)
+    refused = trainer.set_parameters([Parameter("gamma", value=1.5)])[0]
+    assert not refused.successful and refused.reason
+    assert trainer.sac.config.gamma == pytest.approx(0.99)
+    descriptor = trainer.describe_parameter("actor_lr")
+    assert descriptor.description and descriptor.floating_point_range[0].to_value == 1.0
+    read_only = trainer.set_parameters([Parameter("env_id", value="other")])[0]
+    assert not read_only.successful
+
+
+def test_late_policy_process_gets_the_current_weights_at_once(tmp_path: Path, ros_env) -> None:
+    overrides = overrides_file(tmp_path, {"trainer": {"total_env_steps": 10**6,
+                                                      "output_dir": str(tmp_path / "run")}})
+    bin_dir = Path(sys.executable).parent
+    learner = Child([str(bin_dir / "container"), "--node", "replay_buffer@/", "--node", "trainer@/",
+                     "--ros-args", "--params-file", str(CONFIG), "--params-file", str(overrides)],
+                    env=ros_env)
+    policy = None
+    rclpy.init(args=[])
+    probe = rclpy.create_node("late_probe")
+    try:
+        assert learner.wait_for_line(lambda line: "update mode" in line, 60.0), learner.output()
+        policy = Child([str(bin_dir / "policy"), "--ros-args", "-r", "__ns:=/robot_5",
+                        "--params-file", str(CONFIG)], env=ros_env)
+        deadline = time.monotonic() + 60.0
+        version = 0
+        while version == 0 and time.monotonic() < deadline:
+            executor = SingleThreadedExecutor()
+            executor.add_node(probe)
+            client = probe.create_client(GetAction, "/robot_5/get_action")
+            if client.wait_for_service(timeout_sec=1.0):
+                future = client.call_async(GetAction.Request(obs_shape=[4], obs=[0.0] * 4))
+                executor.spin_until_future_complete(future, timeout_sec=5.0)
+                if future.done():
+                    version = future.result().policy_version
+            probe.destroy_client(client)
+            executor.remove_node(probe)
+        assert version >= 1, policy.output()
+    finally:
+        probe.destroy_node()
+        rclpy.try_shutdown()
+        if policy is not None:
+            policy.stop()
+        learner.stop()
+    # Interrupted before the end, the trainer still keeps what it learned.
+    assert (tmp_path / "run" / "checkpoint" / "checkpoint.json").is_file(), learner.output()
