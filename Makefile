@@ -9,16 +9,22 @@ PYTEST_ARGS ?=
 
 export ROS_AUTOMATIC_DISCOVERY_RANGE ?= LOCALHOST
 
-.PHONY: setup run test bench clean
+.PHONY: setup run bare test bench clean
 
 setup:
 	@bash scripts/setup.sh
 
 run: setup
+	.venv/bin/rl-bringup train colocated config:=$(CONFIG)
+
+bare: setup
 	$(PYTHON_VENV) -m rl_core.training --config $(CONFIG)
 
 test: setup
 	$(PYTHON_VENV) -m pytest tests $(PYTEST_ARGS)
+
+bench: setup
+	$(PYTHON_VENV) benchmarks/throughput.py
 
 clean:
 	rm -rf build .venv

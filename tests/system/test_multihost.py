@@ -51,7 +51,7 @@ RATE_HZ = 50.0  # per simulator: 2 robots -> ~30 s of stepping, light enough for
 DISCOVERY_PORT = 11811
 
 START_DEADLINE_S = 30.0
-TRAINER_DEADLINE_S = 100.0
+TRAINER_DEADLINE_S = 120.0
 # Each robot sends ~1,500 experience batches and receives the actor weights every 0.5 s (tens of
 # kB each); discovery alone is a few kB. 100 kB each way can only be the data itself.
 MIN_PORT_BYTES = 100_000
@@ -208,7 +208,8 @@ def run_deployment(network: Network, discovery: str, env: dict[str, str], tmp_pa
             print(f"{discovery}: robot_{robot_id} sent {sent} B, received {received} B; "
                   f"policy version {seen[robot_id]}")
             assert sent >= MIN_PORT_BYTES and received >= MIN_PORT_BYTES, (robot_id, sent, received)
-        print(f"{discovery}: {json.dumps({k: result[k] for k in ('env_steps', 'updates', 'episodes')})}")
+        summary = {key: result[key] for key in ("env_steps", "updates", "episodes")}
+        print(f"{discovery}: {json.dumps(summary)}")
     finally:
         for child in reversed(children.values()):
             child.stop(grace_s=5.0)

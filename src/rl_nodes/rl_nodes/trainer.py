@@ -17,7 +17,7 @@ import json
 import threading
 import time
 from collections import deque
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +26,7 @@ from rl_core.algorithms.sac import SAC
 from rl_core.checkpoint import load_checkpoint, save_checkpoint
 from rl_core.config import SACConfig, TrainerConfig
 from rl_core.envs import space_shapes
+from rl_core.replay import Batch
 from rl_core.evaluation import evaluate
 from rl_core.training import TrainResult, UpdateSchedule, seed_everything
 
@@ -37,6 +38,15 @@ from rl_nodes.parameters import declare_config, watch_config
 from rl_nodes.runtime import main_for
 
 SAMPLE_SERVICE_NAME = "/replay_buffer/sample"
+PREFETCH_BATCHES = 8
+
+
+def split_batch(result: SampleResult, parts: int) -> list[SampleResult]:
+    """Split one sampled batch of ``parts * B`` transitions into ``parts`` batches of ``B``."""
+    if result.batch is None or parts <= 1:
+        return [result] if result.batch is not None else []
+    return [replace(result, batch=Batch(*(field[i::parts] for field in result.batch)))
+            for i in range(parts)]
 PROGRESS_PERIOD_S = 2.0
 
 
@@ -139,13 +149,16 @@ class TrainerNode(RLNode):
         """Thread mode: update while the data allows, publish and checkpoint on time.
 
         Every sample answer carries the buffer's insert count, so the loop learns how much new
-        data arrived without extra calls; it asks for sizes only while it owes no update.
+        data arrived without extra calls; it asks for sizes only while it owes no update. Over
+        DDS one round trip costs about as much as a gradient step, so it fetches up to
+        ``PREFETCH_BATCHES`` batches per call and splits them.
         """
         owed = 0  # updates paid for by transitions and not yet done
         seen = 0  # transitions already counted towards the schedule
         while not self._stop.is_set():
+            batches = min(owed, PREFETCH_BATCHES) if owed > 0 else 0
             try:
-                result = self.sampler.call(self.config.batch_size if owed > 0 else 0)
+                result = self.sampler.call(self.config.batch_size * batches)
             except ServiceUnavailable as error:
                 self.reject("sample service", str(error))
                 self._stop.wait(1.0)
@@ -156,8 +169,11 @@ class TrainerNode(RLNode):
                 return
             owed += self.schedule.due(self.total_inserted - seen, result.buffer_size)
             seen = self.total_inserted
-            if self._update(result):
-                owed -= 1
+            for part in split_batch(result, batches):
+                if self._stop.is_set():
+                    break
+                if self._update(part):
+                    owed -= 1
             self._periodic()
             if owed <= 0:
                 self._stop.wait(0.005)

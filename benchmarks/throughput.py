@@ -1,0 +1,546 @@
+#!/usr/bin/env python3
+"""Acting throughput of rl_ros2 in environment steps per second: bare loop vs. ROS deployments.
+
+Three ways of running the same acting loop (vector env + the same actor network):
+
+* ``bare``       ``VectorEnv.step(actor.act(obs))`` in a loop; no ROS at all.
+* ``colocated``  simulator and policy nodes in one process, talking through the zero-copy
+                 :class:`rl_nodes.intra_process.IntraProcessManager`; measured inside that process
+                 by reading ``SimulatorNode.total_env_steps`` around a timed ``manager.spin``.
+* ``decoupled``  the ``simulator`` and ``policy`` executables as two processes talking over DDS;
+                 measured from this process by sampling ``/episodes`` (EpisodeStatistics carries the
+                 simulator's ``total_env_steps`` and stamp) at the start and end of the window. The
+                 subscription exists only while sampling, so the simulator does not convert and
+                 publish ``/episodes`` over DDS during the window.
+
+Every measurement runs in fresh processes (``repeats`` rounds, each round every mode and width in
+turn, so slow drifts of a noisy machine hit all modes alike); the table reports the median.
+ROS runs with ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`` and a ``ROS_DOMAIN_ID`` of this run's own.
+
+Usage::
+
+    .venv/bin/python benchmarks/throughput.py                      # cart-pole, widths 1 and 64
+    .venv/bin/python benchmarks/throughput.py --env kuka --json out.json
+    .venv/bin/python benchmarks/throughput.py --modes bare,colocated --widths 1 --profile
+
+This is a benchmark, not a test: it prints figures and the targets of the design, and exits 0
+even when a target is missed (non-zero only when a measurement fails).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+BIN_DIR = Path(sys.executable).parent  # the venv's console scripts (simulator, policy)
+MODES = ("bare", "colocated", "decoupled")
+ENV_ALIASES = {"cartpole": "rl_ros2/CartPoleBalance-v0", "kuka": "rl_ros2/KukaReach-v0"}
+NAMESPACE = "/robot_0"
+RESULT_PREFIX = "THROUGHPUT_RESULT "
+#: Design targets: (mode, width, minimum ratio to the bare loop at the same width).
+TARGETS = (("colocated", 1, 0.8), ("decoupled", 64, 0.6))
+STARTUP_TIMEOUT_S = 90.0  # process start + 64 pybullet clients + DDS discovery on a slow machine
+STOP_GRACE_S = 5.0
+
+
+# --- configuration ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Settings:
+    """What one measurement needs; passed to worker processes as command-line flags."""
+
+    env_id: str
+    width: int
+    hidden: tuple[int, ...]
+    warmup_s: float
+    duration_s: float
+    seed: int = 0
+
+
+def params_yaml(settings: Settings) -> str:
+    """A self-contained params file: the policy's actions drive every step, no rate limit."""
+    hidden = ", ".join(str(h) for h in settings.hidden)
+    return (
+        "/**:\n  ros__parameters:\n"
+        f"    env_id: {settings.env_id}\n    hidden_sizes: [{hidden}]\n    seed: {settings.seed}\n"
+        "/**/simulator:\n  ros__parameters:\n"
+        f"    num_envs: {settings.width}\n    random_steps: 0\n    max_rate_hz: 0.0\n"
+        "/**/policy:\n  ros__parameters:\n    deterministic: false\n"
+    )
+
+
+def child_environment(domain_id: int, torch_threads: int) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST", ROS_DOMAIN_ID=str(domain_id),
+               PYTHONUNBUFFERED="1")
+    if torch_threads > 0:  # torch's intra-op pool follows OMP_NUM_THREADS in every process
+        env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(torch_threads)
+    return env
+
+
+# --- worker side: bare loop and colocated nodes, each in a fresh process ------------------------
+
+def _profiled(enabled: bool):
+    import cProfile
+
+    return cProfile.Profile() if enabled else None
+
+
+def _print_profile(profile, limit: int = 25) -> None:
+    import pstats
+
+    if profile is not None:
+        pstats.Stats(profile, stream=sys.stdout).sort_stats("tottime").print_stats(limit)
+
+
+def worker_bare(settings: Settings, profile_enabled: bool) -> dict[str, float]:
+    """``VectorEnv`` + ``SquashedGaussianActor.act`` with nothing in between."""
+    import numpy as np
+    import torch
+    from rl_core.envs import VectorEnv
+    from rl_core.networks import SquashedGaussianActor
+
+    torch.manual_seed(settings.seed)
+    envs = VectorEnv(settings.env_id, settings.width)
+    obs_dim = int(np.prod(envs.single_observation_space.shape))
+    act_shape = envs.single_action_space.shape
+    actor = SquashedGaussianActor(obs_dim, int(np.prod(act_shape)), settings.hidden)
+    obs = envs.reset(seed=settings.seed)
+
+    def run(seconds: float) -> tuple[int, float]:
+        nonlocal obs
+        steps, start = 0, time.perf_counter()
+        deadline = start + seconds
+        while time.perf_counter() < deadline:
+            actions = actor.act(obs.reshape(settings.width, -1), deterministic=False)
+            obs = envs.step(actions.reshape((settings.width, *act_shape))).obs
+            steps += settings.width
+        return steps, time.perf_counter() - start
+
+    run(settings.warmup_s)
+    profile = _profiled(profile_enabled)
+    if profile is not None:
+        profile.enable()
+    steps, elapsed = run(settings.duration_s)
+    if profile is not None:
+        profile.disable()
+    envs.close()
+    _print_profile(profile)
+    return {"steps": steps, "seconds": elapsed, "steps_per_s": steps / elapsed,
+            "torch_threads": torch.get_num_threads()}
+
+
+def worker_colocated(settings: Settings, params_file: str, profile_enabled: bool
+                     ) -> dict[str, float]:
+    """Simulator + policy nodes in this process, as ``rl_nodes.runtime.run_nodes`` runs them.
+
+    The rclpy executor spins in a background thread (timers, parameters, DDS); the dispatch loop
+    (``manager.spin``) runs here and is timed; the step count is read between spins.
+    """
+    import rclpy
+    import torch
+    from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+    from rl_nodes.intra_process import IntraProcessManager
+    from rl_nodes.policy import PolicyNode
+    from rl_nodes.simulator import SimulatorNode
+
+    rclpy.init(args=["throughput-colocated", "--ros-args", "--params-file", params_file])
+    manager = IntraProcessManager.for_context(rclpy.get_default_context())
+    executor = SingleThreadedExecutor()
+    simulator = SimulatorNode(namespace=NAMESPACE)
+    policy = PolicyNode(namespace=NAMESPACE)
+    nodes = [simulator, policy]
+    try:
+        for node in nodes:
+            executor.add_node(node)
+
+        def spin_executor() -> None:
+            try:
+                executor.spin()
+            except ExternalShutdownException:
+                pass
+
+        threading.Thread(target=spin_executor, name="rclpy-executor", daemon=True).start()
+        for node in nodes:
+            node.start()
+        manager.spin(timeout_s=settings.warmup_s)  # callbacks that fail raise: no silent zeros
+        profile = _profiled(profile_enabled)
+        if profile is not None:
+            profile.enable()
+        start_steps, start = simulator.total_env_steps, time.perf_counter()
+        manager.spin(timeout_s=settings.duration_s)
+        steps, elapsed = simulator.total_env_steps - start_steps, time.perf_counter() - start
+        if profile is not None:
+            profile.disable()
+        _print_profile(profile)
+        return {"steps": steps, "seconds": elapsed, "steps_per_s": steps / elapsed,
+                "torch_threads": torch.get_num_threads(),
+                "dds_publications": manager.stats["dds_publications"],
+                "local_deliveries": manager.stats["local_deliveries"]}
+    finally:
+        for node in reversed(nodes):
+            node.close()
+        executor.shutdown(timeout_sec=1.0)
+        for node in nodes:
+            node.destroy_node()
+        rclpy.try_shutdown()
+
+
+# --- orchestrator side --------------------------------------------------------------------------
+
+class Child:
+    """A child process in its own process group, output to a log file; stopped by PID only."""
+
+    def __init__(self, argv: Sequence[str], env: dict[str, str], log_path: Path) -> None:
+        self.argv = list(argv)
+        self.log_path = log_path
+        self._log = open(log_path, "w")  # noqa: SIM115 (closed in stop())
+        self.process = subprocess.Popen(self.argv, env=env, cwd=REPO, stdout=self._log,
+                                        stderr=subprocess.STDOUT, start_new_session=True)
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def output_tail(self, lines: int = 30) -> str:
+        """The last ``lines`` lines of output, without pybullet's per-client noise."""
+        text = self.log_path.read_text(errors="replace").splitlines()
+        return "\n".join([line for line in text if not line.startswith("argv[0]=")][-lines:])
+
+    def stop(self) -> int | None:
+        """SIGINT the process group this object started, SIGKILL it after a grace period."""
+        if self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGINT)
+            except ProcessLookupError:
+                pass
+            try:
+                self.process.wait(timeout=STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                self.process.wait(timeout=10)
+        self._log.close()
+        return self.process.returncode
+
+
+class MeasurementError(RuntimeError):
+    """A measurement could not be taken; the message says why and shows the process output."""
+
+
+def run_worker(kind: str, settings: Settings, params_file: Path, env: dict[str, str],
+               workdir: Path, profile: bool) -> dict[str, float]:
+    argv = [sys.executable, str(Path(__file__).resolve()), "--worker", kind,
+            "--worker-settings", json.dumps(asdict(settings)), "--worker-params", str(params_file)]
+    if profile:
+        argv.append("--profile")
+    child = Child(argv, env, workdir / f"{kind}-{settings.width}.log")
+    timeout = STARTUP_TIMEOUT_S + settings.warmup_s + settings.duration_s
+    try:
+        child.process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        child.stop()
+        raise MeasurementError(f"{kind} worker did not finish within {timeout:.0f} s:\n"
+                               f"{child.output_tail()}") from None
+    child.stop()
+    lines = child.log_path.read_text(errors="replace").splitlines()
+    results = [line for line in lines if line.startswith(RESULT_PREFIX)]
+    if child.process.returncode != 0 or not results:
+        raise MeasurementError(f"{kind} worker failed (exit {child.process.returncode}):\n"
+                               f"{child.output_tail()}")
+    if profile:
+        print(f"--- profile: {kind}, width {settings.width} ---")
+        print("\n".join(line for line in lines
+                        if not line.startswith((RESULT_PREFIX, "argv[0]=", "pybullet build"))))
+    return json.loads(results[-1][len(RESULT_PREFIX):])
+
+
+class EpisodeSampler:
+    """Samples ``(stamp_ns, total_env_steps)`` of the simulator from ``/episodes`` on demand.
+
+    The subscription exists only while a sample is taken: with no outside subscriber the
+    simulator does not publish ``/episodes`` over DDS, so measuring does not load the loop.
+    """
+
+    def __init__(self) -> None:
+        import rclpy
+        from rclpy.context import Context
+        from rclpy.executors import SingleThreadedExecutor
+
+        self._rclpy = rclpy
+        self.context = Context()
+        rclpy.init(args=["throughput-observer"], context=self.context)
+        self.node = rclpy.create_node("throughput_observer", context=self.context)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self._thread = threading.Thread(target=self._spin, name="observer-executor", daemon=True)
+        self._thread.start()
+
+    def _spin(self) -> None:
+        from rclpy.executors import ExternalShutdownException
+
+        try:
+            self.executor.spin()
+        except (ExternalShutdownException, self._rclpy.executors.ShutdownException):
+            pass
+
+    def sample(self, timeout_s: float, alive: Sequence[Child]) -> tuple[int, int]:
+        """The first ``/episodes`` message published after this call: ``(stamp_ns, steps)``."""
+        from rclpy.qos import QoSProfile, ReliabilityPolicy
+        from rl_interfaces.msg import EpisodeStatistics
+
+        not_before = time.time_ns()
+        got: list[tuple[int, int]] = []
+        ready = threading.Event()
+
+        def on_message(msg: EpisodeStatistics) -> None:
+            stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+            if stamp >= not_before and not ready.is_set():
+                got.append((stamp, int(msg.total_env_steps)))
+                ready.set()
+
+        qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+        subscription = self.node.create_subscription(EpisodeStatistics, "/episodes", on_message,
+                                                     qos)
+        try:
+            deadline = time.monotonic() + timeout_s
+            while not ready.wait(0.1):
+                dead = [child for child in alive if not child.alive()]
+                if dead:
+                    raise MeasurementError(f"{dead[0].argv[0]} exited "
+                                           f"({dead[0].process.returncode}):\n"
+                                           f"{dead[0].output_tail()}")
+                if time.monotonic() > deadline:
+                    raise MeasurementError(
+                        f"no /episodes message within {timeout_s:.0f} s (the nodes did not start "
+                        f"stepping, or episodes never end):\n"
+                        + "\n".join(f"[{c.argv[0]}]\n{c.output_tail()}" for c in alive))
+        finally:
+            self.node.destroy_subscription(subscription)
+        return got[0]
+
+    def close(self) -> None:
+        self.executor.shutdown(timeout_sec=1.0)
+        self.node.destroy_node()
+        self._rclpy.try_shutdown(context=self.context)
+
+
+def measure_decoupled(settings: Settings, params_file: Path, env: dict[str, str],
+                      workdir: Path) -> dict[str, float]:
+    """Simulator and policy executables as two processes; the rate from two /episodes samples."""
+    ros_args = ["--ros-args", "--params-file", str(params_file), "-r", f"__ns:={NAMESPACE}"]
+    children: list[Child] = []
+    sampler = EpisodeSampler()
+    try:
+        for kind in ("simulator", "policy"):
+            children.append(Child([str(BIN_DIR / kind), *ros_args], env,
+                                  workdir / f"decoupled-{kind}-{settings.width}.log"))
+        sampler.sample(STARTUP_TIMEOUT_S, children)  # stepping has begun
+        time.sleep(settings.warmup_s)
+        start_stamp, start_steps = sampler.sample(STARTUP_TIMEOUT_S, children)
+        time.sleep(settings.duration_s)
+        end_stamp, end_steps = sampler.sample(STARTUP_TIMEOUT_S, children)
+    finally:
+        codes = [child.stop() for child in reversed(children)]
+        sampler.close()
+    seconds = (end_stamp - start_stamp) / 1e9
+    steps = end_steps - start_steps
+    if seconds <= 0 or steps <= 0:
+        raise MeasurementError(f"decoupled: no progress between samples ({steps} steps in "
+                               f"{seconds:.3f} s); exit codes {codes}")
+    return {"steps": steps, "seconds": seconds, "steps_per_s": steps / seconds}
+
+
+# --- report -------------------------------------------------------------------------------------
+
+@dataclass
+class Row:
+    mode: str
+    width: int
+    runs: list[float] = field(default_factory=list)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.runs) if self.runs else float("nan")
+
+
+def ratio(rows: dict[tuple[str, int], Row], mode: str, width: int) -> float | None:
+    bare, row = rows.get(("bare", width)), rows.get((mode, width))
+    if bare is None or row is None or not bare.runs or not row.runs:
+        return None
+    return row.median / bare.median
+
+
+def report(rows: dict[tuple[str, int], Row], header: str) -> list[dict[str, object]]:
+    print()
+    print(header)
+    print(f"{'mode':<11} {'width':>5} {'steps/s (median)':>17} {'min..max':>17} {'x bare':>7}")
+    for (mode, width), row in sorted(rows.items(), key=lambda kv: (kv[0][1], MODES.index(kv[0][0]))):
+        r = ratio(rows, mode, width)
+        spread = f"{min(row.runs):,.0f}..{max(row.runs):,.0f}" if row.runs else "-"
+        print(f"{mode:<11} {width:>5} {row.median:>17,.0f} {spread:>17} "
+              f"{'-' if r is None else f'{r:.2f}':>7}")
+    print()
+    outcomes = []
+    for mode, width, minimum in TARGETS:
+        r = ratio(rows, mode, width)
+        if r is None:
+            verdict = "not measured"
+        else:
+            verdict = "PASS" if r >= minimum else f"SHORT (by {(minimum - r) * 100:.0f} points)"
+        shown = "-" if r is None else f"{r:.2f}x"
+        print(f"target: {mode} >= {minimum:.1f}x bare at width {width}: {shown:>6}  {verdict}")
+        outcomes.append({"mode": mode, "width": width, "minimum_ratio": minimum, "ratio": r,
+                         "verdict": verdict.split()[0] if r is not None else verdict})
+    return outcomes
+
+
+# --- command line -------------------------------------------------------------------------------
+
+def csv_ints(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}")
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return values
+
+
+def csv_modes(text: str) -> tuple[str, ...]:
+    modes = tuple(m.strip() for m in text.split(",") if m.strip())
+    unknown = [m for m in modes if m not in MODES]
+    if not modes or unknown:
+        raise argparse.ArgumentTypeError(f"modes must be among {', '.join(MODES)}; got {text!r}")
+    return modes
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description="Acting throughput (env steps/s): bare loop vs colocated (zero-copy, one "
+                    "process) vs decoupled (DDS, two processes).")
+    parser.add_argument("--env", default="cartpole",
+                        help="cartpole, kuka, or a registered gymnasium id (default: cartpole)")
+    parser.add_argument("--widths", type=csv_ints, default=(1, 64),
+                        help="vector widths (num_envs), comma-separated (default: 1,64)")
+    parser.add_argument("--modes", type=csv_modes, default=MODES,
+                        help=f"comma-separated subset of {','.join(MODES)} (default: all)")
+    parser.add_argument("--hidden", type=csv_ints, default=(256, 256),
+                        help="actor hidden layer sizes (default: 256,256)")
+    parser.add_argument("--duration", type=float, default=3.0,
+                        help="seconds measured per run (default: 3)")
+    parser.add_argument("--warmup", type=float, default=1.0,
+                        help="seconds of stepping before each measured window (default: 1)")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="runs per mode and width, each in fresh processes; the median is "
+                             "reported (default: 3)")
+    parser.add_argument("--torch-threads", type=int, default=0,
+                        help="torch intra-op threads in every process (OMP_NUM_THREADS); 0 keeps "
+                             "torch's default, as the nodes run out of the box (default: 0)")
+    parser.add_argument("--domain-id", type=int, default=1 + os.getpid() % 100,
+                        help="ROS_DOMAIN_ID of this run (default: 1 + pid %% 100)")
+    parser.add_argument("--json", metavar="OUT", help="also write the results as JSON to OUT")
+    parser.add_argument("--profile", action="store_true",
+                        help="cProfile the measured window of bare and colocated runs and print "
+                             "the top functions (slows them down; for diagnosis only)")
+    parser.add_argument("--worker", choices=("bare", "colocated"), help=argparse.SUPPRESS)
+    parser.add_argument("--worker-settings", help=argparse.SUPPRESS)
+    parser.add_argument("--worker-params", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.duration <= 0 or args.warmup < 0 or args.repeats < 1:
+        parser.error("--duration must be > 0, --warmup >= 0 and --repeats >= 1")
+    if not 0 <= args.domain_id <= 101:
+        parser.error("--domain-id must be in 0..101")
+    return args
+
+
+def worker_main(args: argparse.Namespace) -> int:
+    raw = json.loads(args.worker_settings)
+    settings = Settings(**{**raw, "hidden": tuple(raw["hidden"])})
+    if args.worker == "bare":
+        result = worker_bare(settings, args.profile)
+    else:
+        result = worker_colocated(settings, args.worker_params, args.profile)
+    print(RESULT_PREFIX + json.dumps(result), flush=True)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.worker:
+        return worker_main(args)
+    # This process hosts the DDS observer: same network-safety settings as the children.
+    os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    os.environ["ROS_DOMAIN_ID"] = str(args.domain_id)
+    env_id = ENV_ALIASES.get(args.env, args.env)
+    env = child_environment(args.domain_id, args.torch_threads)
+    started = time.time()
+    header = (f"{env_id}, actor {'x'.join(map(str, args.hidden))}, {args.duration:g} s windows "
+              f"after {args.warmup:g} s warm-up, median of {args.repeats}; "
+              f"{os.cpu_count()} CPUs, torch threads: "
+              f"{args.torch_threads or 'default'}; ROS_DOMAIN_ID={args.domain_id}")
+    print(f"throughput: {header}", flush=True)
+    rows: dict[tuple[str, int], Row] = {}
+    with tempfile.TemporaryDirectory(prefix="rl_ros2-throughput-") as tmp:
+        workdir = Path(tmp)
+        params: dict[int, Path] = {}
+        for width in args.widths:
+            settings = Settings(env_id, width, args.hidden, args.warmup, args.duration)
+            params[width] = workdir / f"params-{width}.yaml"
+            params[width].write_text(params_yaml(settings))
+        try:
+            for repeat in range(args.repeats):
+                for width in args.widths:
+                    settings = Settings(env_id, width, args.hidden, args.warmup, args.duration)
+                    for mode in args.modes:
+                        if mode == "decoupled":
+                            result = measure_decoupled(settings, params[width], env, workdir)
+                        else:
+                            result = run_worker(mode, settings, params[width], env, workdir,
+                                                args.profile)
+                        rows.setdefault((mode, width), Row(mode, width)).runs.append(
+                            result["steps_per_s"])
+                        print(f"  run {repeat + 1}/{args.repeats} {mode:<10} width {width:>3}: "
+                              f"{result['steps_per_s']:>9,.0f} steps/s "
+                              f"({result['steps']} steps in {result['seconds']:.2f} s)",
+                              flush=True)
+        except MeasurementError as error:
+            print(f"throughput: measurement failed: {error}", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            print("throughput: interrupted; reporting the runs so far", file=sys.stderr)
+    outcomes = report(rows, header)
+    print(f"(total {time.time() - started:.0f} s)")
+    if args.json:
+        Path(args.json).write_text(json.dumps({
+            "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
+                        "python": platform.python_version()},
+            "settings": {"env_id": env_id, "hidden": list(args.hidden),
+                         "widths": list(args.widths), "modes": list(args.modes),
+                         "duration_s": args.duration, "warmup_s": args.warmup,
+                         "repeats": args.repeats, "torch_threads": args.torch_threads or None},
+            "results": [{"mode": row.mode, "width": row.width, "runs": row.runs,
+                         "median": row.median, "ratio_to_bare": ratio(rows, row.mode, row.width)}
+                        for row in rows.values()],
+            "targets": outcomes,
+        }, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
