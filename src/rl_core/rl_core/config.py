@@ -84,6 +84,8 @@ class SimulatorConfig:
                               "before the policy acts.", 0, 10**9, 1)
     max_rate_hz: float = param(0.0, "Upper bound of control steps per second, like a real robot's "
                                "control rate (0 = as fast as possible).", 0.0, 100000.0, 0.0)
+    visualization_rate_hz: float = param(10.0, "Rate of joint_states, markers and TF for rviz "
+                                         "(environment 0; 0 = off).", 0.0, 100.0, 0.0)
 
     def __post_init__(self) -> None:
         _check_ranges(self)

@@ -24,6 +24,7 @@ from rl_core.checkpoint import save_checkpoint
 from rl_core.config import ConfigError, RunConfig, load_run_config
 from rl_core.envs import VectorEnv
 from rl_core.evaluation import evaluate
+from rl_core.plotting import plot_training_curve
 from rl_core.replay import ReplayBuffer
 
 
@@ -91,6 +92,7 @@ def train(config: RunConfig, output_dir: str | Path | None = None,
     action_rng = np.random.default_rng(sim.seed)
 
     recent_returns: deque[float] = deque(maxlen=20)
+    curve: list[tuple[int, float]] = []
     env_steps = episodes = 0
     metrics: dict[str, float] = {}
     start = last_log = time.perf_counter()
@@ -109,6 +111,7 @@ def train(config: RunConfig, output_dir: str | Path | None = None,
             for record in step.episodes:
                 episodes += 1
                 recent_returns.append(float(record.episode_return))
+                curve.append((env_steps, float(record.episode_return)))
             for _ in range(schedule.due(sim.num_envs, len(buffer))):
                 batch = buffer.sample(trainer.batch_size)
                 metrics = sac.update(batch)
@@ -137,6 +140,9 @@ def train(config: RunConfig, output_dir: str | Path | None = None,
                          checkpoint_dir)
     if output_dir is not None:
         (output_dir / "result.json").write_text(json.dumps(asdict(result), indent=2))
+        steps, returns = zip(*curve) if curve else ((), ())
+        plot_training_curve(steps, returns, output_dir / "training_curve.png",
+                            title=f"{sim.env_id} (SAC, bare loop)", evaluation=result.eval_mean_return)
     log(f"[bare] done: {env_steps} steps, {sac.update_step} updates, {episodes} episodes in "
         f"{result.wall_time_s:.0f} s | evaluation return {result.eval_mean_return:.1f} "
         f"± {result.eval_std_return:.1f} over {len(result.eval_returns)} episodes"

@@ -7,10 +7,11 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
-from rl_nodes.conversions import TopicType
+from rl_nodes.conversions import TopicType, plain
 from rl_nodes.intra_process import IntraProcessManager, IntraProcessPublisher
 from rl_nodes.intra_process import IntraProcessSubscription
 
@@ -32,6 +33,11 @@ EPISODES_TOPIC = "/episodes"
 EXPERIENCE_TOPIC = "/experience"
 WEIGHTS_TOPIC = "/policy_weights"
 REPLAY_STATUS_TOPIC = "/replay_status"
+DIAGNOSTICS_TOPIC = "/diagnostics"
+DIAGNOSTICS_PERIOD_S = 1.0
+
+#: Diagnostic levels (diagnostic_msgs/DiagnosticStatus), for rqt_robot_monitor.
+OK, WARN, ERROR = DiagnosticStatus.OK, DiagnosticStatus.WARN, DiagnosticStatus.ERROR
 
 
 def robot_id_from_namespace(namespace: str) -> int:
@@ -53,6 +59,8 @@ class RLNode(Node):
         self.ipc = IntraProcessManager.for_context(self.context)
         self.rejected_messages = 0
         self._last_reject_log = 0.0
+        self._diagnostics_pub = self.zc_publisher(plain(DiagnosticArray), DIAGNOSTICS_TOPIC)
+        self.zc_timer(DIAGNOSTICS_PERIOD_S, self._publish_diagnostics)
 
     def zc_publisher(self, topic_type: TopicType[T], topic: str, qos: QoSProfile = STREAM_QOS
                      ) -> IntraProcessPublisher[T]:
@@ -73,6 +81,20 @@ class RLNode(Node):
         if now - self._last_reject_log >= 1.0:
             self._last_reject_log = now
             self.get_logger().error(f"rejected {what} ({self.rejected_messages} so far): {reason}")
+
+    def diagnose(self) -> tuple[int, str, dict[str, object]]:
+        """``(level, message, values)`` for ``/diagnostics``; nodes override it."""
+        return OK, "running", {}
+
+    def _publish_diagnostics(self) -> None:
+        level, message, values = self.diagnose()
+        values = {**values, "rejected inputs": self.rejected_messages}
+        status = DiagnosticStatus(level=level, name=self.get_fully_qualified_name(),
+                                  message=message, hardware_id=self.get_namespace(),
+                                  values=[KeyValue(key=k, value=str(v)) for k, v in values.items()])
+        array = DiagnosticArray(status=[status])
+        array.header.stamp = self.get_clock().now().to_msg()
+        self._diagnostics_pub.publish(array)
 
     def start(self) -> None:
         """Begin work once the process' nodes exist (default: nothing)."""

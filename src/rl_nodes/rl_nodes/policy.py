@@ -7,6 +7,7 @@ Until the first weights arrive it acts with its own randomly initialised actor (
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import torch
@@ -16,6 +17,7 @@ from rl_core.networks import SquashedGaussianActor
 from rl_interfaces.srv import GetAction
 
 from rl_nodes.base import ACTIONS_TOPIC, LATCHED_QOS, OBSERVATIONS_TOPIC, WEIGHTS_TOPIC, RLNode
+from rl_nodes.base import OK, WARN
 from rl_nodes.conversions import ACTIONS, OBSERVATIONS, WEIGHTS, Actions, Observations, Weights
 from rl_nodes.parameters import declare_config, watch_config
 from rl_nodes.runtime import main_for
@@ -34,6 +36,8 @@ class PolicyNode(RLNode):
         self.actor = SquashedGaussianActor(int(np.prod(obs_shape)), int(np.prod(action_shape)),
                                            self.config.hidden_sizes)
         self.version = 0
+        self._weights_at = time.monotonic()  # when the current weights arrived (start: own init)
+        self._started_at = time.monotonic()
         self._actor_lock = threading.Lock()  # get_action runs on the executor thread
         self.actions_pub = self.zc_publisher(ACTIONS, ACTIONS_TOPIC)
         self.zc_subscription(OBSERVATIONS, OBSERVATIONS_TOPIC, self._on_observations)
@@ -71,8 +75,20 @@ class PolicyNode(RLNode):
             except RuntimeError as error:
                 self.reject("policy weights", f"tensors do not fit the actor: {error}")
                 return
+            first = self.version == 0
             self.version = msg.version
-        self.get_logger().debug(f"acting with weights version {msg.version}")
+            self._weights_at = time.monotonic()
+        if first:
+            self.get_logger().info(f"received weights version {msg.version}")
+
+    def diagnose(self) -> tuple[int, str, dict[str, object]]:
+        age = time.monotonic() - self._weights_at
+        values = {"weights version": self.version, "weights age s": f"{age:.1f}"}
+        if self.version == 0 and time.monotonic() - self._started_at > 30.0:
+            return WARN, "no weights received yet (is the trainer running?)", values
+        if self.version and age > 60.0:
+            return WARN, f"weights are {age:.0f} s old (trainer stalled or gone?)", values
+        return OK, f"acting with weights v{self.version}", values
 
     def _on_get_action(self, request: GetAction.Request, response: GetAction.Response
                        ) -> GetAction.Response:

@@ -14,7 +14,7 @@ from rl_core.config import ReplayConfig
 from rl_core.replay import ReplayBuffer
 from rl_interfaces.msg import ReplayStatus
 
-from rl_nodes.base import EXPERIENCE_TOPIC, REPLAY_STATUS_TOPIC, RLNode
+from rl_nodes.base import EXPERIENCE_TOPIC, OK, REPLAY_STATUS_TOPIC, WARN, RLNode
 from rl_nodes.conversions import BUFFER_FILE_SERVICE, EXPERIENCE, SAMPLE_SERVICE
 from rl_nodes.conversions import Experience, SampleResult, plain
 from rl_nodes.intra_process import create_service
@@ -106,6 +106,14 @@ class ReplayBufferNode(RLNode):
                 return False, f"could not load {target}: {error}", 0, target
             self.buffer = loaded
             return True, "loaded", len(loaded), target
+
+    def diagnose(self) -> tuple[int, str, dict[str, object]]:
+        size, total = self._sizes()
+        values = {"size": size, "capacity": self.config.capacity, "total inserted": total,
+                  "fill": f"{size / self.config.capacity:.1%}"}
+        if size == 0:
+            return WARN, "empty: no experience received yet", values
+        return OK, f"{size} transitions", values
 
     def _publish_status(self) -> None:
         now = time.monotonic()

@@ -12,11 +12,15 @@ import time
 
 import numpy as np
 from rl_core.config import SimulatorConfig
+from sensor_msgs.msg import JointState
+from std_msgs.msg import String
+from visualization_msgs.msg import MarkerArray
 from rl_core.envs import VectorEnv
 
 from rl_nodes.base import ACTIONS_TOPIC, EPISODES_TOPIC, EXPERIENCE_TOPIC, OBSERVATIONS_TOPIC
-from rl_nodes.base import RLNode, robot_id_from_namespace
-from rl_nodes.conversions import ACTIONS, EPISODES, EXPERIENCE, OBSERVATIONS
+from rl_nodes import visualization
+from rl_nodes.base import LATCHED_QOS, OK, WARN, RLNode, robot_id_from_namespace
+from rl_nodes.conversions import ACTIONS, EPISODES, EXPERIENCE, OBSERVATIONS, plain
 from rl_nodes.conversions import Actions, Episodes, Experience, Observations
 from rl_nodes.parameters import declare_config, watch_config
 from rl_nodes.runtime import main_for
@@ -49,11 +53,63 @@ class SimulatorNode(RLNode):
         self.episodes_pub = self.zc_publisher(EPISODES, EPISODES_TOPIC)
         self.zc_subscription(ACTIONS, ACTIONS_TOPIC, self._on_actions)
         self.zc_timer(RESEND_AFTER_S / 2, self._watchdog)
+        self._rate_window = (time.monotonic(), 0)
+        self.steps_per_second = 0.0
+        self._setup_visualization()
         self.get_logger().info(
             f"robot {self.robot_id}: {self.config.num_envs} x {self.config.env_id}, seed {seed}")
 
     def _apply_config(self, config: SimulatorConfig) -> None:
+        rate_changed = config.visualization_rate_hz != self.config.visualization_rate_hz
         self.config = config
+        if rate_changed:
+            self._start_visualization_timer()
+
+    # --- rviz: robot_description, joint_states, markers, TF ---------------------------------------
+
+    def _setup_visualization(self) -> None:
+        self._shown_env = self.envs.envs[0].unwrapped
+        description = self.zc_publisher(plain(String), "robot_description", LATCHED_QOS)
+        description.publish(String(data=visualization.urdf_for_rviz(self._shown_env.urdf_path)))
+        self.joint_states_pub = self.zc_publisher(plain(JointState), "joint_states")
+        self.markers_pub = self.zc_publisher(plain(MarkerArray), "markers")
+        self.tf_pub = (self.zc_publisher(plain(visualization.TFMessage), "/tf")
+                       if visualization.TFMessage is not None else None)
+        self._visualization_timer = None
+        self._start_visualization_timer()
+
+    def _start_visualization_timer(self) -> None:
+        if self._visualization_timer is not None:
+            self.destroy_timer(self._visualization_timer)
+            self._visualization_timer = None
+        if self.config.visualization_rate_hz > 0:
+            self._visualization_timer = self.zc_timer(1.0 / self.config.visualization_rate_hz,
+                                                      self._publish_visualization)
+
+    def _publish_visualization(self) -> None:
+        """Publish environment 0's state, building only what someone listens to."""
+        stamp = self.get_clock().now().to_msg()
+        env = self._shown_env
+        if self.joint_states_pub.get_subscription_count():
+            self.joint_states_pub.publish(visualization.joint_state(env, stamp))
+        if self.markers_pub.get_subscription_count():
+            self.markers_pub.publish(visualization.markers(env, self.robot_id, stamp))
+        if self.tf_pub is not None and self.tf_pub.get_subscription_count():
+            self.tf_pub.publish(visualization.transforms(env, self.robot_id, stamp))
+
+    def diagnose(self) -> tuple[int, str, dict[str, object]]:
+        now = time.monotonic()
+        then, steps_then = self._rate_window
+        self._rate_window = (now, self.total_env_steps)
+        self.steps_per_second = (self.total_env_steps - steps_then) / max(now - then, 1e-9)
+        values = {"env steps/s": f"{self.steps_per_second:.1f}", "env steps": self.total_env_steps,
+                  "episodes": self.total_episodes, "policy version": self.policy_version}
+        target = self.config.max_rate_hz * self.config.num_envs
+        if now - self._sent_at > RESEND_AFTER_S:
+            return WARN, "waiting for actions (is the policy running?)", values
+        if target and self.steps_per_second < 0.8 * target:
+            return WARN, f"below target rate ({self.steps_per_second:.0f} < {target:.0f} steps/s)", values
+        return OK, "stepping", values
 
     def start(self) -> None:
         self._publish_observations()

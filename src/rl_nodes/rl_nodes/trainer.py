@@ -28,16 +28,23 @@ from rl_core.config import SACConfig, TrainerConfig
 from rl_core.envs import space_shapes
 from rl_core.replay import Batch
 from rl_core.evaluation import evaluate
+from rl_core.plotting import plot_training_curve
 from rl_core.training import TrainResult, UpdateSchedule, seed_everything
 
+from std_msgs.msg import Float64
+
 from rl_nodes.base import EPISODES_TOPIC, EXPERIENCE_TOPIC, LATCHED_QOS, WEIGHTS_TOPIC, RLNode
-from rl_nodes.conversions import EPISODES, EXPERIENCE, SAMPLE_SERVICE, WEIGHTS
+from rl_nodes.base import ERROR, OK, WARN
+from rl_nodes.conversions import EPISODES, EXPERIENCE, SAMPLE_SERVICE, WEIGHTS, plain
 from rl_nodes.conversions import Episodes, Experience, SampleResult, Weights
 from rl_nodes.intra_process import IntraProcessClient, ServiceUnavailable
 from rl_nodes.parameters import declare_config, watch_config
 from rl_nodes.runtime import main_for
 
 SAMPLE_SERVICE_NAME = "/replay_buffer/sample"
+#: Scalars published as std_msgs/Float64 on ~/<name> (rqt_plot) and written to TensorBoard.
+METRICS = ("critic_loss", "actor_loss", "alpha", "q_mean", "entropy", "mean_return",
+           "updates_per_s", "env_steps_per_s")
 PREFETCH_BATCHES = 8
 
 
@@ -83,6 +90,12 @@ class TrainerNode(RLNode):
         self.total_inserted = 0
         self.episodes = 0
         self.recent_returns: deque[float] = deque(maxlen=20)
+        self.curve: list[tuple[int, float]] = []  # (transitions so far, episode return)
+        self.failed_updates = 0
+        self.metrics_pubs = {name: self.zc_publisher(plain(Float64), f"~/{name}")
+                             for name in METRICS}
+        self._tensorboard = None
+        self._rates = {"updates_per_s": 0.0, "env_steps_per_s": 0.0}
         self.update_mode = ""
         self.finished = False
         self.result: TrainResult | None = None
@@ -91,7 +104,7 @@ class TrainerNode(RLNode):
         self._update_lock = threading.Lock()  # the learner thread vs. checkpoints on shutdown
         self._started_at = time.monotonic()
         self._last_weights = self._last_checkpoint = self._started_at
-        self._progress = (self._started_at, 0)
+        self._progress = (self._started_at, 0, 0)
 
     def _apply_sac_config(self, config: SACConfig) -> None:
         self.sac_config = self.sac.config = config
@@ -102,6 +115,12 @@ class TrainerNode(RLNode):
         self.schedule.updates_per_step = config.updates_per_step
 
     def start(self) -> None:
+        self.output_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+            self._tensorboard = SummaryWriter(str(self.output_dir / "tensorboard"))
+        except ImportError as error:  # tensorboard is optional for a robot-side install
+            self.get_logger().warn(f"TensorBoard logging off ({error}); pip install tensorboard")
         self._publish_weights()
         interleave = self.sampler.is_local and self.config.update_mode != "thread"
         if self.config.update_mode == "interleaved" and not interleave:
@@ -129,6 +148,7 @@ class TrainerNode(RLNode):
             try:
                 self.metrics = self.sac.update(result.batch)
             except ValueError as error:
+                self.failed_updates += 1
                 self.reject("update", str(error))
                 return False
         return True
@@ -206,13 +226,30 @@ class TrainerNode(RLNode):
     def _on_episodes(self, msg: Episodes) -> None:
         self.episodes += len(msg.returns)
         self.recent_returns.extend(msg.returns)
+        self.curve.extend((self.total_inserted, float(r)) for r in msg.returns)
+
+    def _scalars(self) -> dict[str, float]:
+        mean_return = float(np.mean(self.recent_returns)) if self.recent_returns else float("nan")
+        return {**{k: float(v) for k, v in self.metrics.items() if k in METRICS},
+                "mean_return": mean_return, **self._rates}
 
     def _log_progress(self) -> None:
         now = time.monotonic()
-        then, steps_then = self._progress
-        self._progress = (now, self.total_inserted)
-        rate = (self.total_inserted - steps_then) / max(now - then, 1e-9)
+        then, steps_then, updates_then = self._progress
+        self._progress = (now, self.total_inserted, self.sac.update_step)
+        elapsed = max(now - then, 1e-9)
+        rate = (self.total_inserted - steps_then) / elapsed
+        self._rates = {"updates_per_s": (self.sac.update_step - updates_then) / elapsed,
+                       "env_steps_per_s": rate}
         mean_return = np.mean(self.recent_returns) if self.recent_returns else float("nan")
+        scalars = self._scalars()
+        for name, value in scalars.items():
+            if name in self.metrics_pubs and np.isfinite(value):
+                self.metrics_pubs[name].publish(Float64(data=value))
+        if self._tensorboard is not None:
+            for name, value in scalars.items():
+                if np.isfinite(value):
+                    self._tensorboard.add_scalar(f"train/{name}", value, self.total_inserted)
         self.get_logger().info(
             f"steps {self.total_inserted}/{self.config.total_env_steps} | {rate:,.0f} steps/s | "
             f"episodes {self.episodes} | return(last {len(self.recent_returns)}) {mean_return:.1f} | "
@@ -228,6 +265,10 @@ class TrainerNode(RLNode):
         evaluation = evaluate(self.sac.actor, self.config.env_id, self.config.eval_episodes,
                               seed=self.config.seed)
         checkpoint = self.save()
+        steps, returns = zip(*self.curve) if self.curve else ((), ())
+        curve = plot_training_curve(steps, returns, self.output_dir / "training_curve.png",
+                                    title=f"{self.config.env_id} (SAC, {self.update_mode})",
+                                    evaluation=evaluation.mean)
         self.result = TrainResult(self.total_inserted, self.sac.update_step, self.episodes,
                                   time.monotonic() - self._started_at, evaluation.mean,
                                   evaluation.std, evaluation.returns.tolist(), str(checkpoint))
@@ -237,10 +278,29 @@ class TrainerNode(RLNode):
         self.get_logger().info(
             f"done: {self.total_inserted} transitions, {self.sac.update_step} updates, "
             f"{self.episodes} episodes | evaluation return {evaluation.mean:.1f} ± "
-            f"{evaluation.std:.1f} over {len(evaluation.returns)} episodes | checkpoint {checkpoint}")
+            f"{evaluation.std:.1f} over {len(evaluation.returns)} episodes | checkpoint {checkpoint}"
+            f" | curve {curve}")
         self.ipc.request_shutdown(0)
 
+    def diagnose(self) -> tuple[int, str, dict[str, object]]:
+        scalars = self._scalars()
+        values = {"updates": self.sac.update_step, "weights version": self.weights_version,
+                  "transitions": self.total_inserted, "failed updates": self.failed_updates,
+                  **{k: f"{v:.4g}" for k, v in scalars.items()}}
+        loss = self.metrics.get("critic_loss")
+        if self.failed_updates or (loss is not None and not np.isfinite(loss)):
+            return ERROR, "loss is NaN/inf: updates are skipped (lower learning rates?)", values
+        if self.finished:
+            return OK, "training finished", values
+        if self.total_inserted < self.config.learning_starts:
+            return OK, f"warming up ({self.total_inserted}/{self.config.learning_starts})", values
+        if self.sac.update_step == 0:
+            return WARN, "enough data but no updates yet", values
+        return OK, f"training ({self.update_mode})", values
+
     def close(self) -> None:
+        if self._tensorboard is not None:
+            self._tensorboard.close()
         self._stop.set()
         if self._learner is not None:
             self._learner.join(timeout=5.0)

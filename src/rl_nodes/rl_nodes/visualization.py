@@ -1,0 +1,117 @@
+"""What rviz needs from a simulator: URDF text, joint states, link/target markers and TF.
+
+Pure conversions from an environment's introspection (``rl_core.envs.PybulletRobotEnv``) to
+messages; the simulator node publishes them at a limited rate. Robot ``k`` is drawn shifted by
+``ROBOT_SPACING_M * k`` along y so several robots sit side by side in the fixed frame.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from builtin_interfaces.msg import Time
+from geometry_msgs.msg import Point, Pose, Quaternion, Vector3
+from sensor_msgs.msg import JointState
+from std_msgs.msg import ColorRGBA
+from visualization_msgs.msg import Marker, MarkerArray
+
+try:  # TF exists in a full ROS 2 install; the PyPI wheels lack tf2_msgs.
+    from geometry_msgs.msg import TransformStamped
+    from tf2_msgs.msg import TFMessage
+except ImportError:  # pragma: no cover - depends on the install
+    TFMessage = None
+
+FIXED_FRAME = "world"
+ROBOT_SPACING_M = 1.5
+
+
+def robot_offset(robot_id: int) -> np.ndarray:
+    return np.array([0.0, ROBOT_SPACING_M * robot_id, 0.0])
+
+
+def frame_prefix(robot_id: int) -> str:
+    """TF prefix of robot ``k``'s links (``robot_k/``), as rviz's RobotModel expects."""
+    return f"robot_{robot_id}/"
+
+
+def urdf_for_rviz(urdf_path: str) -> str:
+    """URDF text with relative mesh file names made absolute ``file://`` URIs for rviz."""
+    base = Path(urdf_path).resolve().parent
+    text = Path(urdf_path).read_text(encoding="utf-8")
+
+    def absolute(match: re.Match[str]) -> str:
+        name = match.group(2)
+        if "://" in name or name.startswith("/"):
+            return match.group(0)
+        return f'{match.group(1)}"file://{(base / name).resolve()}"'
+
+    return re.sub(r'(filename=)"([^"]+)"', absolute, text)
+
+
+def joint_state(env: Any, stamp: Time) -> JointState:
+    msg = JointState()
+    msg.header.stamp = stamp
+    msg.name = env.joint_names()
+    msg.position = [float(v) for v in env.joint_positions()]
+    msg.velocity = [float(v) for v in env.joint_velocities()]
+    return msg
+
+
+def _pose(position: np.ndarray, quaternion: np.ndarray) -> Pose:
+    return Pose(position=Point(x=float(position[0]), y=float(position[1]), z=float(position[2])),
+                orientation=Quaternion(x=float(quaternion[0]), y=float(quaternion[1]),
+                                       z=float(quaternion[2]), w=float(quaternion[3])))
+
+
+def markers(env: Any, robot_id: int, stamp: Time) -> MarkerArray:
+    """A small sphere per link frame, a line strip through them and the task target."""
+    offset = robot_offset(robot_id)
+    namespace = f"robot_{robot_id}"
+    poses = env.link_world_poses()
+    array = MarkerArray()
+    for index, (link, (position, quaternion)) in enumerate(poses.items()):
+        marker = Marker(ns=f"{namespace}/links", id=index, type=Marker.SPHERE, action=Marker.ADD)
+        marker.header.frame_id, marker.header.stamp = FIXED_FRAME, stamp
+        marker.pose = _pose(position + offset, quaternion)
+        marker.scale = Vector3(x=0.06, y=0.06, z=0.06)
+        marker.color = ColorRGBA(r=0.2, g=0.4, b=1.0, a=0.9)
+        marker.text = link
+        array.markers.append(marker)
+    chain = Marker(ns=f"{namespace}/chain", id=0, type=Marker.LINE_STRIP, action=Marker.ADD)
+    chain.header.frame_id, chain.header.stamp = FIXED_FRAME, stamp
+    chain.pose.orientation.w = 1.0
+    chain.scale.x = 0.02
+    chain.color = ColorRGBA(r=0.9, g=0.9, b=0.9, a=0.8)
+    chain.points = [Point(x=float(p[0] + offset[0]), y=float(p[1] + offset[1]),
+                          z=float(p[2] + offset[2])) for p, _ in poses.values()]
+    array.markers.append(chain)
+    target = env.target_position()
+    if target is not None:
+        marker = Marker(ns=f"{namespace}/target", id=0, type=Marker.SPHERE, action=Marker.ADD)
+        marker.header.frame_id, marker.header.stamp = FIXED_FRAME, stamp
+        marker.pose = _pose(np.asarray(target) + offset, np.array([0.0, 0.0, 0.0, 1.0]))
+        marker.scale = Vector3(x=0.08, y=0.08, z=0.08)
+        marker.color = ColorRGBA(r=1.0, g=0.1, b=0.1, a=0.9)
+        array.markers.append(marker)
+    return array
+
+
+def transforms(env: Any, robot_id: int, stamp: Time) -> Any:
+    """``TFMessage`` with ``world -> robot_k/<link>`` for every link (None without tf2_msgs)."""
+    if TFMessage is None:
+        return None
+    offset = robot_offset(robot_id)
+    message = TFMessage()
+    for link, (position, quaternion) in env.link_world_poses().items():
+        transform = TransformStamped()
+        transform.header.frame_id, transform.header.stamp = FIXED_FRAME, stamp
+        transform.child_frame_id = frame_prefix(robot_id) + link
+        p = position + offset
+        transform.transform.translation = Vector3(x=float(p[0]), y=float(p[1]), z=float(p[2]))
+        transform.transform.rotation = Quaternion(x=float(quaternion[0]), y=float(quaternion[1]),
+                                                  z=float(quaternion[2]), w=float(quaternion[3]))
+        message.transforms.append(transform)
+    return message
