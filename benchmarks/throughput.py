@@ -30,9 +30,11 @@ even when a target is missed (non-zero only when a measurement fails).
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
 import os
 import platform
+import pstats
 import signal
 import statistics
 import subprocess
@@ -91,17 +93,33 @@ def child_environment(domain_id: int, torch_threads: int) -> dict[str, str]:
     return env
 
 
+def machine_busy_fraction(seconds: float = 1.0) -> float | None:
+    """Fraction of all CPUs busy over ``seconds`` (from /proc/stat), or None off Linux.
+
+    Taken while this benchmark runs nothing: other load on a 2-core machine skews every figure.
+    """
+    def sample() -> tuple[int, int]:
+        with open("/proc/stat") as stat:
+            values = [int(v) for v in stat.readline().split()[1:]]
+        idle = values[3] + (values[4] if len(values) > 4 else 0)  # idle + iowait
+        return sum(values[:8]), idle
+
+    try:
+        total0, idle0 = sample()
+        time.sleep(seconds)
+        total1, idle1 = sample()
+    except (OSError, ValueError, IndexError):
+        return None
+    return 1.0 - (idle1 - idle0) / max(1, total1 - total0)
+
+
 # --- worker side: bare loop and colocated nodes, each in a fresh process ------------------------
 
-def _profiled(enabled: bool):
-    import cProfile
-
+def _profiled(enabled: bool) -> cProfile.Profile | None:
     return cProfile.Profile() if enabled else None
 
 
-def _print_profile(profile, limit: int = 25) -> None:
-    import pstats
-
+def _print_profile(profile: cProfile.Profile | None, limit: int = 25) -> None:
     if profile is not None:
         pstats.Stats(profile, stream=sys.stdout).sort_stats("tottime").print_stats(limit)
 
@@ -291,11 +309,11 @@ class EpisodeSampler:
         self._thread.start()
 
     def _spin(self) -> None:
-        from rclpy.executors import ExternalShutdownException
+        from rclpy.executors import ExternalShutdownException, ShutdownException
 
         try:
             self.executor.spin()
-        except (ExternalShutdownException, self._rclpy.executors.ShutdownException):
+        except (ExternalShutdownException, ShutdownException):
             pass
 
     def sample(self, timeout_s: float, alive: Sequence[Child]) -> tuple[int, int]:
@@ -441,16 +459,18 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
                         help=f"comma-separated subset of {','.join(MODES)} (default: all)")
     parser.add_argument("--hidden", type=csv_ints, default=(256, 256),
                         help="actor hidden layer sizes (default: 256,256)")
-    parser.add_argument("--duration", type=float, default=3.0,
-                        help="seconds measured per run (default: 3)")
-    parser.add_argument("--warmup", type=float, default=1.0,
-                        help="seconds of stepping before each measured window (default: 1)")
+    parser.add_argument("--duration", type=float, default=2.0,
+                        help="seconds measured per run (default: 2)")
+    parser.add_argument("--warmup", type=float, default=0.5,
+                        help="seconds of stepping before each measured window (default: 0.5)")
     parser.add_argument("--repeats", type=int, default=3,
                         help="runs per mode and width, each in fresh processes; the median is "
                              "reported (default: 3)")
-    parser.add_argument("--torch-threads", type=int, default=0,
+    parser.add_argument("--torch-threads", type=int, default=1,
                         help="torch intra-op threads in every process (OMP_NUM_THREADS); 0 keeps "
-                             "torch's default, as the nodes run out of the box (default: 0)")
+                             "torch's default, as the nodes run out of the box. Default 1: on the "
+                             "2-core target torch's default pool makes the bare loop itself swing "
+                             "between ~2.7k and ~15k steps/s at width 64 (see docs/benchmarks.md)")
     parser.add_argument("--domain-id", type=int, default=1 + os.getpid() % 100,
                         help="ROS_DOMAIN_ID of this run (default: 1 + pid %% 100)")
     parser.add_argument("--json", metavar="OUT", help="also write the results as JSON to OUT")
@@ -494,6 +514,11 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{os.cpu_count()} CPUs, torch threads: "
               f"{args.torch_threads or 'default'}; ROS_DOMAIN_ID={args.domain_id}")
     print(f"throughput: {header}", flush=True)
+    busy_before = machine_busy_fraction()
+    if busy_before is not None:
+        print(f"throughput: machine {busy_before:.0%} busy before the first run (other processes)"
+              + ("  WARNING: figures will be low and noisy; rerun on a quiet machine"
+                 if busy_before > 0.15 else ""), flush=True)
     rows: dict[tuple[str, int], Row] = {}
     with tempfile.TemporaryDirectory(prefix="rl_ros2-throughput-") as tmp:
         workdir = Path(tmp)
@@ -523,13 +548,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 1
         except KeyboardInterrupt:
             print("throughput: interrupted; reporting the runs so far", file=sys.stderr)
+    busy_after = machine_busy_fraction()
     outcomes = report(rows, header)
+    if busy_after is not None and busy_after > 0.15:
+        print(f"WARNING: the machine was {busy_after:.0%} busy right after the runs "
+              "(other processes); these figures are not trustworthy")
     print(f"(total {time.time() - started:.0f} s)")
     if args.json:
         Path(args.json).write_text(json.dumps({
             "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
                         "python": platform.python_version()},
+            "machine_busy_before": busy_before, "machine_busy_after": busy_after,
             "settings": {"env_id": env_id, "hidden": list(args.hidden),
                          "widths": list(args.widths), "modes": list(args.modes),
                          "duration_s": args.duration, "warmup_s": args.warmup,

@@ -180,3 +180,21 @@ def test_late_policy_process_gets_the_current_weights_at_once(tmp_path: Path, ro
         learner.stop()
     # Interrupted before the end, the trainer still keeps what it learned.
     assert (tmp_path / "run" / "checkpoint" / "checkpoint.json").is_file(), learner.output()
+
+
+def test_policy_node_runs_an_exported_onnx_model(tmp_path: Path) -> None:
+    from rl_core.export import export_onnx
+    from rl_core.networks import SquashedGaussianActor
+
+    actor = SquashedGaussianActor(4, 1, (64, 64))
+    model = export_onnx(actor, tmp_path / "policy.onnx", env_id="rl_ros2/CartPoleBalance-v0")
+    overrides = overrides_file(tmp_path, {"policy": {"onnx_model": str(model)}})
+    rclpy.init(args=["--ros-args", "--params-file", str(CONFIG), "--params-file", str(overrides)])
+    try:
+        policy = PolicyNode("/robot_0")
+        obs = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)
+        np.testing.assert_allclose(policy._act(obs, deterministic=True),
+                                   actor.act(obs, deterministic=True), atol=1e-5)
+        policy.destroy_node()
+    finally:
+        rclpy.try_shutdown()

@@ -29,6 +29,7 @@ import yaml
 from rl_core.config import NODE_CONFIGS
 
 from rl_bringup import paths
+from rl_bringup.tools import advise, evaluate, export
 from rl_bringup.plan import DEFAULT_CONFIG, MODES, Plan, PlanError, make_plan
 from rl_bringup.supervisor import Supervisor
 
@@ -291,6 +292,9 @@ SUBCOMMANDS: list[Callable[[SubparsersAction], None]] = [
     register_launch,
     register_train,
     register_plan,
+    advise.register,
+    evaluate.register,
+    export.register,
 ]
 
 

@@ -105,11 +105,12 @@ def _unflatten_optimizer(prefix: str, tensors: dict[str, torch.Tensor],
     return {"state": state, "param_groups": param_groups}
 
 
-def save_checkpoint(directory: str | Path, sac: SAC, counters: dict[str, int] | None = None
-                    ) -> Path:
+def save_checkpoint(directory: str | Path, sac: SAC, counters: dict[str, int] | None = None,
+                    env_id: str | None = None) -> Path:
     """Write a checkpoint of ``sac`` into ``directory`` (created if needed).
 
     :param counters: extra integers to keep (env steps, weight version, episodes, ...).
+    :param env_id: the task the learner was trained on (for evaluation and export tools).
     :returns: the checkpoint directory.
     """
     directory = Path(directory)
@@ -126,6 +127,7 @@ def save_checkpoint(directory: str | Path, sac: SAC, counters: dict[str, int] | 
     meta = {
         "format_version": FORMAT_VERSION,
         "algorithm": "sac",
+        "env_id": env_id,
         "obs_dim": sac.obs_dim,
         "action_dim": sac.action_dim,
         "seed": sac.seed,

@@ -102,6 +102,9 @@ class PolicyConfig:
     deterministic: bool = param(False, "Act with the mean action instead of sampling "
                                 "(exploration off).")
     seed: int = param(0, "Seed of the exploration noise.", 0, 2**31 - 1, 1, read_only=True)
+    onnx_model: str = param("", "Act with this exported ONNX model through onnxruntime (a fixed, "
+                            "deterministic robot-side policy; /policy_weights are ignored). '' = "
+                            "torch actor following /policy_weights.", read_only=True)
 
     def __post_init__(self) -> None:
         _check_ranges(self)
@@ -166,8 +169,9 @@ class TrainerConfig:
     checkpoint_period: float = param(60.0, "Seconds between checkpoints (0 = only at the end).",
                                      0.0, 86400.0, 0.0)
     eval_episodes: int = param(10, "Deterministic episodes of the final evaluation.", 0, 10000, 1)
-    torch_threads: int = param(0, "torch intra-op threads (0 = torch default).", 0, 256, 1,
-                               read_only=True)
+    torch_threads: int = param(0, "torch intra-op threads for updates (0 = leave the process "
+                               "default: 1 in node processes, torch's own in the bare loop).",
+                               0, 256, 1, read_only=True)
     seed: int = param(0, "Seed of network initialisation and update noise.", 0, 2**31 - 1, 1,
                       read_only=True)
     output_dir: str = param("", "Directory for checkpoints and results ('' = runs/<time>).",

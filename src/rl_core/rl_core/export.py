@@ -91,11 +91,11 @@ def export_onnx(actor: SquashedGaussianActor, path: str | os.PathLike[str],
     path.parent.mkdir(parents=True, exist_ok=True)
     example = torch.zeros(_EXAMPLE_BATCH, actor.obs_dim, dtype=torch.float32)
     was_training = actor.training
-    actor.eval()
+    policy = _DeterministicPolicy(actor).eval()  # also puts the actor in eval mode
     try:
         with _quiet_exporter(), torch.no_grad():
             program = torch.onnx.export(
-                _DeterministicPolicy(actor), (example,), dynamo=True, verbose=False,
+                policy, (example,), dynamo=True, verbose=False,
                 input_names=[INPUT_NAME], output_names=[OUTPUT_NAME],
                 dynamic_shapes={"obs": {0: torch.export.Dim("batch")}},
             )

@@ -134,7 +134,8 @@ def train(config: RunConfig, output_dir: str | Path | None = None,
     if output_dir is not None:
         output_dir = Path(output_dir)
         checkpoint_dir = str(save_checkpoint(output_dir / "checkpoint", sac,
-                                             {"env_steps": env_steps, "episodes": episodes}))
+                                             {"env_steps": env_steps, "episodes": episodes},
+                                             env_id=sim.env_id))
     result = TrainResult(env_steps, sac.update_step, episodes, time.perf_counter() - start,
                          result_eval.mean, result_eval.std, result_eval.returns.tolist(),
                          checkpoint_dir)

@@ -11,7 +11,8 @@ import time
 
 import numpy as np
 import torch
-from rl_core.config import PolicyConfig
+from rl_core.config import ConfigError, PolicyConfig
+from rl_core.export import OnnxPolicy
 from rl_core.envs import space_shapes
 from rl_core.networks import SquashedGaussianActor
 from rl_interfaces.srv import GetAction
@@ -35,6 +36,15 @@ class PolicyNode(RLNode):
         torch.manual_seed(self.config.seed)
         self.actor = SquashedGaussianActor(int(np.prod(obs_shape)), int(np.prod(action_shape)),
                                            self.config.hidden_sizes)
+        self.onnx: OnnxPolicy | None = None
+        if self.config.onnx_model:
+            self.onnx = OnnxPolicy(self.config.onnx_model)
+            if (self.onnx.obs_dim, self.onnx.action_dim) != (self.actor.obs_dim, self.actor.action_dim):
+                raise ConfigError(f"ONNX model {self.config.onnx_model} maps {self.onnx.obs_dim} -> "
+                                  f"{self.onnx.action_dim} values; {self.config.env_id} needs "
+                                  f"{self.actor.obs_dim} -> {self.actor.action_dim}")
+            self.get_logger().info(f"acting with ONNX model {self.config.onnx_model} "
+                                   "(onnxruntime, deterministic; /policy_weights ignored)")
         self.version = 0
         self._weights_at = time.monotonic()  # when the current weights arrived (start: own init)
         self._started_at = time.monotonic()
@@ -49,6 +59,8 @@ class PolicyNode(RLNode):
 
     def _act(self, obs: np.ndarray, deterministic: bool) -> np.ndarray:
         flat = obs.reshape(obs.shape[0], -1)
+        if self.onnx is not None:
+            return self.onnx.act(flat).reshape((obs.shape[0], *self.action_shape))
         with self._actor_lock:
             actions = self.actor.act(flat, deterministic=deterministic)
         return actions.reshape((obs.shape[0], *self.action_shape))
@@ -63,7 +75,7 @@ class PolicyNode(RLNode):
                                          msg.stamp_ns))
 
     def _on_weights(self, msg: Weights) -> None:
-        if msg.version <= self.version:
+        if msg.version <= self.version or self.onnx is not None:
             return
         if msg.architecture != self.actor.architecture():
             self.reject("policy weights", f"weights are for {msg.architecture}, this policy is "

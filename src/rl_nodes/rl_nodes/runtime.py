@@ -15,6 +15,7 @@ import traceback
 from collections.abc import Sequence
 
 import rclpy
+import torch
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rl_core.config import ConfigError
 
@@ -57,6 +58,10 @@ def run_nodes(specs: Sequence[tuple[str, str | None]], args: Sequence[str] | Non
     :returns: the process exit code (0 normal, 2 bad configuration, 1 a node failed).
     """
     ensure_network_defaults()
+    # Acting needs no intra-op parallelism (tiny batches), and idle OpenMP workers spin against
+    # the other processes of a deployment on small machines; the trainer raises this with its
+    # torch_threads parameter.
+    torch.set_num_threads(1)
     rclpy.init(args=list(args) if args is not None else sys.argv)
     manager = IntraProcessManager.for_context(rclpy.get_default_context())
     executor = SingleThreadedExecutor()

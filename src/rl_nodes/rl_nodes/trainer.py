@@ -219,7 +219,7 @@ class TrainerNode(RLNode):
         with self._update_lock:
             return save_checkpoint(self.output_dir / "checkpoint", self.sac, {
                 "env_steps": self.total_inserted, "episodes": self.episodes,
-                "weights_version": self.weights_version})
+                "weights_version": self.weights_version}, env_id=self.config.env_id)
 
     # --- progress and the end ---------------------------------------------------------------------
 

@@ -1,0 +1,244 @@
+"""Helpers shared by the tool subcommands: argument parsing, errors, which task a policy is for.
+
+torch, gymnasium and pybullet are imported inside the functions that need them, so that
+``rl-bringup plan`` (which imports every subcommand module) stays quick to start.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Iterator, Mapping, Sequence
+import contextlib
+import functools
+import os
+from pathlib import Path
+import sys
+from typing import Any, NamedTuple
+
+from rl_core.config import ConfigError, RunConfig, load_run_config
+
+from rl_bringup.paths import resolve_config
+
+PROGRAM = "rl-bringup"
+#: Bad input: unknown keys, malformed values, paths that do not exist (as cli.py's CliError).
+EXIT_USAGE = 2
+#: The input exists but cannot be used: a corrupt checkpoint, a failed export, an unwritable file.
+EXIT_FAILURE = 1
+
+Handler = Callable[[argparse.Namespace, list[str]], int]
+
+
+class ToolError(Exception):
+    """A tool cannot do its job; the message says why, ``exit_code`` what the shell sees."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_USAGE) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def tool_handler(command: str) -> Callable[[Handler], Handler]:
+    """Turn :class:`ToolError` raised by a handler into a message on stderr and its exit code.
+
+    Usage errors of the ``key:=value`` tokens (cli.CliError) pass through to ``cli.main``, which
+    reports them like every other subcommand's.
+    """
+
+    def decorate(handler: Handler) -> Handler:
+        @functools.wraps(handler)
+        def wrapped(arguments: argparse.Namespace, tokens: list[str]) -> int:
+            try:
+                return handler(arguments, tokens)
+            except ToolError as error:
+                print(f"{PROGRAM} {command}: error: {error}", file=sys.stderr)
+                return error.exit_code
+
+        return wrapped
+
+    return decorate
+
+
+def parse_tokens(tokens: Sequence[str], keys: Sequence[str]) -> dict[str, str]:
+    """``key:=value`` tokens of a tool (no positional mode).
+
+    :raises rl_bringup.cli.CliError: on unknown or repeated keys and bare tokens.
+    """
+    # Imported here: cli imports the tool modules to register them (see tools/__init__.py).
+    from rl_bringup.cli import parse_key_values
+
+    _, values = parse_key_values(tokens, keys, positional_mode=False)
+    return values
+
+
+def int_value(values: Mapping[str, str], key: str, default: int, low: int,
+              high: int | None = None) -> int:
+    """The integer ``key:=N`` (``default`` when absent), checked against ``[low, high]``.
+
+    :raises ToolError: (exit 2) when the value is not an integer in range.
+    """
+    text = values.get(key)
+    if text is None:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise ToolError(f"{key}:= must be an integer, got {text!r}") from None
+    if value < low or (high is not None and value > high):
+        bounds = f"{low}..{high}" if high is not None else f">= {low}"
+        raise ToolError(f"{key}:= must be {bounds}, got {value}")
+    return value
+
+
+def bool_value(values: Mapping[str, str], key: str, default: bool) -> bool:
+    """The boolean ``key:=true|false`` (also 1/0, yes/no, on/off).
+
+    :raises ToolError: (exit 2) for any other text.
+    """
+    text = values.get(key)
+    if text is None:
+        return default
+    lowered = text.strip().lower()
+    if lowered in ("true", "1", "yes", "on"):
+        return True
+    if lowered in ("false", "0", "no", "off"):
+        return False
+    raise ToolError(f"{key}:= must be true or false, got {text!r}")
+
+
+def load_config(value: str) -> tuple[Path, RunConfig]:
+    """Resolve ``config:=`` (a name in config/ or a path) and load it as a RunConfig.
+
+    :raises ToolError: (exit 2) when the file does not exist or holds invalid values.
+    """
+    try:
+        path = resolve_config(value)
+        return path, load_run_config(path)
+    except (FileNotFoundError, ConfigError) as error:
+        raise ToolError(str(error)) from error
+
+
+class EnvChoice(NamedTuple):
+    """The task a policy runs on and where that came from (printed so the user can check)."""
+
+    env_id: str
+    source: str
+
+
+def choose_env_id(*, obs_dim: int, action_dim: int, given: str | None = None,
+                  config_value: str | None = None, stored: str | None = None,
+                  stored_where: str = "the checkpoint", required: bool = True
+                  ) -> EnvChoice | None:
+    """Decide which environment a policy of the given sizes is for.
+
+    Order: ``env_id:=``, then ``config:=`` (its env_id), then the id stored with the policy, then
+    the single ``rl_ros2/`` environment whose spaces have these sizes. The choice is checked
+    against the policy's sizes.
+
+    :param stored_where: where ``stored`` came from, for the printed source.
+    :param required: raise when nothing decides; otherwise return ``None``.
+    :raises ToolError: (exit 2) when the choice is unknown, does not fit the sizes, or (when
+        ``required``) nothing decides.
+    """
+    import gymnasium
+
+    from rl_core.envs import register_envs, space_shapes
+
+    choice: EnvChoice | None = None
+    if given:
+        choice = EnvChoice(given, "env_id:=")
+    elif config_value:
+        path, run_config = load_config(config_value)
+        choice = EnvChoice(run_config.trainer.env_id, f"config {path}")
+    elif stored:
+        choice = EnvChoice(stored, stored_where)
+    else:
+        register_envs()
+        with silence_native_stdout():
+            fitting = [env_id for env_id in sorted(gymnasium.registry)
+                       if env_id.startswith("rl_ros2/")
+                       and space_shapes(env_id) == ((obs_dim,), (action_dim,))]
+        if len(fitting) == 1:
+            choice = EnvChoice(fitting[0], f"inferred: the only rl_ros2 task with obs {obs_dim}, "
+                                           f"action {action_dim}; pass env_id:= to choose")
+        elif required:
+            found = f"several fit: {', '.join(fitting)}" if fitting else "no rl_ros2 task fits"
+            raise ToolError(f"{stored_where} does not name its task and {found} (obs {obs_dim}, "
+                            f"action {action_dim}); pass env_id:=ID or config:=NAME")
+        else:
+            return None
+    try:
+        with silence_native_stdout():
+            shapes = space_shapes(choice.env_id)
+    except ValueError as error:
+        raise ToolError(str(error)) from error
+    if shapes != ((obs_dim,), (action_dim,)):
+        raise ToolError(f"{choice.env_id} ({choice.source}) has observations {shapes[0]} and "
+                        f"actions {shapes[1]}, the policy takes ({obs_dim},) -> ({action_dim},); "
+                        "pass the env_id it was trained on")
+    return choice
+
+
+def load_checkpoint_actor(directory: str) -> tuple[Any, dict[str, Any]]:
+    """``rl_core.checkpoint.load_actor`` with tool errors.
+
+    :raises ToolError: exit 2 when ``directory`` holds no checkpoint (no ``checkpoint.json``),
+        exit 1 when it holds a broken one (bad JSON or checksum, missing tensor file, tensors that
+        do not fit the recorded sizes).
+    """
+    from rl_core.checkpoint import META_FILE, load_actor
+
+    if not (Path(directory) / META_FILE).is_file():
+        what = "does not exist" if not Path(directory).exists() else f"has no {META_FILE}"
+        raise ToolError(f"no checkpoint at {directory!r}: it {what}; pass the checkpoint folder a "
+                        "training run wrote (<output_dir>/checkpoint)", EXIT_USAGE)
+    try:
+        return load_actor(directory)
+    except (OSError, ValueError) as error:
+        raise ToolError(f"checkpoint {directory!r} cannot be loaded: {error}",
+                        EXIT_FAILURE) from error
+    except (KeyError, TypeError) as error:
+        # checkpoint.json parsed but lacks or mistypes a field.
+        raise ToolError(f"checkpoint {directory!r} is incomplete: checkpoint.json lacks or "
+                        f"mistypes {error}", EXIT_FAILURE) from error
+
+
+def stored_env_id(meta: Mapping[str, Any]) -> str | None:
+    """The env_id a checkpoint's ``checkpoint.json`` records, if any.
+
+    Read from the top level (``meta["env_id"]``), where the trainer is asked to store it, and
+    from the counters as a fallback for writers that can only pass counters.
+    """
+    for candidate in (meta.get("env_id"), (meta.get("counters") or {}).get("env_id")):
+        if isinstance(candidate, str) and candidate:
+            return candidate
+    return None
+
+
+def format_duration(seconds: float) -> str:
+    """``12.3 µs`` / ``4.56 ms`` / ``1.23 s``: three significant figures in a readable unit."""
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.3g} µs"
+    if seconds < 1.0:
+        return f"{seconds * 1e3:.3g} ms"
+    return f"{seconds:.3g} s"
+
+
+@contextlib.contextmanager
+def silence_native_stdout() -> Iterator[None]:
+    """Send what C code writes to file descriptor 1 to /dev/null for the duration.
+
+    pybullet's DIRECT client prints ``argv[0]=`` with printf whenever it connects, which would mix
+    into the tool's report. Python-level ``sys.stdout`` is flushed first and left alone.
+    """
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:  # no file descriptor 1 (an embedding without stdout): nothing to silence
+        yield
+        return
+    try:
+        with open(os.devnull, "wb") as devnull:
+            os.dup2(devnull.fileno(), 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
