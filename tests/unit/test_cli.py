@@ -122,7 +122,8 @@ def test_subcommands_are_argparse_subparsers_with_handlers() -> None:
         arguments, leftovers = parser.parse_known_args([name, "colocated", "robots:=2"])
         assert arguments.command == name and callable(arguments.handler)
         assert arguments.arguments + leftovers == ["colocated", "robots:=2"]
-    assert len(cli.SUBCOMMANDS) == 3
+    names = set(parser._subparsers._group_actions[0].choices)  # the registered subcommands
+    assert {"launch", "train", "plan", "advise", "eval", "export"} <= names
 
 
 class RecordingSupervisor:
