@@ -14,7 +14,10 @@ Three ways of running the same acting loop (vector env + the same actor network)
                  publish ``/episodes`` over DDS during the window.
 
 Every measurement runs in fresh processes (``repeats`` rounds, each round every mode and width in
-turn, so slow drifts of a noisy machine hit all modes alike); the table reports the median.
+turn, so slow drifts of a noisy machine hit all modes alike); the table reports the median. The
+machine is small and may be shared: each run measures the CPU time other processes took meanwhile
+and is repeated (``--retries``) when that exceeds ``--max-foreign-load`` cores; runs that stay
+contended are kept and marked ``*``.
 ROS runs with ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`` and a ``ROS_DOMAIN_ID`` of this run's own.
 
 Usage::
@@ -35,6 +38,7 @@ import json
 import os
 import platform
 import pstats
+import resource
 import signal
 import statistics
 import subprocess
@@ -93,24 +97,45 @@ def child_environment(domain_id: int, torch_threads: int) -> dict[str, str]:
     return env
 
 
-def machine_busy_fraction(seconds: float = 1.0) -> float | None:
-    """Fraction of all CPUs busy over ``seconds`` (from /proc/stat), or None off Linux.
+class ForeignLoadMeter:
+    """CPU time other processes (and the hypervisor: steal) took while a run was going on.
 
-    Taken while this benchmark runs nothing: other load on a 2-core machine skews every figure.
+    The target machine is small and shared; a run during which something else computed is not
+    comparable with the others. Foreign load = machine busy time (/proc/stat, steal included)
+    minus the CPU time of this process and of the children it reaped, per second of wall time,
+    in cores. ``None`` where /proc/stat is unavailable.
     """
-    def sample() -> tuple[int, int]:
-        with open("/proc/stat") as stat:
-            values = [int(v) for v in stat.readline().split()[1:]]
-        idle = values[3] + (values[4] if len(values) > 4 else 0)  # idle + iowait
-        return sum(values[:8]), idle
 
-    try:
-        total0, idle0 = sample()
-        time.sleep(seconds)
-        total1, idle1 = sample()
-    except (OSError, ValueError, IndexError):
-        return None
-    return 1.0 - (idle1 - idle0) / max(1, total1 - total0)
+    def __init__(self) -> None:
+        self._start = self._read()
+
+    @staticmethod
+    def _read() -> tuple[float, float, float] | None:
+        try:
+            with open("/proc/stat") as stat:
+                values = [int(v) for v in stat.readline().split()[1:]]
+        except (OSError, ValueError):
+            return None
+        # user nice system irq softirq steal (guest time is already counted in user)
+        busy = sum(values[i] for i in (0, 1, 2, 5, 6, 7) if i < len(values))
+        ours = sum(getattr(resource.getrusage(who), field)
+                   for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+                   for field in ("ru_utime", "ru_stime"))
+        return time.monotonic(), busy / os.sysconf("SC_CLK_TCK"), ours
+
+    def cores(self) -> float | None:
+        end = self._read()
+        if self._start is None or end is None or end[0] <= self._start[0]:
+            return None
+        busy, ours = end[1] - self._start[1], end[2] - self._start[2]
+        return max(0.0, busy - ours) / (end[0] - self._start[0])
+
+
+def foreign_load_now(seconds: float = 1.0) -> float | None:
+    """Cores busy with other processes over ``seconds`` while this benchmark runs nothing."""
+    meter = ForeignLoadMeter()
+    time.sleep(seconds)
+    return meter.cores()
 
 
 # --- worker side: bare loop and colocated nodes, each in a fresh process ------------------------
@@ -390,6 +415,8 @@ class Row:
     mode: str
     width: int
     runs: list[float] = field(default_factory=list)
+    loads: list[float | None] = field(default_factory=list)  # other processes' cores per run
+    contended: int = 0  # runs that kept too much other load after retries
 
     @property
     def median(self) -> float:
@@ -411,7 +438,7 @@ def report(rows: dict[tuple[str, int], Row], header: str) -> list[dict[str, obje
         r = ratio(rows, mode, width)
         spread = f"{min(row.runs):,.0f}..{max(row.runs):,.0f}" if row.runs else "-"
         print(f"{mode:<11} {width:>5} {row.median:>17,.0f} {spread:>17} "
-              f"{'-' if r is None else f'{r:.2f}':>7}")
+              f"{'-' if r is None else f'{r:.2f}':>7}" + (" *" * bool(row.contended)))
     print()
     outcomes = []
     for mode, width, minimum in TARGETS:
@@ -466,6 +493,12 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=3,
                         help="runs per mode and width, each in fresh processes; the median is "
                              "reported (default: 3)")
+    parser.add_argument("--max-foreign-load", type=float, default=0.25,
+                        help="cores of other processes' CPU use (and steal) above which a run "
+                             "counts as contended and is repeated (default: 0.25)")
+    parser.add_argument("--retries", type=int, default=2,
+                        help="extra attempts of a contended run before its figure is kept and "
+                             "marked (default: 2)")
     parser.add_argument("--torch-threads", type=int, default=1,
                         help="torch intra-op threads in every process (OMP_NUM_THREADS); 0 keeps "
                              "torch's default, as the nodes run out of the box. Default 1: on the "
@@ -481,8 +514,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--worker-settings", help=argparse.SUPPRESS)
     parser.add_argument("--worker-params", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.duration <= 0 or args.warmup < 0 or args.repeats < 1:
-        parser.error("--duration must be > 0, --warmup >= 0 and --repeats >= 1")
+    if args.duration <= 0 or args.warmup < 0 or args.repeats < 1 or args.retries < 0:
+        parser.error("--duration must be > 0, --warmup >= 0, --repeats >= 1, --retries >= 0")
     if not 0 <= args.domain_id <= 101:
         parser.error("--domain-id must be in 0..101")
     return args
@@ -514,11 +547,11 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{os.cpu_count()} CPUs, torch threads: "
               f"{args.torch_threads or 'default'}; ROS_DOMAIN_ID={args.domain_id}")
     print(f"throughput: {header}", flush=True)
-    busy_before = machine_busy_fraction()
-    if busy_before is not None:
-        print(f"throughput: machine {busy_before:.0%} busy before the first run (other processes)"
-              + ("  WARNING: figures will be low and noisy; rerun on a quiet machine"
-                 if busy_before > 0.15 else ""), flush=True)
+    load_before = foreign_load_now()
+    if load_before is not None:
+        print(f"throughput: other processes use {load_before:.2f} cores before the first run"
+              + ("  WARNING: figures will be low and noisy" if load_before > args.max_foreign_load
+                 else ""), flush=True)
     rows: dict[tuple[str, int], Row] = {}
     with tempfile.TemporaryDirectory(prefix="rl_ros2-throughput-") as tmp:
         workdir = Path(tmp)
@@ -532,39 +565,50 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for width in args.widths:
                     settings = Settings(env_id, width, args.hidden, args.warmup, args.duration)
                     for mode in args.modes:
-                        if mode == "decoupled":
-                            result = measure_decoupled(settings, params[width], env, workdir)
-                        else:
-                            result = run_worker(mode, settings, params[width], env, workdir,
-                                                args.profile)
-                        rows.setdefault((mode, width), Row(mode, width)).runs.append(
-                            result["steps_per_s"])
-                        print(f"  run {repeat + 1}/{args.repeats} {mode:<10} width {width:>3}: "
-                              f"{result['steps_per_s']:>9,.0f} steps/s "
-                              f"({result['steps']} steps in {result['seconds']:.2f} s)",
-                              flush=True)
+                        row = rows.setdefault((mode, width), Row(mode, width))
+                        for attempt in range(args.retries + 1):
+                            meter = ForeignLoadMeter()
+                            if mode == "decoupled":
+                                result = measure_decoupled(settings, params[width], env, workdir)
+                            else:
+                                result = run_worker(mode, settings, params[width], env, workdir,
+                                                    args.profile)
+                            load = meter.cores()
+                            contended = load is not None and load > args.max_foreign_load
+                            print(f"  run {repeat + 1}/{args.repeats} {mode:<10} width {width:>3}: "
+                                  f"{result['steps_per_s']:>9,.0f} steps/s "
+                                  f"({result['steps']} steps in {result['seconds']:.2f} s)"
+                                  + ("" if load is None else f", other load {load:.2f} cores")
+                                  + (" CONTENDED" + (", again" if attempt < args.retries else "")
+                                     if contended else ""), flush=True)
+                            if not contended or attempt == args.retries:
+                                break
+                        row.runs.append(result["steps_per_s"])
+                        row.loads.append(load)
+                        row.contended += contended
         except MeasurementError as error:
             print(f"throughput: measurement failed: {error}", file=sys.stderr)
             return 1
         except KeyboardInterrupt:
             print("throughput: interrupted; reporting the runs so far", file=sys.stderr)
-    busy_after = machine_busy_fraction()
     outcomes = report(rows, header)
-    if busy_after is not None and busy_after > 0.15:
-        print(f"WARNING: the machine was {busy_after:.0%} busy right after the runs "
-              "(other processes); these figures are not trustworthy")
+    contended = sum(row.contended for row in rows.values())
+    if contended:
+        print(f"WARNING: {contended} run(s) kept more than {args.max_foreign_load:.2f} cores of "
+              "other load after retries (marked *); rerun on a quiet machine")
     print(f"(total {time.time() - started:.0f} s)")
     if args.json:
         Path(args.json).write_text(json.dumps({
             "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
                         "python": platform.python_version()},
-            "machine_busy_before": busy_before, "machine_busy_after": busy_after,
+            "other_load_cores_before": load_before,
             "settings": {"env_id": env_id, "hidden": list(args.hidden),
                          "widths": list(args.widths), "modes": list(args.modes),
                          "duration_s": args.duration, "warmup_s": args.warmup,
                          "repeats": args.repeats, "torch_threads": args.torch_threads or None},
             "results": [{"mode": row.mode, "width": row.width, "runs": row.runs,
+                         "other_load_cores": row.loads, "contended_runs": row.contended,
                          "median": row.median, "ratio_to_bare": ratio(rows, row.mode, row.width)}
                         for row in rows.values()],
             "targets": outcomes,

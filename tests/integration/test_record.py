@@ -154,7 +154,8 @@ def test_ctrl_c_finalises_the_file(colocated: Child, ros_env, tmp_path: Path) ->
 
 @pytest.mark.integration
 def test_unknown_topic_lists_the_available_ones(colocated: Child, ros_env, tmp_path: Path) -> None:
-    result = run_tool([*tool_argv("record"), "topics:=/no_such_topic", "wait:=2",
+    # wait:=10: the listed topics are those discovered by then, and the machine may be busy.
+    result = run_tool([*tool_argv("record"), "topics:=/no_such_topic", "wait:=10",
                        f"output:={tmp_path / 'never.mcap'}"], ros_env)
     assert result.returncode == 1
     assert "/no_such_topic" in result.stderr

@@ -123,7 +123,7 @@ def test_subcommands_are_argparse_subparsers_with_handlers() -> None:
         assert arguments.command == name and callable(arguments.handler)
         assert arguments.arguments + leftovers == ["colocated", "robots:=2"]
     names = set(parser._subparsers._group_actions[0].choices)  # the registered subcommands
-    assert {"launch", "train", "plan", "advise", "eval", "export"} <= names
+    assert {"launch", "train", "plan", "advise", "eval", "export", "record", "status", "doctor"} <= names
 
 
 class RecordingSupervisor:

@@ -29,7 +29,7 @@ import yaml
 from rl_core.config import NODE_CONFIGS
 
 from rl_bringup import paths
-from rl_bringup.tools import advise, evaluate, export
+from rl_bringup.tools import advise, doctor, evaluate, export, record, status
 from rl_bringup.plan import DEFAULT_CONFIG, MODES, Plan, PlanError, make_plan
 from rl_bringup.supervisor import Supervisor
 
@@ -295,6 +295,9 @@ SUBCOMMANDS: list[Callable[[SubparsersAction], None]] = [
     advise.register,
     evaluate.register,
     export.register,
+    record.register,
+    status.register,
+    doctor.register,
 ]
 
 

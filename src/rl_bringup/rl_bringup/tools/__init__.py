@@ -6,6 +6,11 @@ Among them:
 * :mod:`~rl_bringup.tools.evaluate` — ``eval``: deterministic episodes of a checkpoint or an
   exported ONNX model, optionally an animated GIF of the first one;
 * :mod:`~rl_bringup.tools.export` — ``export``: a checkpoint's policy as an ONNX model;
+* :mod:`~rl_bringup.tools.record` — ``record``: topics of a running deployment into MCAP;
+* :mod:`~rl_bringup.tools.status` — ``status``: a live table of robots, replay and trainer;
+* :mod:`~rl_bringup.tools.doctor` — ``doctor``: environment and graph checks with fixes;
+* :mod:`~rl_bringup.tools.ros_session` — the rclpy session (domain, discovery, Ctrl-C) of the
+  tools that attach to a deployment;
 * :mod:`~rl_bringup.tools.common` — argument parsing, errors and exit codes they share.
 
 Each subcommand module has a ``register(subparsers)`` function that

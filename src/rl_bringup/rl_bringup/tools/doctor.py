@@ -38,10 +38,10 @@ from typing import TYPE_CHECKING, Any, TextIO
 from rl_bringup.plan import (DISCOVERY_RANGE_VARIABLE, DISCOVERY_SERVER_VARIABLE,
                              DOMAIN_ID_VARIABLE, MODES, RMW_IMPLEMENTATION, PlanError, make_plan,
                              parse_domain_id, parse_robots, robot_namespace)
+from rl_bringup.tools.common import ToolError, parse_tokens, tool_handler
 from rl_bringup.tools.ros_session import (ATTACH_KEYS, SUPER_CLIENT_VARIABLE, TOOL_NODE_PREFIX,
                                           RosSession, attach_settings, graph_node_names,
-                                          join_name, parse_seconds, parse_tokens,
-                                          standalone_main, usage_error)
+                                          join_name, parse_seconds, standalone_main)
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import argparse
@@ -60,6 +60,11 @@ SHM_PATH = "/dev/shm"
 #: creates one participant per rclpy context, i.e. per process.
 PARTICIPANT_PREFIX_BYTES = 12
 ROSOUT_TOPIC = "/rosout"
+#: Scalars the trainer publishes as ``/trainer/<name>`` (std_msgs/Float64), as
+#: ``rl_nodes.trainer.METRICS`` lists them; not imported from there because rl_nodes pulls in
+#: rclpy and torch, and ``rl-bringup plan`` imports this module.
+TRAINER_METRICS: tuple[str, ...] = ("critic_loss", "actor_loss", "alpha", "q_mean", "entropy",
+                                    "mean_return", "updates_per_s", "env_steps_per_s")
 
 
 class Level(enum.Enum):
@@ -159,6 +164,11 @@ def expected_graph(robots: int, mode: str = "colocated") -> ExpectedGraph:
                       (simulator,), (policy,), rate_hz=(0.0, float("inf"))),
             TopicSpec(f"{namespace}/actions", "rl_interfaces/msg/ActionBatch",
                       (policy,), (simulator,), rate_hz=(0.0, float("inf"))),
+            # For rviz; joint states and markers are only built while someone listens.
+            TopicSpec(f"{namespace}/robot_description", "std_msgs/msg/String", (simulator,),
+                      latched=True),
+            TopicSpec(f"{namespace}/joint_states", "sensor_msgs/msg/JointState", (simulator,)),
+            TopicSpec(f"{namespace}/markers", "visualization_msgs/msg/MarkerArray", (simulator,)),
         ]
         services.append(ServiceSpec(f"{namespace}/get_action", "rl_interfaces/srv/GetAction",
                                     policy))
@@ -171,6 +181,9 @@ def expected_graph(robots: int, mode: str = "colocated") -> ExpectedGraph:
                   latched=True),
         TopicSpec("/replay_status", "rl_interfaces/msg/ReplayStatus", ("/replay_buffer",),
                   rate_hz=REPLAY_STATUS_RATE_HZ),
+        TopicSpec("/diagnostics", "diagnostic_msgs/msg/DiagnosticArray", nodes),
+        *(TopicSpec(f"/trainer/{metric}", "std_msgs/msg/Float64", ("/trainer",))
+          for metric in TRAINER_METRICS),
     ]
     services += [
         ServiceSpec("/replay_buffer/sample", "rl_interfaces/srv/SampleBatch", "/replay_buffer"),
@@ -656,7 +669,7 @@ def deployment_checks(session: RosSession, domain_id: int, mode: str | None,
         robots = max(robots, 1)
     expected = expected_graph(robots, mode or "colocated")
     # Endpoints are discovered a moment after their nodes.
-    session.spin_until(lambda: _endpoints_known(node, expected), min(wait_s, 3.0))
+    session.spin_until(lambda: _endpoints_known(node, expected), wait_s)
     graph = take_snapshot(node, expected)
     checks = check_nodes(expected, graph, domain_id, mode or "MODE", robots)
     if not set(expected.nodes) & set(graph.nodes):
@@ -689,11 +702,11 @@ def doctor(values: dict[str, str], out: TextIO = sys.stdout) -> int:
     """Run ``rl-bringup doctor`` with parsed ``key:=value`` arguments; returns the exit code
     (0: no FAIL, 1: at least one).
 
-    :raises rl_bringup.cli.CliError: for bad arguments (exit code 2).
+    :raises ToolError: for bad arguments (exit code 2).
     """
     mode = values.get("mode", "").strip().lower() or None
     if mode is not None and mode not in MODES:
-        raise usage_error(f"unknown mode {values['mode']!r}; valid modes: {', '.join(MODES)}")
+        raise ToolError(f"unknown mode {values['mode']!r}; valid modes: {', '.join(MODES)}")
     robots = parse_robots(values["robots"]) if "robots" in values else None
     wait_s = parse_seconds("wait", values.get("wait", str(DEFAULT_WAIT_S)))
     window_s = parse_seconds("window", values.get("window", str(DEFAULT_WINDOW_S)))
@@ -729,6 +742,7 @@ def doctor(values: dict[str, str], out: TextIO = sys.stdout) -> int:
     return 1 if any(check.level is Level.FAIL for check in checks) else 0
 
 
+@tool_handler("doctor")
 def _handle(arguments: argparse.Namespace, tokens: list[str]) -> int:
     return doctor(parse_tokens(tokens, KEYS))
 

@@ -26,7 +26,6 @@ recordable) and runs a little slower while it records.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 import importlib
@@ -37,9 +36,9 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any, TextIO
 
+from rl_bringup.tools.common import ToolError, parse_tokens, tool_handler
 from rl_bringup.tools.ros_session import (ATTACH_KEYS, RosSession, attach_settings, graph_topics,
-                                          parse_seconds, parse_tokens, standalone_main,
-                                          usage_error)
+                                          parse_seconds, standalone_main)
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import argparse
@@ -176,7 +175,7 @@ def parse_topics(text: str) -> list[str] | None:
     Names without a leading ``/`` are taken from the root namespace (``experience`` ->
     ``/experience``).
 
-    :raises rl_bringup.cli.CliError: for empty or invalid names.
+    :raises ToolError: (exit 2) for empty or invalid names.
     """
     from rclpy.exceptions import InvalidTopicNameException  # noqa: PLC0415
     from rclpy.validate_full_topic_name import validate_full_topic_name  # noqa: PLC0415
@@ -187,14 +186,14 @@ def parse_topics(text: str) -> list[str] | None:
     for part in text.split(","):
         name = part.strip()
         if not name:
-            raise usage_error(f"empty topic name in topics:={text!r}; "
+            raise ToolError(f"empty topic name in topics:={text!r}; "
                               f"give topics:=/a,/b or topics:=all")
         if not name.startswith("/"):
             name = "/" + name
         try:
             validate_full_topic_name(name)
         except InvalidTopicNameException as error:
-            raise usage_error(f"invalid topic name {part.strip()!r}: {error}") from None
+            raise ToolError(f"invalid topic name {part.strip()!r}: {error}") from None
         if name not in topics:
             topics.append(name)
     return topics
@@ -209,17 +208,17 @@ def default_output_path(now: float | None = None) -> Path:
 def resolve_output(text: str | None) -> Path:
     """The file to write; an existing folder gets a default file name inside it.
 
-    :raises rl_bringup.cli.CliError: when the file exists (never overwritten) or its folder
+    :raises ToolError: (exit 2) when the file exists (never overwritten) or its folder
         does not.
     """
     path = default_output_path() if not text else Path(text).expanduser()
     if path.is_dir():
         path = path / default_output_path().name
     if path.exists():
-        raise usage_error(f"{path} exists; recordings are never overwritten: "
+        raise ToolError(f"{path} exists; recordings are never overwritten: "
                           f"choose another output:=FILE.mcap")
     if not path.parent.is_dir():
-        raise usage_error(f"folder {path.parent} does not exist; create it or choose another "
+        raise ToolError(f"folder {path.parent} does not exist; create it or choose another "
                           f"output:=FILE.mcap")
     return path
 
@@ -251,8 +250,9 @@ def _duration_yaml(duration: Any) -> str:
 
 
 def offered_qos_yaml(profiles: Iterable[QoSProfile]) -> str:
-    """The publishers' QoS as rosbag2 (format version 9+) stores it in channel metadata, so
-    ``ros2 bag play`` offers the same QoS again (latched topics stay latched)."""
+    """The publishers' QoS as rosbag2 (bag format 9+, policy names as strings) stores it in
+    channel metadata, so ``ros2 bag play`` offers the same QoS again (latched topics stay
+    latched)."""
     entries = []
     for profile in profiles:
         entries.append(
@@ -414,7 +414,7 @@ def _available_topics_text(node: Node) -> str:
 def record(values: dict[str, str], out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
     """Run ``rl-bringup record`` with parsed ``key:=value`` arguments; returns the exit code.
 
-    :raises rl_bringup.cli.CliError: for bad arguments (exit code 2).
+    :raises ToolError: for bad arguments (exit code 2).
     """
     from mcap.writer import CompressionType  # noqa: PLC0415
     from mcap.writer import Writer as McapWriter  # noqa: PLC0415
@@ -446,9 +446,10 @@ def record(values: dict[str, str], out: TextIO = sys.stdout, err: TextIO = sys.s
         if session.stop_requested.is_set():
             return 130
         writer = McapWriter(str(output), compression=CompressionType.ZSTD)
+        # No "rosbag2" metadata record: rosbag2's MCAP plugin reads one without
+        # serialized_metadata as a bag of format version 8, whose QoS metadata holds integers;
+        # without the record it assumes the current format, whose strings offered_qos_yaml writes.
         writer.start(profile="ros2", library="rl_ros2 rl-bringup record")
-        # rosbag2 reads ROS_DISTRO to pick its QoS metadata format (strings since Iron).
-        writer.add_metadata("rosbag2", {"ROS_DISTRO": os.environ.get("ROS_DISTRO", "kilted")})
         recorder = Recorder(node, writer, out)
         started = time.monotonic()
         try:
@@ -464,6 +465,7 @@ def record(values: dict[str, str], out: TextIO = sys.stdout, err: TextIO = sys.s
     return 0
 
 
+@tool_handler("record")
 def _handle(arguments: argparse.Namespace, tokens: list[str]) -> int:
     return record(parse_tokens(tokens, KEYS))
 

@@ -1,6 +1,6 @@
 """What the operator tools (``record``, ``status``, ``doctor``) share.
 
-* ``key:=value`` arguments, parsed by the CLI's own :func:`rl_bringup.cli.parse_key_values`;
+* durations given as ``key:=S`` (the other argument helpers are in :mod:`.common`);
 * the ROS environment a tool attaches with (domain id, discovery), defaulting to loopback-only
   discovery like every other part of the project (DESIGN.md, "Network safety");
 * :class:`RosSession`: a short-lived rclpy context, node and executor, with Ctrl-C (SIGINT) and
@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from rl_bringup.plan import (DISCOVERY_RANGE_VARIABLE, DISCOVERY_SERVER_VARIABLE,
                              DOMAIN_ID_VARIABLE, discovery_environment, parse_domain_id)
+from rl_bringup.tools.common import ToolError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import argparse
@@ -40,41 +41,10 @@ TOOL_NODE_PREFIX = "_rl_bringup_"
 SUPER_CLIENT_VARIABLE = "ROS_SUPER_CLIENT"
 
 
-def parse_tokens(tokens: Sequence[str], valid_keys: Sequence[str]) -> dict[str, str]:
-    """``key:=value`` tokens of a tool command line.
-
-    :raises rl_bringup.cli.CliError: on unknown or repeated keys and bare tokens (exit code 2).
-    """
-    from rl_bringup.cli import parse_key_values  # noqa: PLC0415 - cli imports this module
-
-    _, values = parse_key_values(tokens, valid_keys, positional_mode=False)
-    return values
-
-
-def usage_error(message: str) -> Exception:
-    """A :class:`rl_bringup.cli.CliError` (bad command-line input, exit code 2)."""
-    from rl_bringup.cli import CliError  # noqa: PLC0415 - cli imports this module
-
-    return CliError(message)
-
-
-def parse_bool(key: str, text: str) -> bool:
-    """``true/false/1/0/yes/no/on/off`` (case-insensitive).
-
-    :raises rl_bringup.cli.CliError: for anything else.
-    """
-    lowered = text.strip().lower()
-    if lowered in ("true", "1", "yes", "on"):
-        return True
-    if lowered in ("false", "0", "no", "off"):
-        return False
-    raise usage_error(f"{key} must be true or false, got {text!r}")
-
-
 def parse_seconds(key: str, text: str, *, minimum: float = 0.0, allow_equal: bool = False) -> float:
     """A duration in seconds, greater than ``minimum`` (or equal, with ``allow_equal``).
 
-    :raises rl_bringup.cli.CliError: when it is not a number in range.
+    :raises ToolError: (exit 2) when it is not a number in range.
     """
     try:
         value = float(text)
@@ -83,7 +53,7 @@ def parse_seconds(key: str, text: str, *, minimum: float = 0.0, allow_equal: boo
     in_range = value >= minimum if allow_equal else value > minimum
     if value != value or value == float("inf") or not in_range:  # NaN, inf, out of range
         bound = f">= {minimum:g}" if allow_equal else f"> {minimum:g}"
-        raise usage_error(f"{key} must be a number of seconds {bound}, got {text!r}")
+        raise ToolError(f"{key}:= must be a number of seconds {bound}, got {text!r}")
     return value
 
 

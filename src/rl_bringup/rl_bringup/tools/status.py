@@ -33,9 +33,10 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any, TextIO
 
+from rl_bringup.tools.common import bool_value, parse_tokens, tool_handler
 from rl_bringup.tools.ros_session import (ATTACH_KEYS, RosSession, attach_settings,
-                                          graph_node_names, graph_topics, parse_bool,
-                                          parse_seconds, parse_tokens, standalone_main)
+                                          graph_node_names, graph_topics, parse_seconds,
+                                          standalone_main)
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import argparse
@@ -292,9 +293,9 @@ def _message_class(type_name: str) -> Any:
 def status(values: dict[str, str], out: TextIO = sys.stdout) -> int:
     """Run ``rl-bringup status`` with parsed ``key:=value`` arguments; returns the exit code.
 
-    :raises rl_bringup.cli.CliError: for bad arguments (exit code 2).
+    :raises rl_bringup.tools.common.ToolError: for bad arguments (exit code 2).
     """
-    once = parse_bool("once", values.get("once", "false"))
+    once = bool_value(values, "once", False)
     period = parse_seconds("period", values.get("period", str(DEFAULT_PERIOD_S)))
     wait_s = parse_seconds("wait", values.get("wait", str(DEFAULT_ONCE_WAIT_S)))
     settings = attach_settings(values)
@@ -304,10 +305,16 @@ def status(values: dict[str, str], out: TextIO = sys.stdout) -> int:
         monitor = StatusMonitor(session)
         monitor.refresh_graph()
         if once:
-            session.spin_for(min(1.0, wait_s), every=monitor.refresh_graph)
-            session.spin_until(lambda: monitor.model.complete(time.monotonic()),
-                               max(0.0, wait_s - 1.0))
-            monitor.refresh_graph()
+            # At least a second for discovery; then until every robot seen in the graph has a
+            # step rate and replay and weights are known, or wait_s.
+            started = time.monotonic()
+            while not session.stop_requested.is_set():
+                elapsed = time.monotonic() - started
+                if elapsed >= wait_s or (elapsed >= 1.0 and
+                                         monitor.model.complete(time.monotonic())):
+                    break
+                session.spin_for(min(0.5, wait_s - elapsed))
+                monitor.refresh_graph()
             print(monitor.model.render(settings.domain_id, time.monotonic()), file=out, flush=True)
             return 0
         last_graph = time.monotonic()
@@ -325,6 +332,7 @@ def status(values: dict[str, str], out: TextIO = sys.stdout) -> int:
                 last_graph = time.monotonic()
 
 
+@tool_handler("status")
 def _handle(arguments: argparse.Namespace, tokens: list[str]) -> int:
     return status(parse_tokens(tokens, KEYS))
 
