@@ -83,6 +83,7 @@ if [ "$(cat "$venv/.interfaces.sha256" 2>/dev/null)" != "$interfaces_hash" ] \
    || ! "$vpy" -c 'import rl_interfaces.msg' 2>/dev/null; then
   say "building rl_interfaces (about a minute)"
   rm -rf "$build_dir/rl_interfaces"
+  mkdir -p "$build_dir"
   (
     export AMENT_PREFIX_PATH="$venv" CMAKE_PREFIX_PATH="$venv" PATH="$venv/bin:$PATH"
     cmake -S "$root/src/rl_interfaces" -B "$build_dir/rl_interfaces" \
