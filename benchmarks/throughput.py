@@ -16,8 +16,9 @@ Three ways of running the same acting loop (vector env + the same actor network)
 Every measurement runs in fresh processes (``repeats`` rounds, each round every mode and width in
 turn, so slow drifts of a noisy machine hit all modes alike); the table reports the median. The
 machine is small and may be shared: each run measures the CPU time other processes took meanwhile
-and is repeated (``--retries``) when that exceeds ``--max-foreign-load`` cores; runs that stay
-contended are kept and marked ``*``.
+and is repeated (``--retries``) when that exceeds ``--max-foreign-load`` cores; before each run it
+waits a little (``--quiet-wait``) for other load to drop. Runs that stay contended are kept and
+marked ``*``.
 ROS runs with ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`` and a ``ROS_DOMAIN_ID`` of this run's own.
 
 Usage::
@@ -136,6 +137,15 @@ def foreign_load_now(seconds: float = 1.0) -> float | None:
     meter = ForeignLoadMeter()
     time.sleep(seconds)
     return meter.cores()
+
+
+def wait_for_quiet(limit: float, patience_s: float) -> float | None:
+    """Wait up to ``patience_s`` until other processes use at most ``limit`` cores; the last load."""
+    deadline = time.monotonic() + patience_s
+    while True:
+        load = foreign_load_now(0.5)
+        if load is None or load <= limit or time.monotonic() >= deadline:
+            return load
 
 
 # --- worker side: bare loop and colocated nodes, each in a fresh process ------------------------
@@ -496,9 +506,12 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--max-foreign-load", type=float, default=0.25,
                         help="cores of other processes' CPU use (and steal) above which a run "
                              "counts as contended and is repeated (default: 0.25)")
-    parser.add_argument("--retries", type=int, default=2,
+    parser.add_argument("--retries", type=int, default=1,
                         help="extra attempts of a contended run before its figure is kept and "
-                             "marked (default: 2)")
+                             "marked (default: 1)")
+    parser.add_argument("--quiet-wait", type=float, default=20.0,
+                        help="seconds to wait, before each run, for other load to drop below "
+                             "--max-foreign-load (default: 20)")
     parser.add_argument("--torch-threads", type=int, default=1,
                         help="torch intra-op threads in every process (OMP_NUM_THREADS); 0 keeps "
                              "torch's default, as the nodes run out of the box. Default 1: on the "
@@ -567,6 +580,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     for mode in args.modes:
                         row = rows.setdefault((mode, width), Row(mode, width))
                         for attempt in range(args.retries + 1):
+                            wait_for_quiet(args.max_foreign_load, args.quiet_wait)
                             meter = ForeignLoadMeter()
                             if mode == "decoupled":
                                 result = measure_decoupled(settings, params[width], env, workdir)
