@@ -25,6 +25,7 @@ def test_bare_loop_solves_cartpole(tmp_path: Path) -> None:
     assert len(result.eval_returns) == 10
     assert result.eval_mean_return >= 0.9 * MAX_RETURN, result
     assert lines and "done" in lines[-1]
+    assert (tmp_path / "training_curve.png").read_bytes()[:4] == b"\x89PNG"
     saved = json.loads((tmp_path / "result.json").read_text())
     assert saved["eval_mean_return"] == pytest.approx(result.eval_mean_return)
     # The saved checkpoint is the policy that was evaluated.

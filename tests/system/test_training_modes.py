@@ -41,6 +41,14 @@ def test_colocated_training_solves_cartpole(tmp_path: Path, ros_env) -> None:
     assert result["eval_mean_return"] >= 0.9 * MAX_RETURN, result
     assert (tmp_path / "run" / "checkpoint" / "model.safetensors").is_file()
     assert any("steps/s" in line for line in run.lines), "no progress lines"
+    # Training records: TensorBoard scalars and the curve.
+    events = list((tmp_path / "run" / "tensorboard").glob("events.out.tfevents.*"))
+    assert events and events[0].stat().st_size > 0
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    accumulator = EventAccumulator(str(events[0].parent))
+    accumulator.Reload()
+    assert {"train/critic_loss", "train/mean_return"} <= set(accumulator.Tags()["scalars"])
+    assert (tmp_path / "run" / "training_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_decoupled_two_robots_make_clear_progress(tmp_path: Path, ros_env) -> None:
