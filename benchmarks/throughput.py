@@ -513,10 +513,10 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
                         help="seconds to wait, before each run, for other load to drop below "
                              "--max-foreign-load (default: 20)")
     parser.add_argument("--torch-threads", type=int, default=1,
-                        help="torch intra-op threads in every process (OMP_NUM_THREADS); 0 keeps "
-                             "torch's default, as the nodes run out of the box. Default 1: on the "
-                             "2-core target torch's default pool makes the bare loop itself swing "
-                             "between ~2.7k and ~15k steps/s at width 64 (see docs/benchmarks.md)")
+                        help="torch intra-op threads of the bare loop and the in-process colocated "
+                             "nodes (OMP_NUM_THREADS); 0 = torch's default pool. Default 1, as "
+                             "rl_nodes.runtime.run_nodes sets for every node process (so the "
+                             "decoupled executables always use 1); see docs/benchmarks.md")
     parser.add_argument("--domain-id", type=int, default=1 + os.getpid() % 100,
                         help="ROS_DOMAIN_ID of this run (default: 1 + pid %% 100)")
     parser.add_argument("--json", metavar="OUT", help="also write the results as JSON to OUT")
