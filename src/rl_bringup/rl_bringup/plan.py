@@ -313,8 +313,9 @@ def discovery_environment(discovery: str) -> tuple[dict[str, str], list[str]]:
       subnet, an explicit multi-host choice.
     * ``server:HOST:PORT``: ``ROS_DISCOVERY_SERVER=HOST:PORT`` and the range left to the
       middleware (``SYSTEM_DEFAULT``): Fast DDS then runs as a discovery-server client that
-      discovers by unicast to the server only. A ``LOCALHOST`` range would keep a client from
-      reaching a server on another host.
+      discovers by unicast to the server only. (In tests across network namespaces a client
+      with a ``LOCALHOST`` range still reached the server, but what the range means with a
+      discovery server is the middleware's business, so the plan states none.)
 
     :raises PlanError: naming the valid forms.
     """
