@@ -8,6 +8,7 @@ machine never see each other's graphs.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 import pytest
 
@@ -22,3 +23,19 @@ os.environ["PYTHONUNBUFFERED"] = "1"
 def ros_env() -> dict[str, str]:
     """Environment for child processes of a test (inherits the run's domain id and range)."""
     return dict(os.environ)
+
+
+@pytest.fixture
+def run_cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, str, str]]:
+    """Run ``rl-bringup ARGV`` in-process: ``(exit code, stdout, stderr)``, argparse exits included."""
+    from rl_bringup import cli
+
+    def run(*argv: str) -> tuple[int, str, str]:
+        try:
+            code = cli.main(list(argv))
+        except SystemExit as exit_:
+            code = int(exit_.code or 0)
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err
+
+    return run

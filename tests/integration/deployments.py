@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 import contextlib
-import importlib
 from pathlib import Path
 import sys
 import time
@@ -31,14 +30,8 @@ READY_TIMEOUT_S = 180.0
 
 
 def tool_argv(name: str) -> list[str]:
-    """``rl-bringup NAME`` once cli.py registers the tool, else ``python -m`` of its module
-    (same parser and exit codes through ``standalone_main``)."""
-    from rl_bringup import cli
-
-    module = importlib.import_module(f"rl_bringup.tools.{name}")
-    if module.register in cli.SUBCOMMANDS:
-        return [RL_BRINGUP, name]
-    return [sys.executable, "-m", f"rl_bringup.tools.{name}"]
+    """Command line of ``rl-bringup NAME``."""
+    return [RL_BRINGUP, name]
 
 
 def wait_until_stepping(domain_id: int, robots: int, timeout_s: float, run: Child) -> None:

@@ -12,8 +12,6 @@ from PIL import Image
 import pytest
 
 from rl_bringup import cli
-from rl_bringup.tools import evaluate as evaluate_tool
-from rl_bringup.tools import export as export_tool
 from rl_core.algorithms.sac import SAC
 from rl_core.checkpoint import META_FILE, TENSORS_FILE, load_actor, save_checkpoint
 from rl_core.config import SACConfig
@@ -23,24 +21,6 @@ from rl_core.evaluation import evaluate
 pytestmark = pytest.mark.integration
 
 RunCli = Callable[..., tuple[int, str, str]]
-
-
-@pytest.fixture
-def run_cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> RunCli:
-    """``rl-bringup ARGV`` with ``eval`` and ``export`` registered (until cli.py lists them)."""
-    missing = [register for register in (evaluate_tool.register, export_tool.register)
-               if register not in cli.SUBCOMMANDS]
-    monkeypatch.setattr(cli, "SUBCOMMANDS", [*cli.SUBCOMMANDS, *missing])
-
-    def run(*argv: str) -> tuple[int, str, str]:
-        try:
-            code = cli.main(list(argv))
-        except SystemExit as exit_:
-            code = int(exit_.code or 0)
-        captured = capsys.readouterr()
-        return code, captured.out, captured.err
-
-    return run
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ import re
 
 import pytest
 
-from rl_bringup import cli
 from rl_bringup.tools import advise
 from rl_bringup.tools.advise import Recommendation, recommend
 
@@ -87,24 +86,6 @@ def test_invalid_figures_are_refused(kwargs: dict[str, float]) -> None:
 
 
 # --- the subcommand ------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def run_cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-            ) -> Callable[..., tuple[int, str, str]]:
-    """``rl-bringup ARGV`` with ``advise`` registered (until cli.py lists it itself)."""
-    if advise.register not in cli.SUBCOMMANDS:
-        monkeypatch.setattr(cli, "SUBCOMMANDS", [*cli.SUBCOMMANDS, advise.register])
-
-    def run(*argv: str) -> tuple[int, str, str]:
-        try:
-            code = cli.main(list(argv))
-        except SystemExit as exit_:
-            code = int(exit_.code or 0)
-        captured = capsys.readouterr()
-        return code, captured.out, captured.err
-
-    return run
 
 
 def field(output: str, name: str) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from collections.abc import Iterator
 import os
 from pathlib import Path
@@ -29,21 +31,14 @@ def _no_inherited_ros_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ROS_DISCOVERY_SERVER", raising=False)
 
 
-def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    """(exit code, stdout, stderr) of ``rl-bringup ARGV``; argparse's own exits included."""
-    try:
-        code = cli.main(list(argv))
-    except SystemExit as exit_:
-        code = int(exit_.code or 0)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+RunCli = Callable[..., tuple[int, str, str]]
 
 
 @pytest.mark.unit
 def test_plan_table_lists_processes_command_lines_and_environment(
-    capsys: pytest.CaptureFixture[str],
+    run_cli: RunCli,
 ) -> None:
-    code, out, err = run_cli(capsys, "plan", "hybrid", "robots:=2", "domain_id:=5")
+    code, out, err = run_cli("plan", "hybrid", "robots:=2", "domain_id:=5")
     assert (code, err) == (0, "")
     assert re.search(r"^mode\s+hybrid \(2 robots\)$", out, re.MULTILINE)
     assert re.search(r"^domain id\s+5 \(argument\)$", out, re.MULTILINE)
@@ -56,16 +51,16 @@ def test_plan_table_lists_processes_command_lines_and_environment(
 
 
 @pytest.mark.unit
-def test_plan_yaml_equals_the_plan(capsys: pytest.CaptureFixture[str]) -> None:
+def test_plan_yaml_equals_the_plan(run_cli: RunCli) -> None:
     # Options and key:=value arguments may interleave.
-    code, out, _ = run_cli(capsys, "plan", "decoupled", "--format", "yaml", "robots:=3", "domain_id:=9")
+    code, out, _ = run_cli("plan", "decoupled", "--format", "yaml", "robots:=3", "domain_id:=9")
     assert code == 0
     assert yaml.safe_load(out) == make_plan("decoupled", 3, domain_id=9, environ={}).to_dict()
 
 
 @pytest.mark.unit
-def test_plan_accepts_mode_as_a_key(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run_cli(capsys, "plan", "mode:=colocated", "domain_id:=1", "--format", "yaml")
+def test_plan_accepts_mode_as_a_key(run_cli: RunCli) -> None:
+    code, out, _ = run_cli("plan", "mode:=colocated", "domain_id:=1", "--format", "yaml")
     assert code == 0
     assert yaml.safe_load(out)["mode"] == "colocated"
 
@@ -99,9 +94,9 @@ def test_plan_accepts_mode_as_a_key(capsys: pytest.CaptureFixture[str]) -> None:
     ],
 )
 def test_bad_input_exits_2_naming_the_valid_choices(
-    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+    run_cli: RunCli, argv: list[str], message: str
 ) -> None:
-    code, out, err = run_cli(capsys, *argv)
+    code, out, err = run_cli(*argv)
     assert code == 2
     assert re.search(message, err), err
     assert err.startswith(f"rl-bringup {argv[0]}: error: ")
@@ -109,8 +104,8 @@ def test_bad_input_exits_2_naming_the_valid_choices(
 
 
 @pytest.mark.unit
-def test_unknown_subcommand_exits_2_listing_the_subcommands(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run_cli(capsys, "fly")
+def test_unknown_subcommand_exits_2_listing_the_subcommands(run_cli: RunCli) -> None:
+    code, _, err = run_cli("fly")
     assert code == 2
     assert "invalid choice: 'fly'" in err and "launch" in err and "plan" in err and "train" in err
 
@@ -142,13 +137,13 @@ class RecordingSupervisor:
 
 @pytest.mark.unit
 def test_train_defaults_to_colocated_cartpole_and_prints_how_to_attach(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    run_cli: RunCli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     RecordingSupervisor.instances.clear()
     monkeypatch.setattr(cli, "Supervisor", RecordingSupervisor)
     installed = Path("/opt/rl/lib/rl_nodes")
     monkeypatch.setattr(paths, "find_executable", lambda name, package: installed / name)
-    code, out, _ = run_cli(capsys, "train", "domain_id:=17", "output_dir:=/tmp/rl-train")
+    code, out, _ = run_cli("train", "domain_id:=17", "output_dir:=/tmp/rl-train")
     assert code == 0
     (supervisor,) = RecordingSupervisor.instances
     (container,) = supervisor.processes
@@ -162,10 +157,10 @@ def test_train_defaults_to_colocated_cartpole_and_prints_how_to_attach(
 
 @pytest.mark.unit
 def test_launch_without_installed_nodes_says_how_to_install(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    run_cli: RunCli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(paths, "find_executable", lambda name, package: None)
-    code, _, err = run_cli(capsys, "launch", "decoupled", "domain_id:=3")
+    code, _, err = run_cli("launch", "decoupled", "domain_id:=3")
     assert code == 1
     missing = "policy (rl_nodes), replay_buffer (rl_nodes), simulator (rl_nodes), trainer (rl_nodes)"
     assert f"executables not found: {missing}" in err
@@ -213,11 +208,11 @@ def fake_rl_nodes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
 
 @pytest.mark.integration
 def test_launch_runs_the_plan_until_the_trainer_finishes(
-    capsys: pytest.CaptureFixture[str], fake_rl_nodes: Path
+    run_cli: RunCli, fake_rl_nodes: Path
 ) -> None:
     started: list[int] = []
     try:
-        code, out, _ = run_cli(capsys, "launch", "decoupled", "domain_id:=23", "--grace-period", "3")
+        code, out, _ = run_cli("launch", "decoupled", "domain_id:=23", "--grace-period", "3")
         started = [int(pid) for pid in re.findall(r"\(pid (\d+)\)", out)]
         assert code == 0, out
         assert len(started) == 4

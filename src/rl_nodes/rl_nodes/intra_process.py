@@ -122,19 +122,6 @@ class IntraProcessManager:
         """An rclpy timer whose callback runs on the dispatch thread (no locking needed)."""
         return node.create_timer(period_s, lambda: self.post(callback))
 
-    def remove(self, endpoint: IntraProcessPublisher[Any] | IntraProcessSubscription[Any]) -> None:
-        """Forget a local endpoint (the rclpy endpoint is destroyed with its node)."""
-        with self._lock:
-            for entry in self._topics.values():
-                for group in (entry.publishers, entry.subscriptions):
-                    if endpoint in group:
-                        group.remove(endpoint)
-
-    def local_subscription_count(self, topic_name: str) -> int:
-        """Subscriptions of this process on ``topic_name`` (fully resolved)."""
-        entry = self._topics.get(topic_name)
-        return len(entry.subscriptions) if entry else 0
-
     # --- dispatch loop --------------------------------------------------------------------------
 
     def post(self, function: Callable[..., None], *args: Any) -> None:
