@@ -1,6 +1,9 @@
-"""Experience replay: ring-buffer storage with uniform or prioritised sampling."""
+"""Experience replay: ring-buffer storage with uniform or prioritised sampling, and a
+samples-per-insert rate limiter."""
 
 from rl_core.replay.buffer import Batch, ReplayBuffer
+from rl_core.replay.rate_limiter import RateLimiterCancelled, RateLimiterStats, SampleToInsertRatio
 from rl_core.replay.sum_tree import SumTree
 
-__all__ = ["Batch", "ReplayBuffer", "SumTree"]
+__all__ = ["Batch", "RateLimiterCancelled", "RateLimiterStats", "ReplayBuffer",
+           "SampleToInsertRatio", "SumTree"]

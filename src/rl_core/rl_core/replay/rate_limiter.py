@@ -1,0 +1,228 @@
+"""A samples-per-insert rate limiter with the semantics of DeepMind Reverb's ``SampleToInsertRatio``.
+
+It keeps learning (samples) and acting (inserts) at a configured ratio, so a learner never trains
+on data that does not exist yet and acting never runs further ahead of learning than an error
+buffer allows:
+
+* Below ``min_size_to_sample`` inserts every insert is allowed and every sample is refused.
+* Above it, with ``diff = inserts * samples_per_insert - samples``, an insert is allowed while
+  ``diff + samples_per_insert <= min_size_to_sample * samples_per_insert + error_buffer`` and a
+  sample of ``n`` while ``diff - n >= min_size_to_sample * samples_per_insert - error_buffer``.
+  The two conditions cannot both block (``error_buffer >= samples_per_insert`` is required), so
+  each side unblocks as the other moves.
+
+Units are the caller's: the trainer counts one sample per gradient step (a batch), so
+``samples_per_insert`` is ``updates_per_step``. ``samples_per_insert == 0`` means "no learning
+to wait for": inserts always pass.
+
+Reverb blocks the caller inside ``insert``/``sample``. Over ROS a node cannot block a topic
+callback, so this class answers questions (:meth:`can_insert`, :meth:`sample_allowance`),
+records what happened (:meth:`insert`, :meth:`sample`) and offers blocking waits
+(:meth:`await_can_insert`, :meth:`await_can_sample`) for threads that may block. :meth:`cancel`
+wakes every waiter on shutdown. It also accounts the time each side spent blocked. Thread-safe.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+class RateLimiterCancelled(RuntimeError):
+    """A blocking wait was cut short by :meth:`SampleToInsertRatio.cancel` (shutdown)."""
+
+
+@dataclass(frozen=True)
+class RateLimiterStats:
+    """A consistent snapshot of the limiter's counters."""
+
+    inserts: int
+    samples: int
+    insert_blocked: bool
+    sample_blocked: bool
+    insert_blocked_s: float
+    sample_blocked_s: float
+    #: Samples per insert counted from the moment ``min_size_to_sample`` was reached.
+    achieved_samples_per_insert: float
+
+
+class SampleToInsertRatio:
+    """Reverb's ``SampleToInsertRatio(samples_per_insert, min_size_to_sample, error_buffer)``.
+
+    :param samples_per_insert: target samples per inserted item (``>= 0``).
+    :param min_size_to_sample: inserts needed before the first sample (``>= 1``).
+    :param error_buffer: how far (in samples) the ratio may drift either way; must be at least
+        ``samples_per_insert``, else insert and sample could block each other forever.
+    :param clock: monotonic clock in seconds (tests inject one).
+    :raises ValueError: on values outside those ranges, saying how to fix them.
+    """
+
+    def __init__(self, samples_per_insert: float, min_size_to_sample: int, error_buffer: float,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        if not math.isfinite(samples_per_insert) or samples_per_insert < 0:
+            raise ValueError(f"samples_per_insert must be a finite number >= 0, got {samples_per_insert}")
+        if min_size_to_sample < 1:
+            raise ValueError(f"min_size_to_sample must be >= 1, got {min_size_to_sample}")
+        if not math.isfinite(error_buffer) or error_buffer < samples_per_insert:
+            raise ValueError(f"error_buffer ({error_buffer}) must be finite and >= samples_per_insert "
+                             f"({samples_per_insert}), else inserts and samples can deadlock")
+        self.samples_per_insert = float(samples_per_insert)
+        self.min_size_to_sample = int(min_size_to_sample)
+        self.error_buffer = float(error_buffer)
+        self.min_diff = self.min_size_to_sample * self.samples_per_insert - self.error_buffer
+        self.max_diff = self.min_size_to_sample * self.samples_per_insert + self.error_buffer
+        self._clock = clock
+        self._condition = threading.Condition()
+        self._cancelled = False
+        self.inserts = 0
+        self.samples = 0
+        self._inserts_at_min_size: int | None = None
+        self._samples_at_min_size = 0
+        self._blocked_since: dict[str, float | None] = {"insert": None, "sample": None}
+        self._blocked_total = {"insert": 0.0, "sample": 0.0}
+
+    # --- questions ----------------------------------------------------------------------------
+
+    def _diff(self) -> float:
+        return self.inserts * self.samples_per_insert - self.samples
+
+    def _can_insert(self, count: int) -> bool:
+        if self.samples_per_insert == 0 or self.inserts < self.min_size_to_sample:
+            return True
+        return self._diff() + count * self.samples_per_insert <= self.max_diff
+
+    def _allowance(self) -> int:
+        if self.inserts < self.min_size_to_sample:
+            return 0
+        return max(0, math.floor(self._diff() - self.min_diff + 1e-9))
+
+    def can_insert(self, count: int = 1) -> bool:
+        """Whether ``count`` more inserts stay within the error buffer."""
+        with self._condition:
+            return self._can_insert(count)
+
+    def can_sample(self, count: int = 1) -> bool:
+        """Whether ``count`` samples are allowed now."""
+        with self._condition:
+            return self._allowance() >= count
+
+    def sample_allowance(self) -> int:
+        """The largest number of samples allowed now (0 while the learner is ahead)."""
+        with self._condition:
+            return self._allowance()
+
+    # --- records ------------------------------------------------------------------------------
+
+    def insert(self, count: int = 1) -> None:
+        """Record ``count`` inserts. Never refuses: data that arrived is kept (back-pressure is
+        the caller's business, through :meth:`can_insert`)."""
+        with self._condition:
+            self.inserts += count
+            if self._inserts_at_min_size is None and self.inserts >= self.min_size_to_sample:
+                self._inserts_at_min_size = self.inserts
+                self._samples_at_min_size = self.samples
+            self._account()
+            self._condition.notify_all()
+
+    def sample(self, count: int = 1) -> None:
+        """Record ``count`` samples (the caller checked :meth:`sample_allowance`)."""
+        with self._condition:
+            self.samples += count
+            self._account()
+            self._condition.notify_all()
+
+    def take_samples(self, wanted: int) -> int:
+        """Grant and record up to ``wanted`` samples at once; returns how many were granted."""
+        with self._condition:
+            granted = min(max(wanted, 0), self._allowance())
+            self.samples += granted
+            self._mark("sample", wanted > 0 and granted == 0)
+            self._account()
+            if granted:
+                self._condition.notify_all()
+            return granted
+
+    # --- blocking waits -----------------------------------------------------------------------
+
+    def await_can_insert(self, count: int = 1, timeout_s: float | None = None) -> bool:
+        """Block until ``count`` inserts are allowed; False on timeout.
+
+        :raises RateLimiterCancelled: when :meth:`cancel` is called while waiting.
+        """
+        return self._await(lambda: self._can_insert(count), "insert", timeout_s)
+
+    def await_can_sample(self, count: int = 1, timeout_s: float | None = None) -> bool:
+        """Block until ``count`` samples are allowed; False on timeout.
+
+        :raises RateLimiterCancelled: when :meth:`cancel` is called while waiting.
+        """
+        return self._await(lambda: self._allowance() >= count, "sample", timeout_s)
+
+    def _await(self, allowed: Callable[[], bool], side: str, timeout_s: float | None) -> bool:
+        deadline = None if timeout_s is None else self._clock() + timeout_s
+        with self._condition:
+            while not allowed():
+                if self._cancelled:
+                    raise RateLimiterCancelled(f"rate limiter cancelled while waiting to {side}")
+                self._mark(side, True)
+                remaining = None if deadline is None else deadline - self._clock()
+                if remaining is not None and remaining <= 0:
+                    return False
+                self._condition.wait(remaining)
+            if self._cancelled:
+                raise RateLimiterCancelled(f"rate limiter cancelled while waiting to {side}")
+            return True
+
+    def cancel(self) -> None:
+        """Wake every waiter with :class:`RateLimiterCancelled` (shutdown); later waits raise too."""
+        with self._condition:
+            self._cancelled = True
+            self._condition.notify_all()
+
+    # --- accounting ---------------------------------------------------------------------------
+
+    def _mark(self, side: str, blocked: bool) -> None:
+        now = self._clock()
+        since = self._blocked_since[side]
+        if blocked and since is None:
+            self._blocked_since[side] = now
+        elif not blocked and since is not None:
+            self._blocked_total[side] += now - since
+            self._blocked_since[side] = None
+
+    def _account(self) -> None:
+        self._mark("insert", not self._can_insert(1))
+        if self._allowance() > 0:
+            self._mark("sample", False)
+
+    def stats(self) -> RateLimiterStats:
+        """Counters, blocked state and blocked time (including a block still going on)."""
+        with self._condition:
+            now = self._clock()
+            blocked = {side: self._blocked_total[side] + (now - since if since is not None else 0.0)
+                       for side, since in self._blocked_since.items()}
+            achieved = 0.0
+            if self._inserts_at_min_size is not None:
+                inserts = self.inserts - self._inserts_at_min_size
+                achieved = (self.samples - self._samples_at_min_size) / inserts if inserts else 0.0
+            return RateLimiterStats(self.inserts, self.samples, not self._can_insert(1),
+                                    self._blocked_since["sample"] is not None,
+                                    blocked["insert"], blocked["sample"], achieved)
+
+    def state_dict(self) -> dict[str, int]:
+        """Counters to store with a replay snapshot (the configuration comes from parameters)."""
+        with self._condition:
+            return {"inserts": self.inserts, "samples": self.samples}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        """Continue from stored counters."""
+        with self._condition:
+            self.inserts, self.samples = int(state["inserts"]), int(state["samples"])
+            self._inserts_at_min_size = (self.inserts if self.inserts >= self.min_size_to_sample
+                                         else None)
+            self._samples_at_min_size = self.samples
+            self._account()
+            self._condition.notify_all()
