@@ -67,6 +67,16 @@ def test_long_run_keeps_the_ratio_within_the_error_buffer() -> None:
             assert limiter.min_diff - 1 <= diff <= limiter.max_diff + spi
 
 
+def test_a_pair_sets_the_window_directly_so_learning_never_runs_ahead() -> None:
+    limiter = SampleToInsertRatio(1.0, min_size_to_sample=10, error_buffer=(10.0, 14.0))
+    limiter.insert(10)
+    assert limiter.sample_allowance() == 0  # exactly the bare loop's schedule: no update yet
+    limiter.insert(3)
+    assert limiter.take_samples(100) == 3
+    limiter.insert(4)
+    assert not limiter.can_insert()  # acting four transitions ahead: the upper side blocks
+
+
 def test_zero_ratio_never_blocks_inserts() -> None:
     limiter = SampleToInsertRatio(0.0, min_size_to_sample=1, error_buffer=0.0)
     limiter.insert(10_000)
@@ -78,6 +88,8 @@ def test_zero_ratio_never_blocks_inserts() -> None:
     ((float("nan"), 1, 1.0), "samples_per_insert"),
     ((1.0, 0, 1.0), "min_size_to_sample"),
     ((2.0, 1, 1.0), "deadlock"),
+    ((1.0, 10, (10.0, 10.5)), "deadlock"),
+    ((1.0, 10, (float("inf"), 12.0)), "finite"),
 ])
 def test_invalid_settings_are_refused_with_the_reason(arguments, message) -> None:
     with pytest.raises(ValueError, match=message):

@@ -7,39 +7,23 @@ only the transport differs). Run it with ``rl-train-bare --config config/cartpol
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import sys
 import time
-from collections import deque
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from rl_core.algorithms.sac import SAC
-from rl_core.checkpoint import save_checkpoint
 from rl_core.config import ConfigError, RunConfig, load_run_config
 from rl_core.envs import VectorEnv
-from rl_core.evaluation import evaluate
-from rl_core.plotting import plot_training_curve
-from rl_core.replay import ReplayBuffer
+from rl_core.learner import Learner, TrainResult
+from rl_core.replay import RateLimitedReplay, ReplayBuffer
 
-
-@dataclass
-class TrainResult:
-    """Outcome of a training run."""
-
-    env_steps: int
-    updates: int
-    episodes: int
-    wall_time_s: float
-    eval_mean_return: float
-    eval_std_return: float
-    eval_returns: list[float]
-    checkpoint_dir: str | None
+#: The bare loop takes every batch the rate limiter grants after each step.
+UNLIMITED_BATCHES = 1 << 30
 
 
 def seed_everything(seed: int) -> None:
@@ -49,30 +33,23 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-class UpdateSchedule:
-    """Keeps gradient steps at ``updates_per_step`` per collected transition after warm-up.
-
-    Shared by the bare loop and the trainer node so both follow the same update-to-data ratio.
-    """
-
-    def __init__(self, updates_per_step: float, learning_starts: int) -> None:
-        self.updates_per_step = updates_per_step
-        self.learning_starts = learning_starts
-        self._owed = 0.0
-
-    def due(self, new_transitions: int, stored: int) -> int:
-        """Gradient steps to run now after ``new_transitions`` arrived (``stored`` in buffer)."""
-        if stored < self.learning_starts:
-            return 0
-        self._owed += new_transitions * self.updates_per_step
-        steps = int(self._owed)
-        self._owed -= steps
-        return steps
+def make_replay(config: RunConfig, obs_shape: tuple[int, ...], action_shape: tuple[int, ...]
+                ) -> RateLimitedReplay:
+    """The rate-limited replay buffer of ``config`` (the replay node builds the same one)."""
+    replay = config.replay
+    buffer = ReplayBuffer(obs_shape, action_shape, replay.capacity, prioritized=replay.prioritized,
+                          alpha=replay.priority_alpha, beta=replay.priority_beta, seed=replay.seed)
+    return RateLimitedReplay(buffer, replay.updates_per_step, replay.learning_starts,
+                             replay.error_buffer, enforce=replay.rate_limit)
 
 
 def train(config: RunConfig, output_dir: str | Path | None = None,
           log: Callable[[str], None] = print, log_period_s: float = 2.0) -> TrainResult:
     """Train SAC on ``config.simulator.env_id`` for ``config.trainer.total_env_steps`` steps.
+
+    Acting and learning alternate in one thread: after every vector step the learner runs the
+    updates the replay's rate limiter grants (``updates_per_step`` per transition after
+    ``learning_starts``), through the same :class:`Learner` as the trainer node.
 
     :param output_dir: where the checkpoint and ``result.json`` go (nothing saved when None).
     :param log: receives one progress line every ``log_period_s`` seconds.
@@ -84,18 +61,13 @@ def train(config: RunConfig, output_dir: str | Path | None = None,
     envs = VectorEnv(sim.env_id, sim.num_envs)
     obs_shape = envs.single_observation_space.shape
     action_shape = envs.single_action_space.shape
-    buffer = ReplayBuffer(obs_shape, action_shape, config.replay.capacity,
-                          prioritized=config.replay.prioritized, alpha=config.replay.priority_alpha,
-                          beta=config.replay.priority_beta, seed=config.replay.seed)
+    replay = make_replay(config, obs_shape, action_shape)
     sac = SAC(int(np.prod(obs_shape)), int(np.prod(action_shape)), config.sac, seed=trainer.seed)
-    schedule = UpdateSchedule(trainer.updates_per_step, trainer.learning_starts)
+    learner = Learner(sac, sim.env_id, trainer.solve_return)
     action_rng = np.random.default_rng(sim.seed)
 
-    recent_returns: deque[float] = deque(maxlen=20)
-    curve: list[tuple[int, float]] = []
-    env_steps = episodes = 0
-    metrics: dict[str, float] = {}
-    start = last_log = time.perf_counter()
+    env_steps = 0
+    last_log = time.perf_counter()
     last_log_steps = 0
     obs = envs.reset(seed=sim.seed)
     try:
@@ -105,49 +77,34 @@ def train(config: RunConfig, output_dir: str | Path | None = None,
             else:
                 actions = sac.act(obs.reshape(sim.num_envs, -1)).reshape(sim.num_envs, *action_shape)
             step = envs.step(actions)
-            buffer.add(obs, actions, step.rewards, step.next_obs, step.terminated, step.truncated)
+            replay.add(obs, actions, step.rewards, step.next_obs, step.terminated, step.truncated)
             obs = step.obs
             env_steps += sim.num_envs
             for record in step.episodes:
-                episodes += 1
-                recent_returns.append(float(record.episode_return))
-                curve.append((env_steps, float(record.episode_return)))
-            for _ in range(schedule.due(sim.num_envs, len(buffer))):
-                batch = buffer.sample(trainer.batch_size)
-                metrics = sac.update(batch)
+                learner.record_episode(float(record.episode_return), env_steps)
+            draw, _ = replay.take(trainer.batch_size, UNLIMITED_BATCHES)
+            for batch in draw.batches:
+                learner.update(batch)
                 if config.replay.prioritized:
-                    buffer.update_priorities(batch.indices, sac.last_td_errors)
+                    replay.buffer.update_priorities(batch.indices, sac.last_td_errors)
             now = time.perf_counter()
             if now - last_log >= log_period_s:
                 rate = (env_steps - last_log_steps) / (now - last_log)
-                mean_return = np.mean(recent_returns) if recent_returns else float("nan")
                 log(f"[bare] steps {env_steps}/{trainer.total_env_steps} | {rate:,.0f} steps/s | "
-                    f"episodes {episodes} | return(last {len(recent_returns)}) {mean_return:.1f} | "
-                    f"updates {sac.update_step} | critic loss {metrics.get('critic_loss', float('nan')):.3f} | "
-                    f"alpha {sac.alpha:.3f}")
+                    f"episodes {learner.episodes} | return(last {len(learner.recent_returns)}) "
+                    f"{learner.mean_return:.1f} | updates {sac.update_step} | critic loss "
+                    f"{learner.metrics.get('critic_loss', float('nan')):.3f} | alpha {sac.alpha:.3f}")
                 last_log, last_log_steps = now, env_steps
     finally:
         envs.close()
 
-    result_eval = evaluate(sac.actor, sim.env_id, trainer.eval_episodes, seed=sim.seed)
-    checkpoint_dir = None
-    if output_dir is not None:
-        output_dir = Path(output_dir)
-        checkpoint_dir = str(save_checkpoint(output_dir / "checkpoint", sac,
-                                             {"env_steps": env_steps, "episodes": episodes},
-                                             env_id=sim.env_id))
-    result = TrainResult(env_steps, sac.update_step, episodes, time.perf_counter() - start,
-                         result_eval.mean, result_eval.std, result_eval.returns.tolist(),
-                         checkpoint_dir)
-    if output_dir is not None:
-        (output_dir / "result.json").write_text(json.dumps(asdict(result), indent=2))
-        steps, returns = zip(*curve) if curve else ((), ())
-        plot_training_curve(steps, returns, output_dir / "training_curve.png",
-                            title=f"{sim.env_id} (SAC, bare loop)", evaluation=result.eval_mean_return)
-    log(f"[bare] done: {env_steps} steps, {sac.update_step} updates, {episodes} episodes in "
-        f"{result.wall_time_s:.0f} s | evaluation return {result.eval_mean_return:.1f} "
+    result = learner.finish(env_steps, config.replay.learning_starts, trainer.eval_episodes,
+                            sim.seed, Path(output_dir) if output_dir is not None else None,
+                            title=f"{sim.env_id} (SAC, bare loop)")
+    log(f"[bare] done: {env_steps} steps, {sac.update_step} updates, {learner.episodes} episodes "
+        f"in {result.wall_time_s:.0f} s | evaluation return {result.eval_mean_return:.1f} "
         f"± {result.eval_std_return:.1f} over {len(result.eval_returns)} episodes"
-        + (f" | checkpoint {checkpoint_dir}" if checkpoint_dir else ""))
+        + (f" | checkpoint {result.checkpoint_dir}" if result.checkpoint_dir else ""))
     return result
 
 

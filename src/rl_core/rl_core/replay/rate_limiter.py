@@ -8,8 +8,11 @@ buffer allows:
 * Above it, with ``diff = inserts * samples_per_insert - samples``, an insert is allowed while
   ``diff + samples_per_insert <= min_size_to_sample * samples_per_insert + error_buffer`` and a
   sample of ``n`` while ``diff - n >= min_size_to_sample * samples_per_insert - error_buffer``.
-  The two conditions cannot both block (``error_buffer >= samples_per_insert`` is required), so
-  each side unblocks as the other moves.
+  The two conditions cannot both block (the window ``max_diff - min_diff`` must hold at least
+  one insert and one sample), so each side unblocks as the other moves.
+* As in Reverb, ``error_buffer`` may also be a pair ``(min_diff, max_diff)`` given directly; the
+  trainer uses ``min_diff = min_size_to_sample * samples_per_insert`` so that learning never runs
+  ahead of the data at all, while acting may run ahead by the upper side.
 
 Units are the caller's: the trainer counts one sample per gradient step (a batch), so
 ``samples_per_insert`` is ``updates_per_step``. ``samples_per_insert == 0`` means "no learning
@@ -54,26 +57,34 @@ class SampleToInsertRatio:
 
     :param samples_per_insert: target samples per inserted item (``>= 0``).
     :param min_size_to_sample: inserts needed before the first sample (``>= 1``).
-    :param error_buffer: how far (in samples) the ratio may drift either way; must be at least
-        ``samples_per_insert``, else insert and sample could block each other forever.
+    :param error_buffer: how far (in samples) the ratio may drift either way, or the pair
+        ``(min_diff, max_diff)``; ``max_diff - min_diff`` must be at least
+        ``samples_per_insert + 1``, else insert and sample could block each other forever.
     :param clock: monotonic clock in seconds (tests inject one).
     :raises ValueError: on values outside those ranges, saying how to fix them.
     """
 
-    def __init__(self, samples_per_insert: float, min_size_to_sample: int, error_buffer: float,
+    def __init__(self, samples_per_insert: float, min_size_to_sample: int,
+                 error_buffer: float | tuple[float, float],
                  clock: Callable[[], float] = time.monotonic) -> None:
         if not math.isfinite(samples_per_insert) or samples_per_insert < 0:
             raise ValueError(f"samples_per_insert must be a finite number >= 0, got {samples_per_insert}")
         if min_size_to_sample < 1:
             raise ValueError(f"min_size_to_sample must be >= 1, got {min_size_to_sample}")
-        if not math.isfinite(error_buffer) or error_buffer < samples_per_insert:
-            raise ValueError(f"error_buffer ({error_buffer}) must be finite and >= samples_per_insert "
-                             f"({samples_per_insert}), else inserts and samples can deadlock")
+        if isinstance(error_buffer, tuple):
+            min_diff, max_diff = map(float, error_buffer)
+        else:
+            centre = min_size_to_sample * samples_per_insert
+            min_diff, max_diff = centre - error_buffer, centre + error_buffer
+        if not (math.isfinite(min_diff) and math.isfinite(max_diff)):
+            raise ValueError(f"error_buffer must be finite, got {error_buffer}")
+        if samples_per_insert > 0 and max_diff - min_diff < samples_per_insert + 1:
+            raise ValueError(f"error_buffer {error_buffer} leaves a window of {max_diff - min_diff} "
+                             f"samples; it must hold one insert ({samples_per_insert}) and one "
+                             "sample, else inserts and samples deadlock")
         self.samples_per_insert = float(samples_per_insert)
         self.min_size_to_sample = int(min_size_to_sample)
-        self.error_buffer = float(error_buffer)
-        self.min_diff = self.min_size_to_sample * self.samples_per_insert - self.error_buffer
-        self.max_diff = self.min_size_to_sample * self.samples_per_insert + self.error_buffer
+        self.min_diff, self.max_diff = min_diff, max_diff
         self._clock = clock
         self._condition = threading.Condition()
         self._cancelled = False
@@ -108,6 +119,13 @@ class SampleToInsertRatio:
         """Whether ``count`` samples are allowed now."""
         with self._condition:
             return self._allowance() >= count
+
+    def insert_headroom(self) -> float:
+        """Inserts still allowed before inserts block (infinite below the minimum size)."""
+        with self._condition:
+            if self.samples_per_insert == 0 or self.inserts < self.min_size_to_sample:
+                return math.inf
+            return (self.max_diff - self._diff()) / self.samples_per_insert
 
     def sample_allowance(self) -> int:
         """The largest number of samples allowed now (0 while the learner is ahead)."""

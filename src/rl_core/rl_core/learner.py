@@ -1,0 +1,131 @@
+"""The learner's side of a run, shared by the bare loop and the trainer node.
+
+One update step (:meth:`Learner.update`: a SAC gradient step on a granted batch, with non-finite
+failures counted instead of crashing), the bookkeeping of finished episodes (progress, training
+curve, when the task was first solved) and one end of run (:meth:`Learner.finish`: evaluate,
+checkpoint, curve, ``result.json``). How batches are obtained — from a local
+:class:`rl_core.replay.RateLimitedReplay` or prefetched over ROS — is the caller's business; the
+replay's rate limiter decides how many updates the data pays for, in every mode.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import deque
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rl_core.algorithms.sac import SAC
+from rl_core.checkpoint import save_checkpoint
+from rl_core.evaluation import evaluate
+from rl_core.plotting import plot_training_curve
+from rl_core.replay import Batch
+
+#: Training episodes averaged for the "solved" check (solve_return).
+SOLVE_WINDOW = 10
+#: Most recent episodes kept for the training curve (older points are thinned, not kept forever).
+CURVE_POINTS = 20_000
+
+
+@dataclass
+class TrainResult:
+    """Outcome of a training run (written to ``result.json``)."""
+
+    env_steps: int
+    updates: int
+    episodes: int
+    wall_time_s: float
+    eval_mean_return: float
+    eval_std_return: float
+    eval_returns: list[float]
+    checkpoint_dir: str | None
+    #: Gradient updates per transition collected after ``learning_starts``.
+    updates_per_transition: float = 0.0
+    #: Seconds and transitions until the mean of the last 10 training returns reached
+    #: ``solve_return`` (None: never, or not tracked).
+    solved_at_s: float | None = None
+    solved_at_env_steps: int | None = None
+
+
+class Learner:
+    """SAC updates, episode bookkeeping and the end of a run.
+
+    :param sac: the learner's networks and optimisers.
+    :param env_id: task of the final evaluation.
+    :param solve_return: mean training return that counts as solved (0: not tracked).
+    """
+
+    def __init__(self, sac: SAC, env_id: str, solve_return: float = 0.0) -> None:
+        self.sac = sac
+        self.env_id = env_id
+        self.solve_return = solve_return
+        self.metrics: dict[str, float] = {}
+        self.failed_updates = 0
+        self.last_error = ""
+        self.episodes = 0
+        self.recent_returns: deque[float] = deque(maxlen=20)
+        self._solve_window: deque[float] = deque(maxlen=SOLVE_WINDOW)
+        self.curve: deque[tuple[int, float]] = deque(maxlen=CURVE_POINTS)
+        self.solved_at_s: float | None = None
+        self.solved_at_env_steps: int | None = None
+        self.started = time.monotonic()
+
+    def update(self, batch: Batch) -> bool:
+        """One gradient step; a non-finite loss is counted, remembered and skipped."""
+        try:
+            self.metrics = self.sac.update(batch)
+        except ValueError as error:
+            self.failed_updates += 1
+            self.last_error = str(error)
+            return False
+        return True
+
+    def record_episode(self, episode_return: float, env_steps: int) -> None:
+        """Count a finished training episode (``env_steps``: transitions collected so far)."""
+        self.episodes += 1
+        self.recent_returns.append(episode_return)
+        self._solve_window.append(episode_return)
+        self.curve.append((env_steps, episode_return))
+        if (self.solve_return and self.solved_at_s is None
+                and len(self._solve_window) == SOLVE_WINDOW
+                and float(np.mean(self._solve_window)) >= self.solve_return):
+            self.solved_at_s = time.monotonic() - self.started
+            self.solved_at_env_steps = env_steps
+
+    @property
+    def mean_return(self) -> float:
+        return float(np.mean(self.recent_returns)) if self.recent_returns else float("nan")
+
+    def finish(self, env_steps: int, learning_starts: int, eval_episodes: int, seed: int,
+               output_dir: Path | None, counters: dict[str, Any] | None = None,
+               title: str = "", extra: dict[str, Any] | None = None) -> TrainResult:
+        """Evaluate the actor, write checkpoint, curve and ``result.json`` (when ``output_dir``).
+
+        :param counters: extra counters stored with the checkpoint (weights version, ...).
+        :param extra: extra keys for ``result.json`` (update mode, weights version, ...).
+        """
+        evaluation = evaluate(self.sac.actor, self.env_id, eval_episodes, seed=seed)
+        checkpoint_dir = None
+        if output_dir is not None:
+            output_dir.mkdir(parents=True, exist_ok=True)
+            checkpoint_dir = str(save_checkpoint(
+                output_dir / "checkpoint", self.sac,
+                {"env_steps": env_steps, "episodes": self.episodes, **(counters or {})},
+                env_id=self.env_id))
+        learning_transitions = max(env_steps - learning_starts, 1)
+        result = TrainResult(env_steps, self.sac.update_step, self.episodes,
+                             time.monotonic() - self.started, evaluation.mean, evaluation.std,
+                             evaluation.returns.tolist(), checkpoint_dir,
+                             self.sac.update_step / learning_transitions, self.solved_at_s,
+                             self.solved_at_env_steps)
+        if output_dir is not None:
+            (output_dir / "result.json").write_text(
+                json.dumps({**asdict(result), **(extra or {})}, indent=2))
+            steps, returns = zip(*self.curve) if self.curve else ((), ())
+            plot_training_curve(steps, returns, output_dir / "training_curve.png",
+                                title=title or f"{self.env_id} (SAC)", evaluation=evaluation.mean)
+        return result

@@ -1,0 +1,107 @@
+"""A replay buffer behind a samples-per-insert rate limiter: what the replay node and the bare
+loop both serve batches from.
+
+Acting inserts, learning takes batches; the limiter (:class:`SampleToInsertRatio`) keeps
+``updates_per_step`` batches per inserted transition. Learning never runs ahead of the data
+(``min_diff = learning_starts * updates_per_step``: exactly the bare loop's schedule), and acting
+may run ahead of learning by ``error_buffer`` transitions. Inserts are never refused — experience
+that arrived is kept — so the back-pressure is a flag, :attr:`RateLimitedReplay.acting_paused`,
+which the owner passes on to the actors. It is raised when the error buffer is used up and
+lowered once learning has caught up by half of it (hysteresis, so a fast alternation of one
+insert and one update does not flip it at every step). With ``enforce=False`` the flag stays
+down and the achieved ratio is only reported.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from rl_core.replay.buffer import Batch, ReplayBuffer
+from rl_core.replay.rate_limiter import RateLimiterStats, SampleToInsertRatio
+
+
+@dataclass
+class Draw:
+    """Batches granted by :meth:`RateLimitedReplay.take` and the buffer's counters then."""
+
+    batches: list[Batch]
+    buffer_size: int
+    total_inserted: int
+
+
+class RateLimitedReplay:
+    """A :class:`ReplayBuffer` whose sampling and inserting follow one update-to-data ratio.
+
+    :param buffer: the storage.
+    :param updates_per_step: batches (gradient steps) per inserted transition.
+    :param learning_starts: transitions stored before the first batch is granted.
+    :param error_buffer: transitions acting may run ahead of learning before it is paused.
+    :param enforce: raise :attr:`acting_paused` when acting is too far ahead (``rate_limit``).
+    """
+
+    def __init__(self, buffer: ReplayBuffer, updates_per_step: float, learning_starts: int,
+                 error_buffer: int, enforce: bool = True) -> None:
+        if error_buffer < 1:
+            raise ValueError(f"error_buffer must be at least 1 transition, got {error_buffer}")
+        self.buffer = buffer
+        self.enforce = enforce
+        low = learning_starts * updates_per_step
+        high = low + max(error_buffer * updates_per_step, updates_per_step + 1)
+        self.limiter = SampleToInsertRatio(updates_per_step, learning_starts, (low, high))
+        self._resume_headroom = max(1.0, error_buffer / 2)
+        self._lock = threading.Lock()
+        self.acting_paused = False
+        self.newest_weights_version = 0
+        self.acting_weights_version = 0
+
+    def __len__(self) -> int:
+        return len(self.buffer)
+
+    @property
+    def total_inserted(self) -> int:
+        return self.buffer.total_added
+
+    def add(self, obs, actions, rewards, next_obs, terminated, truncated=None,
+            policy_version: int = 0) -> bool:
+        """Insert a batch (never refused for rate reasons; invalid data raises ``ValueError``).
+
+        :returns: whether :attr:`acting_paused` changed.
+        """
+        with self._lock:
+            self.buffer.add(obs, actions, rewards, next_obs, terminated, truncated)
+            self.limiter.insert(len(rewards))
+            self.acting_weights_version = max(self.acting_weights_version, int(policy_version))
+            return self._update_pause()
+
+    def take(self, batch_size: int, max_batches: int, weights_version: int = 0) -> tuple[Draw, bool]:
+        """Grant up to ``max_batches`` batches of ``batch_size`` (0 while learning is ahead).
+
+        :returns: the draw and whether :attr:`acting_paused` changed.
+        """
+        with self._lock:
+            self.newest_weights_version = max(self.newest_weights_version, int(weights_version))
+            granted = self.limiter.take_samples(max_batches) if len(self.buffer) else 0
+            batches = [self.buffer.sample(batch_size) for _ in range(granted)]
+            return Draw(batches, len(self.buffer), self.buffer.total_added), self._update_pause()
+
+    def _update_pause(self) -> bool:
+        headroom = self.limiter.insert_headroom()
+        paused = self.acting_paused
+        if not self.enforce:
+            paused = False
+        elif headroom < 1:
+            paused = True
+        elif headroom >= self._resume_headroom:
+            paused = False
+        changed = paused != self.acting_paused
+        self.acting_paused = paused
+        return changed
+
+    def stats(self) -> RateLimiterStats:
+        return self.limiter.stats()
+
+    @property
+    def policy_lag(self) -> int:
+        """Weight versions between the newest published and the one acting in the newest data."""
+        return max(0, self.newest_weights_version - self.acting_weights_version)
