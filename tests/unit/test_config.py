@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rl_core.config import (ConfigError, SimulatorConfig, TrainerConfig, load_run_config,
+from rl_core.config import (ConfigError, ReplayConfig, SimulatorConfig, TrainerConfig, load_run_config,
                             node_parameters)
 
 pytestmark = pytest.mark.unit
@@ -60,4 +60,4 @@ def test_dataclasses_validate_directly() -> None:
     assert SimulatorConfig(num_envs=4).num_envs == 4
     with pytest.raises(ConfigError, match="integer"):
         SimulatorConfig(num_envs=2.5)  # type: ignore[arg-type]
-    assert TrainerConfig(updates_per_step=2).updates_per_step == 2.0
+    assert ReplayConfig(updates_per_step=2).updates_per_step == 2.0

@@ -467,3 +467,182 @@ def test_launch_with_a_bad_argument_raises_plan_error(fake_launch: None) -> None
         run_launch_file("multi_robot.launch.py", {"mode": "sideways", "domain_id": "1"})
     with pytest.raises(PlanError, match="robots must be"):
         run_launch_file("hybrid.launch.py", {"robots": "100", "domain_id": "1"})
+
+
+# ---------------------------------------------------------------------------------- CPU sets
+
+CPU_VARIABLES = ("RL_ROS2_CPUS", "RL_ROS2_LEARNER_CPUS", "RL_ROS2_TORCH_THREADS", "OMP_NUM_THREADS")
+
+
+def cpu_env(plan: Plan) -> dict[str, dict[str, str]]:
+    """The CPU variables of each process, by process name."""
+    return {
+        process.name: {name: process.env[name] for name in CPU_VARIABLES if name in process.env}
+        for process in plan.processes
+    }
+
+
+@pytest.mark.parametrize(
+    ("cores", "acting", "learning"),
+    [
+        ({0}, {0}, {0}),
+        ({3}, {3}, {3}),
+        ({0, 1}, {0}, {1}),
+        ({0, 1, 2}, {0}, {1, 2}),
+        ({0, 1, 2, 3}, {0, 1}, {2, 3}),
+        ({2, 5, 7, 9}, {2, 5}, {7, 9}),
+    ],
+)
+def test_auto_splits_cores_between_acting_and_learning(
+    cores: set[int], acting: set[int], learning: set[int]
+) -> None:
+    from rl_bringup.plan import split_cores
+
+    assert split_cores(cores) == (acting, learning)
+    plan = plan_for("decoupled", cpus="auto", machine_cpus=cores)
+    assert plan.cpu_sets == {"simulator": acting, "policy": acting,
+                             "replay_buffer": learning, "trainer": learning}
+
+
+def test_no_cpu_setting_pins_nothing() -> None:
+    for mode in MODES:
+        plan = plan_for(mode, 2)
+        assert (plan.cpus, plan.cpus_source, plan.cpu_sets) == ("none", "default", {})
+        assert all(not variables for variables in cpu_env(plan).values())
+        assert all(process.cpus is None and process.torch_threads is None
+                   for process in plan.processes)
+    assert plan_for("colocated", cpus="none", machine_cpus={0, 1}).cpu_sets == {}
+
+
+def test_auto_on_two_cores_gives_each_mode_its_cpu_variables() -> None:
+    machine = {0, 1}
+    acting = {"RL_ROS2_CPUS": "0", "RL_ROS2_TORCH_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    learning = {"RL_ROS2_CPUS": "1", "RL_ROS2_TORCH_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    colocated = plan_for("colocated", 2, cpus="auto", machine_cpus=machine)
+    assert cpu_env(colocated) == {"container": {
+        "RL_ROS2_CPUS": "0-1", "RL_ROS2_LEARNER_CPUS": "1",
+        "RL_ROS2_TORCH_THREADS": "1", "OMP_NUM_THREADS": "1"}}
+    decoupled = plan_for("decoupled", 2, cpus="auto", machine_cpus=machine)
+    assert cpu_env(decoupled) == {
+        "simulator_robot_0": acting, "policy_robot_0": acting,
+        "simulator_robot_1": acting, "policy_robot_1": acting,
+        "replay_buffer": learning, "trainer": learning,
+    }
+    hybrid = plan_for("hybrid", 2, cpus="auto", machine_cpus=machine)
+    assert cpu_env(hybrid) == {"robot_0": acting, "robot_1": acting, "learner": learning}
+    # The plan's shared environment stays free of per-process settings.
+    assert not set(CPU_VARIABLES) & set(hybrid.environment)
+
+
+def test_torch_threads_follow_the_trainer_cpus() -> None:
+    machine = set(range(4))
+    colocated = plan_for("colocated", cpus="auto", machine_cpus=machine).processes[0]
+    assert (colocated.cpus, colocated.learner_cpus, colocated.torch_threads) == ({0, 1, 2, 3}, {2, 3}, 2)
+    assert colocated.env["OMP_NUM_THREADS"] == "2"
+    hybrid = plan_for("hybrid", cpus="replay_buffer=0;trainer=1-3", machine_cpus=machine)
+    learner = hybrid.processes[-1]
+    assert (learner.cpus, learner.learner_cpus, learner.torch_threads) == ({0, 1, 2, 3}, {1, 2, 3}, 3)
+    assert hybrid.processes[0].cpus is None  # robot nodes are not named: not pinned
+    assert hybrid.processes[0].torch_threads == 1
+
+
+def test_kind_lists_are_canonical_and_may_name_some_kinds_only() -> None:
+    plan = plan_for("decoupled", cpus=" trainer = 1 ; simulator=0,1 ;", machine_cpus={0, 1})
+    assert (plan.cpus, plan.cpus_source) == ("simulator=0-1;trainer=1", "argument")
+    cpus = {process.name: process.cpus for process in plan.processes}
+    assert cpus == {"simulator_robot_0": {0, 1}, "policy_robot_0": None,
+                    "replay_buffer": None, "trainer": {1}}
+    assert plan.to_dict()["cpus"] == {"setting": "simulator=0-1;trainer=1", "source": "argument",
+                                      "sets": {"simulator": "0-1", "trainer": "1"}}
+    trainer = plan.processes[-1].to_dict()
+    assert (trainer["cpus"], trainer["learner_cpus"], trainer["torch_threads"]) == ("1", None, 1)
+
+
+@pytest.mark.parametrize(
+    ("cpus", "match"),
+    [
+        ("trainr=1", "unknown node kind 'trainr'.*simulator, policy, replay_buffer, trainer"),
+        ("trainer=2", "CPU 2 not available; this machine offers CPUs 0-1"),
+        ("trainer=1-0", "runs backwards"),
+        ("trainer=x", "bad CPU list 'x'.*valid: auto, none"),
+        ("trainer", "bad cpus entry 'trainer'.*valid: auto, none"),
+        ("trainer=1;trainer=0", "given twice"),
+        ("sometimes", "bad cpus entry 'sometimes'"),
+        (";", "bad cpus ';'"),
+    ],
+)
+def test_bad_cpu_settings_raise_plan_error_naming_the_choices(cpus: str, match: str) -> None:
+    with pytest.raises(PlanError, match=match):
+        plan_for("hybrid", cpus=cpus, machine_cpus={0, 1})
+
+
+BRINGUP_BLOCKS = {
+    "mapping": ('    cpus: {simulator: "0", policy: "0", replay_buffer: "1", trainer: 1}\n',
+                "simulator=0;policy=0;replay_buffer=1;trainer=1"),
+    "auto": ("    cpus: auto\n", "auto"),
+}
+
+
+def scenario_with_block(tmp_path: Path, block: str) -> Path:
+    """The default scenario plus a ``/rl_bringup`` block."""
+    path = tmp_path / "scenario.yaml"
+    path.write_text((CONFIG_DIR / "cartpole.yaml").read_text()
+                    + "\n/rl_bringup:\n  ros__parameters:\n" + block)
+    return path
+
+
+@pytest.mark.parametrize("name", sorted(BRINGUP_BLOCKS))
+def test_cpus_come_from_the_scenario_block_unless_given(tmp_path: Path, name: str) -> None:
+    from rl_core.config import load_run_config, node_parameters
+
+    block, canonical = BRINGUP_BLOCKS[name]
+    path = scenario_with_block(tmp_path, block)
+    plan = plan_for("hybrid", config=str(path), machine_cpus={0, 1})
+    assert (plan.cpus, plan.cpus_source) == (canonical, "config")
+    assert [process.cpus for process in plan.processes] == [{0}, {1}]
+    given = plan_for("hybrid", config=str(path), cpus="none", machine_cpus={0, 1})
+    assert (given.cpus, given.cpus_source, given.cpu_sets) == ("none", "argument", {})
+    # The node configs skip the block (ROS 2 skips it too: no node is named rl_bringup).
+    reference = load_run_config(CONFIG_DIR / "cartpole.yaml")
+    assert load_run_config(path) == reference
+    document = yaml.safe_load(path.read_text())
+    assert "cpus" not in node_parameters(document, "trainer")
+
+
+@pytest.mark.parametrize(
+    ("block", "match"),
+    [
+        ("    cpu: auto\n", r"unknown setting\(s\) \['cpu'\].*valid: cpus"),
+        ("    cpus: {trainer: 7}\n", "CPU 7 not available"),
+        ("    cpus: {}\n", "empty cpus mapping"),
+        ("    cpus:\n", "is empty"),
+    ],
+)
+def test_bad_scenario_blocks_raise_plan_error(tmp_path: Path, block: str, match: str) -> None:
+    path = scenario_with_block(tmp_path, block)
+    with pytest.raises(PlanError, match=match):
+        plan_for("colocated", config=str(path), machine_cpus={0, 1})
+
+
+def test_plan_table_shows_cpus_and_threads() -> None:
+    from rl_bringup.cli import format_plan_table
+
+    table = format_plan_table(plan_for("colocated", cpus="auto", machine_cpus={0, 1}))
+    assert "cpus         auto (argument)" in table
+    assert "cpus 0-1, learner thread cpus 1, torch threads 1" in table
+    partial = format_plan_table(plan_for("decoupled", cpus="trainer=1", machine_cpus={0, 1}))
+    assert "cpus any, torch threads 1" in partial
+    unpinned = format_plan_table(plan_for("decoupled"))
+    assert "cpus         none (default)" in unpinned
+    assert "torch threads" not in unpinned
+
+
+def test_cli_passes_cpus_to_the_plan(capsys: pytest.CaptureFixture[str]) -> None:
+    from rl_bringup.cli import main
+
+    assert main(["plan", "hybrid", "cpus:=auto", "domain_id:=3", "--format", "yaml"]) == 0
+    printed = yaml.safe_load(capsys.readouterr().out)
+    assert printed["cpus"]["setting"] == "auto" and printed["cpus"]["source"] == "argument"
+    assert all(process["torch_threads"] >= 1 for process in printed["processes"])
+    assert main(["plan", "hybrid", "cpus:=robot=0", "domain_id:=3"]) == 2
+    assert "unknown node kind 'robot'" in capsys.readouterr().err

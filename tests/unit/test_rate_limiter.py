@@ -165,3 +165,11 @@ def test_counters_survive_a_state_round_trip() -> None:
     restored.load_state_dict(limiter.state_dict())
     assert (restored.inserts, restored.samples) == (5, 3)
     assert restored.sample_allowance() == limiter.sample_allowance()
+
+
+def test_an_insert_cap_grants_only_what_the_budget_pays_for() -> None:
+    limiter = SampleToInsertRatio(1.0, min_size_to_sample=10, error_buffer=(10.0, 50.0))
+    limiter.insert(30)  # acting went on past a budget of 20 transitions
+    assert limiter.take_samples(100, insert_cap=20) == 10
+    assert limiter.take_samples(100, insert_cap=20) == 0
+    assert limiter.take_samples(100) == 10  # without the cap the rest is still owed

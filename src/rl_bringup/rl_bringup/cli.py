@@ -4,6 +4,7 @@ Usage::
 
     rl-bringup launch MODE [robots:=N] [config:=FILE] [output_dir:=DIR] [domain_id:=N]
                            [discovery:=localhost|subnet|server:HOST:PORT]
+                           [cpus:=auto|none|'KIND=LIST;KIND=LIST...']
     rl-bringup train [MODE] [key:=value ...]    # launch; mode colocated, config cartpole by default
     rl-bringup plan MODE [key:=value ...] [--format table|yaml]    # dry run: print the plan
 
@@ -27,16 +28,17 @@ from typing import Any, TextIO
 import yaml
 
 from rl_core.config import NODE_CONFIGS
+from rl_core.cpus import format_cpu_list
 
 from rl_bringup import paths
-from rl_bringup.tools import advise, doctor, evaluate, export, record, status
-from rl_bringup.plan import DEFAULT_CONFIG, MODES, Plan, PlanError, make_plan
+from rl_bringup.tools import advise, compare, doctor, evaluate, export, record, status
+from rl_bringup.plan import DEFAULT_CONFIG, MODES, Plan, PlanError, ProcessSpec, make_plan
 from rl_bringup.supervisor import Supervisor
 
 PROGRAM = "rl-bringup"
 EXIT_USAGE = 2
 EXIT_NOT_INSTALLED = 1
-LAUNCH_KEYS: tuple[str, ...] = ("robots", "config", "output_dir", "domain_id", "discovery")
+LAUNCH_KEYS: tuple[str, ...] = ("robots", "config", "output_dir", "domain_id", "discovery", "cpus")
 #: Node parameters that may be overridden on the command line (``total_env_steps:=2000``).
 PARAMETER_KEYS: tuple[str, ...] = tuple(sorted(
     {f.name for classes in NODE_CONFIGS.values() for cls in classes for f in dataclasses.fields(cls)}
@@ -123,6 +125,7 @@ def _plan_from_tokens(tokens: Sequence[str], default_mode: str | None) -> Plan:
         domain_id=values.get("domain_id"),
         discovery=values.get("discovery", "localhost"),
         extra_parameters=overrides or None,
+        cpus=values.get("cpus"),
     )
 
 
@@ -191,6 +194,14 @@ def _handle_train(arguments: argparse.Namespace, tokens: list[str]) -> int:
     return _run_plan(_plan_from_tokens(tokens, default_mode=DEFAULT_TRAIN_MODE), arguments)
 
 
+def _process_cpus_text(process: ProcessSpec) -> str:
+    """The CPU line of a process: its CPUs, the learner thread's, its torch threads."""
+    text = "cpus " + ("any" if process.cpus is None else format_cpu_list(process.cpus))
+    if process.learner_cpus is not None:
+        text += f", learner thread cpus {format_cpu_list(process.learner_cpus)}"
+    return f"{text}, torch threads {process.torch_threads}"
+
+
 def format_plan_table(plan: Plan) -> str:
     """The plan as an aligned, human-readable text table."""
     lines = [
@@ -198,6 +209,7 @@ def format_plan_table(plan: Plan) -> str:
         f"config       {plan.config_file}",
         f"domain id    {plan.domain_id} ({plan.domain_id_source})",
         f"discovery    {plan.discovery}",
+        f"cpus         {plan.cpus} ({plan.cpus_source})",
         f"attach with  {plan.attach_command()}",
         "environment",
         *(f"  {name}={value}" for name, value in plan.environment.items()),
@@ -211,6 +223,8 @@ def format_plan_table(plan: Plan) -> str:
             f"  {process.name:<{name_width}}  {'yes' if process.respawn else 'no':<7}  "
             f"{'yes' if process.required else 'no':<8}  {nodes}"
         )
+        if process.torch_threads is not None:
+            lines.append(f"  {'':<{name_width}}  {_process_cpus_text(process)}")
         lines.append(f"  {'':<{name_width}}  $ {process.command_line()}")
     if plan.notes:
         lines.append("notes")
@@ -231,7 +245,10 @@ def _handle_plan(arguments: argparse.Namespace, tokens: list[str]) -> int:
 _KEYS_HELP = (
     "key:=value arguments: robots:=N (1..64), config:=NAME|PATH (default cartpole), "
     "output_dir:=DIR, domain_id:=N (0..101; default: $ROS_DOMAIN_ID or a random pick), "
-    "discovery:=localhost|subnet|server:HOST:PORT (default localhost)"
+    "discovery:=localhost|subnet|server:HOST:PORT (default localhost), "
+    "cpus:=auto|none|'KIND=LIST;...' (CPU sets per node kind, e.g. "
+    "'simulator=0;policy=0;replay_buffer=1;trainer=1'; default: the config's /rl_bringup block, "
+    "else none)"
 )
 
 
@@ -298,6 +315,7 @@ SUBCOMMANDS: list[Callable[[SubparsersAction], None]] = [
     record.register,
     status.register,
     doctor.register,
+    compare.register,
 ]
 
 

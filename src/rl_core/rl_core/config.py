@@ -86,6 +86,10 @@ class SimulatorConfig:
                                "control rate (0 = as fast as possible).", 0.0, 100000.0, 0.0)
     visualization_rate_hz: float = param(10.0, "Rate of joint_states, markers and TF for rviz "
                                          "(environment 0; 0 = off).", 0.0, 100.0, 0.0)
+    pipeline: bool = param(False, "Keep two halves of the environments in flight (double-buffered "
+                           "sampling): one half steps while the other waits for its actions, so "
+                           "physics overlaps transport and inference. Needs num_envs >= 2; pays "
+                           "off when the policy runs in another process.", read_only=True)
 
     def __post_init__(self) -> None:
         _check_ranges(self)
@@ -114,6 +118,8 @@ class PolicyConfig:
 class ReplayConfig:
     """Parameters of the replay buffer."""
 
+    env_id: str = param("rl_ros2/CartPoleBalance-v0", "Gymnasium id of the task (sizes the "
+                        "stored observations and actions).", read_only=True)
     capacity: int = param(100_000, "Maximum number of stored transitions.", 1, 10**8, 1,
                           read_only=True)
     prioritized: bool = param(False, "Prioritised (sum-tree) sampling instead of uniform.",
@@ -122,6 +128,19 @@ class ReplayConfig:
     priority_beta: float = param(0.4, "Importance-sampling exponent of prioritised sampling.",
                                  0.0, 1.0, 0.0)
     seed: int = param(0, "Seed of the sampler.", 0, 2**31 - 1, 1, read_only=True)
+    learning_starts: int = param(1000, "Stored transitions needed before the first gradient "
+                                 "update (the rate limiter's minimum size to sample).",
+                                 1, 10**9, 1, read_only=True)
+    updates_per_step: float = param(1.0, "Gradient steps (batches sampled) per inserted "
+                                    "transition: the update-to-data ratio the rate limiter keeps.",
+                                    0.0, 64.0, 0.0, read_only=True)
+    rate_limit: bool = param(True, "Pause acting (simulators stop stepping) while it is more "
+                             "than error_buffer transitions ahead of learning. false: acting "
+                             "runs free (real robots that cannot pause); the achieved ratio is "
+                             "reported on /replay_status.", read_only=True)
+    error_buffer: int = param(100, "Transitions acting may run ahead of learning before it is "
+                              "paused (the rate limiter's error buffer).", 1, 10**9, 1,
+                              read_only=True)
 
     def __post_init__(self) -> None:
         _check_ranges(self)
@@ -154,14 +173,12 @@ class TrainerConfig:
     env_id: str = param("rl_ros2/CartPoleBalance-v0", "Gymnasium id of the task (network sizes, "
                         "final evaluation).", read_only=True)
     update_mode: str = param("auto", "Where gradient steps run: 'interleaved' (on the dispatch "
-                             "thread, exactly updates_per_step per transition; needs the replay "
-                             "buffer in the same process), 'thread' (a learner thread running as "
-                             "fast as it can), 'auto' (interleaved when possible).", read_only=True)
+                             "thread, right after each insert; needs the replay buffer in the "
+                             "same process), 'thread' (the trainer's own learner thread, with "
+                             "batches prefetched over DDS when the buffer is elsewhere), 'auto' "
+                             "(interleaved when the buffer is local, else thread). Either way the "
+                             "replay buffer's rate limiter grants the batches.", read_only=True)
     batch_size: int = param(256, "Transitions per gradient step.", 1, 65536, 1)
-    learning_starts: int = param(1000, "Stored transitions needed before the first update.",
-                                 1, 10**9, 1)
-    updates_per_step: float = param(1.0, "Gradient steps per collected transition "
-                                    "(update-to-data ratio).", 0.0, 64.0, 0.0)
     total_env_steps: int = param(20_000, "Stop after this many environment steps (all robots).",
                                  1, 10**12, 1)
     weights_period: float = param(0.5, "Seconds between /policy_weights publications.",
@@ -169,6 +186,9 @@ class TrainerConfig:
     checkpoint_period: float = param(60.0, "Seconds between checkpoints (0 = only at the end).",
                                      0.0, 86400.0, 0.0)
     eval_episodes: int = param(10, "Deterministic episodes of the final evaluation.", 0, 10000, 1)
+    solve_return: float = param(0.0, "Mean return of the last 10 training episodes at which the "
+                                "task counts as solved (reported as solved_at_s in result.json; "
+                                "0 = not tracked).", -1e9, 1e9, 0.0)
     torch_threads: int = param(0, "torch intra-op threads for updates (0 = leave the process "
                                "default: 1 in node processes, torch's own in the bare loop).",
                                0, 256, 1, read_only=True)
@@ -208,13 +228,21 @@ class RunConfig:
     trainer: TrainerConfig = dataclasses.field(default_factory=TrainerConfig)
 
     def __post_init__(self) -> None:
-        if len({self.simulator.env_id, self.policy.env_id, self.trainer.env_id}) > 1:
-            raise ConfigError("simulator, policy and trainer must use the same env_id; set it once "
+        if len({self.simulator.env_id, self.policy.env_id, self.replay.env_id,
+                self.trainer.env_id}) > 1:
+            raise ConfigError("simulator, policy, replay_buffer and trainer must use the same "
+                              "env_id; set it once "
                               "in the '/**' block")
         if self.policy.hidden_sizes != self.sac.hidden_sizes:
             raise ConfigError(
                 f"policy.hidden_sizes {list(self.policy.hidden_sizes)} differs from the trainer's "
                 f"{list(self.sac.hidden_sizes)}; set hidden_sizes once in the '/**' block")
+
+
+#: Node name of the scenario file's ``/rl_bringup`` block: settings of the deployment plan
+#: (``cpus``), not of a node. No node has this name, so ROS 2 loads the block into nothing and
+#: the node configs skip it; ``rl_bringup.plan`` reads it.
+LAUNCHER_NODE = "rl_bringup"
 
 
 def _node_name_of(key: str) -> str | None:
@@ -226,6 +254,8 @@ def _node_name_of(key: str) -> str | None:
 def node_parameters(document: Mapping[str, Any], node: str) -> dict[str, Any]:
     """Merge the ``ros__parameters`` that apply to ``node`` (wildcards first, then its own block).
 
+    The ``/rl_bringup`` block (:data:`LAUNCHER_NODE`) holds deployment settings and is skipped.
+
     :raises ConfigError: when a block is malformed or names a node this project does not have.
     """
     merged: dict[str, Any] = {}
@@ -234,9 +264,12 @@ def node_parameters(document: Mapping[str, Any], node: str) -> dict[str, Any]:
         if not isinstance(block, Mapping) or not isinstance(block.get("ros__parameters"), Mapping):
             raise ConfigError(f"block {key!r} must contain a 'ros__parameters' mapping")
         target = _node_name_of(str(key))
+        if target == LAUNCHER_NODE:
+            continue
         if target is not None and target not in NODE_CONFIGS:
-            raise ConfigError(f"block {key!r} names unknown node {target!r}; "
-                              f"valid nodes: {', '.join(sorted(NODE_CONFIGS))}")
+            raise ConfigError(f"block {key!r} names unknown node {target!r}; valid nodes: "
+                              f"{', '.join(sorted(NODE_CONFIGS))} (and /{LAUNCHER_NODE} for the "
+                              f"deployment plan)")
         if target is None:
             merged.update(block["ros__parameters"])
         elif target == node:

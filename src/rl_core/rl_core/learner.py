@@ -100,10 +100,14 @@ class Learner:
     def mean_return(self) -> float:
         return float(np.mean(self.recent_returns)) if self.recent_returns else float("nan")
 
-    def finish(self, env_steps: int, learning_starts: int, eval_episodes: int, seed: int,
+    def finish(self, env_steps: int, paying_transitions: int, eval_episodes: int, seed: int,
                output_dir: Path | None, counters: dict[str, Any] | None = None,
                title: str = "", extra: dict[str, Any] | None = None) -> TrainResult:
         """Evaluate the actor, write checkpoint, curve and ``result.json`` (when ``output_dir``).
+
+        :param env_steps: transitions collected.
+        :param paying_transitions: transitions that paid for updates (those of the budget after
+            ``learning_starts``), the denominator of ``updates_per_transition``.
 
         :param counters: extra counters stored with the checkpoint (weights version, ...).
         :param extra: extra keys for ``result.json`` (update mode, weights version, ...).
@@ -116,11 +120,10 @@ class Learner:
                 output_dir / "checkpoint", self.sac,
                 {"env_steps": env_steps, "episodes": self.episodes, **(counters or {})},
                 env_id=self.env_id))
-        learning_transitions = max(env_steps - learning_starts, 1)
         result = TrainResult(env_steps, self.sac.update_step, self.episodes,
                              time.monotonic() - self.started, evaluation.mean, evaluation.std,
                              evaluation.returns.tolist(), checkpoint_dir,
-                             self.sac.update_step / learning_transitions, self.solved_at_s,
+                             self.sac.update_step / max(paying_transitions, 1), self.solved_at_s,
                              self.solved_at_env_steps)
         if output_dir is not None:
             (output_dir / "result.json").write_text(

@@ -98,7 +98,7 @@ def train(config: RunConfig, output_dir: str | Path | None = None,
     finally:
         envs.close()
 
-    result = learner.finish(env_steps, config.replay.learning_starts, trainer.eval_episodes,
+    result = learner.finish(env_steps, env_steps - config.replay.learning_starts, trainer.eval_episodes,
                             sim.seed, Path(output_dir) if output_dir is not None else None,
                             title=f"{sim.env_id} (SAC, bare loop)")
     log(f"[bare] done: {env_steps} steps, {sac.update_step} updates, {learner.episodes} episodes "

@@ -21,6 +21,12 @@ T = TypeVar("T")
 STREAM_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10,
                         reliability=ReliabilityPolicy.RELIABLE,
                         durability=DurabilityPolicy.VOLATILE)
+#: Experience: reliable with a deep queue. Acting may run up to the replay's error buffer ahead
+#: of a learner process busy with gradient steps; with a short queue the DDS writer would block
+#: and fail ("cannot publish data") and transitions would be lost.
+EXPERIENCE_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1000,
+                            reliability=ReliabilityPolicy.RELIABLE,
+                            durability=DurabilityPolicy.VOLATILE)
 #: Latest-value topics (policy weights, robot description): late joiners get the last one at once.
 LATCHED_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1,
                          reliability=ReliabilityPolicy.RELIABLE,

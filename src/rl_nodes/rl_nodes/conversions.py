@@ -327,26 +327,43 @@ EPISODES = TopicType(EpisodeStatistics, episodes_to_msg, episodes_from_msg)
 # --- replay sampling service --------------------------------------------------------------------
 
 @dataclass
+class SampleRequest:
+    """Request of the replay buffer's ``sample`` service."""
+
+    batch_size: int
+    max_batches: int  # 0 = only report the sizes
+    weights_version: int = 0
+    insert_budget: int = 0  # grant only what the first insert_budget transitions pay for
+
+
+@dataclass
 class SampleResult:
-    """Answer of the replay buffer's ``sample`` service (``batch`` None when it cannot sample)."""
+    """Answer of the replay buffer's ``sample`` service: the batches its rate limiter granted."""
 
     success: bool
     message: str
-    batch: Any  # rl_core.replay.Batch | None
+    batches: list[Batch]
     buffer_size: int
     total_inserted: int
 
 
-def _sample_request_to_msg(batch_size: int) -> Any:
-    return SampleBatch.Request(batch_size=batch_size)
+def _sample_request_to_msg(request: SampleRequest) -> Any:
+    return SampleBatch.Request(batch_size=request.batch_size, max_batches=request.max_batches,
+                               weights_version=request.weights_version,
+                               insert_budget=request.insert_budget)
+
+
+def _sample_request_from_msg(msg: Any) -> SampleRequest:
+    return SampleRequest(int(msg.batch_size), int(msg.max_batches), int(msg.weights_version),
+                         int(msg.insert_budget))
 
 
 def _sample_response_to_msg(result: SampleResult) -> Any:
     response = SampleBatch.Response(success=result.success, message=result.message,
-                                    buffer_size=result.buffer_size,
+                                    batches=len(result.batches), buffer_size=result.buffer_size,
                                     total_inserted=result.total_inserted)
-    if result.batch is not None:
-        batch = result.batch
+    if result.batches:
+        batch = Batch(*(np.concatenate(column) for column in zip(*result.batches)))
         response.batch = experience_to_msg(Experience(
             0, batch.obs, batch.actions, batch.rewards, batch.next_obs,
             np.asarray(batch.terminated) > 0.5, np.zeros(len(batch.rewards), dtype=bool)))
@@ -356,20 +373,26 @@ def _sample_response_to_msg(result: SampleResult) -> Any:
 
 
 def _sample_response_from_msg(msg: Any) -> SampleResult:
-    batch = None
-    if msg.success and msg.batch.batch_size > 0:
+    batches: list[Batch] = []
+    if msg.success and msg.batches > 0 and msg.batch.batch_size > 0:
         experience = experience_from_msg(msg.batch)
         rows = len(experience)
-        batch = Batch(experience.obs, experience.actions, experience.rewards, experience.next_obs,
-                      experience.terminated.astype(np.float32),
-                      np.frombuffer(msg.indices, dtype=np.int64) if len(msg.indices) == rows
-                      else np.zeros(rows, np.int64),
+        if rows % msg.batches:
+            raise ValueError(f"sample answer holds {rows} rows, not a multiple of its "
+                             f"{msg.batches} batches")
+        indices = (np.frombuffer(msg.indices, dtype=np.int64) if len(msg.indices) == rows
+                   else np.zeros(rows, np.int64))
+        whole = Batch(experience.obs, experience.actions, experience.rewards, experience.next_obs,
+                      experience.terminated.astype(np.float32), indices,
                       _shaped(msg.weights, rows, (), "weights").reshape(rows))
-    return SampleResult(msg.success, msg.message, batch, msg.buffer_size, msg.total_inserted)
+        size = rows // msg.batches
+        batches = [Batch(*(column[k * size:(k + 1) * size] for column in whole))
+                   for k in range(msg.batches)]
+    return SampleResult(msg.success, msg.message, batches, msg.buffer_size, msg.total_inserted)
 
 
-#: ``sample``: request = batch size (0 = only report sizes), response = :class:`SampleResult`.
-SAMPLE_SERVICE = ServiceType(SampleBatch, _sample_request_to_msg, lambda msg: int(msg.batch_size),
+#: ``sample``: request = :class:`SampleRequest`, response = :class:`SampleResult`.
+SAMPLE_SERVICE = ServiceType(SampleBatch, _sample_request_to_msg, _sample_request_from_msg,
                              _sample_response_to_msg, _sample_response_from_msg)
 
 #: ``save``/``load``: request = path (str), response = (success, message, size, path).

@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from rclpy.context import Context
+from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
+from rclpy.executors import Executor, ExternalShutdownException
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile
 
@@ -43,6 +45,7 @@ from rl_nodes.conversions import ServiceType, TopicType
 
 T = TypeVar("T")
 BURST = 64  # dispatch items run between two shutdown/deadline checks
+EXECUTOR_POLL_S = 0.005  # longest gap between two executor turns while the queue stays busy
 _GUID_PREFIX_BYTES = 12  # DDS GUID prefix: identifies the participant, i.e. the process' context
 
 
@@ -73,10 +76,14 @@ class IntraProcessManager:
         self._lock = threading.Lock()
         self._local_prefix: bytes | None = None
         self._shutdown = threading.Event()
+        self._executor: Executor | None = None  # set while spin() drives it
+        self._executor_waiting = False
+        self._in_executor = False
+        self._dispatch_thread: int | None = None
         self.exit_code = 0
         #: Objects handed over locally / converted and published over DDS / received over DDS.
         self.stats = {"local_deliveries": 0, "dds_publications": 0, "dds_receptions": 0,
-                      "dropped_own_dds": 0, "rejected": 0}
+                      "dropped_own_dds": 0, "rejected": 0, "dds_failures": 0}
 
     @classmethod
     def for_context(cls, context: Context) -> IntraProcessManager:
@@ -122,55 +129,139 @@ class IntraProcessManager:
         """An rclpy timer whose callback runs on the dispatch thread (no locking needed)."""
         return node.create_timer(period_s, lambda: self.post(callback))
 
+    def has_local_publisher(self, topic: str) -> bool:
+        """Whether a node of this process publishes ``topic`` (a fully qualified name)."""
+        entry = self._topics.get(topic)
+        return bool(entry and entry.publishers)
+
     # --- dispatch loop --------------------------------------------------------------------------
 
     def post(self, function: Callable[..., None], *args: Any) -> None:
-        """Run ``function(*args)`` on the dispatch thread, after what is already queued."""
+        """Run ``function(*args)`` on the dispatch thread, after what is already queued.
+
+        Callable from any thread; wakes the dispatch thread when it waits in the executor.
+        """
         self._queue.put((function, args))
+        if self._executor_waiting:
+            executor = self._executor
+            if executor is not None:
+                executor.wake()
 
     def request_shutdown(self, exit_code: int = 0) -> None:
         """Make :meth:`spin` return ``exit_code`` (e.g. the trainer finished)."""
         self.exit_code = exit_code
         self._shutdown.set()
-        self._queue.put((lambda: None, ()))  # wake the loop
+        self.post(lambda: None)  # wake the loop
 
     @property
     def shutdown_requested(self) -> bool:
         return self._shutdown.is_set()
 
-    def spin(self, timeout_s: float | None = None, on_error: Callable[[BaseException], None] | None = None
-             ) -> int:
+    @property
+    def on_dispatch_thread(self) -> bool:
+        """Whether the caller runs on the thread that drives :meth:`spin` (and the executor)."""
+        return threading.get_ident() == self._dispatch_thread
+
+    def spin(self, timeout_s: float | None = None, on_error: Callable[[BaseException], None] | None = None,
+             executor: Executor | None = None) -> int:
         """Drain the dispatch queue until shutdown (or ``timeout_s``); returns the exit code.
 
         :param on_error: receives exceptions raised by callbacks; without it they propagate.
+        :param executor: the rclpy executor of this process' nodes. When given, this thread also
+            drives it: it waits in the executor while the queue is empty (a post from another
+            thread wakes it) and gives it a non-blocking turn at least every
+            ``EXECUTOR_POLL_S`` while the queue stays busy, so timers, services and parameters
+            stay responsive. DDS callbacks then queue their messages on the thread that drains
+            the queue: no thread hand-off per message. Without it, another thread must spin the
+            executor.
         """
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         get, get_nowait = self._queue.get, self._queue.get_nowait
-        while not self._shutdown.is_set() and self.context.ok():
-            wait = 0.1 if deadline is None else min(0.1, deadline - time.monotonic())
-            if wait <= 0:
-                break
-            try:
-                item = get(timeout=wait)
-            except queue.Empty:
-                continue
-            # Drain a burst before the next shutdown/deadline check: those checks cost about as
-            # much as a hand-off, and a stepping loop keeps the queue busy.
-            for count in range(1, BURST + 1):
-                function, args = item
-                try:
-                    function(*args)
-                except Exception as error:  # a failing callback must not stop the other nodes
-                    if on_error is None:
-                        raise
-                    on_error(error)
-                if count == BURST or self._shutdown.is_set():
+        self._dispatch_thread = threading.get_ident()
+        self._executor = executor
+        last_poll = time.monotonic()
+        try:
+            while not self._shutdown.is_set() and self.context.ok():
+                now = time.monotonic()
+                wait = 0.1 if deadline is None else min(0.1, deadline - now)
+                if wait <= 0:
                     break
+                if executor is not None and now - last_poll >= EXECUTOR_POLL_S:
+                    last_poll = now
+                    self._spin_executor(executor, 0.0)
                 try:
                     item = get_nowait()
                 except queue.Empty:
-                    break
+                    if executor is None:
+                        try:
+                            item = get(timeout=wait)
+                        except queue.Empty:
+                            continue
+                    else:
+                        last_poll = now
+                        self._executor_waiting = True
+                        try:
+                            if self._queue.empty():  # re-check: a post may have come before the flag
+                                self._spin_executor(executor, wait)
+                        finally:
+                            self._executor_waiting = False
+                        continue
+                # Drain a burst before the next shutdown/deadline check: those checks cost about
+                # as much as a hand-off, and a stepping loop keeps the queue busy.
+                for count in range(1, BURST + 1):
+                    function, args = item
+                    try:
+                        function(*args)
+                    except Exception as error:  # a failing callback must not stop the other nodes
+                        if on_error is None:
+                            raise
+                        on_error(error)
+                    if count == BURST or self._shutdown.is_set():
+                        break
+                    try:
+                        item = get_nowait()
+                    except queue.Empty:
+                        break
+        finally:
+            self._executor = None
+            self._dispatch_thread = None
         return self.exit_code
+
+    def _spin_executor(self, executor: Executor, timeout_s: float) -> None:
+        self._in_executor = True
+        try:
+            executor.spin_once(timeout_sec=timeout_s)
+        except ExternalShutdownException:
+            self.request_shutdown(self.exit_code)
+        except _rclpy.RCLError:
+            if self.context.ok():
+                raise
+            self.request_shutdown(self.exit_code)  # the context was shut down (SIGINT/SIGTERM)
+        finally:
+            self._in_executor = False
+
+    def wait_on_dispatch_thread(self, done: threading.Event, timeout_s: float) -> bool:
+        """Wait for ``done``; on the dispatch thread, keep the executor turning meanwhile.
+
+        A remote service's answer is completed by the executor, which this thread drives; a
+        plain wait here would deadlock.
+
+        :raises RuntimeError: when called from inside an executor callback (a service handler,
+            a parameter callback), where the executor cannot be re-entered.
+        """
+        executor = self._executor
+        if executor is None or not self.on_dispatch_thread:
+            return done.wait(timeout_s)
+        if self._in_executor:
+            raise RuntimeError("a service handler or parameter callback cannot wait for a remote "
+                               "service answer on the dispatch thread; call it from a worker thread")
+        deadline = time.monotonic() + timeout_s
+        while not done.is_set():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not self.context.ok():
+                return done.is_set()
+            self._spin_executor(executor, min(remaining, 0.05))
+        return True
 
     def spin_until(self, condition: Callable[[], bool], timeout_s: float) -> bool:
         """Drain the queue until ``condition()`` holds or ``timeout_s`` passes (tests, tools)."""
@@ -220,8 +311,10 @@ class IntraProcessPublisher(Generic[T]):
         self.topic_type = topic_type
         self.topic_name: str = publisher.topic_name
         self._always_dds = publisher.qos_profile.durability == DurabilityPolicy.TRANSIENT_LOCAL
-        #: Messages this publisher serialised and sent over DDS.
+        #: Messages this publisher serialised and sent over DDS / that DDS failed to send.
         self.dds_publications = 0
+        self.dds_failures = 0
+        self._last_failure_log = 0.0
 
     def publish(self, obj: T) -> None:
         """Deliver ``obj`` to local subscribers (no copy) and over DDS if someone outside listens."""
@@ -229,14 +322,30 @@ class IntraProcessPublisher(Generic[T]):
         entry = manager._topics[self.topic_name]
         local = entry.subscriptions
         for subscription in local:
-            manager._queue.put((subscription.deliver, (obj,)))
+            manager.post(subscription.deliver, obj)
         manager.stats["local_deliveries"] += len(local)
         if self._always_dds:
             entry.latest, entry.has_latest = obj, True
         if self._always_dds or self.rcl_publisher.get_subscription_count() > len(local):
-            self.rcl_publisher.publish(self.topic_type.to_msg(obj))
+            try:
+                self.rcl_publisher.publish(self.topic_type.to_msg(obj))
+            except _rclpy.RCLError as error:
+                # A reliable writer whose reader does not keep up can fail after blocking; the
+                # caller's loop (a stepping chain) must go on, so count and report it instead.
+                self.dds_failures += 1
+                manager.stats["dds_failures"] += 1
+                self._report_failure(error)
+                return
             self.dds_publications += 1
             manager.stats["dds_publications"] += 1
+
+    def _report_failure(self, error: Exception) -> None:
+        now = time.monotonic()
+        if now - self._last_failure_log >= 1.0:
+            self._last_failure_log = now
+            self.node.get_logger().error(
+                f"publishing on {self.topic_name} failed ({self.dds_failures} so far): {error}; "
+                "a subscriber does not keep up")
 
     def get_subscription_count(self) -> int:
         """All matched subscriptions, local and remote (as rclpy reports them)."""
@@ -329,7 +438,7 @@ class IntraProcessClient:
         done = threading.Event()
         future = self.client.call_async(self.service_type.request_to_msg(request))
         future.add_done_callback(lambda _: done.set())
-        if not done.wait(timeout_s):
+        if not self.manager.wait_on_dispatch_thread(done, timeout_s):
             self.client.remove_pending_request(future)
             raise ServiceUnavailable(f"service {self.name} did not answer within {timeout_s} s")
         return self.service_type.response_from_msg(future.result())

@@ -1,7 +1,12 @@
 """Replay buffer node: stores ``/experience`` from every robot, serves ``sample``, ``save``, ``load``.
 
-The buffer is sized from the first experience batch (or a loaded file), so it needs no knowledge of
-the task. Malformed batches are rejected with a logged reason and counted; what is stored stays.
+The buffer is sized from ``env_id``. A rate limiter (Reverb's ``SampleToInsertRatio``, see
+:mod:`rl_core.replay.limited`) keeps learning at ``updates_per_step`` batches per transition:
+``sample`` grants only the batches the data pays for, and when acting runs more than
+``error_buffer`` transitions ahead of learning the node raises ``acting_paused`` on
+``/replay_status`` (published at once on every change, and every second), which the simulators
+obey. Inserts are never refused for rate reasons, so no experience is dropped. Malformed batches
+are rejected with a logged reason and counted; what is stored stays.
 """
 
 from __future__ import annotations
@@ -11,12 +16,13 @@ import time
 from pathlib import Path
 
 from rl_core.config import ReplayConfig
-from rl_core.replay import ReplayBuffer
+from rl_core.envs import space_shapes
+from rl_core.replay import RateLimitedReplay, ReplayBuffer
 from rl_interfaces.msg import ReplayStatus
 
-from rl_nodes.base import EXPERIENCE_TOPIC, OK, REPLAY_STATUS_TOPIC, WARN, RLNode
+from rl_nodes.base import EXPERIENCE_QOS, EXPERIENCE_TOPIC, OK, REPLAY_STATUS_TOPIC, WARN, RLNode
 from rl_nodes.conversions import BUFFER_FILE_SERVICE, EXPERIENCE, SAMPLE_SERVICE
-from rl_nodes.conversions import Experience, SampleResult, plain
+from rl_nodes.conversions import Experience, SampleRequest, SampleResult, plain
 from rl_nodes.intra_process import create_service
 from rl_nodes.parameters import declare_config, watch_config
 from rl_nodes.runtime import main_for
@@ -32,61 +38,80 @@ class ReplayBufferNode(RLNode):
         super().__init__("replay_buffer", namespace)
         self.config = declare_config(self, ReplayConfig)
         watch_config(self, lambda: self.config, self._apply_config)
-        self.buffer: ReplayBuffer | None = None
-        # sample/save/load run on the executor thread (or a local caller's), inserts on the
-        # dispatch thread: one lock keeps them consistent.
+        self.obs_shape, self.action_shape = space_shapes(self.config.env_id)
+        self.replay = self._new_replay(self._new_buffer())
+        # sample/save/load run on the executor (or a local caller's) thread, inserts on the
+        # dispatch thread: one lock keeps them consistent (RateLimitedReplay locks its own state).
         self._lock = threading.Lock()
         self._sampled = 0
         self._last_status = (time.monotonic(), 0, 0)
-        self.zc_subscription(EXPERIENCE, EXPERIENCE_TOPIC, self._on_experience)
+        self._rates = (0.0, 0.0)  # inserts/s, batches/s over the last status period
+        self.zc_subscription(EXPERIENCE, EXPERIENCE_TOPIC, self._on_experience, EXPERIENCE_QOS)
         self.status_pub = self.zc_publisher(plain(ReplayStatus), REPLAY_STATUS_TOPIC)
         create_service(self.ipc, self, SAMPLE_SERVICE, "~/sample", self.sample)
         create_service(self.ipc, self, BUFFER_FILE_SERVICE, "~/save", self.save)
         create_service(self.ipc, self, BUFFER_FILE_SERVICE, "~/load", self.load)
         self.zc_timer(STATUS_PERIOD_S, self._publish_status)
+        self.get_logger().info(
+            f"replay buffer: capacity {self.config.capacity}, obs {self.obs_shape}, action "
+            f"{self.action_shape}, prioritized {self.config.prioritized}; rate limit "
+            f"{'on' if self.config.rate_limit else 'off (acting runs free, ratio reported)'}: "
+            f"{self.config.updates_per_step} updates per transition after "
+            f"{self.config.learning_starts}, acting at most {self.config.error_buffer} ahead")
+
+    @property
+    def buffer(self) -> ReplayBuffer:
+        return self.replay.buffer
 
     def _apply_config(self, config: ReplayConfig) -> None:
         self.config = config
-        if self.buffer is not None and config.prioritized:
+        if config.prioritized:
             self.buffer.beta = config.priority_beta
 
-    def _on_experience(self, msg: Experience) -> None:
-        with self._lock:
-            if self.buffer is None:
-                self.buffer = self._new_buffer(msg.obs.shape[1:], msg.actions.shape[1:])
-            try:
-                self.buffer.add(msg.obs, msg.actions, msg.rewards, msg.next_obs, msg.terminated,
-                                msg.truncated)
-            except ValueError as error:
-                self.reject(f"experience from robot {msg.robot_id}", str(error))
-
-    def _new_buffer(self, obs_shape: tuple[int, ...], action_shape: tuple[int, ...]) -> ReplayBuffer:
-        self.get_logger().info(f"replay buffer: capacity {self.config.capacity}, obs {obs_shape}, "
-                               f"action {action_shape}, prioritized {self.config.prioritized}")
-        return ReplayBuffer(obs_shape, action_shape, self.config.capacity,
+    def _new_buffer(self) -> ReplayBuffer:
+        return ReplayBuffer(self.obs_shape, self.action_shape, self.config.capacity,
                             prioritized=self.config.prioritized, alpha=self.config.priority_alpha,
                             beta=self.config.priority_beta, seed=self.config.seed)
 
-    def _sizes(self) -> tuple[int, int]:
-        return (len(self.buffer), self.buffer.total_added) if self.buffer is not None else (0, 0)
+    def _new_replay(self, buffer: ReplayBuffer) -> RateLimitedReplay:
+        return RateLimitedReplay(buffer, self.config.updates_per_step, self.config.learning_starts,
+                                 self.config.error_buffer, enforce=self.config.rate_limit)
 
-    def sample(self, batch_size: int) -> SampleResult:
-        """Draw ``batch_size`` transitions (0 = only report sizes); thread-safe."""
+    def _on_experience(self, msg: Experience) -> None:
+        with self._lock:
+            try:
+                changed = self.replay.add(msg.obs, msg.actions, msg.rewards, msg.next_obs,
+                                          msg.terminated, msg.truncated, msg.policy_version)
+            except ValueError as error:
+                self.reject(f"experience from robot {msg.robot_id}", str(error))
+                return
+        if changed:
+            self._publish_status()
+
+    def _sizes(self) -> tuple[int, int]:
+        return len(self.replay), self.replay.total_inserted
+
+    def sample(self, request: SampleRequest) -> SampleResult:
+        """Grant up to ``request.max_batches`` batches (0 = only report sizes); thread-safe."""
         with self._lock:
             size, total = self._sizes()
-            if batch_size == 0:
-                return SampleResult(True, "sizes only", None, size, total)
+            if request.max_batches == 0:
+                return SampleResult(True, "sizes only", [], size, total)
             if size == 0:
-                return SampleResult(False, "buffer is empty; wait for experience", None, 0, total)
-            batch = self.buffer.sample(batch_size)
-            self._sampled += 1
-            return SampleResult(True, "", batch, size, total)
+                return SampleResult(False, "buffer is empty; wait for experience", [], 0, total)
+            draw, changed = self.replay.take(request.batch_size, request.max_batches,
+                                             request.weights_version, request.insert_budget)
+            self._sampled += len(draw.batches)
+        if changed:
+            self._publish_status()
+        message = "" if draw.batches else "rate limited: learning is ahead of the data"
+        return SampleResult(True, message, draw.batches, draw.buffer_size, draw.total_inserted)
 
     def save(self, path: str) -> tuple[bool, str, int, str]:
         """Write the buffer to ``path`` (.npz); thread-safe."""
         target = path or DEFAULT_FILE
         with self._lock:
-            if self.buffer is None:
+            if len(self.buffer) == 0:
                 return False, "buffer is empty; nothing to save", 0, target
             try:
                 self.buffer.save(target)
@@ -104,27 +129,54 @@ class ReplayBufferNode(RLNode):
                 loaded = ReplayBuffer.from_file(target)
             except (OSError, ValueError) as error:
                 return False, f"could not load {target}: {error}", 0, target
-            self.buffer = loaded
+            if (loaded.obs_shape, loaded.action_shape) != (self.obs_shape, self.action_shape):
+                return (False, f"{target} holds obs {loaded.obs_shape} / action "
+                        f"{loaded.action_shape}; {self.config.env_id} needs {self.obs_shape} / "
+                        f"{self.action_shape}", 0, target)
+            self.replay = self._new_replay(loaded)
+            self.replay.limiter.insert(loaded.total_added)  # the stored data counts as inserted
             return True, "loaded", len(loaded), target
 
     def diagnose(self) -> tuple[int, str, dict[str, object]]:
         size, total = self._sizes()
+        stats = self.replay.stats()
         values = {"size": size, "capacity": self.config.capacity, "total inserted": total,
-                  "fill": f"{size / self.config.capacity:.1%}"}
+                  "fill": f"{size / self.config.capacity:.1%}",
+                  "updates per transition": f"{stats.achieved_samples_per_insert:.3f}",
+                  "target updates per transition": self.config.updates_per_step,
+                  "acting paused": self.replay.acting_paused,
+                  "acting blocked s": f"{stats.insert_blocked_s:.1f}",
+                  "learner blocked s": f"{stats.sample_blocked_s:.1f}",
+                  "policy lag (versions)": self.replay.policy_lag}
         if size == 0:
             return WARN, "empty: no experience received yet", values
+        if self.replay.acting_paused:
+            return OK, f"{size} transitions; acting paused while learning catches up", values
         return OK, f"{size} transitions", values
 
     def _publish_status(self) -> None:
+        """Publish /replay_status (every STATUS_PERIOD_S, and at once when acting pauses/resumes)."""
         now = time.monotonic()
         size, total = self._sizes()
+        stats = self.replay.stats()
         then, total_before, sampled_before = self._last_status
-        elapsed = max(now - then, 1e-9)
-        self._last_status = (now, total, self._sampled)
+        elapsed = now - then
+        if elapsed >= STATUS_PERIOD_S / 2:  # rates over a meaningful window only
+            self._last_status = (now, total, self._sampled)
+            self._rates = ((total - total_before) / elapsed, (self._sampled - sampled_before) / elapsed)
+        insert_rate, sample_rate = self._rates
         msg = ReplayStatus(size=size, capacity=self.config.capacity, total_inserted=total,
-                           insert_rate=(total - total_before) / elapsed,
-                           sample_rate=(self._sampled - sampled_before) / elapsed,
-                           rejected_messages=self.rejected_messages)
+                           insert_rate=insert_rate, sample_rate=sample_rate,
+                           rejected_messages=self.rejected_messages,
+                           rate_limited=self.config.rate_limit,
+                           acting_paused=self.replay.acting_paused,
+                           samples_per_insert=self.config.updates_per_step,
+                           learning_starts=self.config.learning_starts,
+                           updates_per_transition=stats.achieved_samples_per_insert,
+                           total_sampled=stats.samples, insert_blocked_s=stats.insert_blocked_s,
+                           sample_blocked_s=stats.sample_blocked_s,
+                           newest_weights_version=self.replay.newest_weights_version,
+                           acting_weights_version=self.replay.acting_weights_version)
         msg.header.stamp = self.get_clock().now().to_msg()
         self.status_pub.publish(msg)
 

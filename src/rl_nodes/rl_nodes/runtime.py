@@ -1,5 +1,6 @@
-"""Run one or several rl_ros2 nodes in a process: the executor in a background thread for
-timers, services, parameters and DDS, and the zero-copy dispatch loop on the main thread.
+"""Run one or several rl_ros2 nodes in a process: one thread (the main thread) drains the
+zero-copy dispatch queue and drives the rclpy executor (timers, services, parameters, DDS), so a
+message from DDS reaches its callback without a thread hand-off.
 
 Every node executable and the colocated container go through :func:`run_nodes`, so a node's code
 is the same whether it runs alone (decoupled) or beside others (colocated, hybrid).
@@ -10,17 +11,16 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-import threading
 import traceback
 from collections.abc import Sequence
 
 import rclpy
-import torch
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.executors import SingleThreadedExecutor
 from rl_core.config import ConfigError
 
 from rl_nodes.base import RLNode
 from rl_nodes.intra_process import IntraProcessManager
+from rl_nodes.process_settings import apply_process_settings
 
 #: Node kinds and their classes (imported lazily, so a process loads only what it runs).
 NODE_CLASSES = {
@@ -44,13 +44,6 @@ def ensure_network_defaults() -> None:
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 
 
-def _spin_executor(executor: SingleThreadedExecutor) -> None:
-    try:
-        executor.spin()
-    except ExternalShutdownException:
-        pass
-
-
 def run_nodes(specs: Sequence[tuple[str, str | None]], args: Sequence[str] | None = None) -> int:
     """Create the nodes ``[(kind, namespace or None)]`` in this process and run until shutdown.
 
@@ -58,10 +51,15 @@ def run_nodes(specs: Sequence[tuple[str, str | None]], args: Sequence[str] | Non
     :returns: the process exit code (0 normal, 2 bad configuration, 1 a node failed).
     """
     ensure_network_defaults()
-    # Acting needs no intra-op parallelism (tiny batches), and idle OpenMP workers spin against
-    # the other processes of a deployment on small machines; the trainer raises this with its
-    # torch_threads parameter.
-    torch.set_num_threads(1)
+    # CPU set and torch threads from the plan (RL_ROS2_CPUS, RL_ROS2_TORCH_THREADS); without
+    # them one torch thread: acting needs no intra-op parallelism (tiny batches), and idle OpenMP
+    # workers spin against the other processes of a deployment on small machines. The trainer's
+    # torch_threads parameter, when set, wins.
+    try:
+        apply_process_settings()
+    except ValueError as error:
+        print(f"configuration error: {error}", file=sys.stderr)
+        return 2
     rclpy.init(args=list(args) if args is not None else sys.argv)
     manager = IntraProcessManager.for_context(rclpy.get_default_context())
     executor = SingleThreadedExecutor()
@@ -73,8 +71,6 @@ def run_nodes(specs: Sequence[tuple[str, str | None]], args: Sequence[str] | Non
             nodes.append(cls(namespace=namespace) if namespace is not None else cls())
         for node in nodes:
             executor.add_node(node)
-        threading.Thread(target=_spin_executor, args=(executor,), name="rclpy-executor",
-                         daemon=True).start()
         for node in nodes:
             node.start()
         logger = nodes[0].get_logger() if nodes else None
@@ -83,7 +79,7 @@ def run_nodes(specs: Sequence[tuple[str, str | None]], args: Sequence[str] | Non
             if logger is not None:
                 logger.error("callback failed: " + "".join(traceback.format_exception(error)).rstrip())
 
-        code = manager.spin(on_error=on_error)
+        code = manager.spin(on_error=on_error, executor=executor)
     except ConfigError as error:
         print(f"configuration error: {error}", file=sys.stderr)
         code = 2

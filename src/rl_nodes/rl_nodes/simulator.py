@@ -1,31 +1,56 @@
 """Simulator node: one robot's vectorised pybullet environments.
 
-Publishes an observation batch, waits for the action batch answering it, steps every environment,
+Publishes an observation batch, waits for the action batch answering it, steps the environments,
 publishes the transitions to ``/experience`` and the finished episodes to ``/episodes``, then the
-next observation batch. A watchdog republishes the pending observations when no answer comes
-(policy started late, restarted or a message was lost), so the loop never stalls for good.
+next observation batch. A watchdog republishes pending observations when no answer comes (policy
+started late, restarted or a message was lost), so the loop never stalls for good.
+
+With ``pipeline: true`` the environments form two *lanes* (halves) with observation batches of
+their own (Sample Factory's double-buffered sampling): while one lane waits for its actions the
+other steps, so physics overlaps transport and inference in another process. A lane's batches
+carry step numbers ``count * lanes + lane``, so the answer tells which lane it is for.
+
+The replay buffer's rate limiter pauses acting through ``/replay_status`` (``acting_paused``): a
+lane that finishes a step while acting is paused holds its next observations until a status
+without the pause arrives. No transition is dropped; the robot only waits for the learner.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 from rl_core.config import SimulatorConfig
+from rl_core.envs import VectorEnv
+from rl_interfaces.msg import ReplayStatus
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 from visualization_msgs.msg import MarkerArray
-from rl_core.envs import VectorEnv
 
-from rl_nodes.base import ACTIONS_TOPIC, EPISODES_TOPIC, EXPERIENCE_TOPIC, OBSERVATIONS_TOPIC
 from rl_nodes import visualization
-from rl_nodes.base import LATCHED_QOS, OK, WARN, RLNode, robot_id_from_namespace
+from rl_nodes.base import ACTIONS_TOPIC, EPISODES_TOPIC, EXPERIENCE_QOS, EXPERIENCE_TOPIC
+from rl_nodes.base import LATCHED_QOS, OBSERVATIONS_TOPIC, OK, REPLAY_STATUS_TOPIC, WARN
+from rl_nodes.base import RLNode, robot_id_from_namespace
 from rl_nodes.conversions import ACTIONS, EPISODES, EXPERIENCE, OBSERVATIONS, plain
 from rl_nodes.conversions import Actions, Episodes, Experience, Observations
 from rl_nodes.parameters import declare_config, watch_config
 from rl_nodes.runtime import main_for
 
 RESEND_AFTER_S = 1.0  # watchdog: republish observations unanswered for this long
+
+
+@dataclass
+class Lane:
+    """A group of environments stepped together, with its own observation batch in flight."""
+
+    index: int
+    envs: VectorEnv
+    env_ids: np.ndarray  # robot-wide index of each environment of the lane
+    obs: np.ndarray
+    count: int = 0  # steps taken
+    sent_at: float = 0.0
+    held: bool = False  # next observations withheld while acting is paused
 
 
 class SimulatorNode(RLNode):
@@ -37,27 +62,48 @@ class SimulatorNode(RLNode):
         watch_config(self, lambda: self.config, self._apply_config)
         self.robot_id = robot_id_from_namespace(self.get_namespace())
         seed = self.config.seed + 1000 * self.robot_id
-        self.envs = VectorEnv(self.config.env_id, self.config.num_envs)
-        self.obs = self.envs.reset(seed=seed)
-        self.env_ids = np.arange(self.config.num_envs, dtype=np.uint32)
+        self.lanes = self._make_lanes(seed)
         self._rng = np.random.default_rng(seed)
-        self._action_shape = (self.config.num_envs, *self.envs.single_action_space.shape)
         self.step_count = 0
         self.total_env_steps = 0
         self.total_episodes = 0
         self.policy_version = 0
-        self._sent_at = 0.0
+        self.acting_paused = False
+        self.paused_s = 0.0
+        self._paused_since: float | None = None
         self._next_step_at = 0.0
         self.observations_pub = self.zc_publisher(OBSERVATIONS, OBSERVATIONS_TOPIC)
-        self.experience_pub = self.zc_publisher(EXPERIENCE, EXPERIENCE_TOPIC)
+        self.experience_pub = self.zc_publisher(EXPERIENCE, EXPERIENCE_TOPIC, EXPERIENCE_QOS)
         self.episodes_pub = self.zc_publisher(EPISODES, EPISODES_TOPIC)
         self.zc_subscription(ACTIONS, ACTIONS_TOPIC, self._on_actions)
+        self.zc_subscription(plain(ReplayStatus), REPLAY_STATUS_TOPIC, self._on_replay_status)
         self.zc_timer(RESEND_AFTER_S / 2, self._watchdog)
         self._rate_window = (time.monotonic(), 0)
         self.steps_per_second = 0.0
         self._setup_visualization()
         self.get_logger().info(
-            f"robot {self.robot_id}: {self.config.num_envs} x {self.config.env_id}, seed {seed}")
+            f"robot {self.robot_id}: {self.config.num_envs} x {self.config.env_id}, seed {seed}, "
+            f"{len(self.lanes)} lane{'s' if len(self.lanes) > 1 else ''}")
+
+    def _make_lanes(self, seed: int) -> list[Lane]:
+        num_envs = self.config.num_envs
+        if self.config.pipeline and num_envs < 2:
+            self.get_logger().warn("pipeline needs num_envs >= 2; stepping all environments as "
+                                   "one batch")
+        sizes = [num_envs // 2, num_envs - num_envs // 2] if self.config.pipeline and num_envs >= 2 \
+            else [num_envs]
+        lanes, offset = [], 0
+        for index, size in enumerate(sizes):
+            envs = VectorEnv(self.config.env_id, size)
+            lanes.append(Lane(index, envs, np.arange(offset, offset + size, dtype=np.uint32),
+                              envs.reset(seed=seed + offset)))
+            offset += size
+        return lanes
+
+    @property
+    def envs(self) -> VectorEnv:
+        """The first lane's environments (all of them without pipelining)."""
+        return self.lanes[0].envs
 
     def _apply_config(self, config: SimulatorConfig) -> None:
         rate_changed = config.visualization_rate_hz != self.config.visualization_rate_hz
@@ -103,55 +149,92 @@ class SimulatorNode(RLNode):
         self._rate_window = (now, self.total_env_steps)
         self.steps_per_second = (self.total_env_steps - steps_then) / max(now - then, 1e-9)
         values = {"env steps/s": f"{self.steps_per_second:.1f}", "env steps": self.total_env_steps,
-                  "episodes": self.total_episodes, "policy version": self.policy_version}
+                  "episodes": self.total_episodes, "policy version": self.policy_version,
+                  "lanes": len(self.lanes), "acting paused": self.acting_paused,
+                  "paused s": f"{self._paused_total(now):.1f}"}
         target = self.config.max_rate_hz * self.config.num_envs
-        if now - self._sent_at > RESEND_AFTER_S:
+        if self.acting_paused:
+            return OK, "paused by the replay buffer's rate limiter (learner catching up)", values
+        if any(now - lane.sent_at > RESEND_AFTER_S for lane in self.lanes):
             return WARN, "waiting for actions (is the policy running?)", values
         if target and self.steps_per_second < 0.8 * target:
             return WARN, f"below target rate ({self.steps_per_second:.0f} < {target:.0f} steps/s)", values
         return OK, "stepping", values
 
     def start(self) -> None:
-        self._publish_observations()
+        for lane in self.lanes:
+            self._publish_observations(lane)
 
-    def _publish_observations(self) -> None:
-        self._sent_at = time.monotonic()
-        self.observations_pub.publish(
-            Observations(self.robot_id, self.step_count, self.obs, time.time_ns()))
+    # --- stepping -------------------------------------------------------------------------------
+
+    def _publish_observations(self, lane: Lane) -> None:
+        lane.held = False
+        lane.sent_at = time.monotonic()
+        self.observations_pub.publish(Observations(
+            self.robot_id, lane.count * len(self.lanes) + lane.index, lane.obs, time.time_ns()))
 
     def _watchdog(self) -> None:
-        if time.monotonic() - self._sent_at > RESEND_AFTER_S:
-            self._publish_observations()
+        now = time.monotonic()
+        for lane in self.lanes:
+            if not lane.held and now - lane.sent_at > RESEND_AFTER_S:
+                self._publish_observations(lane)
 
     def _on_actions(self, msg: Actions) -> None:
-        if msg.robot_id != self.robot_id or msg.step != self.step_count:
+        lane = self.lanes[msg.step % len(self.lanes)]
+        if msg.robot_id != self.robot_id or msg.step // len(self.lanes) != lane.count or lane.held:
             return  # an answer to a republished or another robot's batch: already handled
-        if msg.actions.shape != self._action_shape or not np.all(np.isfinite(msg.actions)):
-            self.reject("actions", f"expected finite actions of shape {self._action_shape}, got "
-                        f"shape {msg.actions.shape}; republishing the observations")
-            self._publish_observations()
+        shape = (len(lane.env_ids), *self.envs.single_action_space.shape)
+        if msg.actions.shape != shape or not np.all(np.isfinite(msg.actions)):
+            self.reject("actions", f"expected finite actions of shape {shape}, got shape "
+                        f"{msg.actions.shape}; republishing the observations")
+            self._publish_observations(lane)
             return
         if self.config.max_rate_hz > 0:
             self._pace()
-        actions = msg.actions
-        if self.total_env_steps < self.config.random_steps:
-            actions = self._rng.uniform(-1.0, 1.0, self._action_shape).astype(np.float32)
         self.policy_version = msg.policy_version
-        step = self.envs.step(actions)
+        self._step(lane, msg.actions, msg.policy_version)
+        if self.acting_paused:
+            lane.held = True
+        else:
+            self._publish_observations(lane)
+
+    def _step(self, lane: Lane, actions: np.ndarray, policy_version: int) -> None:
+        if self.total_env_steps < self.config.random_steps:
+            actions = self._rng.uniform(-1.0, 1.0, actions.shape).astype(np.float32)
+        step = lane.envs.step(actions)
         self.experience_pub.publish(Experience(
-            self.robot_id, self.obs, actions, step.rewards, step.next_obs, step.terminated,
-            step.truncated, msg.policy_version, time.time_ns(), self.env_ids))
-        self.obs = step.obs
+            self.robot_id, lane.obs, actions, step.rewards, step.next_obs, step.terminated,
+            step.truncated, policy_version, time.time_ns(), lane.env_ids))
+        lane.obs = step.obs
+        lane.count += 1
         self.step_count += 1
-        self.total_env_steps += self.config.num_envs
+        self.total_env_steps += len(lane.env_ids)
         if step.episodes:
             self.total_episodes += len(step.episodes)
             self.episodes_pub.publish(Episodes(
-                self.robot_id, [e.env_index for e in step.episodes],
+                self.robot_id, [int(lane.env_ids[e.env_index]) for e in step.episodes],
                 [e.episode_return for e in step.episodes], [e.length for e in step.episodes],
                 [bool(e.is_success) for e in step.episodes], self.total_episodes,
                 self.total_env_steps, self.policy_version, time.time_ns()))
-        self._publish_observations()
+
+    def _on_replay_status(self, msg: ReplayStatus) -> None:
+        """Follow the rate limiter: hold stepping while acting is paused, resume after."""
+        paused = bool(msg.rate_limited and msg.acting_paused)
+        if paused == self.acting_paused:
+            return
+        self.acting_paused = paused
+        now = time.monotonic()
+        if paused:
+            self._paused_since = now
+            return
+        self.paused_s = self._paused_total(now)
+        self._paused_since = None
+        for lane in self.lanes:
+            if lane.held:
+                self._publish_observations(lane)
+
+    def _paused_total(self, now: float) -> float:
+        return self.paused_s + (now - self._paused_since if self._paused_since is not None else 0.0)
 
     def _pace(self) -> None:
         """Hold the configured control rate (a real robot cannot step faster)."""
@@ -161,7 +244,8 @@ class SimulatorNode(RLNode):
         self._next_step_at = max(now, self._next_step_at) + 1.0 / self.config.max_rate_hz
 
     def close(self) -> None:
-        self.envs.close()
+        for lane in self.lanes:
+            lane.envs.close()
 
 
 def main() -> int:

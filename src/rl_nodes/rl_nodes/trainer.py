@@ -1,23 +1,27 @@
-"""Trainer node: samples the replay buffer, runs SAC updates, publishes versioned weights.
+"""Trainer node: takes the batches the replay buffer grants, runs SAC updates, publishes weights.
 
-Gradient steps run either interleaved on the dispatch thread — exactly ``updates_per_step`` per
-collected transition, as in the bare loop; possible when the replay buffer lives in the same
-process — or in a learner thread that runs as fast as the data allows (never more than
-``updates_per_step`` per transition), so long updates never stall acting. ``update_mode`` selects
-it (``auto``: interleaved when possible) and the node logs which one it chose.
+The replay buffer's rate limiter decides how many gradient steps the data pays for
+(``updates_per_step`` per transition after ``learning_starts``), in every mode. Gradient steps run
+either interleaved on the dispatch thread right after each insert — when simulator and replay
+buffer share the process (colocated), exactly as in the bare loop — or on the trainer's own
+learner thread, which samples the buffer directly when it shares the process (hybrid's learner)
+and otherwise keeps one sample request in flight over DDS while it updates (double buffering), so
+it never waits a round trip per batch. ``update_mode`` selects it (``auto``: interleaved when a
+simulator runs in this process) and the node logs which one it chose. Both paths run the same
+:class:`rl_core.learner.Learner`, which the bare loop uses too.
 
-When the replay buffer has received ``total_env_steps`` transitions the trainer evaluates the
-actor, writes the checkpoint and ``result.json`` into ``output_dir`` and ends the process with
-exit code 0. A checkpoint is also written every ``checkpoint_period`` seconds and on shutdown.
+When the replay buffer has received ``total_env_steps`` transitions and the updates they pay for
+are done, the trainer evaluates the actor, writes the checkpoint, curve and ``result.json`` into
+``output_dir`` and ends the process with exit code 0. A checkpoint is also written every
+``checkpoint_period`` seconds and on shutdown.
 """
 
 from __future__ import annotations
 
-import json
+import queue
 import threading
 import time
-from collections import deque
-from dataclasses import asdict, replace
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -26,35 +30,74 @@ from rl_core.algorithms.sac import SAC
 from rl_core.checkpoint import load_checkpoint, save_checkpoint
 from rl_core.config import SACConfig, TrainerConfig
 from rl_core.envs import space_shapes
-from rl_core.replay import Batch
-from rl_core.evaluation import evaluate
-from rl_core.plotting import plot_training_curve
-from rl_core.training import TrainResult, UpdateSchedule, seed_everything
-
+from rl_core.learner import Learner, TrainResult
+from rl_core.training import seed_everything
+from rl_interfaces.msg import ReplayStatus
 from std_msgs.msg import Float64
 
-from rl_nodes.base import EPISODES_TOPIC, EXPERIENCE_TOPIC, LATCHED_QOS, WEIGHTS_TOPIC, RLNode
-from rl_nodes.base import ERROR, OK, WARN
+from rl_nodes.base import EPISODES_TOPIC, ERROR, EXPERIENCE_QOS, EXPERIENCE_TOPIC, LATCHED_QOS, OK
+from rl_nodes.base import REPLAY_STATUS_TOPIC, WEIGHTS_TOPIC, RLNode
 from rl_nodes.conversions import EPISODES, EXPERIENCE, SAMPLE_SERVICE, WEIGHTS, plain
-from rl_nodes.conversions import Episodes, Experience, SampleResult, Weights
+from rl_nodes.conversions import Episodes, Experience, SampleRequest, SampleResult, Weights
 from rl_nodes.intra_process import IntraProcessClient, ServiceUnavailable
 from rl_nodes.parameters import declare_config, watch_config
+from rl_nodes.process_settings import learner_cpus, pin_current_thread
 from rl_nodes.runtime import main_for
 
 SAMPLE_SERVICE_NAME = "/replay_buffer/sample"
 #: Scalars published as std_msgs/Float64 on ~/<name> (rqt_plot) and written to TensorBoard.
 METRICS = ("critic_loss", "actor_loss", "alpha", "q_mean", "entropy", "mean_return",
-           "updates_per_s", "env_steps_per_s")
-PREFETCH_BATCHES = 8
-
-
-def split_batch(result: SampleResult, parts: int) -> list[SampleResult]:
-    """Split one sampled batch of ``parts * B`` transitions into ``parts`` batches of ``B``."""
-    if result.batch is None or parts <= 1:
-        return [result] if result.batch is not None else []
-    return [replace(result, batch=Batch(*(field[i::parts] for field in result.batch)))
-            for i in range(parts)]
+           "updates_per_s", "env_steps_per_s", "updates_per_transition", "policy_lag",
+           "acting_blocked_s", "learner_blocked_s")
+#: Batches asked for per sample request: over DDS one round trip costs about a gradient step.
+BATCHES_PER_REQUEST = 8
+#: Back-off of the learner thread while the rate limiter grants nothing (learner ahead of data).
+IDLE_WAIT_S = 0.002
 PROGRESS_PERIOD_S = 2.0
+
+
+class PrefetchingSampler:
+    """Keeps one ``sample`` request in flight while the learner updates (double buffering).
+
+    A background thread calls the remote service and hands each answer over through a queue of
+    one: while the learner works on one answer, the next is on its way or waiting.
+    """
+
+    def __init__(self, call: Callable[[], SampleResult], on_error: Callable[[str], None]) -> None:
+        self._call = call
+        self._on_error = on_error
+        self._results: queue.Queue[SampleResult] = queue.Queue(maxsize=1)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="sample-prefetch", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                result = self._call()
+            except ServiceUnavailable as error:
+                self._on_error(str(error))
+                self._stop.wait(1.0)
+                continue
+            while not self._stop.is_set():
+                try:
+                    self._results.put(result, timeout=0.1)
+                    break
+                except queue.Full:
+                    continue
+            if not result.batches:
+                self._stop.wait(IDLE_WAIT_S)
+
+    def get(self, timeout_s: float) -> SampleResult | None:
+        """The next answer, or None when none came within ``timeout_s``."""
+        try:
+            return self._results.get(timeout=timeout_s)
+        except queue.Empty:
+            return None
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5.0)
 
 
 class TrainerNode(RLNode):
@@ -72,26 +115,24 @@ class TrainerNode(RLNode):
         obs_shape, action_shape = space_shapes(self.config.env_id)
         self.weights_version = 0
         if self.config.resume:
-            self.sac, meta = load_checkpoint(self.config.resume)
+            sac, meta = load_checkpoint(self.config.resume)
             self.weights_version = int(meta["counters"].get("weights_version", 0))
             self.get_logger().info(f"resumed from {self.config.resume} at update "
-                                   f"{self.sac.update_step}, weights version {self.weights_version}")
+                                   f"{sac.update_step}, weights version {self.weights_version}")
         else:
-            self.sac = SAC(int(np.prod(obs_shape)), int(np.prod(action_shape)), self.sac_config,
-                           seed=self.config.seed)
+            sac = SAC(int(np.prod(obs_shape)), int(np.prod(action_shape)), self.sac_config,
+                      seed=self.config.seed)
+        self.sac = sac
+        self.learner = Learner(sac, self.config.env_id, self.config.solve_return)
         stamp = time.strftime("%Y%m%d-%H%M%S")
         self.output_dir = Path(self.config.output_dir or f"runs/train-{stamp}")
-        self.schedule = UpdateSchedule(self.config.updates_per_step, self.config.learning_starts)
         self.weights_pub = self.zc_publisher(WEIGHTS, WEIGHTS_TOPIC, LATCHED_QOS)
         self.sampler = IntraProcessClient(self.ipc, self, SAMPLE_SERVICE, SAMPLE_SERVICE_NAME)
         self.zc_subscription(EPISODES, EPISODES_TOPIC, self._on_episodes)
+        self.zc_subscription(plain(ReplayStatus), REPLAY_STATUS_TOPIC, self._on_replay_status)
         self.zc_timer(PROGRESS_PERIOD_S, self._log_progress)
-        self.metrics: dict[str, float] = {}
         self.total_inserted = 0
-        self.episodes = 0
-        self.recent_returns: deque[float] = deque(maxlen=20)
-        self.curve: list[tuple[int, float]] = []  # (transitions so far, episode return)
-        self.failed_updates = 0
+        self.replay_status: ReplayStatus | None = None
         self.metrics_pubs = {name: self.zc_publisher(plain(Float64), f"~/{name}")
                              for name in METRICS}
         self._tensorboard = None
@@ -100,11 +141,24 @@ class TrainerNode(RLNode):
         self.finished = False
         self.result: TrainResult | None = None
         self._stop = threading.Event()
-        self._learner: threading.Thread | None = None
-        self._update_lock = threading.Lock()  # the learner thread vs. checkpoints on shutdown
-        self._started_at = time.monotonic()
-        self._last_weights = self._last_checkpoint = self._started_at
-        self._progress = (self._started_at, 0, 0)
+        self._learner_thread: threading.Thread | None = None
+        self._prefetcher: PrefetchingSampler | None = None
+        self._update_lock = threading.Lock()  # the learner thread vs. weights and checkpoints
+        self._last_weights = self._last_checkpoint = time.monotonic()
+        self._progress = (time.monotonic(), 0, 0)
+
+    # Compatibility views of the learner's bookkeeping (tools and tests read them).
+    @property
+    def episodes(self) -> int:
+        return self.learner.episodes
+
+    @property
+    def failed_updates(self) -> int:
+        return self.learner.failed_updates
+
+    @property
+    def metrics(self) -> dict[str, float]:
+        return self.learner.metrics
 
     def _apply_sac_config(self, config: SACConfig) -> None:
         self.sac_config = self.sac.config = config
@@ -112,7 +166,6 @@ class TrainerNode(RLNode):
 
     def _apply_config(self, config: TrainerConfig) -> None:
         self.config = config
-        self.schedule.updates_per_step = config.updates_per_step
 
     def start(self) -> None:
         self.output_dir.mkdir(parents=True, exist_ok=True)
@@ -122,81 +175,78 @@ class TrainerNode(RLNode):
         except ImportError as error:  # tensorboard is optional for a robot-side install
             self.get_logger().warn(f"TensorBoard logging off ({error}); pip install tensorboard")
         self._publish_weights()
-        interleave = self.sampler.is_local and self.config.update_mode != "thread"
-        if self.config.update_mode == "interleaved" and not interleave:
+        simulator_here = self.ipc.has_local_publisher(EXPERIENCE_TOPIC)
+        interleave = self.sampler.is_local and (
+            self.config.update_mode == "interleaved"
+            or self.config.update_mode == "auto" and simulator_here)
+        if self.config.update_mode == "interleaved" and not self.sampler.is_local:
             self.get_logger().warn("update_mode 'interleaved' needs the replay buffer in this "
-                                   "process; using a learner thread instead")
+                                   "process; using the learner thread instead")
         self.update_mode = "interleaved" if interleave else "thread"
+        where = ("dispatch thread, after each insert" if interleave else
+                 "learner thread, sampling the local buffer" if self.sampler.is_local else
+                 "learner thread, batches prefetched over DDS")
         self.get_logger().info(
-            f"update mode: {self.update_mode} ({self.config.updates_per_step} updates per "
-            f"transition after {self.config.learning_starts}); training until "
-            f"{self.config.total_env_steps} transitions; output in {self.output_dir}")
+            f"update mode: {self.update_mode} ({where}); the replay buffer's rate limiter grants "
+            f"the batches; training until {self.config.total_env_steps} transitions; output in "
+            f"{self.output_dir}")
         if interleave:
-            self.zc_subscription(EXPERIENCE, EXPERIENCE_TOPIC, self._on_experience)
-        else:
-            self._learner = threading.Thread(target=self._learner_loop, name="learner", daemon=True)
-            self._learner.start()
+            self.zc_subscription(EXPERIENCE, EXPERIENCE_TOPIC, self._on_experience,
+                               EXPERIENCE_QOS)
+            return
+        if not self.sampler.is_local:
+            self._prefetcher = PrefetchingSampler(
+                lambda: self.sampler.call(self._request(BATCHES_PER_REQUEST)),
+                lambda reason: self.reject("sample service", reason))
+        self._learner_thread = threading.Thread(target=self._learner_loop, name="learner",
+                                                daemon=True)
+        self._learner_thread.start()
 
     # --- updates --------------------------------------------------------------------------------
 
-    def _update(self, result: SampleResult) -> bool:
-        """One gradient step on a sampled batch; a failed step is logged and skipped."""
-        self.total_inserted = result.total_inserted
-        if result.batch is None:
-            return False
-        with self._update_lock:
-            try:
-                self.metrics = self.sac.update(result.batch)
-            except ValueError as error:
-                self.failed_updates += 1
-                self.reject("update", str(error))
-                return False
-        return True
+    def _request(self, batches: int) -> SampleRequest:
+        return SampleRequest(self.config.batch_size, batches, self.weights_version,
+                             self.config.total_env_steps)
+
+    def _learn(self, result: SampleResult) -> int:
+        """Run a gradient step on every granted batch; returns how many batches there were."""
+        self.total_inserted = max(self.total_inserted, result.total_inserted)
+        for batch in result.batches:
+            with self._update_lock:
+                ok = self.learner.update(batch)
+            if not ok:
+                self.reject("update", self.learner.last_error)
+        return len(result.batches)
+
+    def _budget_reached(self) -> bool:
+        return self.total_inserted >= self.config.total_env_steps
 
     def _on_experience(self, msg: Experience) -> None:
-        """Interleaved mode: run the updates this batch of transitions pays for."""
+        """Interleaved mode: run the updates the rate limiter grants after this insert."""
         if self.finished:
             return
-        status = self.sampler.call(0)
-        self.total_inserted = status.total_inserted
-        for _ in range(self.schedule.due(len(msg), status.buffer_size)):
-            self._update(self.sampler.call(self.config.batch_size))
+        self._learn(self.sampler.call(self._request(1 << 30)))
         self._periodic()
-        if self.total_inserted >= self.config.total_env_steps:
+        if self._budget_reached():
             self._finish()
 
     def _learner_loop(self) -> None:
-        """Thread mode: update while the data allows, publish and checkpoint on time.
-
-        Every sample answer carries the buffer's insert count, so the loop learns how much new
-        data arrived without extra calls; it asks for sizes only while it owes no update. Over
-        DDS one round trip costs about as much as a gradient step, so it fetches up to
-        ``PREFETCH_BATCHES`` batches per call and splits them.
-        """
-        owed = 0  # updates paid for by transitions and not yet done
-        seen = 0  # transitions already counted towards the schedule
+        """Thread mode: update on every granted batch; finish once the budget's updates are done."""
+        pin_current_thread(learner_cpus())
         while not self._stop.is_set():
-            batches = min(owed, PREFETCH_BATCHES) if owed > 0 else 0
-            try:
-                result = self.sampler.call(self.config.batch_size * batches)
-            except ServiceUnavailable as error:
-                self.reject("sample service", str(error))
-                self._stop.wait(1.0)
-                continue
-            self.total_inserted = result.total_inserted
-            if self.total_inserted >= self.config.total_env_steps:
-                self.ipc.post(self._finish)
-                return
-            owed += self.schedule.due(self.total_inserted - seen, result.buffer_size)
-            seen = self.total_inserted
-            for part in split_batch(result, batches):
-                if self._stop.is_set():
-                    break
-                if self._update(part):
-                    owed -= 1
+            if self._prefetcher is not None:
+                result = self._prefetcher.get(timeout_s=0.5)
+                if result is None:
+                    continue
+            else:
+                result = self.sampler.call(self._request(BATCHES_PER_REQUEST))
+            learned = self._learn(result)
             self._periodic()
-            if owed <= 0:
-                self._stop.wait(0.005)
+            if not learned:
+                if self._budget_reached():  # every update the budget's data pays for is done
+                    self.ipc.post(self._finish)
+                    return
+                self._stop.wait(IDLE_WAIT_S)
 
     def _periodic(self) -> None:
         now = time.monotonic()
@@ -224,14 +274,25 @@ class TrainerNode(RLNode):
     # --- progress and the end ---------------------------------------------------------------------
 
     def _on_episodes(self, msg: Episodes) -> None:
-        self.episodes += len(msg.returns)
-        self.recent_returns.extend(msg.returns)
-        self.curve.extend((self.total_inserted, float(r)) for r in msg.returns)
+        for episode_return in msg.returns:
+            self.learner.record_episode(float(episode_return), self.total_inserted)
+
+    def _on_replay_status(self, msg: ReplayStatus) -> None:
+        self.replay_status = msg
+
+    def _replay_scalars(self) -> dict[str, float]:
+        status = self.replay_status
+        if status is None:
+            return {}
+        return {"updates_per_transition": float(status.updates_per_transition),
+                "policy_lag": float(max(0, int(status.newest_weights_version)
+                                        - int(status.acting_weights_version))),
+                "acting_blocked_s": float(status.insert_blocked_s),
+                "learner_blocked_s": float(status.sample_blocked_s)}
 
     def _scalars(self) -> dict[str, float]:
-        mean_return = float(np.mean(self.recent_returns)) if self.recent_returns else float("nan")
         return {**{k: float(v) for k, v in self.metrics.items() if k in METRICS},
-                "mean_return": mean_return, **self._rates}
+                "mean_return": self.learner.mean_return, **self._rates, **self._replay_scalars()}
 
     def _log_progress(self) -> None:
         now = time.monotonic()
@@ -241,7 +302,6 @@ class TrainerNode(RLNode):
         rate = (self.total_inserted - steps_then) / elapsed
         self._rates = {"updates_per_s": (self.sac.update_step - updates_then) / elapsed,
                        "env_steps_per_s": rate}
-        mean_return = np.mean(self.recent_returns) if self.recent_returns else float("nan")
         scalars = self._scalars()
         for name, value in scalars.items():
             if name in self.metrics_pubs and np.isfinite(value):
@@ -250,10 +310,13 @@ class TrainerNode(RLNode):
             for name, value in scalars.items():
                 if np.isfinite(value):
                     self._tensorboard.add_scalar(f"train/{name}", value, self.total_inserted)
+        ratio = scalars.get("updates_per_transition")
         self.get_logger().info(
             f"steps {self.total_inserted}/{self.config.total_env_steps} | {rate:,.0f} steps/s | "
-            f"episodes {self.episodes} | return(last {len(self.recent_returns)}) {mean_return:.1f} | "
-            f"updates {self.sac.update_step} | weights v{self.weights_version} | "
+            f"episodes {self.episodes} | return(last {len(self.learner.recent_returns)}) "
+            f"{self.learner.mean_return:.1f} | updates {self.sac.update_step}"
+            + (f" ({ratio:.2f}/transition)" if ratio is not None else "")
+            + f" | weights v{self.weights_version} | "
             f"critic loss {self.metrics.get('critic_loss', float('nan')):.3f}")
 
     def _finish(self) -> None:
@@ -261,25 +324,30 @@ class TrainerNode(RLNode):
             return
         self.finished = True
         self._stop.set()
+        if self._prefetcher is not None:
+            self._prefetcher.close()
         self._publish_weights()
-        evaluation = evaluate(self.sac.actor, self.config.env_id, self.config.eval_episodes,
-                              seed=self.config.seed)
-        checkpoint = self.save()
-        steps, returns = zip(*self.curve) if self.curve else ((), ())
-        curve = plot_training_curve(steps, returns, self.output_dir / "training_curve.png",
-                                    title=f"{self.config.env_id} (SAC, {self.update_mode})",
-                                    evaluation=evaluation.mean)
-        self.result = TrainResult(self.total_inserted, self.sac.update_step, self.episodes,
-                                  time.monotonic() - self._started_at, evaluation.mean,
-                                  evaluation.std, evaluation.returns.tolist(), str(checkpoint))
-        (self.output_dir / "result.json").write_text(json.dumps(
-            {**asdict(self.result), "update_mode": self.update_mode,
-             "weights_version": self.weights_version}, indent=2))
+        status = self.replay_status
+        learning_starts = (int(status.learning_starts) if status is not None
+                           else self.inserted_at_first_update or 0)
+        with self._update_lock:
+            self.result = self.learner.finish(
+                self.total_inserted,
+                min(self.total_inserted, self.config.total_env_steps) - learning_starts,
+                self.config.eval_episodes, self.config.seed, self.output_dir,
+                counters={"weights_version": self.weights_version},
+                title=f"{self.config.env_id} (SAC, {self.update_mode})",
+                extra={"update_mode": self.update_mode, "weights_version": self.weights_version,
+                       **{name: value for name, value in self._replay_scalars().items()
+                          if name != "updates_per_transition"}})
+        self._last_checkpoint = time.monotonic()
+        result = self.result
         self.get_logger().info(
-            f"done: {self.total_inserted} transitions, {self.sac.update_step} updates, "
-            f"{self.episodes} episodes | evaluation return {evaluation.mean:.1f} ± "
-            f"{evaluation.std:.1f} over {len(evaluation.returns)} episodes | checkpoint {checkpoint}"
-            f" | curve {curve}")
+            f"done: {result.env_steps} transitions, {result.updates} updates "
+            f"({result.updates_per_transition:.3f} per transition), {result.episodes} episodes | "
+            f"evaluation return {result.eval_mean_return:.1f} ± {result.eval_std_return:.1f} over "
+            f"{len(result.eval_returns)} episodes | checkpoint {result.checkpoint_dir} | "
+            f"output {self.output_dir}")
         self.ipc.request_shutdown(0)
 
     def diagnose(self) -> tuple[int, str, dict[str, object]]:
@@ -292,18 +360,18 @@ class TrainerNode(RLNode):
             return ERROR, "loss is NaN/inf: updates are skipped (lower learning rates?)", values
         if self.finished:
             return OK, "training finished", values
-        if self.total_inserted < self.config.learning_starts:
-            return OK, f"warming up ({self.total_inserted}/{self.config.learning_starts})", values
         if self.sac.update_step == 0:
-            return WARN, "enough data but no updates yet", values
+            return OK, f"warming up ({self.total_inserted} transitions, no update granted yet)", values
         return OK, f"training ({self.update_mode})", values
 
     def close(self) -> None:
         if self._tensorboard is not None:
             self._tensorboard.close()
         self._stop.set()
-        if self._learner is not None:
-            self._learner.join(timeout=5.0)
+        if self._prefetcher is not None:
+            self._prefetcher.close()
+        if self._learner_thread is not None:
+            self._learner_thread.join(timeout=5.0)
         if not self.finished:  # interrupted: keep what was learned
             path = self.save()
             self.get_logger().info(f"stopped before the end; checkpoint written to {path}")

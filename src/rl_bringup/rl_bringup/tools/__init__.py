@@ -9,6 +9,8 @@ Among them:
 * :mod:`~rl_bringup.tools.record` — ``record``: topics of a running deployment into MCAP;
 * :mod:`~rl_bringup.tools.status` — ``status``: a live table of robots, replay and trainer;
 * :mod:`~rl_bringup.tools.doctor` — ``doctor``: environment and graph checks with fixes;
+* :mod:`~rl_bringup.tools.compare` — ``compare``: train one task in every mode in turn and
+  tabulate wall time, time to solve, return, updates per transition, steps/s and CPU use;
 * :mod:`~rl_bringup.tools.ros_session` — the rclpy session (domain, discovery, Ctrl-C) of the
   tools that attach to a deployment;
 * :mod:`~rl_bringup.tools.common` — argument parsing, errors and exit codes they share.

@@ -74,14 +74,19 @@ class RateLimitedReplay:
             self.acting_weights_version = max(self.acting_weights_version, int(policy_version))
             return self._update_pause()
 
-    def take(self, batch_size: int, max_batches: int, weights_version: int = 0) -> tuple[Draw, bool]:
+    def take(self, batch_size: int, max_batches: int, weights_version: int = 0,
+             insert_budget: int = 0) -> tuple[Draw, bool]:
         """Grant up to ``max_batches`` batches of ``batch_size`` (0 while learning is ahead).
 
+        :param insert_budget: grant only the updates the first ``insert_budget`` transitions pay
+            for (the learner's ``total_env_steps``; 0 = no cap), so a run ends with exactly the
+            bare loop's number of updates while acting goes on.
         :returns: the draw and whether :attr:`acting_paused` changed.
         """
         with self._lock:
             self.newest_weights_version = max(self.newest_weights_version, int(weights_version))
-            granted = self.limiter.take_samples(max_batches) if len(self.buffer) else 0
+            granted = (self.limiter.take_samples(max_batches, insert_budget or None)
+                       if len(self.buffer) else 0)
             batches = [self.buffer.sample(batch_size) for _ in range(granted)]
             return Draw(batches, len(self.buffer), self.buffer.total_added), self._update_pause()
 

@@ -105,10 +105,12 @@ class SampleToInsertRatio:
             return True
         return self._diff() + count * self.samples_per_insert <= self.max_diff
 
-    def _allowance(self) -> int:
-        if self.inserts < self.min_size_to_sample:
+    def _allowance(self, insert_cap: int | None = None) -> int:
+        inserts = self.inserts if insert_cap is None else min(self.inserts, insert_cap)
+        if inserts < self.min_size_to_sample:
             return 0
-        return max(0, math.floor(self._diff() - self.min_diff + 1e-9))
+        diff = inserts * self.samples_per_insert - self.samples
+        return max(0, math.floor(diff - self.min_diff + 1e-9))
 
     def can_insert(self, count: int = 1) -> bool:
         """Whether ``count`` more inserts stay within the error buffer."""
@@ -152,10 +154,14 @@ class SampleToInsertRatio:
             self._account()
             self._condition.notify_all()
 
-    def take_samples(self, wanted: int) -> int:
-        """Grant and record up to ``wanted`` samples at once; returns how many were granted."""
+    def take_samples(self, wanted: int, insert_cap: int | None = None) -> int:
+        """Grant and record up to ``wanted`` samples at once; returns how many were granted.
+
+        :param insert_cap: grant only what the first ``insert_cap`` inserts pay for (a learner
+            with a fixed budget of data); None = no cap.
+        """
         with self._condition:
-            granted = min(max(wanted, 0), self._allowance())
+            granted = min(max(wanted, 0), self._allowance(insert_cap))
             self.samples += granted
             self._mark("sample", wanted > 0 and granted == 0)
             self._account()
