@@ -51,8 +51,9 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 KEYS: tuple[str, ...] = ("mode", "robots", "wait", "window", *ATTACH_KEYS)
 DEFAULT_WAIT_S = 5.0
 DEFAULT_WINDOW_S = 3.0
-#: The replay buffer publishes /replay_status every second (rl_nodes.replay_buffer).
-REPLAY_STATUS_RATE_HZ = (0.5, 2.0)
+#: The replay buffer publishes /replay_status every second, and at once whenever its rate
+#: limiter pauses or resumes acting (rl_nodes.replay_buffer), so only the floor is a contract.
+REPLAY_STATUS_RATE_HZ = (0.5, float("inf"))
 #: Below this much free space in /dev/shm large messages may not fit Fast DDS' segments.
 MIN_SHM_FREE_BYTES = 64 * 1024 * 1024
 SHM_PATH = "/dev/shm"
@@ -64,7 +65,9 @@ ROSOUT_TOPIC = "/rosout"
 #: ``rl_nodes.trainer.METRICS`` lists them; not imported from there because rl_nodes pulls in
 #: rclpy and torch, and ``rl-bringup plan`` imports this module.
 TRAINER_METRICS: tuple[str, ...] = ("critic_loss", "actor_loss", "alpha", "q_mean", "entropy",
-                                    "mean_return", "updates_per_s", "env_steps_per_s")
+                                    "mean_return", "updates_per_s", "env_steps_per_s",
+                                    "updates_per_transition", "policy_lag", "acting_blocked_s",
+                                    "learner_blocked_s")
 
 
 class Level(enum.Enum):
@@ -180,7 +183,7 @@ def expected_graph(robots: int, mode: str = "colocated") -> ExpectedGraph:
         TopicSpec("/policy_weights", "rl_interfaces/msg/PolicyWeights", ("/trainer",), policies,
                   latched=True),
         TopicSpec("/replay_status", "rl_interfaces/msg/ReplayStatus", ("/replay_buffer",),
-                  rate_hz=REPLAY_STATUS_RATE_HZ),
+                  (*simulators, "/trainer"), rate_hz=REPLAY_STATUS_RATE_HZ),
         TopicSpec("/diagnostics", "diagnostic_msgs/msg/DiagnosticArray", nodes),
         *(TopicSpec(f"/trainer/{metric}", "std_msgs/msg/Float64", ("/trainer",))
           for metric in TRAINER_METRICS),
