@@ -39,7 +39,8 @@ setup(
         ("share/" + package_name + "/launch", _repository_files("launch/*.launch.py")),
         (
             "share/" + package_name + "/config",
-            _repository_files("config/*.yaml") + _repository_files("config/*.rviz"),
+            _repository_files("config/*.yaml") + _repository_files("config/*.rviz")
+            + _repository_files("config/*.json"),
         ),
     ],
     install_requires=["setuptools"],

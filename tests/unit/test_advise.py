@@ -103,7 +103,7 @@ def seconds(text: str) -> float:
 
 
 def test_advise_measures_and_recommends(run_cli: Callable[..., tuple[int, str, str]]) -> None:
-    code, out, err = run_cli("advise", "samples:=5", "dds:=false")
+    code, out, err = run_cli("advise", "samples:=5", "dds:=false", "compare:=none")
     assert code == 0, err
     assert "cartpole.yaml: rl_ros2/CartPoleBalance-v0, num_envs 1, hidden sizes [64, 64]" in out
     assert "argv[0]" not in out  # pybullet's printf is kept out of the report
@@ -185,3 +185,41 @@ def test_dds_round_trip_is_measured_on_loopback(
     assert code == 0, err
     assert 0 < seconds(field(out, "DDS round trip")) < 0.5
     assert "ping-pongs" in field(out, "DDS round trip")
+
+
+def comparison(*rows: dict) -> dict:
+    return {"settings": {"total_env_steps": 8000}, "rows": [
+        {"completed": 1, "robots": 1, **row} for row in rows]}
+
+
+def test_a_measured_comparison_picks_the_fastest_mode_that_learns() -> None:
+    document = comparison(
+        {"mode": "bare", "wall_time_s": 30.0, "sample_efficiency": 1.0},
+        {"mode": "colocated", "wall_time_s": 31.0, "sample_efficiency": 1.0},
+        {"mode": "decoupled", "robots": 2, "wall_time_s": 25.0, "sample_efficiency": 0.5},
+        {"mode": "hybrid", "robots": 2, "wall_time_s": 28.0, "sample_efficiency": 0.99})
+    recommendation = advise.recommend_from_comparison(document, robots=1)
+    assert recommendation is not None and recommendation.mode == "hybrid"
+    assert "decoupled (robots 2): 25 s" in recommendation.reason  # every mode's figures quoted
+
+
+def test_several_robots_prefer_a_distributed_mode_when_one_learns() -> None:
+    document = comparison(
+        {"mode": "colocated", "wall_time_s": 20.0, "sample_efficiency": 1.0},
+        {"mode": "decoupled", "robots": 2, "wall_time_s": 40.0, "sample_efficiency": 0.95})
+    assert advise.recommend_from_comparison(document, robots=1).mode == "colocated"
+    assert advise.recommend_from_comparison(document, robots=2).mode == "decoupled"
+
+
+def test_a_comparison_where_nothing_learns_gives_no_recommendation() -> None:
+    document = comparison({"mode": "decoupled", "wall_time_s": 10.0, "sample_efficiency": 0.2})
+    assert advise.recommend_from_comparison(document) is None
+
+
+def test_a_bad_comparison_file_is_a_usage_error(tmp_path) -> None:
+    path = tmp_path / "compare.json"
+    path.write_text("{}")
+    with pytest.raises(advise.ToolError, match="not a compare.json"):
+        advise.load_comparison(str(path))
+    with pytest.raises(advise.ToolError, match="cannot read"):
+        advise.load_comparison(str(tmp_path / "missing.json"))

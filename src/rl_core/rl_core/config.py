@@ -109,6 +109,14 @@ class PolicyConfig:
     onnx_model: str = param("", "Act with this exported ONNX model through onnxruntime (a fixed, "
                             "deterministic robot-side policy; /policy_weights are ignored). '' = "
                             "torch actor following /policy_weights.", read_only=True)
+    # 64 = rl_bringup.plan.MAX_ROBOTS (rl_core imports nothing from the bringup package).
+    robots: int = param(0, "0 = serve the observations of this node's own namespace; N >= 1 = "
+                        "central policy serving /robot_0 .. /robot_{N-1}, one forward pass over "
+                        "the robots' batches (SEED RL style).", 0, 64, 1, read_only=True)
+    batch_window_ms: float = param(2.0, "Central policy (robots >= 1): longest time an "
+                                   "observation batch waits for the other robots' batches before "
+                                   "the forward pass runs without them (0 = answer each batch at "
+                                   "once).", 0.0, 1000.0, 0.0)
 
     def __post_init__(self) -> None:
         _check_ranges(self)

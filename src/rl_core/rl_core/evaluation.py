@@ -14,10 +14,17 @@ EVAL_SEED_OFFSET = 10_000  # evaluation episodes never reuse a training seed
 
 
 class EvalResult(NamedTuple):
-    """Returns of the evaluation episodes."""
+    """Returns of the evaluation episodes, and whether each reached the task's goal."""
 
     returns: np.ndarray
     lengths: np.ndarray
+    #: ``info["is_success"]`` at the end of each episode; empty when the task reports none.
+    successes: np.ndarray = np.zeros(0, dtype=bool)
+
+    @property
+    def success_rate(self) -> float | None:
+        """Fraction of episodes that reached the goal (None: the task has no success signal)."""
+        return float(self.successes.mean()) if len(self.successes) else None
 
     @property
     def mean(self) -> float:
@@ -37,20 +44,23 @@ def evaluate(actor: SquashedGaussianActor, env_id: str, episodes: int, seed: int
     """
     own_env = env is None
     env = env if env is not None else make_env(env_id)
-    returns, lengths = [], []
+    returns, lengths, successes = [], [], []
     try:
         for episode in range(episodes):
             obs, _ = env.reset(seed=seed + EVAL_SEED_OFFSET + episode)
             total, length, done = 0.0, 0, False
             while not done:
                 action = actor.act(obs[None, :], deterministic=True)[0]
-                obs, reward, terminated, truncated, _ = env.step(action)
+                obs, reward, terminated, truncated, info = env.step(action)
                 total += float(reward)
                 length += 1
                 done = terminated or truncated
             returns.append(total)
             lengths.append(length)
+            if "is_success" in info:
+                successes.append(bool(info["is_success"]))
     finally:
         if own_env:
             env.close()
-    return EvalResult(np.asarray(returns, dtype=np.float64), np.asarray(lengths, dtype=np.int64))
+    return EvalResult(np.asarray(returns, dtype=np.float64), np.asarray(lengths, dtype=np.int64),
+                      np.asarray(successes if len(successes) == len(returns) else [], dtype=bool))

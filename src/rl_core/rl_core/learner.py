@@ -49,6 +49,8 @@ class TrainResult:
     #: ``solve_return`` (None: never, or not tracked).
     solved_at_s: float | None = None
     solved_at_env_steps: int | None = None
+    #: Fraction of evaluation episodes that reached the task's goal (None: no success signal).
+    eval_success_rate: float | None = None
 
 
 class Learner:
@@ -124,7 +126,7 @@ class Learner:
                              time.monotonic() - self.started, evaluation.mean, evaluation.std,
                              evaluation.returns.tolist(), checkpoint_dir,
                              self.sac.update_step / max(paying_transitions, 1), self.solved_at_s,
-                             self.solved_at_env_steps)
+                             self.solved_at_env_steps, evaluation.success_rate)
         if output_dir is not None:
             (output_dir / "result.json").write_text(
                 json.dumps({**asdict(result), **(extra or {})}, indent=2))

@@ -104,6 +104,7 @@ def train(config: RunConfig, output_dir: str | Path | None = None,
     log(f"[bare] done: {env_steps} steps, {sac.update_step} updates, {learner.episodes} episodes "
         f"in {result.wall_time_s:.0f} s | evaluation return {result.eval_mean_return:.1f} "
         f"± {result.eval_std_return:.1f} over {len(result.eval_returns)} episodes"
+        + (f" | success {result.eval_success_rate:.0%}" if result.eval_success_rate is not None else "")
         + (f" | checkpoint {result.checkpoint_dir}" if result.checkpoint_dir else ""))
     return result
 

@@ -59,6 +59,14 @@ class _TopicEntry:
     has_latest: bool = False
 
 
+def callback_name(function: Callable[..., Any]) -> str:
+    """A readable name of a dispatched callable (``SimulatorNode._on_actions``) for error reports."""
+    target = getattr(function, "__self__", None)
+    if isinstance(target, IntraProcessSubscription):  # a subscription's deliver: name the callback
+        function = target.callback
+    return getattr(function, "__qualname__", repr(function))
+
+
 class IntraProcessManager:
     """Registry of local publishers/subscriptions and the dispatch queue of one rclpy context.
 
@@ -80,6 +88,7 @@ class IntraProcessManager:
         self._executor_waiting = False
         self._in_executor = False
         self._dispatch_thread: int | None = None
+        self._on_error: Callable[[str, Exception], None] | None = None
         self.exit_code = 0
         #: Objects handed over locally / converted and published over DDS / received over DDS.
         self.stats = {"local_deliveries": 0, "dds_publications": 0, "dds_receptions": 0,
@@ -162,11 +171,14 @@ class IntraProcessManager:
         """Whether the caller runs on the thread that drives :meth:`spin` (and the executor)."""
         return threading.get_ident() == self._dispatch_thread
 
-    def spin(self, timeout_s: float | None = None, on_error: Callable[[BaseException], None] | None = None,
+    def spin(self, timeout_s: float | None = None,
+             on_error: Callable[[str, Exception], None] | None = None,
              executor: Executor | None = None) -> int:
         """Drain the dispatch queue until shutdown (or ``timeout_s``); returns the exit code.
 
-        :param on_error: receives exceptions raised by callbacks; without it they propagate.
+        :param on_error: receives ``(source, exception)`` for every exception a callback raises
+            (dispatch callbacks, and executor callbacks when ``executor`` is given), and the
+            loop goes on; without it exceptions propagate.
         :param executor: the rclpy executor of this process' nodes. When given, this thread also
             drives it: it waits in the executor while the queue is empty (a post from another
             thread wakes it) and gives it a non-blocking turn at least every
@@ -179,6 +191,7 @@ class IntraProcessManager:
         get, get_nowait = self._queue.get, self._queue.get_nowait
         self._dispatch_thread = threading.get_ident()
         self._executor = executor
+        self._on_error = on_error
         last_poll = time.monotonic()
         try:
             while not self._shutdown.is_set() and self.context.ok():
@@ -215,7 +228,7 @@ class IntraProcessManager:
                     except Exception as error:  # a failing callback must not stop the other nodes
                         if on_error is None:
                             raise
-                        on_error(error)
+                        on_error(callback_name(function), error)
                     if count == BURST or self._shutdown.is_set():
                         break
                     try:
@@ -225,6 +238,7 @@ class IntraProcessManager:
         finally:
             self._executor = None
             self._dispatch_thread = None
+            self._on_error = None
         return self.exit_code
 
     def _spin_executor(self, executor: Executor, timeout_s: float) -> None:
@@ -233,10 +247,13 @@ class IntraProcessManager:
             executor.spin_once(timeout_sec=timeout_s)
         except ExternalShutdownException:
             self.request_shutdown(self.exit_code)
-        except _rclpy.RCLError:
-            if self.context.ok():
+        except Exception as error:
+            if not self.context.ok():  # the context was shut down (SIGINT/SIGTERM)
+                self.request_shutdown(self.exit_code)
+            elif self._on_error is not None:  # a service, timer or parameter callback failed
+                self._on_error("executor callback", error)
+            else:
                 raise
-            self.request_shutdown(self.exit_code)  # the context was shut down (SIGINT/SIGTERM)
         finally:
             self._in_executor = False
 
@@ -402,7 +419,16 @@ def create_service(manager: IntraProcessManager, node: Node, service_type: Servi
     """
 
     def on_request(request: Any, response: Any) -> Any:
-        return service_type.response_to_msg(handler(service_type.request_from_msg(request)))
+        try:
+            return service_type.response_to_msg(handler(service_type.request_from_msg(request)))
+        except Exception as error:  # answer the client instead of leaving it waiting
+            if manager._on_error is not None:
+                manager._on_error(f"service {name}", error)
+            if hasattr(response, "success"):
+                response.success = False
+            if hasattr(response, "message"):
+                response.message = f"request failed: {type(error).__name__}: {error}"
+            return response
 
     service = node.create_service(service_type.srv_type, name, on_request)
     with manager._lock:

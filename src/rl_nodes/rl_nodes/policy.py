@@ -2,12 +2,33 @@
 
 Also serves ``get_action`` for request/response clients (a real robot, a tool, an evaluation).
 Until the first weights arrive it acts with its own randomly initialised actor (version 0).
+
+Two layouts, chosen by the ``robots`` parameter:
+
+* ``robots: 0`` (per robot, the default): the node serves its own namespace,
+  ``observations`` -> ``actions``, one forward pass per observation batch, and ``get_action``
+  is ``<namespace>/get_action``.
+* ``robots: N`` (central batched inference, SEED RL style): one node, normally ``/policy``,
+  subscribes ``/robot_k/observations`` and publishes ``/robot_k/actions`` for k < N. Pending
+  batches are collected and answered by ONE forward pass over their concatenation as soon as
+  every robot has one pending, or when the oldest has waited ``batch_window_ms``; the actions
+  are then split and published per robot with each batch's own ``robot_id`` and ``step``.
+  ``get_action`` is ``/policy/get_action`` (``~/get_action``), so it cannot clash with a
+  per-robot policy's service. Robots per forward pass and the latency batching adds are kept
+  in :attr:`PolicyNode.batching` and reported on ``/diagnostics``.
+
+The window deadline is one rclpy timer that runs only while a batch waits (reset when the first
+batch of a round arrives, cancelled by the forward pass): a free-running timer at the window
+period would wake the process 500 times a second (2 ms) even when every round fills at once.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
+from dataclasses import dataclass, fields
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -20,12 +41,64 @@ from rl_interfaces.srv import GetAction
 from rl_nodes.base import ACTIONS_TOPIC, LATCHED_QOS, OBSERVATIONS_TOPIC, WEIGHTS_TOPIC, RLNode
 from rl_nodes.base import OK, WARN
 from rl_nodes.conversions import ACTIONS, OBSERVATIONS, WEIGHTS, Actions, Observations, Weights
+from rl_nodes.intra_process import IntraProcessPublisher
 from rl_nodes.parameters import declare_config, watch_config
 from rl_nodes.runtime import main_for
 
 
+def robot_namespace(robot: int) -> str:
+    """``/robot_k``, the namespace of robot k (as rl_bringup.plan and the simulator name it)."""
+    return f"/robot_{robot}"
+
+
+class PendingBatch(NamedTuple):
+    """An observation batch waiting for the central forward pass."""
+
+    robot: int  # k of the /robot_k/observations subscription it came on
+    msg: Observations
+    arrived_at: float  # time.monotonic() when its callback ran
+
+
+@dataclass
+class BatchingStats:
+    """Running totals of a central policy's batching (differences give rates and means)."""
+
+    forward_passes: int = 0
+    batches: int = 0  # observation batches answered
+    robot_slots: int = 0  # sum over forward passes of the distinct robots in each
+    rows: int = 0  # observations (environments) inferred
+    wait_s: float = 0.0  # sum over batches of arrival -> forward pass start (what batching adds)
+    latency_s: float = 0.0  # sum over batches of arrival -> actions ready (wait + inference)
+
+    @property
+    def robots_per_pass(self) -> float:
+        """Mean number of robots answered by one forward pass."""
+        return self.robot_slots / self.forward_passes if self.forward_passes else 0.0
+
+    @property
+    def rows_per_pass(self) -> float:
+        """Mean forward-pass batch size in observations."""
+        return self.rows / self.forward_passes if self.forward_passes else 0.0
+
+    @property
+    def mean_wait_ms(self) -> float:
+        return 1e3 * self.wait_s / self.batches if self.batches else 0.0
+
+    @property
+    def mean_latency_ms(self) -> float:
+        return 1e3 * self.latency_s / self.batches if self.batches else 0.0
+
+    def since(self, earlier: BatchingStats) -> BatchingStats:
+        """The totals accumulated after ``earlier`` (a copy taken before)."""
+        return BatchingStats(**{f.name: getattr(self, f.name) - getattr(earlier, f.name)
+                                for f in fields(self)})
+
+    def copy(self) -> BatchingStats:
+        return BatchingStats(**{f.name: getattr(self, f.name) for f in fields(self)})
+
+
 class PolicyNode(RLNode):
-    """Batched inference with the latest actor weights."""
+    """Batched inference with the latest actor weights, for one robot or centrally for N."""
 
     def __init__(self, namespace: str = "") -> None:
         super().__init__("policy", namespace)
@@ -49,13 +122,32 @@ class PolicyNode(RLNode):
         self._weights_at = time.monotonic()  # when the current weights arrived (start: own init)
         self._started_at = time.monotonic()
         self._actor_lock = threading.Lock()  # get_action runs on the executor thread
-        self.actions_pub = self.zc_publisher(ACTIONS, ACTIONS_TOPIC)
-        self.zc_subscription(OBSERVATIONS, OBSERVATIONS_TOPIC, self._on_observations)
+        self.robots = self.config.robots
+        #: ``actions`` of this node's namespace (per robot), or ``/robot_k/actions`` at index k.
+        self.actions_pubs: list[IntraProcessPublisher[Actions]] = []
+        #: Totals of the central batching (stays empty per robot).
+        self.batching = BatchingStats()
+        if self.robots:
+            self._serve_robots(self.robots)
+        else:
+            self.actions_pubs.append(self.zc_publisher(ACTIONS, ACTIONS_TOPIC))
+            self.zc_subscription(OBSERVATIONS, OBSERVATIONS_TOPIC, self._on_observations)
         self.zc_subscription(WEIGHTS, WEIGHTS_TOPIC, self._on_weights, LATCHED_QOS)
-        self.create_service(GetAction, "get_action", self._on_get_action)
+        service = self.create_service(GetAction, "~/get_action" if self.robots else "get_action",
+                                      self._on_get_action)
+        if self.robots:
+            self.get_logger().info(
+                f"central policy for {robot_namespace(0)} .. {robot_namespace(self.robots - 1)}, "
+                f"batch window {self.config.batch_window_ms:g} ms; get_action at "
+                f"{service.service_name}")
 
     def _apply_config(self, config: PolicyConfig) -> None:
+        window_changed = config.batch_window_ms != self.config.batch_window_ms
         self.config = config
+        if self.robots and window_changed:
+            # Parameter callbacks may run on the executor thread; the batching state belongs to
+            # the dispatch thread.
+            self.ipc.post(self._set_window, config.batch_window_ms)
 
     def _act(self, obs: np.ndarray, deterministic: bool) -> np.ndarray:
         flat = obs.reshape(obs.shape[0], -1)
@@ -65,14 +157,134 @@ class PolicyNode(RLNode):
             actions = self.actor.act(flat, deterministic=deterministic)
         return actions.reshape((obs.shape[0], *self.action_shape))
 
-    def _on_observations(self, msg: Observations) -> None:
+    def _valid_observations(self, msg: Observations) -> bool:
         if msg.obs.shape[1:] != self.obs_shape or not np.all(np.isfinite(msg.obs)):
             self.reject("observations", f"expected finite observations of shape "
                         f"(N, {', '.join(map(str, self.obs_shape))}), got {msg.obs.shape}")
+            return False
+        return True
+
+    def _on_observations(self, msg: Observations) -> None:
+        if not self._valid_observations(msg):
             return
         actions = self._act(msg.obs, self.config.deterministic)
-        self.actions_pub.publish(Actions(msg.robot_id, msg.step, actions, self.version,
-                                         msg.stamp_ns))
+        self.actions_pubs[0].publish(Actions(msg.robot_id, msg.step, actions, self.version,
+                                             msg.stamp_ns))
+
+    # --- central batched inference ---------------------------------------------------------------
+
+    def _serve_robots(self, robots: int) -> None:
+        """Subscribe every robot's observations and set up the batching state."""
+        self._pending: list[PendingBatch] = []
+        self._pending_per_robot = [0] * robots
+        self._robots_waiting = 0  # robots with at least one pending batch
+        self.robot_batches = [0] * robots  # batches received per robot (diagnostics)
+        self._reported = BatchingStats()
+        self._reported_robot_batches = [0] * robots
+        self._max_wait_s = 0.0  # longest wait since the last diagnostics
+        for robot in range(robots):
+            self.actions_pubs.append(self.zc_publisher(ACTIONS, f"{robot_namespace(robot)}/{ACTIONS_TOPIC}"))
+            self.zc_subscription(OBSERVATIONS, f"{robot_namespace(robot)}/{OBSERVATIONS_TOPIC}",
+                                 functools.partial(self._on_robot_observations, robot))
+        self._window_timer: Any = None
+        self._window_s = 0.0
+        self._set_window(self.config.batch_window_ms)
+
+    def _set_window(self, window_ms: float) -> None:
+        """(Re)create the deadline timer for a window of ``window_ms`` (none for 0)."""
+        if self._window_timer is not None:
+            self.destroy_timer(self._window_timer)
+            self._window_timer = None
+        self._window_s = window_ms / 1e3
+        if self._window_s > 0:
+            self._window_timer = self.zc_timer(self._window_s, self._on_window)
+            if self._pending:
+                self._arm_window()
+            else:
+                self._window_timer.cancel()
+        elif self._pending:
+            self._forward_pending()
+
+    def _arm_window(self) -> None:
+        """Start the deadline: the timer fires once the window has passed from now."""
+        self._window_timer.reset()
+        if not self.ipc.on_dispatch_thread:
+            # The executor runs in another thread (tests, tools) and may be blocked in a wait
+            # computed without this timer; wake it so the deadline counts. In the node runtime
+            # this thread drives the executor and rebuilds the wait anyway.
+            executor = self.executor
+            if executor is not None:
+                executor.wake()
+
+    def _on_robot_observations(self, robot: int, msg: Observations) -> None:
+        if not self._valid_observations(msg):
+            return
+        now = time.monotonic()
+        self.robot_batches[robot] += 1
+        if not self._pending and self._window_timer is not None:
+            self._arm_window()
+        self._pending.append(PendingBatch(robot, msg, now))
+        if self._pending_per_robot[robot] == 0:
+            self._robots_waiting += 1
+        self._pending_per_robot[robot] += 1
+        if self._robots_waiting == self.robots or self._window_timer is None:
+            self._forward_pending()
+
+    def _on_window(self) -> None:
+        if not self._pending:
+            self._window_timer.cancel()
+            return
+        if time.monotonic() - self._pending[0].arrived_at < 0.5 * self._window_s:
+            return  # fired for a round already answered; the timer was reset for this one
+        self._forward_pending()
+
+    def _forward_pending(self) -> None:
+        """One forward pass over every pending batch, then each robot's share of the actions."""
+        batches, self._pending = self._pending, []
+        self._pending_per_robot = [0] * self.robots
+        robots, self._robots_waiting = self._robots_waiting, 0
+        if self._window_timer is not None:
+            self._window_timer.cancel()
+        started = time.monotonic()
+        obs = (batches[0].msg.obs if len(batches) == 1
+               else np.concatenate([batch.msg.obs for batch in batches]))
+        actions = self._act(obs, self.config.deterministic)
+        ready = time.monotonic()
+        version, start = self.version, 0
+        for batch in batches:
+            msg = batch.msg
+            end = start + len(msg.obs)
+            self.actions_pubs[batch.robot].publish(
+                Actions(msg.robot_id, msg.step, actions[start:end], version, msg.stamp_ns))
+            start = end
+        stats = self.batching
+        stats.forward_passes += 1
+        stats.batches += len(batches)
+        stats.robot_slots += robots
+        stats.rows += len(obs)
+        oldest = batches[0].arrived_at
+        stats.wait_s += sum(started - batch.arrived_at for batch in batches)
+        stats.latency_s += sum(ready - batch.arrived_at for batch in batches)
+        self._max_wait_s = max(self._max_wait_s, started - oldest)
+
+    def _batching_diagnostics(self) -> tuple[dict[str, object], list[int]]:
+        """Figures of the batching since the last report, and the robots that sent nothing."""
+        recent = self.batching.since(self._reported)
+        self._reported = self.batching.copy()
+        silent = [robot for robot, count in enumerate(self.robot_batches)
+                  if count == self._reported_robot_batches[robot]]
+        self._reported_robot_batches = list(self.robot_batches)
+        values = {"robots": self.robots, "batch window ms": f"{self._window_s * 1e3:g}",
+                  "forward passes": recent.forward_passes,
+                  "robots per forward pass": f"{recent.robots_per_pass:.2f}",
+                  "observations per forward pass": f"{recent.rows_per_pass:.1f}",
+                  "batch wait ms": f"{recent.mean_wait_ms:.3f}",
+                  "batch wait max ms": f"{self._max_wait_s * 1e3:.3f}",
+                  "answer latency ms": f"{recent.mean_latency_ms:.3f}"}
+        self._max_wait_s = 0.0
+        return values, silent
+
+    # --- weights, diagnostics, get_action ---------------------------------------------------------
 
     def _on_weights(self, msg: Weights) -> None:
         if msg.version <= self.version or self.onnx is not None:
@@ -95,11 +307,20 @@ class PolicyNode(RLNode):
 
     def diagnose(self) -> tuple[int, str, dict[str, object]]:
         age = time.monotonic() - self._weights_at
-        values = {"weights version": self.version, "weights age s": f"{age:.1f}"}
+        values: dict[str, object] = {"weights version": self.version,
+                                     "weights age s": f"{age:.1f}"}
+        silent: list[int] = []
+        if self.robots:
+            batching, silent = self._batching_diagnostics()
+            values.update(batching)
         if self.version == 0 and time.monotonic() - self._started_at > 30.0:
             return WARN, "no weights received yet (is the trainer running?)", values
         if self.version and age > 60.0:
             return WARN, f"weights are {age:.0f} s old (trainer stalled or gone?)", values
+        if silent and len(silent) < self.robots:
+            names = ", ".join(robot_namespace(robot) for robot in silent)
+            return WARN, (f"no observations from {names} (forward passes wait up to the batch "
+                          "window for them)"), values
         return OK, f"acting with weights v{self.version}", values
 
     def _on_get_action(self, request: GetAction.Request, response: GetAction.Response

@@ -9,10 +9,13 @@ is the same whether it runs alone (decoupled) or beside others (colocated, hybri
 from __future__ import annotations
 
 import importlib
+import math
 import os
+import time
 import sys
 import traceback
 from collections.abc import Sequence
+from typing import Any
 
 import rclpy
 from rclpy.executors import SingleThreadedExecutor
@@ -44,6 +47,29 @@ def ensure_network_defaults() -> None:
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 
 
+class CallbackErrors:
+    """Counts what callbacks could not handle, per source, and logs it at most once a second
+    per source (a failing callback must neither stop the process nor flood the log)."""
+
+    def __init__(self, logger: Any) -> None:
+        self.logger = logger
+        self.counts: dict[str, int] = {}
+        self._last_log: dict[str, float] = {}
+
+    def report(self, source: str, error: BaseException) -> None:
+        self.counts[source] = self.counts.get(source, 0) + 1
+        now = time.monotonic()
+        if now - self._last_log.get(source, -math.inf) < 1.0:
+            return
+        self._last_log[source] = now
+        text = "".join(traceback.format_exception(error)).rstrip()
+        message = f"{source} failed ({self.counts[source]} so far), the node keeps running: {text}"
+        if self.logger is not None:
+            self.logger.error(message)
+        else:
+            print(message, file=sys.stderr)
+
+
 def run_nodes(specs: Sequence[tuple[str, str | None]], args: Sequence[str] | None = None) -> int:
     """Create the nodes ``[(kind, namespace or None)]`` in this process and run until shutdown.
 
@@ -73,13 +99,8 @@ def run_nodes(specs: Sequence[tuple[str, str | None]], args: Sequence[str] | Non
             executor.add_node(node)
         for node in nodes:
             node.start()
-        logger = nodes[0].get_logger() if nodes else None
-
-        def on_error(error: BaseException) -> None:
-            if logger is not None:
-                logger.error("callback failed: " + "".join(traceback.format_exception(error)).rstrip())
-
-        code = manager.spin(on_error=on_error, executor=executor)
+        errors = CallbackErrors(nodes[0].get_logger() if nodes else None)
+        code = manager.spin(on_error=errors.report, executor=executor)
     except ConfigError as error:
         print(f"configuration error: {error}", file=sys.stderr)
         code = 2

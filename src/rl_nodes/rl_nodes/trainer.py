@@ -231,22 +231,40 @@ class TrainerNode(RLNode):
             self._finish()
 
     def _learner_loop(self) -> None:
-        """Thread mode: update on every granted batch; finish once the budget's updates are done."""
-        pin_current_thread(learner_cpus())
-        while not self._stop.is_set():
-            if self._prefetcher is not None:
-                result = self._prefetcher.get(timeout_s=0.5)
-                if result is None:
-                    continue
-            else:
-                result = self.sampler.call(self._request(BATCHES_PER_REQUEST))
-            learned = self._learn(result)
-            self._periodic()
-            if not learned:
-                if self._budget_reached():  # every update the budget's data pays for is done
-                    self.ipc.post(self._finish)
-                    return
-                self._stop.wait(IDLE_WAIT_S)
+        """Thread mode: update on every granted batch; finish once the budget's updates are done.
+
+        An error in one round is counted and logged and the loop goes on; should the thread die
+        anyway, the process ends with exit code 1 so that it is respawned.
+        """
+        try:
+            pin_current_thread(learner_cpus())
+            while not self._stop.is_set():
+                try:
+                    if self._learn_round():
+                        return
+                except Exception as error:  # noqa: BLE001 - counted and logged, then go on
+                    self.reject("learner round", f"{type(error).__name__}: {error}")
+                    self._stop.wait(0.1)
+        except BaseException:
+            self.ipc.request_shutdown(1)
+            raise
+
+    def _learn_round(self) -> bool:
+        """One round of the learner thread; True when training is complete."""
+        if self._prefetcher is not None:
+            result = self._prefetcher.get(timeout_s=0.5)
+            if result is None:
+                return False
+        else:
+            result = self.sampler.call(self._request(BATCHES_PER_REQUEST))
+        learned = self._learn(result)
+        self._periodic()
+        if not learned:
+            if self._budget_reached():  # every update the budget's data pays for is done
+                self.ipc.post(self._finish)
+                return True
+            self._stop.wait(IDLE_WAIT_S)
+        return False
 
     def _periodic(self) -> None:
         now = time.monotonic()

@@ -3,6 +3,7 @@
 Usage::
 
     rl-bringup advise [config:=cartpole] [samples:=2000] [robots:=1] [elastic:=false] [dds:=true]
+                      [compare:=FILE]
 
 It measures, on this machine, for the scenario's ``env_id``, ``num_envs`` and ``hidden_sizes``:
 
@@ -15,6 +16,11 @@ It measures, on this machine, for the scenario's ``env_id``, ``num_envs`` and ``
   deployment pays per exchanged message.
 
 and applies the selection rule of the mode table in DESIGN.md (:func:`recommend`).
+
+Where a measured comparison of the modes exists for the scenario (``rl-bringup compare``'s
+``compare.json``: by default ``config/compare_<config>.json``, shipped for cart-pole, or
+``compare:=FILE``), the recommendation comes from it instead (:func:`recommend_from_comparison`):
+the mode that finished the budget soonest while learning as well as the bare loop.
 """
 
 from __future__ import annotations
@@ -42,7 +48,9 @@ from rl_bringup.tools.common import (
 )
 
 COMMAND = "advise"
-KEYS: tuple[str, ...] = ("config", "samples", "robots", "elastic", "dds")
+KEYS: tuple[str, ...] = ("config", "samples", "robots", "elastic", "dds", "compare")
+#: A mode counts as learning as well as the bare loop at this fraction of its evaluation return.
+MIN_SAMPLE_EFFICIENCY = 0.9
 DEFAULT_SAMPLES = 2000
 #: Costs this many times apart or more count as "orders of magnitude apart" (one order = 10x).
 DEFAULT_RATIO_THRESHOLD = 10.0
@@ -149,6 +157,59 @@ def recommend(env_step_s: float, inference_s: float, robots: int = 1, *, num_env
         f"{costs}: the same order of magnitude ({times}), so neither side waits long for the "
         "other and one process with the zero-copy hand-off is fastest (lowest latency, one "
         "machine)." + with_dds(", which colocated mode never pays per step.")))
+
+
+def recommend_from_comparison(document: dict[str, Any], robots: int = 1) -> Recommendation | None:
+    """Pick the mode a measured comparison (``compare.json``) shows to be best.
+
+    Among the ROS modes whose evaluation return reached ``MIN_SAMPLE_EFFICIENCY`` of the bare
+    loop's, the one with the shortest wall time for the budget wins; colocated stands for one
+    robot only, so with ``robots > 1`` it competes only when nothing else qualifies.
+
+    :returns: None when the document holds no qualifying row.
+    """
+    rows = [row for row in document.get("rows", []) if row.get("mode") in MODES
+            and row.get("wall_time_s") is not None and row.get("completed")]
+    good = [row for row in rows if (row.get("sample_efficiency") or 0.0) >= MIN_SAMPLE_EFFICIENCY]
+    if robots > 1:
+        good = [row for row in good if row["mode"] != "colocated"] or good
+    if not good:
+        return None
+    best = min(good, key=lambda row: row["wall_time_s"])
+    figures = "; ".join(
+        f"{row['mode']} (robots {row.get('robots', 1)}): {row['wall_time_s']:.0f} s, eval "
+        f"{(row.get('eval_return') or float('nan')):.0f}, x bare "
+        f"{(row.get('wall_time_x_bare') or float('nan')):.2f}" for row in rows)
+    return Recommendation(best["mode"], (
+        f"measured (rl-bringup compare, {document.get('settings', {}).get('total_env_steps', '?')} "
+        f"env steps per run): {best['mode']} finished the budget soonest among the modes that "
+        f"learned as well as the bare loop ({figures})."))
+
+
+def load_comparison(path: str) -> dict[str, Any]:
+    """Read a ``compare.json``; a missing or malformed file is a ToolError naming it."""
+    import json
+
+    try:
+        document = json.loads(open(path, encoding="utf-8").read())
+    except (OSError, ValueError) as error:
+        raise ToolError(f"compare:={path}: cannot read a comparison ({error}); run "
+                        "rl-bringup compare json:=FILE first") from error
+    if not isinstance(document, dict) or not isinstance(document.get("rows"), list):
+        raise ToolError(f"compare:={path} is not a compare.json (no 'rows' list)")
+    return document
+
+
+def default_comparison(config_value: str) -> str | None:
+    """The shipped comparison for a scenario (``config/compare_<name>.json``), if any."""
+    from rl_bringup.paths import config_directory
+
+    name = os.path.splitext(os.path.basename(config_value))[0]
+    try:
+        path = config_directory() / f"compare_{name}.json"
+    except FileNotFoundError:
+        return None
+    return str(path) if path.is_file() else None
 
 
 # --- measurements --------------------------------------------------------------------------------
@@ -354,6 +415,13 @@ def handle_advise(arguments: argparse.Namespace, tokens: list[str]) -> int:
     print(f"ratio           {format_ratio(ratio)} ({slower} slower)", file=out)
     recommendation = recommend(env_step_s, inference_s, robots, num_envs=num_envs,
                                elastic=elastic, dds_round_trip_s=dds_s)
+    comparison = values.get("compare") or default_comparison(config_value)
+    if comparison and comparison != "none" and not elastic:
+        measured = recommend_from_comparison(load_comparison(comparison), robots)
+        print(f"cost rule       {recommendation.mode} ({recommendation.reason})", file=out)
+        if measured is not None:
+            print(f"comparison      {comparison}", file=out)
+            recommendation = measured
     print(f"recommendation  {recommendation.mode}", file=out)
     print(f"reason          {recommendation.reason}", file=out)
     print(f"run it with     {_run_command(recommendation.mode, robots, config_value)}", file=out)
@@ -370,7 +438,9 @@ def register(subparsers: Any) -> None:
         "by DESIGN.md's selection rule. key:=value arguments: config:=NAME|PATH (default "
         f"{DEFAULT_CONFIG}), samples:=N (default {DEFAULT_SAMPLES}), robots:=N (planned robots, "
         "default 1), elastic:=true|false (robots/learners added at run time; default false), "
-        "dds:=true|false (measure the DDS round trip; default true).",
+        "dds:=true|false (measure the DDS round trip; default true), compare:=FILE (a "
+        "compare.json of rl-bringup compare to base the recommendation on; default the shipped "
+        "config/compare_<config>.json when it exists; none = the cost rule only).",
     )
     parser.add_argument("arguments", nargs="*", metavar="key:=value")
     parser.set_defaults(handler=handle_advise)
