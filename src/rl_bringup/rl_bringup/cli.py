@@ -5,6 +5,7 @@ Usage::
     rl-bringup launch MODE [robots:=N] [config:=FILE] [output_dir:=DIR] [domain_id:=N]
                            [discovery:=localhost|subnet|server:HOST:PORT]
                            [cpus:=auto|none|'KIND=LIST;KIND=LIST...']
+                           [policy_layout:=per_robot|central]
     rl-bringup train [MODE] [key:=value ...]    # launch; mode colocated, config cartpole by default
     rl-bringup plan MODE [key:=value ...] [--format table|yaml]    # dry run: print the plan
 
@@ -32,13 +33,16 @@ from rl_core.cpus import format_cpu_list
 
 from rl_bringup import paths
 from rl_bringup.tools import advise, compare, doctor, evaluate, export, record, status
-from rl_bringup.plan import DEFAULT_CONFIG, MODES, Plan, PlanError, ProcessSpec, make_plan
+from rl_bringup.plan import DEFAULT_CONFIG, DEFAULT_POLICY_LAYOUT, MODES, Plan, PlanError
+from rl_bringup.plan import ProcessSpec, make_plan
+from rl_bringup.run_key import with_weights_key
 from rl_bringup.supervisor import Supervisor
 
 PROGRAM = "rl-bringup"
 EXIT_USAGE = 2
 EXIT_NOT_INSTALLED = 1
-LAUNCH_KEYS: tuple[str, ...] = ("robots", "config", "output_dir", "domain_id", "discovery", "cpus")
+LAUNCH_KEYS: tuple[str, ...] = ("robots", "config", "output_dir", "domain_id", "discovery", "cpus",
+                              "weights_key", "policy_layout")
 #: Node parameters that may be overridden on the command line (``total_env_steps:=2000``).
 PARAMETER_KEYS: tuple[str, ...] = tuple(sorted(
     {f.name for classes in NODE_CONFIGS.values() for cls in classes for f in dataclasses.fields(cls)}
@@ -126,6 +130,7 @@ def _plan_from_tokens(tokens: Sequence[str], default_mode: str | None) -> Plan:
         discovery=values.get("discovery", "localhost"),
         extra_parameters=overrides or None,
         cpus=values.get("cpus"),
+        policy_layout=values.get("policy_layout", DEFAULT_POLICY_LAYOUT),
     )
 
 
@@ -167,8 +172,9 @@ def _resolve_executables(plan: Plan) -> Plan:
     return dataclasses.replace(plan, processes=processes)
 
 
-def _run_plan(plan: Plan, arguments: argparse.Namespace) -> int:
+def _run_plan(plan: Plan, arguments: argparse.Namespace, key_file: str | None = None) -> int:
     """Run ``plan`` under the supervisor until it ends; returns its exit code."""
+    plan = with_weights_key(plan, key_file)
     try:
         plan = _resolve_executables(plan)
     except FileNotFoundError as error:
@@ -184,14 +190,22 @@ def _run_plan(plan: Plan, arguments: argparse.Namespace) -> int:
     return supervisor.run()
 
 
+def _weights_key_file(tokens: Sequence[str]) -> str | None:
+    """The ``weights_key:=FILE`` token's value (validated with the others by the plan)."""
+    return next((token.split(":=", 1)[1] for token in tokens
+                 if token.startswith("weights_key:=")), None)
+
+
 def _handle_launch(arguments: argparse.Namespace, tokens: list[str]) -> int:
     """``rl-bringup launch MODE key:=value ...``."""
-    return _run_plan(_plan_from_tokens(tokens, default_mode=None), arguments)
+    return _run_plan(_plan_from_tokens(tokens, default_mode=None), arguments,
+                     _weights_key_file(tokens))
 
 
 def _handle_train(arguments: argparse.Namespace, tokens: list[str]) -> int:
     """``rl-bringup train [MODE] key:=value ...``: the default training run."""
-    return _run_plan(_plan_from_tokens(tokens, default_mode=DEFAULT_TRAIN_MODE), arguments)
+    return _run_plan(_plan_from_tokens(tokens, default_mode=DEFAULT_TRAIN_MODE), arguments,
+                     _weights_key_file(tokens))
 
 
 def _process_cpus_text(process: ProcessSpec) -> str:
@@ -248,7 +262,8 @@ _KEYS_HELP = (
     "discovery:=localhost|subnet|server:HOST:PORT (default localhost), "
     "cpus:=auto|none|'KIND=LIST;...' (CPU sets per node kind, e.g. "
     "'simulator=0;policy=0;replay_buffer=1;trainer=1'; default: the config's /rl_bringup block, "
-    "else none)"
+    "else none), policy_layout:=per_robot|central (default per_robot; central: one policy node "
+    "batching every robot's observations)"
 )
 
 

@@ -15,12 +15,14 @@ from typing import Any
 from rl_bringup.plan import (
     DEFAULT_CONFIG,
     DEFAULT_DISCOVERY,
+    DEFAULT_POLICY_LAYOUT,
     MAX_DOMAIN_ID,
     MAX_RESPAWNS,
     MAX_ROBOTS,
     MIN_DOMAIN_ID,
     MIN_ROBOTS,
     MODES,
+    POLICY_LAYOUTS,
     RESPAWN_DELAY_S,
     Plan,
     ProcessSpec,
@@ -51,6 +53,18 @@ LAUNCH_ARGUMENTS: dict[str, tuple[str, str]] = {
         DEFAULT_DISCOVERY,
         "DDS discovery: localhost (default, nothing leaves the machine), subnet (multicast on the "
         "local subnet), or server:HOST:PORT (Fast DDS discovery server).",
+    ),
+    "cpus": (
+        "",
+        "CPU sets per node kind: auto (acting and learning nodes on separate halves of the "
+        "cores), none, or 'KIND=LIST;...' (e.g. 'simulator=0;policy=0;replay_buffer=1;"
+        "trainer=1'); empty: the config's /rl_bringup block, else none.",
+    ),
+    "policy_layout": (
+        DEFAULT_POLICY_LAYOUT,
+        f"Where inference runs ({', '.join(POLICY_LAYOUTS)}): per_robot, a policy node in each "
+        "robot's namespace; central, one policy node /policy serving every robot with one "
+        "batched forward pass (get_action at /policy/get_action).",
     ),
 }
 MODE_ARGUMENT_DESCRIPTION = (
@@ -102,6 +116,8 @@ def plan_from_context(context: Any, mode: str | None) -> Plan:
         output_dir=value("output_dir", "") or None,
         domain_id=value("domain_id", "") or None,
         discovery=value("discovery", DEFAULT_DISCOVERY),
+        cpus=value("cpus", "") or None,
+        policy_layout=value("policy_layout", DEFAULT_POLICY_LAYOUT),
     )
 
 

@@ -15,6 +15,11 @@ hybrid        per robot one ``container`` (simulator + policy), one learner ``co
               (replay_buffer + trainer)
 ============  =================================================================================
 
+``policy_layout:=central`` replaces the per-robot policies by one central policy node ``/policy``
+(parameter ``robots:=N``) that batches all robots' observations into one forward pass (SEED RL
+shape): decoupled runs it as one ``policy`` process, hybrid as one ``policy`` process beside the
+simulator-only robot containers, colocated as one ``policy@/`` node in the container.
+
 Processes that only hold robot nodes (simulator, policy) are respawned when they crash: a
 simulator restart loses at most an episode. Processes holding the trainer or the replay buffer are
 *required*: the run ends when one of them exits, with its exit code (the trainer exits 0 when
@@ -63,6 +68,10 @@ ROBOT_NODE_KINDS: tuple[str, ...] = ("simulator", "policy")
 ACTING_NODE_KINDS: tuple[str, ...] = ROBOT_NODE_KINDS
 LEARNING_NODE_KINDS: tuple[str, ...] = ("replay_buffer", "trainer")
 CONTAINER_EXECUTABLE = "container"
+#: Where inference runs: a policy node per robot, or one central policy serving every robot.
+POLICY_LAYOUTS: tuple[str, ...] = ("per_robot", "central")
+DEFAULT_POLICY_LAYOUT = "per_robot"
+CENTRAL_POLICY_NAMESPACE = "/"
 NODES_PACKAGE = paths.NODES_PACKAGE
 DEFAULT_CONFIG = "cartpole"
 DEFAULT_DISCOVERY = "localhost"
@@ -236,6 +245,7 @@ class Plan:
     :param cpus_source: ``"argument"``, ``"config"`` (the ``/rl_bringup`` block) or
         ``"default"``.
     :param cpu_sets: CPUs of each pinned node kind; kinds not listed are not pinned.
+    :param policy_layout: one of :data:`POLICY_LAYOUTS`.
     """
 
     mode: str
@@ -250,6 +260,7 @@ class Plan:
     cpus: str = DEFAULT_CPUS
     cpus_source: str = "default"
     cpu_sets: dict[str, frozenset[int]] = field(default_factory=dict)
+    policy_layout: str = DEFAULT_POLICY_LAYOUT
 
     def hosted_nodes(self) -> list[tuple[str, str]]:
         """``(kind, namespace)`` of every node of the deployment, in process order."""
@@ -269,6 +280,7 @@ class Plan:
         return {
             "mode": self.mode,
             "robots": self.robots,
+            "policy_layout": self.policy_layout,
             "config_file": self.config_file,
             "domain_id": self.domain_id,
             "domain_id_source": self.domain_id_source,
@@ -638,6 +650,7 @@ def make_plan(
     discovery: str = DEFAULT_DISCOVERY,
     extra_parameters: Mapping[str, Any] | None = None,
     cpus: str | None = None,
+    policy_layout: str = DEFAULT_POLICY_LAYOUT,
     *,
     environ: Mapping[str, str] | None = None,
     rng: random.Random | None = None,
@@ -661,6 +674,9 @@ def make_plan(
     :param cpus: CPU sets per node kind, ``none``, ``auto`` or ``KIND=LIST;...`` (see
         :func:`cpu_sets`); when ``None`` or empty, the ``cpus`` of the scenario file's
         ``/rl_bringup`` block, else :data:`DEFAULT_CPUS`.
+    :param policy_layout: ``per_robot`` (a policy node per robot, in its namespace) or
+        ``central`` (one policy node ``/policy`` with ``robots:=N`` serving every robot with
+        batched inference; see the module docstring for where each mode puts it).
     :param environ: the caller's environment (``os.environ`` when ``None``); read for
         ``ROS_DOMAIN_ID`` and for variables that would contradict the plan.
     :param rng: random generator for the domain-id pick (tests pass a seeded one).
@@ -674,6 +690,11 @@ def make_plan(
     if mode_text not in MODES:
         raise PlanError(f"unknown mode {mode!r}; valid modes: {', '.join(MODES)}")
     robot_count = parse_robots(robots)
+    layout_text = str(policy_layout).strip().lower()
+    if layout_text not in POLICY_LAYOUTS:
+        raise PlanError(
+            f"unknown policy_layout {policy_layout!r}; valid: {', '.join(POLICY_LAYOUTS)}"
+        )
     try:
         config_file = str(paths.resolve_config(config))
     except FileNotFoundError as error:
@@ -702,11 +723,21 @@ def make_plan(
         trainer_parameters["output_dir"] = absolute
 
     layout = _LAYOUTS[mode_text]
-    processes = layout(robot_count)
+    processes = layout(robot_count, layout_text == "central")
+    if layout_text == "central":
+        notes.append(
+            f"policy_layout:=central: one policy node /policy serves /robot_0 .. "
+            f"/robot_{robot_count - 1} (batched inference); its get_action service is "
+            f"/policy/get_action"
+        )
     for process in processes:
         process.params_file = config_file
         hosts_trainer = any(kind == "trainer" for kind, _ in process.hosted_nodes())
-        process.parameters = dict(trainer_parameters if hosts_trainer else shared_parameters)
+        # The layout's own parameters (the central policy's robots:=N) win over the shared ones.
+        process.parameters = {
+            **(trainer_parameters if hosts_trainer else shared_parameters),
+            **process.parameters,
+        }
         assign_cpus(process, sets)
         process.env = {**environment, **cpu_environment(process)}
     return Plan(
@@ -722,6 +753,7 @@ def make_plan(
         cpus=cpus_text,
         cpus_source=cpus_source,
         cpu_sets=sets,
+        policy_layout=layout_text,
     )
 
 
@@ -742,23 +774,52 @@ def _container(
     )
 
 
-def _robot_nodes(robot: int) -> list[tuple[str, str]]:
-    """The per-robot nodes of robot ``robot``."""
-    return [(kind, robot_namespace(robot)) for kind in ROBOT_NODE_KINDS]
+def _robot_nodes(robot: int, central: bool = False) -> list[tuple[str, str]]:
+    """The per-robot nodes of robot ``robot``: its simulator, and its policy unless central."""
+    kinds = ("simulator",) if central else ROBOT_NODE_KINDS
+    return [(kind, robot_namespace(robot)) for kind in kinds]
 
 
-def _colocated_layout(robots: int) -> list[ProcessSpec]:
-    """One container with every node; it holds the trainer, so it is required."""
-    nodes = [node for robot in range(robots) for node in _robot_nodes(robot)]
+def _central_policy_parameters(robots: int) -> dict[str, Any]:
+    """Parameters that turn the policy node into the central policy of ``robots`` robots."""
+    return {"robots": robots}
+
+
+def _central_policy_process(robots: int) -> ProcessSpec:
+    """The central policy as a process of its own: ``policy`` in ``/``, respawned like robots."""
+    return ProcessSpec(
+        name="policy",
+        executable="policy",
+        namespace=CENTRAL_POLICY_NAMESPACE,
+        parameters=_central_policy_parameters(robots),
+        respawn=True,
+    )
+
+
+def _colocated_layout(robots: int, central: bool = False) -> list[ProcessSpec]:
+    """One container with every node; it holds the trainer, so it is required.
+
+    Central: the simulators, one ``policy@/`` with ``robots:=N``, replay_buffer and trainer. The
+    container's parameter overrides reach every node kind in it; only the policy declares
+    ``robots``, the other nodes leave it unused.
+    """
+    nodes = [node for robot in range(robots) for node in _robot_nodes(robot, central)]
+    if central:
+        nodes.append(("policy", CENTRAL_POLICY_NAMESPACE))
     nodes += [("replay_buffer", "/"), ("trainer", "/")]
-    return [_container("container", nodes, respawn=False, required=True)]
+    container = _container("container", nodes, respawn=False, required=True)
+    if central:
+        container.parameters = _central_policy_parameters(robots)
+    return [container]
 
 
-def _decoupled_layout(robots: int) -> list[ProcessSpec]:
+def _decoupled_layout(robots: int, central: bool = False) -> list[ProcessSpec]:
     """One process per node; robot nodes respawn, replay_buffer and trainer are required.
 
     The replay buffer is required rather than respawned: a restarted buffer comes back empty and
-    the trainer would silently starve, so a crash ends the run loudly instead.
+    the trainer would silently starve, so a crash ends the run loudly instead. Central: one
+    ``policy`` process (respawned: the simulators' watchdogs resend what it missed) instead of
+    one per robot.
     """
     processes = [
         ProcessSpec(
@@ -768,19 +829,36 @@ def _decoupled_layout(robots: int) -> list[ProcessSpec]:
             respawn=True,
         )
         for robot in range(robots)
-        for kind, namespace in _robot_nodes(robot)
+        for kind, namespace in _robot_nodes(robot, central)
     ]
+    if central:
+        processes.append(_central_policy_process(robots))
     for kind in ("replay_buffer", "trainer"):
         processes.append(ProcessSpec(name=kind, executable=kind, namespace="/", required=True))
     return processes
 
 
-def _hybrid_layout(robots: int) -> list[ProcessSpec]:
-    """Per robot one respawning container, one required learner container."""
+def _hybrid_layout(robots: int, central: bool = False) -> list[ProcessSpec]:
+    """Per robot one respawning container, one required learner container.
+
+    Central: the robot containers hold only their simulators, and the central policy runs in a
+    process of its own rather than in the learner container, because
+
+    * the trainer's gradient steps would hold the learner process' GIL and delay every robot's
+      actions, and a 2-core machine cannot hide that;
+    * a policy crash would end the run (the learner is required); alone, it respawns like the
+      robot processes, and the simulators' watchdogs resend the observations it missed;
+    * it gains nothing from the learner's zero-copy channel: the observations of every robot
+      cross DDS anyway, and the weights come over the latched ``/policy_weights`` a few times
+      a second;
+    * CPU sets pin it with the acting kinds, apart from the learning ones.
+    """
     processes = [
-        _container(f"robot_{robot}", _robot_nodes(robot), respawn=True, required=False)
+        _container(f"robot_{robot}", _robot_nodes(robot, central), respawn=True, required=False)
         for robot in range(robots)
     ]
+    if central:
+        processes.append(_central_policy_process(robots))
     learner_nodes = [("replay_buffer", "/"), ("trainer", "/")]
     processes.append(_container("learner", learner_nodes, respawn=False, required=True))
     return processes

@@ -9,6 +9,8 @@ from typing import Any, TypeVar
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy.node import Node
+from rl_core import weights_auth
+from rl_core.config import ConfigError
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
 from rl_nodes.conversions import TopicType, plain
@@ -44,6 +46,22 @@ DIAGNOSTICS_PERIOD_S = 1.0
 
 #: Diagnostic levels (diagnostic_msgs/DiagnosticStatus), for rqt_robot_monitor.
 OK, WARN, ERROR = DiagnosticStatus.OK, DiagnosticStatus.WARN, DiagnosticStatus.ERROR
+
+
+def load_weights_key(logger: Any) -> bytes | None:
+    """The run's weights key (rl_core.weights_auth); warns once when the run has none.
+
+    :raises ConfigError: when a configured key cannot be read or is malformed.
+    """
+    try:
+        key = weights_auth.load_key()
+    except weights_auth.WeightsKeyError as error:
+        raise ConfigError(str(error)) from error
+    if key is None:
+        logger.warn(f"no weights key ({weights_auth.KEY_VARIABLE} / {weights_auth.KEY_FILE_VARIABLE}"
+                    "): policy weights are neither signed nor checked; rl-bringup and the launch "
+                    "files create one per run")
+    return key
 
 
 def robot_id_from_namespace(namespace: str) -> int:

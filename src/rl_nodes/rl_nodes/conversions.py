@@ -21,8 +21,11 @@ from rl_interfaces.msg import ActionBatch, EpisodeStatistics, ExperienceBatch, O
 from rl_interfaces.msg import PolicyWeights
 from rl_interfaces.srv import BufferFile, SampleBatch
 from rl_core.replay import Batch
+from rl_core.weights_auth import signature, verify
 
 T = TypeVar("T")
+#: Largest PolicyWeights payload accepted from the wire (checked before it is decoded).
+MAX_WEIGHTS_BYTES = 256 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -244,12 +247,29 @@ class Weights:
     architecture: dict[str, Any]
     stamp_ns: int = 0
     _encoded: tuple[bytes, str] | None = field(default=None, repr=False)
+    epoch: int = 0
+    signature: str = ""
 
     def encoded(self) -> tuple[bytes, str]:
         """``(safetensors bytes, sha256)``, computed once per version."""
         if self._encoded is None:
             self._encoded = tensors_to_bytes(self.state)
         return self._encoded
+
+    def architecture_json(self) -> str:
+        """The architecture as the canonical JSON text that travels and is signed."""
+        return json.dumps(self.architecture, sort_keys=True)
+
+    def sign(self, key: bytes) -> None:
+        """Set :attr:`signature` (HMAC-SHA256 under the run's key, rl_core.weights_auth)."""
+        self.signature = signature(key, self.epoch, self.version, self.update_step,
+                                   self.architecture_json(), self.encoded()[0])
+
+    def verify(self, key: bytes) -> bool:
+        """Whether :attr:`signature` is the key's signature of these weights."""
+        return bool(self.signature) and verify(key, self.signature, self.epoch, self.version,
+                                               self.update_step, self.architecture_json(),
+                                               self.encoded()[0])
 
 
 def weights_to_msg(data: Weights) -> PolicyWeights:
@@ -261,13 +281,17 @@ def weights_to_msg(data: Weights) -> PolicyWeights:
     msg.format = "safetensors"
     msg.data = array.array("B", blob)
     msg.checksum = digest
-    msg.architecture = json.dumps(data.architecture, sort_keys=True)
+    msg.architecture = data.architecture_json()
+    msg.epoch = data.epoch
+    msg.signature = data.signature
     return msg
 
 
 def weights_from_msg(msg: PolicyWeights) -> Weights:
     if msg.format != "safetensors":
         raise ValueError(f"weights format {msg.format!r} is not supported; only 'safetensors'")
+    if len(msg.data) > MAX_WEIGHTS_BYTES:
+        raise ValueError(f"weights of {len(msg.data)} bytes exceed the {MAX_WEIGHTS_BYTES}-byte cap")
     try:
         architecture = json.loads(msg.architecture)
     except json.JSONDecodeError as error:
@@ -275,7 +299,7 @@ def weights_from_msg(msg: PolicyWeights) -> Weights:
     blob = bytes(msg.data)
     state = tensors_from_bytes(blob, msg.checksum)
     return Weights(msg.version, msg.update_step, state, architecture, _stamp_ns(msg.header.stamp),
-                   (blob, msg.checksum))
+                   (blob, msg.checksum), msg.epoch, msg.signature)
 
 
 WEIGHTS = TopicType(PolicyWeights, weights_to_msg, weights_from_msg)

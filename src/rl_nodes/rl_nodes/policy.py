@@ -39,7 +39,7 @@ from rl_core.networks import SquashedGaussianActor
 from rl_interfaces.srv import GetAction
 
 from rl_nodes.base import ACTIONS_TOPIC, LATCHED_QOS, OBSERVATIONS_TOPIC, WEIGHTS_TOPIC, RLNode
-from rl_nodes.base import OK, WARN
+from rl_nodes.base import OK, WARN, load_weights_key
 from rl_nodes.conversions import ACTIONS, OBSERVATIONS, WEIGHTS, Actions, Observations, Weights
 from rl_nodes.intra_process import IntraProcessPublisher
 from rl_nodes.parameters import declare_config, watch_config
@@ -119,6 +119,8 @@ class PolicyNode(RLNode):
             self.get_logger().info(f"acting with ONNX model {self.config.onnx_model} "
                                    "(onnxruntime, deterministic; /policy_weights ignored)")
         self.version = 0
+        self.epoch = 0  # run epoch of the trainer whose weights are loaded
+        self.weights_key = load_weights_key(self.get_logger())
         self._weights_at = time.monotonic()  # when the current weights arrived (start: own init)
         self._started_at = time.monotonic()
         self._actor_lock = threading.Lock()  # get_action runs on the executor thread
@@ -183,8 +185,9 @@ class PolicyNode(RLNode):
         self._reported_robot_batches = [0] * robots
         self._max_wait_s = 0.0  # longest wait since the last diagnostics
         for robot in range(robots):
-            self.actions_pubs.append(self.zc_publisher(ACTIONS, f"{robot_namespace(robot)}/{ACTIONS_TOPIC}"))
-            self.zc_subscription(OBSERVATIONS, f"{robot_namespace(robot)}/{OBSERVATIONS_TOPIC}",
+            namespace = robot_namespace(robot)
+            self.actions_pubs.append(self.zc_publisher(ACTIONS, f"{namespace}/{ACTIONS_TOPIC}"))
+            self.zc_subscription(OBSERVATIONS, f"{namespace}/{OBSERVATIONS_TOPIC}",
                                  functools.partial(self._on_robot_observations, robot))
         self._window_timer: Any = None
         self._window_s = 0.0
@@ -232,7 +235,8 @@ class PolicyNode(RLNode):
 
     def _on_window(self) -> None:
         if not self._pending:
-            self._window_timer.cancel()
+            if self._window_timer is not None:  # None: a tick posted before the window became 0
+                self._window_timer.cancel()
             return
         if time.monotonic() - self._pending[0].arrived_at < 0.5 * self._window_s:
             return  # fired for a round already answered; the timer was reset for this one
@@ -287,7 +291,19 @@ class PolicyNode(RLNode):
     # --- weights, diagnostics, get_action ---------------------------------------------------------
 
     def _on_weights(self, msg: Weights) -> None:
-        if msg.version <= self.version or self.onnx is not None:
+        if self.onnx is not None or (msg.epoch, msg.version) == (self.epoch, self.version):
+            return  # ONNX policies ignore weights; the latched copy of the current ones again
+        if self.weights_key is not None and not msg.verify(self.weights_key):
+            self.reject("policy weights", f"version {msg.version}: the signature does not verify "
+                        "(unsigned, or signed with another run's key); ignored")
+            return
+        if (msg.epoch, msg.version) < (self.epoch, self.version):
+            self.reject("policy weights", f"epoch {msg.epoch} version {msg.version} is older than "
+                        f"the current epoch {self.epoch} version {self.version} (a replay); ignored")
+            return
+        if not all(bool(torch.isfinite(tensor).all()) for tensor in msg.state.values()):
+            self.reject("policy weights", f"version {msg.version} holds NaN or infinite values; "
+                        "ignored")
             return
         if msg.architecture != self.actor.architecture():
             self.reject("policy weights", f"weights are for {msg.architecture}, this policy is "
@@ -300,7 +316,7 @@ class PolicyNode(RLNode):
                 self.reject("policy weights", f"tensors do not fit the actor: {error}")
                 return
             first = self.version == 0
-            self.version = msg.version
+            self.epoch, self.version = msg.epoch, msg.version
             self._weights_at = time.monotonic()
         if first:
             self.get_logger().info(f"received weights version {msg.version}")

@@ -36,7 +36,7 @@ from rl_interfaces.msg import ReplayStatus
 from std_msgs.msg import Float64
 
 from rl_nodes.base import EPISODES_TOPIC, ERROR, EXPERIENCE_QOS, EXPERIENCE_TOPIC, LATCHED_QOS, OK
-from rl_nodes.base import REPLAY_STATUS_TOPIC, WEIGHTS_TOPIC, RLNode
+from rl_nodes.base import REPLAY_STATUS_TOPIC, WEIGHTS_TOPIC, RLNode, load_weights_key
 from rl_nodes.conversions import EPISODES, EXPERIENCE, SAMPLE_SERVICE, WEIGHTS, plain
 from rl_nodes.conversions import Episodes, Experience, SampleRequest, SampleResult, Weights
 from rl_nodes.intra_process import IntraProcessClient, ServiceUnavailable
@@ -123,6 +123,8 @@ class TrainerNode(RLNode):
             sac = SAC(int(np.prod(obs_shape)), int(np.prod(action_shape)), self.sac_config,
                       seed=self.config.seed)
         self.sac = sac
+        self.weights_key = load_weights_key(self.get_logger())
+        self.epoch = time.time_ns()  # orders this trainer's weights after any earlier run's
         self.learner = Learner(sac, self.config.env_id, self.config.solve_return)
         stamp = time.strftime("%Y%m%d-%H%M%S")
         self.output_dir = Path(self.config.output_dir or f"runs/train-{stamp}")
@@ -278,8 +280,11 @@ class TrainerNode(RLNode):
         self.weights_version += 1
         with self._update_lock:
             state = {k: v.detach().clone() for k, v in self.sac.actor.state_dict().items()}
-        self.weights_pub.publish(Weights(self.weights_version, self.sac.update_step, state,
-                                         self.sac.actor.architecture(), time.time_ns()))
+        weights = Weights(self.weights_version, self.sac.update_step, state,
+                          self.sac.actor.architecture(), time.time_ns(), epoch=self.epoch)
+        if self.weights_key is not None:
+            weights.sign(self.weights_key)
+        self.weights_pub.publish(weights)
 
     def save(self) -> Path:
         """Write a checkpoint of the learner now."""
