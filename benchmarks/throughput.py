@@ -12,6 +12,16 @@ Three ways of running the same acting loop (vector env + the same actor network)
                  simulator's ``total_env_steps`` and stamp) at the start and end of the window. The
                  subscription exists only while sampling, so the simulator does not convert and
                  publish ``/episodes`` over DDS during the window.
+* ``central``    central batched inference (SEED RL shape): ``--robots`` (4) ``simulator``
+                 processes of width W each (``/robot_k``) and ONE ``policy`` process with
+                 ``robots:=N`` answering all of them with one forward pass per round; the total
+                 env steps/s of all robots (each sampled from ``/episodes`` as above) is compared
+                 with the bare loop at width N x W, the same number of environments in one loop.
+                 The policy's robots per forward pass and batching latency are read from its
+                 ``/diagnostics`` during the window (1 Hz, a few small messages).
+
+``--pipeline`` runs the simulators of ``decoupled`` and ``central`` with ``pipeline:=true`` (two
+lanes in flight, so physics overlaps transport and inference).
 
 Every measurement runs in fresh processes (``repeats`` rounds, each round every mode and width in
 turn, so slow drifts of a noisy machine hit all modes alike); the table reports the median. The
@@ -26,6 +36,7 @@ Usage::
     .venv/bin/python benchmarks/throughput.py                      # cart-pole, widths 1 and 64
     .venv/bin/python benchmarks/throughput.py --env kuka --json out.json
     .venv/bin/python benchmarks/throughput.py --modes bare,colocated --widths 1 --profile
+    .venv/bin/python benchmarks/throughput.py --modes bare,central --widths 16 --pipeline
 
 This is a benchmark, not a test: it prints figures and the targets of the design, and exits 0
 even when a target is missed (non-zero only when a measurement fails).
@@ -53,12 +64,17 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 BIN_DIR = Path(sys.executable).parent  # the venv's console scripts (simulator, policy)
-MODES = ("bare", "colocated", "decoupled")
+MODES = ("bare", "colocated", "decoupled", "central")
+DEFAULT_MODES = ("bare", "colocated", "decoupled")  # central starts N + 1 processes: opt in
 ENV_ALIASES = {"cartpole": "rl_ros2/CartPoleBalance-v0", "kuka": "rl_ros2/KukaReach-v0"}
 NAMESPACE = "/robot_0"
 RESULT_PREFIX = "THROUGHPUT_RESULT "
 #: Design targets: (mode, width, minimum ratio to the bare loop at the same width).
 TARGETS = (("colocated", 1, 0.8), ("decoupled", 64, 0.6))
+#: Central batched inference: N robots of width W >= this ratio of the bare loop at width N x W
+#: (checked at every width measured).
+CENTRAL_TARGET = 0.8
+CENTRAL_POLICY_NODE = "/policy"  # the central policy's diagnostics status name
 STARTUP_TIMEOUT_S = 90.0  # process start + 64 pybullet clients + DDS discovery on a slow machine
 STOP_GRACE_S = 5.0
 
@@ -323,7 +339,7 @@ def run_worker(kind: str, settings: Settings, params_file: Path, env: dict[str, 
 
 
 class EpisodeSampler:
-    """Samples ``(stamp_ns, total_env_steps)`` of the simulator from ``/episodes`` on demand.
+    """Samples ``(stamp_ns, total_env_steps)`` of the simulators from ``/episodes`` on demand.
 
     The subscription exists only while a sample is taken: with no outside subscriber the
     simulator does not publish ``/episodes`` over DDS, so measuring does not load the loop.
@@ -351,20 +367,24 @@ class EpisodeSampler:
         except (ExternalShutdownException, ShutdownException):
             pass
 
-    def sample(self, timeout_s: float, alive: Sequence[Child]) -> tuple[int, int]:
-        """The first ``/episodes`` message published after this call: ``(stamp_ns, steps)``."""
+    def sample(self, timeout_s: float, alive: Sequence[Child], robots: int = 1
+               ) -> dict[int, tuple[int, int]]:
+        """The first ``/episodes`` message of each robot ``0 .. robots - 1`` published after this
+        call: ``{robot_id: (stamp_ns, steps)}``."""
         from rclpy.qos import QoSProfile, ReliabilityPolicy
         from rl_interfaces.msg import EpisodeStatistics
 
         not_before = time.time_ns()
-        got: list[tuple[int, int]] = []
+        got: dict[int, tuple[int, int]] = {}
         ready = threading.Event()
 
         def on_message(msg: EpisodeStatistics) -> None:
             stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
-            if stamp >= not_before and not ready.is_set():
-                got.append((stamp, int(msg.total_env_steps)))
-                ready.set()
+            robot = int(msg.robot_id)
+            if stamp >= not_before and robot < robots and robot not in got:
+                got[robot] = (stamp, int(msg.total_env_steps))
+                if len(got) == robots:
+                    ready.set()
 
         qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
         subscription = self.node.create_subscription(EpisodeStatistics, "/episodes", on_message,
@@ -378,13 +398,35 @@ class EpisodeSampler:
                                            f"({dead[0].process.returncode}):\n"
                                            f"{dead[0].output_tail()}")
                 if time.monotonic() > deadline:
+                    missing = sorted(set(range(robots)) - set(got))
                     raise MeasurementError(
-                        f"no /episodes message within {timeout_s:.0f} s (the nodes did not start "
-                        f"stepping, or episodes never end):\n"
+                        f"no /episodes message of robot(s) {missing} within {timeout_s:.0f} s (the "
+                        f"nodes did not start stepping, or episodes never end):\n"
                         + "\n".join(f"[{c.argv[0]}]\n{c.output_tail()}" for c in alive))
         finally:
             self.node.destroy_subscription(subscription)
-        return got[0]
+        return dict(got)
+
+    def start_diagnostics(self, status_name: str) -> None:
+        """Collect the values of ``/diagnostics`` statuses named ``status_name`` until
+        :meth:`stop_diagnostics` (every node publishes one status a second: negligible load)."""
+        from diagnostic_msgs.msg import DiagnosticArray
+        from rclpy.qos import QoSProfile, ReliabilityPolicy
+
+        self._statuses: list[dict[str, str]] = []
+
+        def on_message(msg: DiagnosticArray) -> None:
+            self._statuses.extend({pair.key: pair.value for pair in status.values}
+                                  for status in msg.status if status.name == status_name)
+
+        qos = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE)
+        self._diagnostics = self.node.create_subscription(DiagnosticArray, "/diagnostics",
+                                                          on_message, qos)
+
+    def stop_diagnostics(self) -> list[dict[str, str]]:
+        """The statuses collected since :meth:`start_diagnostics`."""
+        self.node.destroy_subscription(self._diagnostics)
+        return list(self._statuses)
 
     def close(self) -> None:
         self.executor.shutdown(timeout_sec=1.0)
@@ -392,30 +434,75 @@ class EpisodeSampler:
         self._rclpy.try_shutdown(context=self.context)
 
 
-def measure_decoupled(settings: Settings, params_file: Path, env: dict[str, str],
-                      workdir: Path) -> dict[str, float]:
-    """Simulator and policy executables as two processes; the rate from two /episodes samples."""
-    ros_args = ["--ros-args", "--params-file", str(params_file), "-r", f"__ns:={NAMESPACE}"]
+#: Figures of the central policy's /diagnostics kept per run (see :func:`batching_figures`).
+BATCHING_KEYS = ("robots_per_pass", "observations_per_pass", "batch_wait_ms", "answer_latency_ms")
+
+
+def batching_figures(statuses: Sequence[dict[str, str]]) -> dict[str, float]:
+    """Means of the central policy's per-second batching figures (periods with forward passes)."""
+    keys = dict(zip(BATCHING_KEYS, ("robots per forward pass", "observations per forward pass",
+                                    "batch wait ms", "answer latency ms")))
+    active = [status for status in statuses if int(status.get("forward passes", "0") or 0) > 0]
+    figures: dict[str, float] = {}
+    for name, key in keys.items():
+        values = [float(status[key]) for status in active if key in status]
+        if values:
+            figures[name] = statistics.fmean(values)
+    return figures
+
+
+def measure_processes(mode: str, settings: Settings, params_file: Path, env: dict[str, str],
+                      workdir: Path, options: argparse.Namespace) -> dict[str, float]:
+    """The executables over DDS; the rate from two /episodes samples of every robot.
+
+    ``decoupled``: one simulator and its policy in ``/robot_0``. ``central``: ``options.robots``
+    simulators (``/robot_k``) and one policy process with ``robots:=N`` in ``/``.
+    """
+    params = ["--ros-args", "--params-file", str(params_file)]
+    simulator_extra = ["-p", "pipeline:=true"] if options.pipeline else []
+    robots = options.robots if mode == "central" else 1
+    commands: list[tuple[str, list[str]]] = [
+        (f"simulator-{robot}", [str(BIN_DIR / "simulator"), *params, "-r",
+                                f"__ns:=/robot_{robot}", *simulator_extra])
+        for robot in range(robots)]
+    if mode == "central":
+        window = ([] if options.batch_window_ms is None
+                  else ["-p", f"batch_window_ms:={float(options.batch_window_ms)}"])
+        commands.append(("policy", [str(BIN_DIR / "policy"), *params, "-p", f"robots:={robots}",
+                                    *window]))
+    else:
+        commands.append(("policy", [str(BIN_DIR / "policy"), *params, "-r", f"__ns:={NAMESPACE}"]))
     children: list[Child] = []
     sampler = EpisodeSampler()
+    statuses: list[dict[str, str]] = []
     try:
-        for kind in ("simulator", "policy"):
-            children.append(Child([str(BIN_DIR / kind), *ros_args], env,
-                                  workdir / f"decoupled-{kind}-{settings.width}.log"))
-        sampler.sample(STARTUP_TIMEOUT_S, children)  # stepping has begun
+        for name, argv in commands:
+            children.append(Child(argv, env, workdir / f"{mode}-{name}-{settings.width}.log"))
+        sampler.sample(STARTUP_TIMEOUT_S, children, robots)  # every robot has begun stepping
         time.sleep(settings.warmup_s)
-        start_stamp, start_steps = sampler.sample(STARTUP_TIMEOUT_S, children)
+        start = sampler.sample(STARTUP_TIMEOUT_S, children, robots)
+        if mode == "central":
+            sampler.start_diagnostics(CENTRAL_POLICY_NODE)
         time.sleep(settings.duration_s)
-        end_stamp, end_steps = sampler.sample(STARTUP_TIMEOUT_S, children)
+        end = sampler.sample(STARTUP_TIMEOUT_S, children, robots)
+        if mode == "central":
+            statuses = sampler.stop_diagnostics()
     finally:
         codes = [child.stop() for child in reversed(children)]
         sampler.close()
-    seconds = (end_stamp - start_stamp) / 1e9
-    steps = end_steps - start_steps
-    if seconds <= 0 or steps <= 0:
-        raise MeasurementError(f"decoupled: no progress between samples ({steps} steps in "
-                               f"{seconds:.3f} s); exit codes {codes}")
-    return {"steps": steps, "seconds": seconds, "steps_per_s": steps / seconds}
+    rate, steps, seconds = 0.0, 0, 0.0
+    for robot in range(robots):
+        robot_seconds = (end[robot][0] - start[robot][0]) / 1e9
+        robot_steps = end[robot][1] - start[robot][1]
+        if robot_seconds <= 0 or robot_steps <= 0:
+            raise MeasurementError(f"{mode}: robot {robot} made no progress between samples "
+                                   f"({robot_steps} steps in {robot_seconds:.3f} s); exit codes "
+                                   f"{codes}")
+        rate += robot_steps / robot_seconds  # robots are sampled at slightly different times
+        steps += robot_steps
+        seconds = max(seconds, robot_seconds)
+    return {"steps": steps, "seconds": seconds, "steps_per_s": rate, "robots": robots,
+            **batching_figures(statuses)}
 
 
 # --- report -------------------------------------------------------------------------------------
@@ -427,41 +514,83 @@ class Row:
     runs: list[float] = field(default_factory=list)
     loads: list[float | None] = field(default_factory=list)  # other processes' cores per run
     contended: int = 0  # runs that kept too much other load after retries
+    robots: int = 1  # robots of width ``width`` each (central: N)
+    batching: list[dict[str, float]] = field(default_factory=list)  # central: per run
 
     @property
     def median(self) -> float:
         return statistics.median(self.runs) if self.runs else float("nan")
 
+    @property
+    def environments(self) -> int:
+        """Environments stepped in all: the bare loop to compare with has this width."""
+        return self.robots * self.width
+
+    @property
+    def label(self) -> str:
+        return f"{self.robots}x{self.width}" if self.robots > 1 else str(self.width)
+
 
 def ratio(rows: dict[tuple[str, int], Row], mode: str, width: int) -> float | None:
-    bare, row = rows.get(("bare", width)), rows.get((mode, width))
+    """Median steps/s of ``mode`` over the bare loop's with as many environments."""
+    row = rows.get((mode, width))
+    bare = rows.get(("bare", row.environments)) if row is not None else None
     if bare is None or row is None or not bare.runs or not row.runs:
         return None
     return row.median / bare.median
+
+
+def verdict_of(r: float | None, minimum: float) -> str:
+    if r is None:
+        return "not measured"
+    return "PASS" if r >= minimum else f"SHORT (by {(minimum - r) * 100:.0f} points)"
 
 
 def report(rows: dict[tuple[str, int], Row], header: str) -> list[dict[str, object]]:
     print()
     print(header)
     print(f"{'mode':<11} {'width':>5} {'steps/s (median)':>17} {'min..max':>17} {'x bare':>7}")
-    for (mode, width), row in sorted(rows.items(), key=lambda kv: (kv[0][1], MODES.index(kv[0][0]))):
+    for (mode, width), row in sorted(rows.items(), key=lambda kv: (kv[1].environments,
+                                                                   MODES.index(kv[0][0]))):
         r = ratio(rows, mode, width)
         spread = f"{min(row.runs):,.0f}..{max(row.runs):,.0f}" if row.runs else "-"
-        print(f"{mode:<11} {width:>5} {row.median:>17,.0f} {spread:>17} "
+        print(f"{mode:<11} {row.label:>5} {row.median:>17,.0f} {spread:>17} "
               f"{'-' if r is None else f'{r:.2f}':>7}" + (" *" * bool(row.contended)))
+    for row in rows.values():
+        if row.batching:
+            figures = {key: statistics.median(run[key] for run in row.batching if key in run)
+                       for key in sorted({key for run in row.batching for key in run})}
+            print(f"{row.mode} {row.label}: policy /diagnostics (median of runs): "
+                  + ", ".join(f"{key.replace('_', ' ')} {value:.2f}"
+                              for key, value in figures.items()))
     print()
     outcomes = []
-    for mode, width, minimum in TARGETS:
+    targets = [(mode, width, minimum, f"{mode} >= {minimum:.1f}x bare at width {width}")
+               for mode, width, minimum in TARGETS]
+    targets += [(row.mode, row.width, CENTRAL_TARGET,
+                 f"central ({row.robots} robots x {row.width}) >= {CENTRAL_TARGET:.1f}x bare at "
+                 f"width {row.environments}")
+                for row in rows.values() if row.mode == "central"]
+    for mode, width, minimum, text in targets:
         r = ratio(rows, mode, width)
-        if r is None:
-            verdict = "not measured"
-        else:
-            verdict = "PASS" if r >= minimum else f"SHORT (by {(minimum - r) * 100:.0f} points)"
+        verdict = verdict_of(r, minimum)
         shown = "-" if r is None else f"{r:.2f}x"
-        print(f"target: {mode} >= {minimum:.1f}x bare at width {width}: {shown:>6}  {verdict}")
+        print(f"target: {text}: {shown:>6}  {verdict}")
         outcomes.append({"mode": mode, "width": width, "minimum_ratio": minimum, "ratio": r,
                          "verdict": verdict.split()[0] if r is not None else verdict})
     return outcomes
+
+
+def round_runs(modes: Sequence[str], widths: Sequence[int], robots: int) -> list[tuple[str, int]]:
+    """The ``(mode, width)`` runs of one round: every mode at every width, and for ``central``
+    at width W also its reference, the bare loop at width N x W (when bare is measured)."""
+    runs: list[tuple[str, int]] = []
+    for width in widths:
+        for mode in modes:
+            if mode == "central" and "bare" in modes:
+                runs.append(("bare", robots * width))
+            runs.append((mode, width))
+    return list(dict.fromkeys(runs))  # without repeats, in order
 
 
 # --- command line -------------------------------------------------------------------------------
@@ -487,13 +616,24 @@ def csv_modes(text: str) -> tuple[str, ...]:
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description="Acting throughput (env steps/s): bare loop vs colocated (zero-copy, one "
-                    "process) vs decoupled (DDS, two processes).")
+                    "process) vs decoupled (DDS, two processes) vs central (N simulator "
+                    "processes, one batching policy process).")
     parser.add_argument("--env", default="cartpole",
                         help="cartpole, kuka, or a registered gymnasium id (default: cartpole)")
     parser.add_argument("--widths", type=csv_ints, default=(1, 64),
                         help="vector widths (num_envs), comma-separated (default: 1,64)")
-    parser.add_argument("--modes", type=csv_modes, default=MODES,
-                        help=f"comma-separated subset of {','.join(MODES)} (default: all)")
+    parser.add_argument("--modes", type=csv_modes, default=DEFAULT_MODES,
+                        help=f"comma-separated subset of {','.join(MODES)} (default: "
+                             f"{','.join(DEFAULT_MODES)})")
+    parser.add_argument("--robots", type=int, default=4,
+                        help="central mode: simulator processes (robots) of width W each, "
+                             "compared with the bare loop at width robots x W (default: 4)")
+    parser.add_argument("--batch-window-ms", type=float, default=None,
+                        help="central mode: the policy's batch_window_ms (default: the node's "
+                             "default, 2 ms)")
+    parser.add_argument("--pipeline", action="store_true",
+                        help="run the simulators of decoupled and central with pipeline:=true "
+                             "(two lanes of environments in flight)")
     parser.add_argument("--hidden", type=csv_ints, default=(256, 256),
                         help="actor hidden layer sizes (default: 256,256)")
     parser.add_argument("--duration", type=float, default=2.0,
@@ -531,6 +671,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         parser.error("--duration must be > 0, --warmup >= 0, --repeats >= 1, --retries >= 0")
     if not 0 <= args.domain_id <= 101:
         parser.error("--domain-id must be in 0..101")
+    if not 1 <= args.robots <= 64 or (args.batch_window_ms is not None
+                                      and not 0 <= args.batch_window_ms <= 1000):
+        parser.error("--robots must be in 1..64 and --batch-window-ms in 0..1000")
     return args
 
 
@@ -558,7 +701,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     header = (f"{env_id}, actor {'x'.join(map(str, args.hidden))}, {args.duration:g} s windows "
               f"after {args.warmup:g} s warm-up, median of {args.repeats}; "
               f"{os.cpu_count()} CPUs, torch threads: "
-              f"{args.torch_threads or 'default'}; ROS_DOMAIN_ID={args.domain_id}")
+              f"{args.torch_threads or 'default'}; ROS_DOMAIN_ID={args.domain_id}"
+              + ("; pipelined simulators" if args.pipeline else "")
+              + (f"; central: {args.robots} robots, batch window "
+                 f"{'default' if args.batch_window_ms is None else f'{args.batch_window_ms:g} ms'}"
+                 if "central" in args.modes else ""))
     print(f"throughput: {header}", flush=True)
     load_before = foreign_load_now()
     if load_before is not None:
@@ -568,38 +715,45 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows: dict[tuple[str, int], Row] = {}
     with tempfile.TemporaryDirectory(prefix="rl_ros2-throughput-") as tmp:
         workdir = Path(tmp)
+        runs = round_runs(args.modes, args.widths, args.robots)
         params: dict[int, Path] = {}
-        for width in args.widths:
+        for width in sorted({width for _, width in runs}):
             settings = Settings(env_id, width, args.hidden, args.warmup, args.duration)
             params[width] = workdir / f"params-{width}.yaml"
             params[width].write_text(params_yaml(settings))
         try:
             for repeat in range(args.repeats):
-                for width in args.widths:
+                for mode, width in runs:
                     settings = Settings(env_id, width, args.hidden, args.warmup, args.duration)
-                    for mode in args.modes:
-                        row = rows.setdefault((mode, width), Row(mode, width))
-                        for attempt in range(args.retries + 1):
-                            wait_for_quiet(args.max_foreign_load, args.quiet_wait)
-                            meter = ForeignLoadMeter()
-                            if mode == "decoupled":
-                                result = measure_decoupled(settings, params[width], env, workdir)
-                            else:
-                                result = run_worker(mode, settings, params[width], env, workdir,
-                                                    args.profile)
-                            load = meter.cores()
-                            contended = load is not None and load > args.max_foreign_load
-                            print(f"  run {repeat + 1}/{args.repeats} {mode:<10} width {width:>3}: "
-                                  f"{result['steps_per_s']:>9,.0f} steps/s "
-                                  f"({result['steps']} steps in {result['seconds']:.2f} s)"
-                                  + ("" if load is None else f", other load {load:.2f} cores")
-                                  + (" CONTENDED" + (", again" if attempt < args.retries else "")
-                                     if contended else ""), flush=True)
-                            if not contended or attempt == args.retries:
-                                break
-                        row.runs.append(result["steps_per_s"])
-                        row.loads.append(load)
-                        row.contended += contended
+                    robots = args.robots if mode == "central" else 1
+                    row = rows.setdefault((mode, width), Row(mode, width, robots=robots))
+                    for attempt in range(args.retries + 1):
+                        wait_for_quiet(args.max_foreign_load, args.quiet_wait)
+                        meter = ForeignLoadMeter()
+                        if mode in ("decoupled", "central"):
+                            result = measure_processes(mode, settings, params[width], env,
+                                                       workdir, args)
+                        else:
+                            result = run_worker(mode, settings, params[width], env, workdir,
+                                                args.profile)
+                        load = meter.cores()
+                        contended = load is not None and load > args.max_foreign_load
+                        batching = {key: result[key] for key in BATCHING_KEYS if key in result}
+                        print(f"  run {repeat + 1}/{args.repeats} {mode:<10} width {row.label:>4}: "
+                              f"{result['steps_per_s']:>9,.0f} steps/s "
+                              f"({result['steps']} steps in {result['seconds']:.2f} s)"
+                              + ("" if load is None else f", other load {load:.2f} cores")
+                              + "".join(f", {key.replace('_', ' ')} {value:.2f}"
+                                        for key, value in batching.items())
+                              + (" CONTENDED" + (", again" if attempt < args.retries else "")
+                                 if contended else ""), flush=True)
+                        if not contended or attempt == args.retries:
+                            break
+                    row.runs.append(result["steps_per_s"])
+                    row.loads.append(load)
+                    row.contended += contended
+                    if batching:
+                        row.batching.append(batching)
         except MeasurementError as error:
             print(f"throughput: measurement failed: {error}", file=sys.stderr)
             return 1
@@ -620,10 +774,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             "settings": {"env_id": env_id, "hidden": list(args.hidden),
                          "widths": list(args.widths), "modes": list(args.modes),
                          "duration_s": args.duration, "warmup_s": args.warmup,
-                         "repeats": args.repeats, "torch_threads": args.torch_threads or None},
-            "results": [{"mode": row.mode, "width": row.width, "runs": row.runs,
-                         "other_load_cores": row.loads, "contended_runs": row.contended,
-                         "median": row.median, "ratio_to_bare": ratio(rows, row.mode, row.width)}
+                         "repeats": args.repeats, "torch_threads": args.torch_threads or None,
+                         "pipeline": args.pipeline, "central_robots": args.robots,
+                         "batch_window_ms": args.batch_window_ms},
+            "results": [{"mode": row.mode, "width": row.width, "robots": row.robots,
+                         "runs": row.runs, "other_load_cores": row.loads,
+                         "contended_runs": row.contended, "median": row.median,
+                         "ratio_to_bare": ratio(rows, row.mode, row.width),
+                         "bare_width": row.environments, "policy_batching": row.batching}
                         for row in rows.values()],
             "targets": outcomes,
         }, indent=2) + "\n")

@@ -148,3 +148,11 @@ def test_compose_config_paths_point_into_the_installed_share_folder() -> None:
         assert params_file.startswith("/ws/install/rl_bringup/share/rl_bringup/config/")
         default_name = re.sub(r"\$\{RL_CONFIG:-([^}]+)\}", r"\1", params_file).rsplit("/", 1)[1]
         assert (REPO_ROOT / "config" / default_name).is_file()
+
+
+def test_every_compose_service_gets_the_weights_key_as_a_secret() -> None:
+    data = compose()
+    assert data["secrets"]["weights_key"] == {"file": "./weights.key"}
+    for name, service in data["services"].items():
+        assert service["secrets"] == ["weights_key"], name
+        assert service["environment"]["RL_ROS2_WEIGHTS_KEY_FILE"] == "/run/secrets/weights_key"

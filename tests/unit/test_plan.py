@@ -395,7 +395,8 @@ def test_launch_file_parses_and_defines_generate_launch_description(file_name: s
 @pytest.mark.parametrize("file_name", sorted(LAUNCH_FILES))
 def test_launch_arguments_are_declared_with_descriptions(fake_launch: None, file_name: str) -> None:
     declared, _ = run_launch_file(file_name, {"domain_id": "9"})
-    expected = {"robots", "config", "output_dir", "domain_id", "discovery"}
+    expected = {"robots", "config", "output_dir", "domain_id", "discovery", "cpus",
+                "policy_layout"}
     if LAUNCH_FILES[file_name] is None:
         expected.add("mode")
     assert {argument.name for argument in declared} == expected
@@ -646,3 +647,145 @@ def test_cli_passes_cpus_to_the_plan(capsys: pytest.CaptureFixture[str]) -> None
     assert all(process["torch_threads"] >= 1 for process in printed["processes"])
     assert main(["plan", "hybrid", "cpus:=robot=0", "domain_id:=3"]) == 2
     assert "unknown node kind 'robot'" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------- central policy
+
+
+def central(mode: str, robots: int = 2, **kwargs: Any) -> Plan:
+    return plan_for(mode, robots, policy_layout="central", **kwargs)
+
+
+@pytest.mark.parametrize("robots", [1, 3])
+def test_central_decoupled_runs_one_policy_process_for_every_robot(robots: int) -> None:
+    plan = central("decoupled", robots)
+    expected = [(f"simulator_robot_{k}", "simulator", (f"simulator@/robot_{k}",), True, False)
+                for k in range(robots)]
+    expected.append(("policy", "policy", ("policy@/",), True, False))
+    expected.append(("replay_buffer", "replay_buffer", ("replay_buffer@/",), False, True))
+    expected.append(("trainer", "trainer", ("trainer@/",), False, True))
+    assert layout(plan) == expected
+    policy = next(process for process in plan.processes if process.name == "policy")
+    assert policy.parameters == {"robots": robots}
+    assert plan.policy_layout == "central" and plan.to_dict()["policy_layout"] == "central"
+
+
+@pytest.mark.parametrize("robots", [1, 3])
+def test_central_hybrid_keeps_simulators_in_robot_containers_and_the_policy_apart(
+    robots: int,
+) -> None:
+    plan = central("hybrid", robots)
+    expected = [(f"robot_{k}", "container", (f"simulator@/robot_{k}",), True, False)
+                for k in range(robots)]
+    expected.append(("policy", "policy", ("policy@/",), True, False))
+    expected.append(("learner", "container", ("replay_buffer@/", "trainer@/"), False, True))
+    assert layout(plan) == expected
+    assert [process.parameters for process in plan.processes] == \
+        [{}] * robots + [{"robots": robots}, {}]
+
+
+def test_central_colocated_hosts_one_policy_node_in_the_container() -> None:
+    plan = central("colocated", 3)
+    robot_nodes = tuple(f"simulator@/robot_{k}" for k in range(3))
+    assert layout(plan) == [("container", "container",
+                             (*robot_nodes, "policy@/", "replay_buffer@/", "trainer@/"), False,
+                             True)]
+    assert plan.processes[0].parameters == {"robots": 3}
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_central_modes_host_the_same_nodes(mode: str) -> None:
+    nodes = sorted(central(mode, 3).hosted_nodes())
+    expected = sorted([("simulator", f"/robot_{k}") for k in range(3)]
+                      + [("policy", "/"), ("replay_buffer", "/"), ("trainer", "/")])
+    assert nodes == expected
+
+
+def test_per_robot_is_the_default_and_matches_the_explicit_choice() -> None:
+    for mode in MODES:
+        default, explicit = plan_for(mode, 2), plan_for(mode, 2, policy_layout="per_robot")
+        assert layout(default) == layout(explicit)
+        assert default.policy_layout == "per_robot"
+        assert all("robots" not in process.parameters for process in default.processes)
+
+
+def test_central_policy_command_line_carries_robots_in_the_overrides_file() -> None:
+    plan = central("decoupled", 2, extra_parameters={"deterministic": True})
+    policy = next(process for process in plan.processes if process.name == "policy")
+    argv = policy.argv()
+    config = str(CONFIG_DIR / "cartpole.yaml")
+    # Namespace '/': no __ns remap; the node is /policy.
+    assert argv[:4] == ["policy", "--ros-args", "--params-file", config]
+    assert argv[4] == "--params-file" and len(argv) == 6
+    overrides = yaml.safe_load(Path(argv[5]).read_text())
+    assert overrides == {"/**/policy": {"ros__parameters": {"deterministic": True, "robots": 2}}}
+    # The parameter the plan sets is the one the policy node declares.
+    from rl_core.config import PolicyConfig
+    import dataclasses
+
+    assert "robots" in {field.name for field in dataclasses.fields(PolicyConfig)}
+
+
+def test_central_plan_notes_where_get_action_is() -> None:
+    plan = central("hybrid", 2)
+    assert any("/policy/get_action" in note for note in plan.notes)
+    assert not any("get_action" in note for note in plan_for("hybrid", 2).notes)
+
+
+def test_central_policy_is_pinned_with_the_acting_nodes() -> None:
+    plan = central("hybrid", 2, cpus="auto", machine_cpus={0, 1})
+    by_name = {process.name: process for process in plan.processes}
+    assert by_name["policy"].cpus == {0} and by_name["policy"].torch_threads == 1
+    assert by_name["learner"].cpus == {1}
+
+
+@pytest.mark.parametrize("policy_layout", ["sideways", "", "per-robot", "centralised"])
+def test_bad_policy_layout_raises_plan_error_naming_the_choices(policy_layout: str) -> None:
+    with pytest.raises(PlanError, match=r"unknown policy_layout .*valid: per_robot, central"):
+        plan_for("decoupled", 2, policy_layout=policy_layout)
+
+
+def test_policy_layout_is_case_and_space_tolerant() -> None:
+    assert plan_for("decoupled", 2, policy_layout=" Central ").policy_layout == "central"
+
+
+def test_cli_passes_policy_layout_to_the_plan(capsys: pytest.CaptureFixture[str]) -> None:
+    from rl_bringup.cli import main
+
+    assert main(["plan", "decoupled", "robots:=2", "policy_layout:=central", "domain_id:=3",
+                 "--format", "yaml"]) == 0
+    printed = yaml.safe_load(capsys.readouterr().out)
+    assert printed["policy_layout"] == "central"
+    assert [process["name"] for process in printed["processes"]] == \
+        ["simulator_robot_0", "simulator_robot_1", "policy", "replay_buffer", "trainer"]
+    assert main(["plan", "decoupled", "policy_layout:=sideways", "domain_id:=3"]) == 2
+    assert "unknown policy_layout 'sideways'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("file_name", "overrides"),
+    [
+        ("decoupled.launch.py", {"robots": "2", "policy_layout": "central"}),
+        ("hybrid.launch.py", {"robots": "3", "policy_layout": "central", "cpus": "auto"}),
+        ("multi_robot.launch.py", {"mode": "colocated", "robots": "2", "policy_layout": "central"}),
+    ],
+)
+def test_launch_passes_policy_layout_and_cpus_to_the_plan(
+    fake_launch: None, monkeypatch: pytest.MonkeyPatch, file_name: str, overrides: dict[str, str]
+) -> None:
+    monkeypatch.delenv("ROS_DOMAIN_ID", raising=False)
+    _, actions = run_launch_file(file_name, {**overrides, "domain_id": "11"})
+    plan = make_plan(LAUNCH_FILES[file_name] or overrides["mode"], overrides["robots"],
+                     domain_id=11, cpus=overrides.get("cpus"), policy_layout="central")
+    nodes = [action for action in actions if isinstance(action, FakeNode)]
+    assert len(nodes) == len(plan.processes)
+    for node, process in zip(nodes, plan.processes):
+        check_node_matches(node, process)
+    messages = [action.kwargs["msg"] for action in actions if isinstance(action, FakeLogInfo)]
+    assert any("/policy/get_action" in message for message in messages)
+
+
+def test_launch_cpus_argument_defaults_to_not_given(fake_launch: None) -> None:
+    declared, _ = run_launch_file("decoupled.launch.py", {"domain_id": "11"})
+    defaults = {argument.name: argument.kwargs["default_value"] for argument in declared}
+    assert defaults["cpus"] == "" and defaults["policy_layout"] == "per_robot"

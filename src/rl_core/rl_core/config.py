@@ -149,6 +149,10 @@ class ReplayConfig:
     error_buffer: int = param(100, "Transitions acting may run ahead of learning before it is "
                               "paused (the rate limiter's error buffer).", 1, 10**9, 1,
                               read_only=True)
+    value_bound: float = param(1e6, "Largest absolute value accepted in stored observations, "
+                               "actions and rewards; batches beyond it are rejected (a reward of "
+                               "1e20 would make every critic loss infinite).", 1.0, 1e30, 0.0,
+                               read_only=True)
 
     def __post_init__(self) -> None:
         _check_ranges(self)
@@ -188,7 +192,7 @@ class TrainerConfig:
                              "replay buffer's rate limiter grants the batches.", read_only=True)
     batch_size: int = param(256, "Transitions per gradient step.", 1, 65536, 1)
     total_env_steps: int = param(20_000, "Stop after this many environment steps (all robots).",
-                                 1, 10**12, 1)
+                                 1, 10**12, 1, read_only=True)
     weights_period: float = param(0.5, "Seconds between /policy_weights publications.",
                                   0.01, 3600.0, 0.0)
     checkpoint_period: float = param(60.0, "Seconds between checkpoints (0 = only at the end).",

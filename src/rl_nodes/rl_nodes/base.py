@@ -58,7 +58,7 @@ def load_weights_key(logger: Any) -> bytes | None:
     except weights_auth.WeightsKeyError as error:
         raise ConfigError(str(error)) from error
     if key is None:
-        logger.warn(f"no weights key ({weights_auth.KEY_VARIABLE} / {weights_auth.KEY_FILE_VARIABLE}"
+        logger.warning(f"no weights key ({weights_auth.KEY_VARIABLE} / {weights_auth.KEY_FILE_VARIABLE}"
                     "): policy weights are neither signed nor checked; rl-bringup and the launch "
                     "files create one per run")
     return key
@@ -82,7 +82,9 @@ class RLNode(Node):
         super().__init__(name, namespace=namespace, **kwargs)
         self.ipc = IntraProcessManager.for_context(self.context)
         self.rejected_messages = 0
-        self._last_reject_log = 0.0
+        #: Rejected inputs per source ("experience from robot 3", "policy weights", ...).
+        self.rejections: dict[str, int] = {}
+        self._last_reject_log: dict[str, float] = {}
         self._diagnostics_pub = self.zc_publisher(plain(DiagnosticArray), DIAGNOSTICS_TOPIC)
         self.zc_timer(DIAGNOSTICS_PERIOD_S, self._publish_diagnostics)
 
@@ -99,12 +101,14 @@ class RLNode(Node):
         return self.ipc.create_timer(self, period_s, callback)
 
     def reject(self, what: str, reason: str) -> None:
-        """Count a rejected input and log why (at most once a second), then keep running."""
+        """Count a rejected input per source and log why (at most once a second per source),
+        then keep running."""
         self.rejected_messages += 1
+        self.rejections[what] = self.rejections.get(what, 0) + 1
         now = time.monotonic()
-        if now - self._last_reject_log >= 1.0:
-            self._last_reject_log = now
-            self.get_logger().error(f"rejected {what} ({self.rejected_messages} so far): {reason}")
+        if now - self._last_reject_log.get(what, -1.0) >= 1.0:
+            self._last_reject_log[what] = now
+            self.get_logger().error(f"rejected {what} ({self.rejections[what]} so far): {reason}")
 
     def diagnose(self) -> tuple[int, str, dict[str, object]]:
         """``(level, message, values)`` for ``/diagnostics``; nodes override it."""
@@ -112,7 +116,8 @@ class RLNode(Node):
 
     def _publish_diagnostics(self) -> None:
         level, message, values = self.diagnose()
-        values = {**values, "rejected inputs": self.rejected_messages}
+        values = {**values, "rejected inputs": self.rejected_messages,
+                  **{f"rejected {what}": count for what, count in self.rejections.items()}}
         status = DiagnosticStatus(level=level, name=self.get_fully_qualified_name(),
                                   message=message, hardware_id=self.get_namespace(),
                                   values=[KeyValue(key=k, value=str(v)) for k, v in values.items()])

@@ -26,6 +26,10 @@ from rl_core.weights_auth import signature, verify
 T = TypeVar("T")
 #: Largest PolicyWeights payload accepted from the wire (checked before it is decoded).
 MAX_WEIGHTS_BYTES = 256 * 1024 * 1024
+#: Most transitions one ExperienceBatch may carry (a simulator sends num_envs <= 1024 per step).
+MAX_EXPERIENCE_ROWS = 65536
+#: Most rows a sample request or a get_action request may ask for.
+MAX_REQUEST_ROWS = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -188,6 +192,8 @@ class Experience:
     policy_version: int = 0
     stamp_ns: int = 0
     env_ids: np.ndarray | None = None
+    stream: int = 0  # one run of the robot's simulator (its start time in ns)
+    sequence: int = 0  # message counter within the stream
 
     def __len__(self) -> int:
         return int(self.rewards.shape[0])
@@ -197,6 +203,8 @@ def experience_to_msg(data: Experience) -> ExperienceBatch:
     msg = ExperienceBatch()
     msg.header.stamp = _stamp(data.stamp_ns)
     msg.robot_id = data.robot_id
+    msg.stream = data.stream
+    msg.sequence = data.sequence
     rows = len(data)
     msg.batch_size = rows
     msg.obs_shape = _uint_array(data.obs.shape[1:])
@@ -214,6 +222,9 @@ def experience_to_msg(data: Experience) -> ExperienceBatch:
 
 def experience_from_msg(msg: ExperienceBatch) -> Experience:
     rows = int(msg.batch_size)
+    if rows > MAX_EXPERIENCE_ROWS:
+        raise ValueError(f"an experience batch of {rows} rows exceeds the cap of "
+                         f"{MAX_EXPERIENCE_ROWS}; split it into smaller messages")
     obs_shape = _shape(msg.obs_shape, "obs_shape")
     action_shape = _shape(msg.action_shape, "action_shape")
     _length(msg.terminated, rows, "terminated")
@@ -229,6 +240,8 @@ def experience_from_msg(msg: ExperienceBatch) -> Experience:
         policy_version=msg.policy_version,
         stamp_ns=_stamp_ns(msg.header.stamp),
         env_ids=np.frombuffer(msg.env_ids, dtype=np.uint32) if len(msg.env_ids) == rows else None,
+        stream=msg.stream,
+        sequence=msg.sequence,
     )
 
 

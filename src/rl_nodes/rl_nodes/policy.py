@@ -40,7 +40,8 @@ from rl_interfaces.srv import GetAction
 
 from rl_nodes.base import ACTIONS_TOPIC, LATCHED_QOS, OBSERVATIONS_TOPIC, WEIGHTS_TOPIC, RLNode
 from rl_nodes.base import OK, WARN, load_weights_key
-from rl_nodes.conversions import ACTIONS, OBSERVATIONS, WEIGHTS, Actions, Observations, Weights
+from rl_nodes.conversions import ACTIONS, MAX_REQUEST_ROWS, OBSERVATIONS, WEIGHTS, Actions
+from rl_nodes.conversions import Observations, Weights
 from rl_nodes.intra_process import IntraProcessPublisher
 from rl_nodes.parameters import declare_config, watch_config
 from rl_nodes.runtime import main_for
@@ -342,6 +343,11 @@ class PolicyNode(RLNode):
     def _on_get_action(self, request: GetAction.Request, response: GetAction.Response
                        ) -> GetAction.Response:
         shape = tuple(request.obs_shape)
+        if len(request.obs) > MAX_REQUEST_ROWS * max(int(np.prod(self.obs_shape)), 1):
+            response.success = False
+            response.message = f"at most {MAX_REQUEST_ROWS} observations per request"
+            self.reject("get_action request", response.message)
+            return response
         obs = np.asarray(request.obs, dtype=np.float32)
         size = int(np.prod(self.obs_shape))
         if shape != self.obs_shape or obs.size == 0 or obs.size % size or not np.all(np.isfinite(obs)):

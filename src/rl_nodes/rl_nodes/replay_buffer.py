@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import threading
 import time
+
+import numpy as np
 from pathlib import Path
 
 from rl_core.config import ReplayConfig
@@ -22,7 +24,7 @@ from rl_interfaces.msg import ReplayStatus
 
 from rl_nodes.base import EXPERIENCE_QOS, EXPERIENCE_TOPIC, OK, REPLAY_STATUS_TOPIC, WARN, RLNode
 from rl_nodes.conversions import BUFFER_FILE_SERVICE, EXPERIENCE, SAMPLE_SERVICE
-from rl_nodes.conversions import Experience, SampleRequest, SampleResult, plain
+from rl_nodes.conversions import MAX_REQUEST_ROWS, Experience, SampleRequest, SampleResult, plain
 from rl_nodes.intra_process import create_service
 from rl_nodes.parameters import declare_config, watch_config
 from rl_nodes.runtime import main_for
@@ -46,6 +48,9 @@ class ReplayBufferNode(RLNode):
         self._sampled = 0
         self._last_status = (time.monotonic(), 0, 0)
         self._rates = (0.0, 0.0)  # inserts/s, batches/s over the last status period
+        self._streams: dict[int, tuple[int, int]] = {}  # robot -> (stream, last sequence)
+        #: Experience messages missing from the robots' sequences (lost on the way).
+        self.lost_messages = 0
         self.zc_subscription(EXPERIENCE, EXPERIENCE_TOPIC, self._on_experience, EXPERIENCE_QOS)
         self.status_pub = self.zc_publisher(plain(ReplayStatus), REPLAY_STATUS_TOPIC)
         create_service(self.ipc, self, SAMPLE_SERVICE, "~/sample", self.sample)
@@ -77,13 +82,39 @@ class ReplayBufferNode(RLNode):
         return RateLimitedReplay(buffer, self.config.updates_per_step, self.config.learning_starts,
                                  self.config.error_buffer, enforce=self.config.rate_limit)
 
+    def _admit(self, msg: Experience) -> tuple[str, str] | None:
+        """``(kind, reason)`` when an experience batch must be refused; tracks stream gaps."""
+        bound = self.config.value_bound
+        for name in ("obs", "actions", "rewards", "next_obs"):
+            values = getattr(msg, name)
+            if values.size and not float(np.max(np.abs(values))) <= bound:  # NaN fails too
+                return ("experience (values out of bounds)",
+                        f"robot {msg.robot_id}: {name} holds NaN, inf or values beyond "
+                        f"value_bound {bound:g}")
+        stream, last = self._streams.get(msg.robot_id, (0, -1))
+        if msg.stream < stream:
+            return ("experience (stale stream)", f"robot {msg.robot_id}: stream {msg.stream} is "
+                    f"older than its current stream {stream} (an earlier run of the simulator)")
+        if msg.stream > stream:
+            last = -1  # a (re)started simulator begins a new stream
+        if msg.sequence <= last:
+            return ("experience (duplicate)", f"robot {msg.robot_id}: sequence {msg.sequence} "
+                    f"was already stored (last {last})")
+        self.lost_messages += msg.sequence - last - 1
+        self._streams[msg.robot_id] = (msg.stream, msg.sequence)
+        return None
+
     def _on_experience(self, msg: Experience) -> None:
         with self._lock:
+            refusal = self._admit(msg)
+            if refusal is not None:
+                self.reject(*refusal)
+                return
             try:
                 changed = self.replay.add(msg.obs, msg.actions, msg.rewards, msg.next_obs,
                                           msg.terminated, msg.truncated, msg.policy_version)
             except ValueError as error:
-                self.reject(f"experience from robot {msg.robot_id}", str(error))
+                self.reject("experience (malformed)", f"robot {msg.robot_id}: {error}")
                 return
         if changed:
             self._publish_status()
@@ -93,13 +124,19 @@ class ReplayBufferNode(RLNode):
 
     def sample(self, request: SampleRequest) -> SampleResult:
         """Grant up to ``request.max_batches`` batches (0 = only report sizes); thread-safe."""
+        if request.max_batches and not 1 <= request.batch_size <= MAX_REQUEST_ROWS:
+            message = f"batch_size must be between 1 and {MAX_REQUEST_ROWS}, got {request.batch_size}"
+            self.reject("sample request", message)
+            return SampleResult(False, message, [], *self._sizes())
+        # One answer carries at most MAX_REQUEST_ROWS rows; the rest stays owed for the next.
+        max_batches = min(request.max_batches, MAX_REQUEST_ROWS // max(request.batch_size, 1))
         with self._lock:
             size, total = self._sizes()
-            if request.max_batches == 0:
+            if max_batches == 0:
                 return SampleResult(True, "sizes only", [], size, total)
             if size == 0:
                 return SampleResult(False, "buffer is empty; wait for experience", [], 0, total)
-            draw, changed = self.replay.take(request.batch_size, request.max_batches,
+            draw, changed = self.replay.take(request.batch_size, max_batches,
                                              request.weights_version, request.insert_budget)
             self._sampled += len(draw.batches)
         if changed:
@@ -147,7 +184,8 @@ class ReplayBufferNode(RLNode):
                   "acting paused": self.replay.acting_paused,
                   "acting blocked s": f"{stats.insert_blocked_s:.1f}",
                   "learner blocked s": f"{stats.sample_blocked_s:.1f}",
-                  "policy lag (versions)": self.replay.policy_lag}
+                  "policy lag (versions)": self.replay.policy_lag,
+                  "lost experience messages": self.lost_messages}
         if size == 0:
             return WARN, "empty: no experience received yet", values
         if self.replay.acting_paused:

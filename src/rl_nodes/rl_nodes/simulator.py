@@ -65,6 +65,8 @@ class SimulatorNode(RLNode):
         self.lanes = self._make_lanes(seed)
         self._rng = np.random.default_rng(seed)
         self.step_count = 0
+        self.stream = time.time_ns()  # this run of the simulator; a respawn starts a newer one
+        self.sequence = 0  # experience messages sent in this stream
         self.total_env_steps = 0
         self.total_episodes = 0
         self.policy_version = 0
@@ -204,7 +206,9 @@ class SimulatorNode(RLNode):
         step = lane.envs.step(actions)
         self.experience_pub.publish(Experience(
             self.robot_id, lane.obs, actions, step.rewards, step.next_obs, step.terminated,
-            step.truncated, policy_version, time.time_ns(), lane.env_ids))
+            step.truncated, policy_version, time.time_ns(), lane.env_ids, self.stream,
+            self.sequence))
+        self.sequence += 1
         lane.obs = step.obs
         lane.count += 1
         self.step_count += 1

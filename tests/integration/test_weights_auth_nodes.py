@@ -1,0 +1,142 @@
+"""A policy node with a run key loads only weights signed with that key, newest (epoch, version)
+first, finite only: in-process through ``_on_weights`` and over DDS from a forging publisher."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+import rclpy
+import torch
+from rclpy.executors import SingleThreadedExecutor
+
+from rl_core.weights_auth import KEY_FILE_VARIABLE, KEY_VARIABLE
+from rl_interfaces.msg import PolicyWeights
+from rl_nodes.base import LATCHED_QOS, WEIGHTS_TOPIC
+from rl_nodes.conversions import Weights, weights_from_msg, weights_to_msg
+from rl_nodes.intra_process import IntraProcessManager
+from rl_nodes.policy import PolicyNode
+from tests.processes import REPO
+
+pytestmark = pytest.mark.integration
+CONFIG = REPO / "config" / "cartpole.yaml"
+KEY = bytes(range(32))
+OTHER_KEY = bytes(range(100, 132))
+EPOCH = 1_700_000_000_000_000_000
+
+
+@pytest.fixture
+def keyed_policy(monkeypatch: pytest.MonkeyPatch) -> Iterator[PolicyNode]:
+    """A policy node of a run whose key is :data:`KEY`, its executor spinning on a thread."""
+    monkeypatch.setenv(KEY_VARIABLE, KEY.hex())
+    monkeypatch.delenv(KEY_FILE_VARIABLE, raising=False)
+    rclpy.init(args=["--ros-args", "--params-file", str(CONFIG)])
+    policy = PolicyNode("/robot_0")
+    executor = SingleThreadedExecutor()
+    executor.add_node(policy)
+    threading.Thread(target=executor.spin, daemon=True).start()
+    policy.start()
+    try:
+        yield policy
+    finally:
+        policy.close()
+        executor.shutdown(timeout_sec=1.0)
+        policy.destroy_node()
+        rclpy.try_shutdown()
+
+
+def weights(policy: PolicyNode, version: int, epoch: int = EPOCH, key: bytes | None = KEY,
+            scale: float = 1.0) -> Weights:
+    """Weights fitting ``policy``'s actor (its own tensors times ``scale``), signed with ``key``."""
+    state = {name: tensor.detach().clone() * scale
+             for name, tensor in policy.actor.state_dict().items()}
+    result = Weights(version, 10 * version, state, policy.actor.architecture(), epoch=epoch)
+    if key is not None:
+        result.sign(key)
+    return result
+
+
+def first_tensor(policy: PolicyNode) -> torch.Tensor:
+    return next(iter(policy.actor.state_dict().values())).detach().clone()
+
+
+def test_the_node_loaded_the_run_key(keyed_policy: PolicyNode) -> None:
+    assert keyed_policy.weights_key == KEY
+
+
+def test_signed_weights_load_and_forged_stale_or_broken_ones_are_rejected(
+        keyed_policy: PolicyNode) -> None:
+    policy = keyed_policy
+    before = first_tensor(policy)
+
+    policy._on_weights(weights(policy, 3, scale=2.0))
+    assert (policy.epoch, policy.version) == (EPOCH, 3) and policy.rejected_messages == 0
+    assert torch.allclose(first_tensor(policy), before * 2.0)
+    loaded = first_tensor(policy)
+
+    def assert_rejected(candidate: Weights, count: int) -> None:
+        policy._on_weights(candidate)
+        assert policy.rejected_messages == count
+        assert (policy.epoch, policy.version) == (EPOCH, 3)
+        assert torch.equal(first_tensor(policy), loaded)
+
+    assert_rejected(weights(policy, 4, key=None, scale=5.0), 1)  # unsigned
+    assert_rejected(weights(policy, 4, key=OTHER_KEY, scale=5.0), 2)  # another run's key
+    tampered = weights(policy, 4, scale=5.0)
+    tampered.version = 5  # signed as version 4
+    assert_rejected(tampered, 3)
+    assert_rejected(weights(policy, 2, scale=5.0), 4)  # an older version of this epoch: a replay
+    assert_rejected(weights(policy, 9, epoch=EPOCH - 1, scale=5.0), 5)  # an older epoch
+    nan = weights(policy, 4, key=None, scale=5.0)
+    next(iter(nan.state.values()))[0] = float("nan")
+    nan.sign(KEY)
+    assert_rejected(nan, 6)
+    infinite = weights(policy, 4, key=None)
+    next(iter(infinite.state.values())).fill_(float("inf"))
+    infinite.sign(KEY)
+    assert_rejected(infinite, 7)
+
+    # The latched copy of the current weights arriving again is neither loaded nor counted.
+    policy._on_weights(weights(policy, 3, scale=2.0))
+    assert policy.rejected_messages == 7
+
+    # A restarted trainer: a newer epoch starts its versions again, lower than the current one.
+    policy._on_weights(weights(policy, 1, epoch=EPOCH + 1, scale=0.5))
+    assert (policy.epoch, policy.version) == (EPOCH + 1, 1) and policy.rejected_messages == 7
+    assert torch.allclose(first_tensor(policy), loaded * 0.5)
+
+
+def test_forged_weights_over_dds_are_rejected(keyed_policy: PolicyNode) -> None:
+    """A publisher outside the node's process context (as another host would be) sends weights
+    with a correct SHA-256 checksum but no valid signature on /policy_weights; then signed ones."""
+    policy = keyed_policy
+    ipc = IntraProcessManager.for_context(policy.context)
+    forged = weights(policy, 50, key=None, scale=3.0)
+    forged.signature = "00" * 32
+    forged_msg = weights_to_msg(forged)
+    # The checksum is right: only the missing signature gives it away.
+    assert weights_from_msg(forged_msg).state.keys() == forged.state.keys()
+
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    forger = rclpy.create_node("forger", context=context)
+    try:
+        publisher = forger.create_publisher(PolicyWeights, WEIGHTS_TOPIC, LATCHED_QOS)
+        deadline = time.monotonic() + 10.0
+        while publisher.get_subscription_count() < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)  # discovery; condition-bounded, not a fixed wait
+        assert publisher.get_subscription_count() >= 1, "the policy never matched the publisher"
+        decode_rejections = ipc.stats["rejected"]
+        publisher.publish(forged_msg)
+        assert ipc.spin_until(lambda: policy.rejected_messages >= 1, 10.0)
+        assert policy.rejected_messages == 1 and policy.version == 0
+        assert ipc.stats["rejected"] == decode_rejections  # decoded fine, refused by signature
+
+        publisher.publish(weights_to_msg(weights(policy, 51, scale=3.0)))
+        assert ipc.spin_until(lambda: policy.version == 51, 10.0)
+        assert policy.epoch == EPOCH and policy.rejected_messages == 1
+    finally:
+        forger.destroy_node()
+        rclpy.try_shutdown(context=context)
