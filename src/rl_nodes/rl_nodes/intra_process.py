@@ -45,6 +45,8 @@ from rl_nodes.conversions import ServiceType, TopicType
 
 T = TypeVar("T")
 BURST = 64  # dispatch items run between two shutdown/deadline checks
+#: Messages from DDS queued for the dispatch thread before further ones are dropped (counted).
+MAX_QUEUED_RECEPTIONS = 10_000
 EXECUTOR_POLL_S = 0.005  # longest gap between two executor turns while the queue stays busy
 _GUID_PREFIX_BYTES = 12  # DDS GUID prefix: identifies the participant, i.e. the process' context
 
@@ -92,7 +94,8 @@ class IntraProcessManager:
         self.exit_code = 0
         #: Objects handed over locally / converted and published over DDS / received over DDS.
         self.stats = {"local_deliveries": 0, "dds_publications": 0, "dds_receptions": 0,
-                      "dropped_own_dds": 0, "rejected": 0, "dds_failures": 0}
+                      "dropped_own_dds": 0, "rejected": 0, "dds_failures": 0,
+                      "dropped_receptions": 0}
 
     @classmethod
     def for_context(cls, context: Context) -> IntraProcessManager:
@@ -401,6 +404,14 @@ class IntraProcessSubscription(Generic[T]):
             self.manager.stats["rejected"] += 1
             if self.on_reject is not None:
                 self.on_reject(str(error))
+            return
+        if self.manager._queue.qsize() >= MAX_QUEUED_RECEPTIONS:
+            # The dispatch thread is far behind: refuse new network input rather than grow
+            # without bound (local publications are never dropped; their producer waits).
+            self.manager.stats["dropped_receptions"] += 1
+            if self.on_reject is not None:
+                self.on_reject(f"dispatch queue full ({MAX_QUEUED_RECEPTIONS} items); message "
+                               "dropped")
             return
         self.manager.stats["dds_receptions"] += 1
         self.manager.post(self.deliver, obj)

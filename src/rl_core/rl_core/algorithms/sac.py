@@ -99,6 +99,10 @@ class SAC:
         new_actions, log_prob = self.actor(obs)
         q1_pi, q2_pi = self.critic(obs, new_actions)
         actor_loss = (alpha * log_prob - torch.min(q1_pi, q2_pi)).mean()
+        if not torch.isfinite(actor_loss):
+            self.critic.requires_grad_(True)
+            raise ValueError("actor loss is not finite; the actor was not updated (check the "
+                             "data, lower the learning rates)")
         self.actor_optimizer.zero_grad(set_to_none=True)
         actor_loss.backward()
         self.actor_optimizer.step()
@@ -107,6 +111,8 @@ class SAC:
         alpha_loss = torch.zeros(())
         if self.config.autotune_alpha:
             alpha_loss = -(self.log_alpha * (log_prob.detach() + self.target_entropy)).mean()
+            if not torch.isfinite(alpha_loss):
+                raise ValueError("temperature loss is not finite; alpha was not updated")
             self.alpha_optimizer.zero_grad(set_to_none=True)
             alpha_loss.backward()
             self.alpha_optimizer.step()
