@@ -49,7 +49,9 @@ def call(node: rclpy.node.Node, srv_type: type, name: str, request: object) -> o
 def colocated(tmp_path: Path) -> Iterator[dict[str, object]]:
     overrides = overrides_file(tmp_path, {
         "simulator": {"num_envs": 4, "random_steps": 40},
-        "trainer": {"learning_starts": 100, "total_env_steps": 10**6, "weights_period": 0.2,
+        "replay_buffer": {"learning_starts": 100, "output_dir": str(tmp_path / "run"),
+                          "snapshot_period": 0.0},
+        "trainer": {"total_env_steps": 10**6, "weights_period": 0.2,
                     "batch_size": 32, "output_dir": str(tmp_path / "run"),
                     "checkpoint_period": 0.0},
     })
@@ -119,14 +121,20 @@ def test_replay_buffer_rejects_bad_experience_and_saves_and_loads(colocated) -> 
     replay._on_experience(bad)
     assert replay.rejected_messages == 1 and len(replay.buffer) == size
     client = IntraProcessClient(ipc, colocated["probe"], BUFFER_FILE_SERVICE, "/replay_buffer/save")
-    target = str(colocated["tmp"] / "buffer.npz")
-    ok, message, saved, path = client.call(target)
-    assert ok and path == target and saved >= size, message
+    ok, message, saved, path = client.call("buffer.npz")
+    target = colocated["tmp"] / "run" / "replay" / "buffer.npz"
+    assert ok and path == str(target) and saved >= size and target.is_file(), message
+    # The file services stay inside output_dir/replay, whatever the network asks for.
+    (colocated["tmp"] / "run" / "replay" / "escape").symlink_to(colocated["tmp"])
+    for outside in (str(colocated["tmp"] / "x.npz"), "../x.npz", "escape/x.npz"):
+        ok, message, _, _ = client.call(outside)
+        assert not ok and ("relative" in message or "leaves" in message), message
+    assert not (colocated["tmp"] / "x.npz").exists()
     loader = IntraProcessClient(ipc, colocated["probe"], BUFFER_FILE_SERVICE, "/replay_buffer/load")
-    ok, message, _, _ = loader.call(str(colocated["tmp"] / "missing.npz"))
+    ok, message, _, _ = loader.call("missing.npz")
     assert not ok and "no file" in message
     assert len(replay.buffer) >= size, "a failed load must keep the contents"
-    ok, message, loaded, _ = loader.call(target)
+    ok, message, loaded, _ = loader.call("buffer.npz")
     assert ok and loaded == saved
 
 

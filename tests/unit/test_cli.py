@@ -45,7 +45,7 @@ def test_plan_table_lists_processes_command_lines_and_environment(
     assert "  ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST" in out.splitlines()
     assert "  ROS_DOMAIN_ID=5" in out.splitlines()
     assert re.search(r"^\s+robot_1\s+yes\s+no\s+simulator@/robot_1, policy@/robot_1$", out, re.MULTILINE)
-    assert re.search(r"^\s+learner\s+no\s+yes\s+replay_buffer@/, trainer@/$", out, re.MULTILINE)
+    assert re.search(r"^\s+learner\s+yes\s+yes\s+replay_buffer@/, trainer@/$", out, re.MULTILINE)
     assert f"$ container --node replay_buffer@/ --node trainer@/ --ros-args --params-file {CARTPOLE}" in out
     assert "export ROS_DOMAIN_ID=5" in out
 

@@ -148,7 +148,15 @@ def node_action(process: ProcessSpec) -> Any:
     if process.respawn:
         options["respawn_delay"] = RESPAWN_DELAY_S
         options["respawn_max_retries"] = MAX_RESPAWNS
-    if process.required:
+    if process.required and process.respawn:
+        # Like the supervisor: a clean exit (training complete) ends the launch, a crash respawns.
+        def on_exit(event: Any, _context: Any) -> list[Any] | None:
+            if event.returncode == 0:
+                return [Shutdown(reason=f"required process {process.name} finished")]
+            return None
+
+        options["on_exit"] = on_exit
+    elif process.required:
         options["on_exit"] = [Shutdown(reason=f"required process {process.name} exited")]
     return Node(**options)
 

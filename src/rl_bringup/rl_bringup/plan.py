@@ -20,10 +20,12 @@ hybrid        per robot one ``container`` (simulator + policy), one learner ``co
 shape): decoupled runs it as one ``policy`` process, hybrid as one ``policy`` process beside the
 simulator-only robot containers, colocated as one ``policy@/`` node in the container.
 
-Processes that only hold robot nodes (simulator, policy) are respawned when they crash: a
-simulator restart loses at most an episode. Processes holding the trainer or the replay buffer are
-*required*: the run ends when one of them exits, with its exit code (the trainer exits 0 when
-training is complete).
+Every process is respawned when it crashes. Robot processes (simulator, policy) lose at most an
+episode. Processes holding the trainer or the replay buffer are also *required*: a clean exit
+(the trainer's exit 0 when training is complete) ends the run with that code, while a crash
+respawns them and they resume — the replay buffer from its latest snapshot, the trainer from the
+newest valid checkpoint in ``output_dir`` — so the step budget continues (both need
+``output_dir``, which the plan passes to them).
 
 CPU sets (``cpus:=``, or ``cpus`` in the scenario file's ``/rl_bringup`` block) give each node
 kind the CPUs it may use; a process gets the union of its nodes' sets and its torch thread count
@@ -732,10 +734,11 @@ def make_plan(
         )
     for process in processes:
         process.params_file = config_file
-        hosts_trainer = any(kind == "trainer" for kind, _ in process.hosted_nodes())
+        hosts_learning = any(kind in ("trainer", "replay_buffer")
+                             for kind, _ in process.hosted_nodes())
         # The layout's own parameters (the central policy's robots:=N) win over the shared ones.
         process.parameters = {
-            **(trainer_parameters if hosts_trainer else shared_parameters),
+            **(trainer_parameters if hosts_learning else shared_parameters),
             **process.parameters,
         }
         assign_cpus(process, sets)
@@ -807,7 +810,7 @@ def _colocated_layout(robots: int, central: bool = False) -> list[ProcessSpec]:
     if central:
         nodes.append(("policy", CENTRAL_POLICY_NAMESPACE))
     nodes += [("replay_buffer", "/"), ("trainer", "/")]
-    container = _container("container", nodes, respawn=False, required=True)
+    container = _container("container", nodes, respawn=True, required=True)
     if central:
         container.parameters = _central_policy_parameters(robots)
     return [container]
@@ -834,7 +837,8 @@ def _decoupled_layout(robots: int, central: bool = False) -> list[ProcessSpec]:
     if central:
         processes.append(_central_policy_process(robots))
     for kind in ("replay_buffer", "trainer"):
-        processes.append(ProcessSpec(name=kind, executable=kind, namespace="/", required=True))
+        processes.append(ProcessSpec(name=kind, executable=kind, namespace="/", respawn=True,
+                                     required=True))
     return processes
 
 
@@ -860,7 +864,7 @@ def _hybrid_layout(robots: int, central: bool = False) -> list[ProcessSpec]:
     if central:
         processes.append(_central_policy_process(robots))
     learner_nodes = [("replay_buffer", "/"), ("trainer", "/")]
-    processes.append(_container("learner", learner_nodes, respawn=False, required=True))
+    processes.append(_container("learner", learner_nodes, respawn=True, required=True))
     return processes
 
 

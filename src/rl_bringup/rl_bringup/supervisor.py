@@ -10,7 +10,8 @@ It does what the launch front end does for this project, with the standard libra
   a bounded number of restarts (the count resets after a stable run);
 * stops everything when a ``required`` process exits (the run's exit code is that process's code,
   so a trainer that finishes with 0 ends the run with 0) or when the user interrupts
-  (exit code 128 + signal number);
+  (exit code 128 + signal number); a process both ``required`` and ``respawn`` ends the run only
+  with a clean exit (0) or when it is given up, and is respawned after a crash;
 * stops in phases: the forwarded signal (SIGINT by default, which rclpy turns into a clean
   shutdown), a grace period, SIGTERM, then SIGKILL.
 
@@ -41,6 +42,8 @@ from rl_bringup.plan import MAX_RESPAWNS, RESPAWN_DELAY_S
 
 # Exit code when a process cannot be started at all (the shell's "command not found").
 EXIT_CANNOT_START = 127
+#: How many times the process was restarted before this start (0 the first time).
+RESTART_VARIABLE = "RL_ROS2_RESTART_COUNT"
 
 
 class SupervisedProcess(Protocol):
@@ -102,6 +105,7 @@ class _Child:
     reader: threading.Thread | None = None
     started_at: float = 0.0
     restarts: int = 0
+    total_restarts: int = 0
     restart_at: float | None = None
     returncode: int | None = None
     finished: bool = False
@@ -270,7 +274,9 @@ class Supervisor:
         """
         spec = child.spec
         argv = spec.argv(self._python_bin_dir)
-        environment = {**os.environ, **self._environment, **dict(spec.env)}
+        # A respawned process learns it is one (a simulator then draws a fresh seed stream).
+        environment = {**os.environ, **self._environment, **dict(spec.env),
+                       RESTART_VARIABLE: str(child.total_restarts)}
         try:
             process = subprocess.Popen(
                 argv,
@@ -319,7 +325,7 @@ class Supervisor:
             if child.reader is not None:
                 child.reader.join(timeout=1.0)  # print its last lines before the exit message
         words = describe_exit(returncode)
-        if spec.required:
+        if spec.required and (returncode == 0 or not spec.respawn):
             self._log(f"{spec.name} {words}; it is required, stopping everything")
             return exit_status(returncode)
         if not spec.respawn:
@@ -331,9 +337,10 @@ class Supervisor:
         if child.restarts >= self._max_respawns:
             child.finished = True
             self._log(f"{spec.name} {words}; giving up after {self._max_respawns} restarts")
-            return None
+            return exit_status(returncode) if spec.required else None
         delay = min(self._respawn_delay * 2**child.restarts, self._max_respawn_delay)
         child.restarts += 1
+        child.total_restarts += 1
         child.restart_at = time.monotonic() + delay
         self._log(
             f"{spec.name} {words}; restarting in {delay:.1f} s "

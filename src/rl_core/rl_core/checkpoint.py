@@ -1,9 +1,13 @@
 """Checkpoints and weight transport as safetensors (never pickle), each with a SHA-256 checksum.
 
 A checkpoint is a directory with ``model.safetensors`` (networks, temperature and optimizer
-moments) and ``checkpoint.json`` (format version, SAC config, sizes, counters, the optimizers'
-hyperparameters and the checksum of the tensor file). The JSON is written last, so a checkpoint
-interrupted half-way fails its checksum instead of loading garbage.
+moments) and ``checkpoint.json`` (format version, SAC config, sizes, counters, random-number
+generator states, the optimizers' hyperparameters and the checksum of the tensor file).
+
+Crash safety: a checkpoint is written completely into a temporary directory beside its target
+(files fsynced), then renamed into place and the parent directory fsynced, so a crash at any
+moment leaves either the previous or the new checkpoint, never a mix. :class:`CheckpointStore`
+keeps the last K checkpoints of a run and finds the newest valid one to resume from.
 """
 
 from __future__ import annotations
@@ -12,8 +16,12 @@ import dataclasses
 import hashlib
 import json
 import os
+import random
+import shutil
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 import torch
 from safetensors.torch import load as load_safetensors_bytes
@@ -105,20 +113,21 @@ def _unflatten_optimizer(prefix: str, tensors: dict[str, torch.Tensor],
     return {"state": state, "param_groups": param_groups}
 
 
-def save_checkpoint(directory: str | Path, sac: SAC, counters: dict[str, int] | None = None,
+def save_checkpoint(directory: str | Path, sac: SAC, counters: dict[str, Any] | None = None,
                     env_id: str | None = None) -> Path:
-    """Write a checkpoint of ``sac`` into ``directory`` (created if needed).
+    """Write a checkpoint of ``sac`` into ``directory``, replacing it atomically.
 
-    :param counters: extra integers to keep (env steps, weight version, episodes, ...).
+    :param counters: extra values to keep (env steps, weight version, episodes, ...; JSON).
     :param env_id: the task the learner was trained on (for evaluation and export tools).
     :returns: the checkpoint directory.
     """
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
+    directory.parent.mkdir(parents=True, exist_ok=True)
     tensors: dict[str, torch.Tensor] = {}
     for name, module in sac.modules().items():
         tensors.update({f"{name}.{k}": v for k, v in module.state_dict().items()})
     tensors["log_alpha"] = sac.log_alpha.detach().reshape(1)
+    tensors["rng.torch"] = torch.get_rng_state()
     groups = {}
     for name, optimizer in sac.optimizers().items():
         flat, groups[name] = _flatten_optimizer(name, optimizer)
@@ -135,11 +144,98 @@ def save_checkpoint(directory: str | Path, sac: SAC, counters: dict[str, int] | 
         "sac_config": dataclasses.asdict(sac.config),
         "optimizer_param_groups": groups,
         "counters": dict(counters or {}),
+        "rng": {"python": _jsonable(random.getstate()), "numpy": _numpy_rng_state()},
         "tensors_sha256": digest,
     }
-    _atomic_write(directory / TENSORS_FILE, data)
-    _atomic_write(directory / META_FILE, json.dumps(meta, indent=2, sort_keys=True).encode())
+    staging = directory.with_name(f".{directory.name}.tmp-{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    _durable_write(staging / TENSORS_FILE, data)
+    _durable_write(staging / META_FILE, json.dumps(meta, indent=2, sort_keys=True).encode())
+    _fsync_directory(staging)
+    if directory.exists():  # swap: the old one stays complete until the new one is in place
+        retired = directory.with_name(f".{directory.name}.old-{os.getpid()}")
+        shutil.rmtree(retired, ignore_errors=True)
+        os.replace(directory, retired)
+        os.replace(staging, directory)
+        shutil.rmtree(retired, ignore_errors=True)
+    else:
+        os.replace(staging, directory)
+    _fsync_directory(directory.parent)
     return directory
+
+
+def restore_rng(meta: dict[str, Any], tensors_directory: str | Path) -> None:
+    """Restore Python's, numpy's and torch's global generators from a checkpoint."""
+    rng = meta.get("rng")
+    if not rng:
+        return
+    random.setstate(_tupled(rng["python"]))
+    numpy_state = dict(rng["numpy"])
+    numpy_state["state"] = {**numpy_state["state"],
+                            "key": np.asarray(numpy_state["state"]["key"], dtype=np.uint32)}
+    np.random.set_state(numpy_state)
+    state = _read_tensors(Path(tensors_directory), meta).get("rng.torch")
+    if state is not None:
+        torch.set_rng_state(state)
+
+
+def _numpy_rng_state() -> dict[str, Any]:
+    state = np.random.get_state(legacy=False)
+    return {**state, "state": {**state["state"], "key": state["state"]["key"].tolist()}}
+
+
+def _jsonable(value: Any) -> Any:
+    return [_jsonable(item) for item in value] if isinstance(value, (tuple, list)) else value
+
+
+def _tupled(value: Any) -> Any:
+    return tuple(_tupled(item) for item in value) if isinstance(value, list) else value
+
+
+class CheckpointStore:
+    """The last ``keep`` checkpoints of a run in ``root`` (``step-<update>-<n>`` folders).
+
+    :param root: folder of the run's checkpoints (created on the first save).
+    :param keep: how many to keep; older ones are removed after each save.
+    """
+
+    PREFIX = "step-"
+
+    def __init__(self, root: str | Path, keep: int = 3) -> None:
+        if keep < 1:
+            raise ValueError(f"keep must be >= 1, got {keep}")
+        self.root = Path(root)
+        self.keep = keep
+
+    def checkpoints(self) -> list[Path]:
+        """The stored checkpoints, oldest first."""
+        if not self.root.is_dir():
+            return []
+        found = [path for path in self.root.iterdir()
+                 if path.is_dir() and path.name.startswith(self.PREFIX)]
+        return sorted(found, key=lambda path: path.name)
+
+    def save(self, sac: SAC, counters: dict[str, Any] | None = None,
+             env_id: str | None = None) -> Path:
+        """Write a new checkpoint (atomically) and drop all but the newest ``keep``."""
+        existing = self.checkpoints()
+        serial = int(existing[-1].name.rsplit("-", 1)[1]) + 1 if existing else 0
+        path = save_checkpoint(self.root / f"{self.PREFIX}{sac.update_step:010d}-{serial:06d}",
+                               sac, counters, env_id)
+        for old in self.checkpoints()[:-self.keep]:
+            shutil.rmtree(old, ignore_errors=True)
+        return path
+
+    def newest_valid(self) -> Path | None:
+        """The newest checkpoint whose files read back and match their checksum, if any."""
+        for path in reversed(self.checkpoints()):
+            try:
+                _read_tensors(path, read_checkpoint_meta(path))
+            except (OSError, ValueError):
+                continue
+            return path
+        return None
 
 
 def read_checkpoint_meta(directory: str | Path) -> dict[str, Any]:
@@ -202,10 +298,17 @@ def load_actor(directory: str | Path) -> tuple[SquashedGaussianActor, dict[str, 
     return actor, meta
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as handle:
+def _durable_write(path: Path, data: bytes) -> None:
+    with open(path, "wb") as handle:
         handle.write(data)
         handle.flush()
         os.fsync(handle.fileno())
-    os.replace(tmp, path)
+
+
+def _fsync_directory(path: Path) -> None:
+    """Make a rename inside ``path`` durable (POSIX: fsync the directory)."""
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)

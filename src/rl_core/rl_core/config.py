@@ -149,6 +149,12 @@ class ReplayConfig:
     error_buffer: int = param(100, "Transitions acting may run ahead of learning before it is "
                               "paused (the rate limiter's error buffer).", 1, 10**9, 1,
                               read_only=True)
+    output_dir: str = param("", "Run directory: snapshots go to output_dir/replay and the "
+                            "save/load services read and write only there ('' = no snapshots, "
+                            "save/load refused).", read_only=True)
+    snapshot_period: float = param(30.0, "Seconds between snapshots of the buffer to "
+                                   "output_dir/replay/snapshot.npz (also written on shutdown and "
+                                   "loaded on start; 0 = only on shutdown).", 0.0, 86400.0, 0.0)
     value_bound: float = param(1e6, "Largest absolute value accepted in stored observations, "
                                "actions and rewards; batches beyond it are rejected (a reward of "
                                "1e20 would make every critic loss infinite).", 1.0, 1e30, 0.0,
@@ -208,8 +214,12 @@ class TrainerConfig:
                       read_only=True)
     output_dir: str = param("", "Directory for checkpoints and results ('' = runs/<time>).",
                             read_only=True)
-    resume: str = param("", "Checkpoint directory to resume the learner from ('' = start fresh).",
-                        read_only=True)
+    resume: str = param("", "Checkpoint directory to resume the learner from ('' = the newest "
+                        "valid checkpoint in output_dir/checkpoints when there is one, else "
+                        "start fresh).", read_only=True)
+    keep_checkpoints: int = param(3, "Periodic checkpoints kept in output_dir/checkpoints (the "
+                                  "final one also goes to output_dir/checkpoint).", 1, 1000, 1,
+                                  read_only=True)
 
     def __post_init__(self) -> None:
         _check_ranges(self)

@@ -11,6 +11,8 @@ are rejected with a logged reason and counted; what is stored stays.
 
 from __future__ import annotations
 
+import json
+import os
 import threading
 import time
 
@@ -31,6 +33,8 @@ from rl_nodes.runtime import main_for
 
 STATUS_PERIOD_S = 1.0
 DEFAULT_FILE = "replay_buffer.npz"
+SNAPSHOT_FILE = "snapshot.npz"
+LIMITER_FILE = "rate_limiter.json"
 
 
 class ReplayBufferNode(RLNode):
@@ -57,6 +61,12 @@ class ReplayBufferNode(RLNode):
         create_service(self.ipc, self, BUFFER_FILE_SERVICE, "~/save", self.save)
         create_service(self.ipc, self, BUFFER_FILE_SERVICE, "~/load", self.load)
         self.zc_timer(STATUS_PERIOD_S, self._publish_status)
+        self.snapshots = 0
+        self.snapshot_hold_s = 0.0  # how long the last snapshot held up inserts
+        self._snapshot_thread: threading.Thread | None = None
+        self._restore_snapshot()
+        if self.config.snapshot_period > 0:
+            self.zc_timer(self.config.snapshot_period, self.snapshot)
         self.get_logger().info(
             f"replay buffer: capacity {self.config.capacity}, obs {self.obs_shape}, action "
             f"{self.action_shape}, prioritized {self.config.prioritized}; rate limit "
@@ -144,35 +154,122 @@ class ReplayBufferNode(RLNode):
         message = "" if draw.batches else "rate limited: learning is ahead of the data"
         return SampleResult(True, message, draw.batches, draw.buffer_size, draw.total_inserted)
 
+    # --- files: save/load services and snapshots, confined to output_dir/replay ----------------
+
+    @property
+    def files_dir(self) -> Path | None:
+        """Where this buffer's files live (``output_dir/replay``); None without ``output_dir``."""
+        return Path(self.config.output_dir) / "replay" if self.config.output_dir else None
+
+    def _confined(self, path: str, default: str) -> Path:
+        """``path`` inside :attr:`files_dir`; raises ValueError for anything that leaves it."""
+        base = self.files_dir
+        if base is None:
+            raise ValueError("the replay buffer has no output_dir; start it with output_dir set "
+                             "(rl-bringup output_dir:=DIR) to use save/load")
+        relative = Path(path or default)
+        if relative.is_absolute() or ".." in relative.parts:
+            raise ValueError(f"{path!r}: give a file name relative to {base} (no absolute paths, "
+                             "no '..')")
+        base.mkdir(parents=True, exist_ok=True)
+        target = (base / relative).resolve()
+        if not target.is_relative_to(base.resolve()):
+            raise ValueError(f"{path!r} leaves {base} (through a symbolic link)")
+        return target
+
     def save(self, path: str) -> tuple[bool, str, int, str]:
-        """Write the buffer to ``path`` (.npz); thread-safe."""
-        target = path or DEFAULT_FILE
+        """Write the buffer to ``output_dir/replay/<path>`` (.npz); thread-safe."""
+        try:
+            target = self._confined(path, DEFAULT_FILE)
+        except ValueError as error:
+            self.reject("save request", str(error))
+            return False, str(error), 0, path
         with self._lock:
             if len(self.buffer) == 0:
-                return False, "buffer is empty; nothing to save", 0, target
+                return False, "buffer is empty; nothing to save", 0, str(target)
             try:
                 self.buffer.save(target)
             except OSError as error:
-                return False, f"could not write {target}: {error}", 0, target
-            return True, "saved", len(self.buffer), target
+                return False, f"could not write {target}: {error}", 0, str(target)
+            return True, "saved", len(self.buffer), str(target)
 
     def load(self, path: str) -> tuple[bool, str, int, str]:
-        """Replace the contents with ``path``; on failure the current contents stay."""
-        target = path or DEFAULT_FILE
-        if not Path(target).is_file():
-            return False, f"no file {target}; pass the path of a saved buffer", 0, target
+        """Replace the contents with ``output_dir/replay/<path>``; on failure nothing changes."""
+        try:
+            target = self._confined(path, DEFAULT_FILE)
+        except ValueError as error:
+            self.reject("load request", str(error))
+            return False, str(error), 0, path
+        if not target.is_file():
+            return False, f"no file {target}; pass the name of a saved buffer", 0, str(target)
         with self._lock:
             try:
-                loaded = ReplayBuffer.from_file(target)
+                loaded = self._read_matching(target)
             except (OSError, ValueError) as error:
-                return False, f"could not load {target}: {error}", 0, target
-            if (loaded.obs_shape, loaded.action_shape) != (self.obs_shape, self.action_shape):
-                return (False, f"{target} holds obs {loaded.obs_shape} / action "
-                        f"{loaded.action_shape}; {self.config.env_id} needs {self.obs_shape} / "
-                        f"{self.action_shape}", 0, target)
+                return False, f"could not load {target}: {error}", 0, str(target)
             self.replay = self._new_replay(loaded)
             self.replay.limiter.insert(loaded.total_added)  # the stored data counts as inserted
-            return True, "loaded", len(loaded), target
+            return True, "loaded", len(loaded), str(target)
+
+    def _read_matching(self, path: Path) -> ReplayBuffer:
+        """A saved buffer that fits this node's shapes and capacity (ValueError otherwise)."""
+        loaded = ReplayBuffer.from_file(path, max_capacity=self.config.capacity)
+        if (loaded.obs_shape, loaded.action_shape, loaded.capacity) != (
+                self.obs_shape, self.action_shape, self.config.capacity):
+            raise ValueError(f"it holds obs {loaded.obs_shape}, action {loaded.action_shape}, "
+                             f"capacity {loaded.capacity}; this buffer has {self.obs_shape}, "
+                             f"{self.action_shape}, {self.config.capacity}")
+        return loaded
+
+    def _restore_snapshot(self) -> None:
+        """Load the latest snapshot of this run, if there is one (a respawned buffer)."""
+        base = self.files_dir
+        if base is None or not (base / SNAPSHOT_FILE).is_file():
+            return
+        try:
+            loaded = self._read_matching(base / SNAPSHOT_FILE)
+            counters = json.loads((base / LIMITER_FILE).read_text())
+        except (OSError, ValueError) as error:
+            self.get_logger().error(f"snapshot in {base} not loaded ({error}); starting empty")
+            return
+        self.replay = self._new_replay(loaded)
+        self.replay.limiter.load_state_dict(counters)
+        self.get_logger().info(f"restored {len(loaded)} transitions ({loaded.total_added} "
+                               f"inserted so far) from {base / SNAPSHOT_FILE}")
+
+    def snapshot(self, wait: bool = False) -> None:
+        """Write the buffer and its rate-limiter counters to ``output_dir/replay``.
+
+        The state is copied under the lock (the only part that holds up inserts, and is
+        measured), then written by a background thread unless ``wait``.
+        """
+        base = self.files_dir
+        if base is None or (self._snapshot_thread is not None and self._snapshot_thread.is_alive()):
+            return
+        started = time.monotonic()
+        with self._lock:
+            state = self.buffer.state_dict()
+            counters = self.replay.limiter.state_dict()
+        self.snapshot_hold_s = time.monotonic() - started
+
+        def write() -> None:
+            base.mkdir(parents=True, exist_ok=True)
+            ReplayBuffer.write_state(state, base / SNAPSHOT_FILE)
+            (base / f".{LIMITER_FILE}.tmp").write_text(json.dumps(counters))
+            os.replace(base / f".{LIMITER_FILE}.tmp", base / LIMITER_FILE)
+            self.snapshots += 1
+
+        if wait:
+            write()
+        else:
+            self._snapshot_thread = threading.Thread(target=write, name="replay-snapshot",
+                                                     daemon=True)
+            self._snapshot_thread.start()
+
+    def close(self) -> None:
+        if self._snapshot_thread is not None:
+            self._snapshot_thread.join(timeout=30.0)
+        self.snapshot(wait=True)
 
     def diagnose(self) -> tuple[int, str, dict[str, object]]:
         size, total = self._sizes()
@@ -185,7 +282,9 @@ class ReplayBufferNode(RLNode):
                   "acting blocked s": f"{stats.insert_blocked_s:.1f}",
                   "learner blocked s": f"{stats.sample_blocked_s:.1f}",
                   "policy lag (versions)": self.replay.policy_lag,
-                  "lost experience messages": self.lost_messages}
+                  "lost experience messages": self.lost_messages,
+                  "snapshots": self.snapshots,
+                  "snapshot hold ms": f"{1000 * self.snapshot_hold_s:.1f}"}
         if size == 0:
             return WARN, "empty: no experience received yet", values
         if self.replay.acting_paused:

@@ -17,6 +17,7 @@ without the pause arrives. No transition is dropped; the robot only waits for th
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 
@@ -38,6 +39,8 @@ from rl_nodes.parameters import declare_config, watch_config
 from rl_nodes.runtime import main_for
 
 RESEND_AFTER_S = 1.0  # watchdog: republish observations unanswered for this long
+RESTART_VARIABLE = "RL_ROS2_RESTART_COUNT"  # set by the rl-bringup supervisor on respawn
+RESTART_SEED_STRIDE = 1_000_003
 
 
 @dataclass
@@ -61,7 +64,10 @@ class SimulatorNode(RLNode):
         self.config = declare_config(self, SimulatorConfig)
         watch_config(self, lambda: self.config, self._apply_config)
         self.robot_id = robot_id_from_namespace(self.get_namespace())
-        seed = self.config.seed + 1000 * self.robot_id
+        # A respawned simulator (the supervisor counts restarts) continues with a fresh seed
+        # stream instead of repeating the data of its first run.
+        restarts = int(os.environ.get(RESTART_VARIABLE, "0") or 0)
+        seed = self.config.seed + 1000 * self.robot_id + RESTART_SEED_STRIDE * restarts
         self.lanes = self._make_lanes(seed)
         self._rng = np.random.default_rng(seed)
         self.step_count = 0

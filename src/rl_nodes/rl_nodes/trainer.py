@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from rl_core.algorithms.sac import SAC
-from rl_core.checkpoint import load_checkpoint, save_checkpoint
+from rl_core.checkpoint import CheckpointStore, load_checkpoint, restore_rng
 from rl_core.config import SACConfig, TrainerConfig
 from rl_core.envs import space_shapes
 from rl_core.learner import Learner, TrainResult
@@ -113,12 +113,22 @@ class TrainerNode(RLNode):
             torch.set_num_threads(self.config.torch_threads)
         seed_everything(self.config.seed)
         obs_shape, action_shape = space_shapes(self.config.env_id)
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        self.output_dir = Path(self.config.output_dir or f"runs/train-{stamp}")
+        self.checkpoints = CheckpointStore(self.output_dir / "checkpoints",
+                                           self.config.keep_checkpoints)
         self.weights_version = 0
-        if self.config.resume:
-            sac, meta = load_checkpoint(self.config.resume)
+        resume = self.config.resume or self.checkpoints.newest_valid()
+        meta: dict = {}
+        if resume:
+            sac, meta = load_checkpoint(resume)
+            restore_rng(meta, resume)
             self.weights_version = int(meta["counters"].get("weights_version", 0))
-            self.get_logger().info(f"resumed from {self.config.resume} at update "
-                                   f"{sac.update_step}, weights version {self.weights_version}")
+            self.get_logger().info(
+                f"resumed from {resume} ({'given' if self.config.resume else 'newest valid in '}"
+                f"{'' if self.config.resume else self.checkpoints.root}) at update "
+                f"{sac.update_step}, weights version {self.weights_version}, "
+                f"{meta['counters'].get('env_steps', 0)} env steps")
         else:
             sac = SAC(int(np.prod(obs_shape)), int(np.prod(action_shape)), self.sac_config,
                       seed=self.config.seed)
@@ -126,8 +136,7 @@ class TrainerNode(RLNode):
         self.weights_key = load_weights_key(self.get_logger())
         self.epoch = time.time_ns()  # orders this trainer's weights after any earlier run's
         self.learner = Learner(sac, self.config.env_id, self.config.solve_return)
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        self.output_dir = Path(self.config.output_dir or f"runs/train-{stamp}")
+        self.learner.episodes = int(meta.get("counters", {}).get("episodes", 0))
         self.weights_pub = self.zc_publisher(WEIGHTS, WEIGHTS_TOPIC, LATCHED_QOS)
         self.sampler = IntraProcessClient(self.ipc, self, SAMPLE_SERVICE, SAMPLE_SERVICE_NAME)
         self.zc_subscription(EPISODES, EPISODES_TOPIC, self._on_episodes)
@@ -287,12 +296,14 @@ class TrainerNode(RLNode):
         self.weights_pub.publish(weights)
 
     def save(self) -> Path:
-        """Write a checkpoint of the learner now."""
+        """Write a checkpoint of the learner now (kept with the last ``keep_checkpoints``)."""
         self._last_checkpoint = time.monotonic()
         with self._update_lock:
-            return save_checkpoint(self.output_dir / "checkpoint", self.sac, {
-                "env_steps": self.total_inserted, "episodes": self.episodes,
-                "weights_version": self.weights_version}, env_id=self.config.env_id)
+            return self.checkpoints.save(self.sac, self._counters(), env_id=self.config.env_id)
+
+    def _counters(self) -> dict[str, int]:
+        return {"env_steps": self.total_inserted, "episodes": self.episodes,
+                "weights_version": self.weights_version}
 
     # --- progress and the end ---------------------------------------------------------------------
 
@@ -358,7 +369,7 @@ class TrainerNode(RLNode):
                 self.total_inserted,
                 min(self.total_inserted, self.config.total_env_steps) - learning_starts,
                 self.config.eval_episodes, self.config.seed, self.output_dir,
-                counters={"weights_version": self.weights_version},
+                counters=self._counters(),
                 title=f"{self.config.env_id} (SAC, {self.update_mode})",
                 extra={"update_mode": self.update_mode, "weights_version": self.weights_version,
                        **{name: value for name, value in self._replay_scalars().items()

@@ -662,6 +662,12 @@ class ReplayBuffer:
         Raises:
             FileNotFoundError: If the destination directory does not exist.
         """
+        self.write_state(self.state_dict(), path)
+
+    @staticmethod
+    def write_state(state: Mapping[str, np.ndarray], path: str | os.PathLike[str]) -> None:
+        """Write a ``state_dict()`` to ``path`` atomically (what :meth:`save` does; lets a caller
+        copy the state under a lock and write it elsewhere)."""
         destination = Path(path)
         directory = destination.parent
         if not directory.is_dir():
@@ -673,7 +679,7 @@ class ReplayBuffer:
         )
         try:
             with os.fdopen(file_descriptor, "wb") as handle:
-                np.savez(handle, **self.state_dict())
+                np.savez(handle, **state)
                 handle.flush()
                 os.fsync(handle.fileno())
             os.replace(temp_name, destination)
@@ -699,11 +705,13 @@ class ReplayBuffer:
             raise ValueError(f"incompatible replay buffer file {path}: {exc}") from exc
 
     @classmethod
-    def from_file(cls, path: str | os.PathLike[str]) -> ReplayBuffer:
+    def from_file(cls, path: str | os.PathLike[str], max_capacity: int | None = None
+                  ) -> ReplayBuffer:
         """Build a buffer with the configuration stored in ``path`` and restore it.
 
         Args:
             path: File written by ``save``.
+            max_capacity: Refuse files whose capacity exceeds this, before allocating.
 
         Returns:
             A buffer that continues exactly where the saved one stopped.
@@ -713,6 +721,10 @@ class ReplayBuffer:
             ValueError: If the file is corrupt or inconsistent.
         """
         state = _read_state_file(path)
+        if max_capacity is not None and _scalar(state, "capacity", int) > max_capacity:
+            raise ValueError(f"replay buffer file {path} has capacity "
+                             f"{_scalar(state, 'capacity', int)}, more than the allowed "
+                             f"{max_capacity}")
         try:
             buffer = cls(
                 obs_shape=_shape(state, "obs_shape"),
