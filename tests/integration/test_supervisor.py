@@ -84,6 +84,19 @@ CRASH_UNTIL = textwrap.dedent(
         time.sleep(0.05)
     """
 )
+# A learner-like process: logs each start with the restart count it was given, crashes (exit 3)
+# on its first start and exits cleanly (training complete) on the next one.
+CRASH_ONCE_THEN_FINISH = textwrap.dedent(
+    """
+    import os, sys
+    path = sys.argv[1]
+    with open(path, "a") as starts:
+        starts.write(os.environ.get("RL_ROS2_RESTART_COUNT", "unset") + "\\n")
+    starts = len(open(path).read().splitlines())
+    print("start", starts, "restart count", os.environ.get("RL_ROS2_RESTART_COUNT"), flush=True)
+    sys.exit(3 if starts == 1 else 0)
+    """
+)
 PARENT_OF_GRANDCHILD = textwrap.dedent(
     """
     import subprocess, sys, time
@@ -304,6 +317,38 @@ def test_required_success_stops_the_rest_and_exits_zero(
     assert "[simulator] stopping on SIGINT" in output.lines
     assert "simulator exited with code 0" in output.text()
     assert all(gone(pid) for pid in supervisor.started_pids)
+
+
+def test_required_respawned_process_is_restarted_after_a_crash_and_ends_the_run_on_a_clean_exit(
+    supervisors: list[Supervisor], tmp_path: Path
+) -> None:
+    starts = tmp_path / "starts"
+    commands = [
+        Command("simulator", PYTHON + [SLEEPER, "-"], respawn=True),
+        Command("learner", PYTHON + [CRASH_ONCE_THEN_FINISH, str(starts)], respawn=True,
+                required=True),
+    ]
+    supervisor, output = make_supervisor(supervisors, commands)
+    assert run_with_deadline(supervisor) == 0
+    # The first start sees 0, the respawned one 1.
+    assert starts.read_text().splitlines() == ["0", "1"]
+    text = output.text()
+    assert "learner exited with code 3; restarting in" in text
+    assert "learner exited with code 3; it is required" not in text  # a crash does not end the run
+    assert "learner exited with code 0; it is required, stopping everything" in text
+    # The rest is stopped, not respawned: simulator + two learner starts.
+    assert len(supervisor.started_pids) == 3
+    assert all(gone(pid) for pid in supervisor.started_pids)
+
+
+def test_required_respawned_process_that_keeps_crashing_ends_the_run_when_given_up(
+    supervisors: list[Supervisor],
+) -> None:
+    commands = [Command("learner", PYTHON + ["import sys; sys.exit(4)"], respawn=True, required=True)]
+    supervisor, output = make_supervisor(supervisors, commands, max_respawns=1, respawn_delay=0.01)
+    assert run_with_deadline(supervisor) == 4
+    assert len(supervisor.started_pids) == 2
+    assert "learner exited with code 4; giving up after 1 restarts" in output.text()
 
 
 def test_stubborn_process_gets_sigterm_then_sigkill(supervisors: list[Supervisor], tmp_path: Path) -> None:

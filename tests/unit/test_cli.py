@@ -149,7 +149,7 @@ def test_train_defaults_to_colocated_cartpole_and_prints_how_to_attach(
     (container,) = supervisor.processes
     assert container.argv()[:2] == ["/opt/rl/lib/rl_nodes/container", "--node"]
     assert container.params_file == CARTPOLE
-    assert container.parameters == {"output_dir": "/tmp/rl-train"}
+    assert container.parameters == {"output_dir": "/tmp/rl-train", "deployment_robots": 1}
     assert supervisor.options["environment"]["ROS_DOMAIN_ID"] == "17"
     assert "ROS_DOMAIN_ID=17 (given)" in out
     assert "export ROS_DOMAIN_ID=17 ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST" in out
@@ -216,8 +216,16 @@ def test_launch_runs_the_plan_until_the_trainer_finishes(
         started = [int(pid) for pid in re.findall(r"\(pid (\d+)\)", out)]
         assert code == 0, out
         assert len(started) == 4
-        trainer_line = f"trainer argv --ros-args --params-file {CARTPOLE} domain 23 range LOCALHOST"
-        assert f"[trainer] {trainer_line}" in out
+        # The trainer gets the scenario file, then its overrides file (deployment_robots).
+        trainer_line = re.search(
+            rf"\[trainer\] trainer argv --ros-args --params-file {re.escape(CARTPOLE)} "
+            r"--params-file (\S+) domain 23 range LOCALHOST\n",
+            out,
+        )
+        assert trainer_line, out
+        assert yaml.safe_load(Path(trainer_line.group(1)).read_text()) == {
+            "/**/trainer": {"ros__parameters": {"deployment_robots": 1}}
+        }
         simulator_line = f"simulator argv --ros-args -r __ns:=/robot_0 --params-file {CARTPOLE}"
         assert f"[simulator_robot_0] {simulator_line}" in out
         assert "trainer exited with code 0; it is required, stopping everything" in out

@@ -74,7 +74,7 @@ def test_colocated_is_one_required_container_with_every_node(robots: int) -> Non
         node for k in range(robots) for node in (f"simulator@/robot_{k}", f"policy@/robot_{k}")
     )
     assert layout(plan) == [
-        ("container", "container", (*robot_nodes, "replay_buffer@/", "trainer@/"), False, True)
+        ("container", "container", (*robot_nodes, "replay_buffer@/", "trainer@/"), True, True)
     ]
     (container,) = plan.processes
     assert container.is_container
@@ -90,8 +90,8 @@ def test_decoupled_is_one_process_per_node(robots: int) -> None:
     for k in range(robots):
         expected.append((f"simulator_robot_{k}", "simulator", (f"simulator@/robot_{k}",), True, False))
         expected.append((f"policy_robot_{k}", "policy", (f"policy@/robot_{k}",), True, False))
-    expected.append(("replay_buffer", "replay_buffer", ("replay_buffer@/",), False, True))
-    expected.append(("trainer", "trainer", ("trainer@/",), False, True))
+    expected.append(("replay_buffer", "replay_buffer", ("replay_buffer@/",), True, True))
+    expected.append(("trainer", "trainer", ("trainer@/",), True, True))
     assert layout(plan) == expected
     assert all(not process.is_container and process.arguments == [] for process in plan.processes)
 
@@ -103,7 +103,7 @@ def test_hybrid_is_a_container_per_robot_and_one_learner(robots: int) -> None:
         (f"robot_{k}", "container", (f"simulator@/robot_{k}", f"policy@/robot_{k}"), True, False)
         for k in range(robots)
     ]
-    expected.append(("learner", "container", ("replay_buffer@/", "trainer@/"), False, True))
+    expected.append(("learner", "container", ("replay_buffer@/", "trainer@/"), True, True))
     assert layout(plan) == expected
 
 
@@ -116,6 +116,37 @@ def test_every_mode_hosts_the_same_nodes(mode: str, robots: int) -> None:
         + [("replay_buffer", "/"), ("trainer", "/")]
     )
     assert nodes == expected
+
+
+@pytest.mark.parametrize("policy_layout", ["per_robot", "central"])
+@pytest.mark.parametrize("mode", MODES)
+def test_every_process_respawns_and_learning_processes_are_required_and_get_output_dir(
+    mode: str, policy_layout: str
+) -> None:
+    plan = plan_for(mode, 2, output_dir="/tmp/rl-run", policy_layout=policy_layout)
+    learning = set()
+    for process in plan.processes:
+        kinds = {kind for kind, _ in process.hosted_nodes()}
+        hosts_learning = bool(kinds & {"trainer", "replay_buffer"})
+        learning |= kinds & {"trainer", "replay_buffer"}
+        assert process.respawn, process.name
+        assert process.required == hosts_learning, process.name
+        # The trainer resumes from its checkpoints and the replay buffer from its snapshots, both
+        # in output_dir; the robot processes keep nothing there.
+        assert ("output_dir" in process.parameters) == hosts_learning, process.name
+        if hosts_learning:
+            assert process.parameters["output_dir"] == "/tmp/rl-run"
+    assert learning == {"trainer", "replay_buffer"}
+    assert all("output_dir" not in process.parameters
+               for process in plan_for(mode, 2, policy_layout=policy_layout).processes)
+    # robots:=3 (text, as the command line gives it): the learning processes get
+    # deployment_robots == 3, the robot processes none.
+    assert [process.parameters.get("deployment_robots")
+            for process in plan_for(mode, "3", policy_layout=policy_layout).processes] == [
+        3 if {kind for kind, _ in process.hosted_nodes()} & {"trainer", "replay_buffer"}
+        else None
+        for process in plan_for(mode, 3, policy_layout=policy_layout).processes
+    ]
 
 
 def test_decoupled_command_lines_follow_the_ros_arguments_contract() -> None:
@@ -131,9 +162,21 @@ def test_decoupled_command_lines_follow_the_ros_arguments_contract() -> None:
     # file's /**/trainer block (a plain -p would not).
     assert trainer_argv[4] == "--params-file"
     overrides = yaml.safe_load(Path(trainer_argv[5]).read_text())
-    assert overrides == {"/**/trainer": {"ros__parameters": {"output_dir": "/tmp/rl-run"}}}
-    # output_dir is a trainer parameter only.
-    assert "output_dir" not in by_name["replay_buffer"].parameters
+    # deployment_robots: the robot count, so the replay buffer refuses unknown robot ids.
+    assert overrides == {"/**/trainer": {"ros__parameters": {"output_dir": "/tmp/rl-run",
+                                                              "deployment_robots": 1}}}
+    # The replay buffer gets output_dir too: it snapshots into output_dir/replay.
+    replay_argv = by_name["replay_buffer"].argv()
+    assert replay_argv[:4] == ["replay_buffer", "--ros-args", "--params-file", config]
+    assert replay_argv[4] == "--params-file" and len(replay_argv) == 6
+    assert yaml.safe_load(Path(replay_argv[5]).read_text()) == {
+        "/**/replay_buffer": {"ros__parameters": {"output_dir": "/tmp/rl-run",
+                                                  "deployment_robots": 1}}
+    }
+    # ... and the robot processes do not.
+    for name in ("simulator_robot_0", "policy_robot_0"):
+        assert "output_dir" not in by_name[name].parameters
+        assert "deployment_robots" not in by_name[name].parameters
     assert by_name["policy_robot_0"].argv("/opt/bin")[0] == "/opt/bin/policy"
 
 
@@ -147,7 +190,7 @@ def test_container_command_line_follows_the_container_contract() -> None:
     ]
     assert argv[8] == "--params-file" and len(argv) == 10
     overrides = yaml.safe_load(Path(argv[9]).read_text())
-    expected = {"seed": 3, "output_dir": "/tmp/out"}
+    expected = {"seed": 3, "output_dir": "/tmp/out", "deployment_robots": 1}
     assert overrides == {f"/**/{kind}": {"ros__parameters": expected}
                          for kind in ("replay_buffer", "trainer")}
     robot = plan.processes[0]
@@ -434,6 +477,7 @@ def test_launch_nodes_match_the_plan(
     messages = [action.kwargs["msg"] for action in actions if isinstance(action, FakeLogInfo)]
     assert any("ROS_DOMAIN_ID=11" in message for message in messages)
     assert len(nodes) == len(plan.processes)
+    assert any(process.required and process.respawn for process in plan.processes)
     for node, process in zip(nodes, plan.processes):
         check_node_matches(node, process)
 
@@ -456,11 +500,37 @@ def check_node_matches(node: FakeNode, process: ProcessSpec) -> None:
     assert options["respawn"] == process.respawn
     if process.respawn:
         assert (options["respawn_delay"], options["respawn_max_retries"]) == (RESPAWN_DELAY_S, MAX_RESPAWNS)
-    if process.required:
+    if process.required and process.respawn:
+        # A crash respawns the process; only a clean exit (training complete) ends the launch.
+        on_exit = options["on_exit"]
+        assert callable(on_exit)
+        (shutdown,) = on_exit(types.SimpleNamespace(returncode=0), None)
+        assert isinstance(shutdown, FakeShutdown)
+        assert process.name in shutdown.kwargs["reason"]
+        for crash in (1, -9, 3):
+            assert on_exit(types.SimpleNamespace(returncode=crash), None) is None
+    elif process.required:
         (shutdown,) = options["on_exit"]
         assert isinstance(shutdown, FakeShutdown)
     else:
         assert "on_exit" not in options
+
+
+@pytest.mark.parametrize(("respawn", "required"), [(True, True), (False, True), (True, False),
+                                                  (False, False)])
+def test_launch_node_exit_handling_follows_respawn_and_required(
+    fake_launch: None, respawn: bool, required: bool
+) -> None:
+    from rl_bringup.launch_helpers import node_action
+
+    process = plan_for("decoupled").processes[-1]
+    process.respawn, process.required = respawn, required
+    node = node_action(process)
+    assert isinstance(node, FakeNode)
+    check_node_matches(node, process)
+    if required and not respawn:
+        (shutdown,) = node.kwargs["on_exit"]
+        assert process.name in shutdown.kwargs["reason"]
 
 
 def test_launch_with_a_bad_argument_raises_plan_error(fake_launch: None) -> None:
@@ -662,8 +732,8 @@ def test_central_decoupled_runs_one_policy_process_for_every_robot(robots: int) 
     expected = [(f"simulator_robot_{k}", "simulator", (f"simulator@/robot_{k}",), True, False)
                 for k in range(robots)]
     expected.append(("policy", "policy", ("policy@/",), True, False))
-    expected.append(("replay_buffer", "replay_buffer", ("replay_buffer@/",), False, True))
-    expected.append(("trainer", "trainer", ("trainer@/",), False, True))
+    expected.append(("replay_buffer", "replay_buffer", ("replay_buffer@/",), True, True))
+    expected.append(("trainer", "trainer", ("trainer@/",), True, True))
     assert layout(plan) == expected
     policy = next(process for process in plan.processes if process.name == "policy")
     assert policy.parameters == {"robots": robots}
@@ -678,19 +748,23 @@ def test_central_hybrid_keeps_simulators_in_robot_containers_and_the_policy_apar
     expected = [(f"robot_{k}", "container", (f"simulator@/robot_{k}",), True, False)
                 for k in range(robots)]
     expected.append(("policy", "policy", ("policy@/",), True, False))
-    expected.append(("learner", "container", ("replay_buffer@/", "trainer@/"), False, True))
+    expected.append(("learner", "container", ("replay_buffer@/", "trainer@/"), True, True))
     assert layout(plan) == expected
+    # Only the learner (replay_buffer + trainer) gets deployment_robots; the robot containers
+    # and the central policy do not.
     assert [process.parameters for process in plan.processes] == \
-        [{}] * robots + [{"robots": robots}, {}]
+        [{}] * robots + [{"robots": robots}, {"deployment_robots": robots}]
 
 
 def test_central_colocated_hosts_one_policy_node_in_the_container() -> None:
     plan = central("colocated", 3)
     robot_nodes = tuple(f"simulator@/robot_{k}" for k in range(3))
     assert layout(plan) == [("container", "container",
-                             (*robot_nodes, "policy@/", "replay_buffer@/", "trainer@/"), False,
+                             (*robot_nodes, "policy@/", "replay_buffer@/", "trainer@/"), True,
                              True)]
-    assert plan.processes[0].parameters == {"robots": 3}
+    # One container hosts the policy and the learner nodes: it gets both robots and
+    # deployment_robots (each node kind reads the one it declares).
+    assert plan.processes[0].parameters == {"robots": 3, "deployment_robots": 3}
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -779,6 +853,7 @@ def test_launch_passes_policy_layout_and_cpus_to_the_plan(
                      domain_id=11, cpus=overrides.get("cpus"), policy_layout="central")
     nodes = [action for action in actions if isinstance(action, FakeNode)]
     assert len(nodes) == len(plan.processes)
+    assert any(process.required and process.respawn for process in plan.processes)
     for node, process in zip(nodes, plan.processes):
         check_node_matches(node, process)
     messages = [action.kwargs["msg"] for action in actions if isinstance(action, FakeLogInfo)]

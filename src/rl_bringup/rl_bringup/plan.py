@@ -739,6 +739,7 @@ def make_plan(
         # The layout's own parameters (the central policy's robots:=N) win over the shared ones.
         process.parameters = {
             **(trainer_parameters if hosts_learning else shared_parameters),
+            **({"deployment_robots": robot_count} if hosts_learning else {}),
             **process.parameters,
         }
         assign_cpus(process, sets)

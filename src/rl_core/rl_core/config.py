@@ -149,6 +149,9 @@ class ReplayConfig:
     error_buffer: int = param(100, "Transitions acting may run ahead of learning before it is "
                               "paused (the rate limiter's error buffer).", 1, 10**9, 1,
                               read_only=True)
+    deployment_robots: int = param(0, "Robots of the deployment (robot ids 0 .. n-1); experience "
+                                   "from other robot ids is refused (0 = accept any id).",
+                                   0, 4096, 1, read_only=True)
     output_dir: str = param("", "Run directory: snapshots go to output_dir/replay and the "
                             "save/load services read and write only there ('' = no snapshots, "
                             "save/load refused).", read_only=True)

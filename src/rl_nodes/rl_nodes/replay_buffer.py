@@ -94,6 +94,10 @@ class ReplayBufferNode(RLNode):
 
     def _admit(self, msg: Experience) -> tuple[str, str] | None:
         """``(kind, reason)`` when an experience batch must be refused; tracks stream gaps."""
+        robots = self.config.deployment_robots
+        if robots and msg.robot_id >= robots:
+            return ("experience (foreign robot)", f"robot id {msg.robot_id} is not one of this "
+                    f"deployment's robots 0..{robots - 1}")
         bound = self.config.value_bound
         for name in ("obs", "actions", "rewards", "next_obs"):
             values = getattr(msg, name)

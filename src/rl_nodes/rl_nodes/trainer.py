@@ -95,8 +95,12 @@ class PrefetchingSampler:
         except queue.Empty:
             return None
 
-    def close(self) -> None:
+    def stop(self) -> None:
+        """Ask the thread to end (it may be waiting for an answer the executor delivers)."""
         self._stop.set()
+
+    def close(self) -> None:
+        self.stop()
         self._thread.join(timeout=5.0)
 
 
@@ -359,7 +363,7 @@ class TrainerNode(RLNode):
         self.finished = True
         self._stop.set()
         if self._prefetcher is not None:
-            self._prefetcher.close()
+            self._prefetcher.stop()  # joined in close(), once the executor turns again
         self._publish_weights()
         status = self.replay_status
         learning_starts = (int(status.learning_starts) if status is not None
