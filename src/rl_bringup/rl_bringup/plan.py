@@ -818,10 +818,10 @@ def _colocated_layout(robots: int, central: bool = False) -> list[ProcessSpec]:
 
 
 def _decoupled_layout(robots: int, central: bool = False) -> list[ProcessSpec]:
-    """One process per node; robot nodes respawn, replay_buffer and trainer are required.
+    """One process per node; every process respawns, replay_buffer and trainer are also required.
 
-    The replay buffer is required rather than respawned: a restarted buffer comes back empty and
-    the trainer would silently starve, so a crash ends the run loudly instead. Central: one
+    A respawned replay buffer reloads its latest snapshot and a respawned trainer resumes from
+    its newest checkpoint (both in ``output_dir``); a clean exit of either ends the run. Central: one
     ``policy`` process (respawned: the simulators' watchdogs resend what it missed) instead of
     one per robot.
     """
@@ -851,8 +851,8 @@ def _hybrid_layout(robots: int, central: bool = False) -> list[ProcessSpec]:
 
     * the trainer's gradient steps would hold the learner process' GIL and delay every robot's
       actions, and a 2-core machine cannot hide that;
-    * a policy crash would end the run (the learner is required); alone, it respawns like the
-      robot processes, and the simulators' watchdogs resend the observations it missed;
+    * a policy crash would restart the learner with it (the whole process respawns); alone, it
+      respawns like the robot processes, and the simulators' watchdogs resend what it missed;
     * it gains nothing from the learner's zero-copy channel: the observations of every robot
       cross DDS anyway, and the weights come over the latched ``/policy_weights`` a few times
       a second;
