@@ -58,9 +58,15 @@ def check_learned_like_the_bare_loop(tmp_path: Path, update_mode: str) -> dict:
     return result
 
 
+#: The distributed tests train 10,000 transitions instead of the config's 8,000: with two robots
+#: the timing of weight updates varies from run to run, and at 8,000 one run in a few evaluates
+#: just under 180 (measured: 179-200, see docs/benchmarks.md); the threshold stays 180.
+DISTRIBUTED_BUDGET = "total_env_steps:=10000"
+
+
 def test_decoupled_two_robots_solve_cartpole(tmp_path: Path, ros_env) -> None:
     # The replay buffer's rate limiter pauses both robots while the learner catches up.
-    run = launch("decoupled", tmp_path, ros_env, "robots:=2")
+    run = launch("decoupled", tmp_path, ros_env, "robots:=2", DISTRIBUTED_BUDGET)
     code = finish(run, 600.0)
     assert code == 0, run.output()[-4000:]
     check_learned_like_the_bare_loop(tmp_path, "thread")
@@ -69,11 +75,11 @@ def test_decoupled_two_robots_solve_cartpole(tmp_path: Path, ros_env) -> None:
 
 
 def test_hybrid_two_robots_solve_cartpole(tmp_path: Path, ros_env) -> None:
-    run = launch("hybrid", tmp_path, ros_env, "robots:=2")
+    run = launch("hybrid", tmp_path, ros_env, "robots:=2", DISTRIBUTED_BUDGET)
     code = finish(run, 600.0)
     assert code == 0, run.output()[-4000:]
     result = check_learned_like_the_bare_loop(tmp_path, "thread")
-    assert result["env_steps"] >= 8000
+    assert result["env_steps"] >= 10000
     assert not any("cannot publish data" in line for line in run.lines), run.output()[-3000:]
 
 

@@ -19,10 +19,13 @@ few hundred µs of work per acting step). This module provides one:
 Local subscribers must treat received objects as read-only: the publisher and every other local
 subscriber see the same object.
 
-Threading: the rclpy executor runs in a background thread for timers, services, parameters and
-DDS traffic; subscription callbacks and timer callbacks registered here all run on the thread that
-drives :meth:`spin`, so node code needs no locks except around state it shares with services or
-its own worker threads.
+Threading: one thread drives :meth:`IntraProcessManager.spin`, which drains the dispatch queue
+and also turns the rclpy executor (timers, services, parameters, DDS traffic): it waits in the
+executor while the queue is empty (a post from another thread wakes it) and gives the executor a
+non-blocking turn at least every ``EXECUTOR_POLL_S`` while the queue stays busy. A DDS message
+thus reaches its subscriber on the thread that took it, with no thread hand-off. Subscription,
+timer and service callbacks all run on that thread, so node code needs no locks except around
+state it shares with its own worker threads (or with local service callers on other threads).
 """
 
 from __future__ import annotations

@@ -121,26 +121,13 @@ class TrainerNode(RLNode):
         self.output_dir = Path(self.config.output_dir or f"runs/train-{stamp}")
         self.checkpoints = CheckpointStore(self.output_dir / "checkpoints",
                                            self.config.keep_checkpoints)
-        self.weights_version = 0
-        resume = self.config.resume or self.checkpoints.newest_valid()
-        meta: dict = {}
-        if resume:
-            sac, meta = load_checkpoint(resume)
-            restore_rng(meta, resume)
-            self.weights_version = int(meta["counters"].get("weights_version", 0))
-            self.get_logger().info(
-                f"resumed from {resume} ({'given' if self.config.resume else 'newest valid in '}"
-                f"{'' if self.config.resume else self.checkpoints.root}) at update "
-                f"{sac.update_step}, weights version {self.weights_version}, "
-                f"{meta['counters'].get('env_steps', 0)} env steps")
-        else:
-            sac = SAC(int(np.prod(obs_shape)), int(np.prod(action_shape)), self.sac_config,
-                      seed=self.config.seed)
+        sac, counters = self._load_learner(obs_shape, action_shape)
+        self.weights_version = int(counters.get("weights_version", 0))
         self.sac = sac
         self.weights_key = load_weights_key(self.get_logger())
         self.epoch = time.time_ns()  # orders this trainer's weights after any earlier run's
         self.learner = Learner(sac, self.config.env_id, self.config.solve_return)
-        self.learner.episodes = int(meta.get("counters", {}).get("episodes", 0))
+        self.learner.episodes = int(counters.get("episodes", 0))
         self.weights_pub = self.zc_publisher(WEIGHTS, WEIGHTS_TOPIC, LATCHED_QOS)
         self.sampler = IntraProcessClient(self.ipc, self, SAMPLE_SERVICE, SAMPLE_SERVICE_NAME)
         self.zc_subscription(EPISODES, EPISODES_TOPIC, self._on_episodes)
@@ -161,6 +148,22 @@ class TrainerNode(RLNode):
         self._update_lock = threading.Lock()  # the learner thread vs. weights and checkpoints
         self._last_weights = self._last_checkpoint = time.monotonic()
         self._progress = (time.monotonic(), 0, 0)
+
+    def _load_learner(self, obs_shape: tuple[int, ...], action_shape: tuple[int, ...]
+                      ) -> tuple[SAC, dict]:
+        """A fresh learner, or the one of ``resume`` or else of the newest valid checkpoint of
+        this run (a respawned trainer), with its counters and random-number generator states."""
+        resume = self.config.resume or self.checkpoints.newest_valid()
+        if not resume:
+            return SAC(int(np.prod(obs_shape)), int(np.prod(action_shape)), self.sac_config,
+                       seed=self.config.seed), {}
+        sac, meta = load_checkpoint(resume)
+        restore_rng(meta, resume)
+        counters = meta["counters"]
+        self.get_logger().info(
+            f"resumed from {resume} at update {sac.update_step}, weights version "
+            f"{counters.get('weights_version', 0)}, {counters.get('env_steps', 0)} env steps")
+        return sac, counters
 
     # Compatibility views of the learner's bookkeeping (tools and tests read them).
     @property
