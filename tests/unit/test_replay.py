@@ -612,3 +612,18 @@ def test_load_state_dict_rejects_inconsistent_state(
     np.savez(path, **state)
     with pytest.raises(ValueError, match=rf"invalid replay buffer file .*bad.npz: .*{message}"):
         ReplayBuffer.from_file(path)
+
+
+@pytest.mark.unit
+def test_a_value_bound_refuses_huge_but_finite_values_in_the_same_pass() -> None:
+    from rl_core.replay import OutOfBounds
+
+    buffer = ReplayBuffer((2,), (1,), 8, value_bound=1e6)
+    obs = np.zeros((1, 2), np.float32)
+    with pytest.raises(OutOfBounds, match="rewards .* beyond"):
+        buffer.add(obs, np.zeros((1, 1)), np.array([1e20]), obs, np.zeros(1))
+    with pytest.raises(OutOfBounds, match="obs"):
+        buffer.add(np.full((1, 2), np.nan), np.zeros((1, 1)), np.zeros(1), obs, np.zeros(1))
+    assert len(buffer) == 0
+    buffer.add(obs, np.zeros((1, 1)), np.array([1e5]), obs, np.zeros(1))
+    assert len(buffer) == 1

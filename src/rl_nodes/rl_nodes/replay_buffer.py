@@ -15,13 +15,11 @@ import json
 import os
 import threading
 import time
-
-import numpy as np
 from pathlib import Path
 
 from rl_core.config import ReplayConfig
 from rl_core.envs import space_shapes
-from rl_core.replay import RateLimitedReplay, ReplayBuffer
+from rl_core.replay import OutOfBounds, RateLimitedReplay, ReplayBuffer
 from rl_interfaces.msg import ReplayStatus
 
 from rl_nodes.base import EXPERIENCE_QOS, EXPERIENCE_TOPIC, OK, REPLAY_STATUS_TOPIC, WARN, RLNode
@@ -86,7 +84,8 @@ class ReplayBufferNode(RLNode):
     def _new_buffer(self) -> ReplayBuffer:
         return ReplayBuffer(self.obs_shape, self.action_shape, self.config.capacity,
                             prioritized=self.config.prioritized, alpha=self.config.priority_alpha,
-                            beta=self.config.priority_beta, seed=self.config.seed)
+                            beta=self.config.priority_beta, seed=self.config.seed,
+                            value_bound=self.config.value_bound)
 
     def _new_replay(self, buffer: ReplayBuffer) -> RateLimitedReplay:
         return RateLimitedReplay(buffer, self.config.updates_per_step, self.config.learning_starts,
@@ -98,13 +97,6 @@ class ReplayBufferNode(RLNode):
         if robots and msg.robot_id >= robots:
             return ("experience (foreign robot)", f"robot id {msg.robot_id} is not one of this "
                     f"deployment's robots 0..{robots - 1}")
-        bound = self.config.value_bound
-        for name in ("obs", "actions", "rewards", "next_obs"):
-            values = getattr(msg, name)
-            if values.size and not float(np.max(np.abs(values))) <= bound:  # NaN fails too
-                return ("experience (values out of bounds)",
-                        f"robot {msg.robot_id}: {name} holds NaN, inf or values beyond "
-                        f"value_bound {bound:g}")
         stream, last = self._streams.get(msg.robot_id, (0, -1))
         if msg.stream < stream:
             return ("experience (stale stream)", f"robot {msg.robot_id}: stream {msg.stream} is "
@@ -127,6 +119,9 @@ class ReplayBufferNode(RLNode):
             try:
                 changed = self.replay.add(msg.obs, msg.actions, msg.rewards, msg.next_obs,
                                           msg.terminated, msg.truncated, msg.policy_version)
+            except OutOfBounds as error:  # checked by the buffer in its finiteness pass
+                self.reject("experience (values out of bounds)", f"robot {msg.robot_id}: {error}")
+                return
             except ValueError as error:
                 self.reject("experience (malformed)", f"robot {msg.robot_id}: {error}")
                 return
@@ -223,6 +218,7 @@ class ReplayBufferNode(RLNode):
             raise ValueError(f"it holds obs {loaded.obs_shape}, action {loaded.action_shape}, "
                              f"capacity {loaded.capacity}; this buffer has {self.obs_shape}, "
                              f"{self.action_shape}, {self.config.capacity}")
+        loaded.value_bound = self.config.value_bound
         return loaded
 
     def _restore_snapshot(self) -> None:

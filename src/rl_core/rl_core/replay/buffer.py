@@ -58,6 +58,10 @@ _STATE_KEYS = (
 )
 
 
+class OutOfBounds(ValueError):
+    """``add`` got NaN, inf or values beyond the buffer's ``value_bound``; nothing was stored."""
+
+
 class Batch(NamedTuple):
     """A sampled minibatch; every array has leading dimension ``B``.
 
@@ -164,7 +168,11 @@ class ReplayBuffer:
         beta: float = 0.4,
         epsilon: float = 1e-6,
         seed: int | None = None,
+        value_bound: float | None = None,
     ) -> None:
+        #: Largest absolute value ``add`` accepts in obs, actions, rewards and next_obs
+        #: (None: any finite value); checked in the same pass as finiteness.
+        self.value_bound = value_bound
         self._obs_shape = _normalise_shape(obs_shape, "obs_shape")
         self._action_shape = _normalise_shape(action_shape, "action_shape")
         if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)):
@@ -374,15 +382,18 @@ class ReplayBuffer:
         """Reject non-finite values and flags other than 0/1, naming the field."""
         count = block.shape[0]
         values = block[:, : self._flags_start]
-        finite = np.isfinite(values)
+        # NaN fails both comparisons; with a bound, inf fails it too.
+        finite = np.isfinite(values) if self.value_bound is None else \
+            np.abs(values) <= self.value_bound
         if not finite.all():
+            beyond = "" if self.value_bound is None else f" or beyond +-{self.value_bound:g}"
             for name in ("obs", "actions", "rewards", "next_obs"):
                 field = self._fields[name]
                 bad_rows = int(np.count_nonzero(~finite[:, field.start : field.stop].all(axis=1)))
                 if bad_rows:
-                    raise ValueError(
+                    raise OutOfBounds(
                         f"{name} contains non-finite values (NaN/inf, or beyond float32 "
-                        f"range) in {bad_rows} of {count} rows"
+                        f"range){beyond} in {bad_rows} of {count} rows"
                     )
         flags = block[:, self._flags_start :]
         not_binary = (flags != 0.0) & (flags != 1.0)  # also catches NaN
