@@ -107,8 +107,8 @@ def experience(robot_id: int, rows: int = 2, value: float = 0.1, stream: int = 1
 def wait_until(condition, timeout_s: float, run: Child, what: str, details=lambda: "") -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
-        assert run.process.poll() is None, f"the run ended while waiting for {what}:\n" + \
-            run.output()[-4000:]
+        assert run.process.poll() is None, f"the run ended while waiting for {what} " \
+            f"{details()}:\n" + run.output()[-4000:]
         assert time.monotonic() < deadline, \
             f"timed out waiting for {what} {details()}:\n" + run.output()[-4000:]
         time.sleep(0.2)
@@ -130,7 +130,7 @@ def test_training_survives_kills_and_hostile_input(tmp_path: Path, ros_env) -> N
     output = tmp_path / "run"
     domain_id = int(ros_env["ROS_DOMAIN_ID"])
     run = Child([RL_BRINGUP, "launch", "decoupled", "robots:=2", f"output_dir:={output}",
-                 f"domain_id:={domain_id}", "total_env_steps:=10000", "checkpoint_period:=3.0",
+                 f"domain_id:={domain_id}", "total_env_steps:=12000", "checkpoint_period:=3.0",
                  "snapshot_period:=2.0"], env=ros_env)
     observer = Observer(domain_id)
     try:
@@ -140,8 +140,11 @@ def test_training_survives_kills_and_hostile_input(tmp_path: Path, ros_env) -> N
         # --- hostile and malformed input ---------------------------------------------------
         bad_shape = experience(0)
         bad_shape.obs = array.array("f", [0.0] * 3)  # shape fields that do not match the data
-        non_finite = experience(0, value=float("nan"))
-        huge = experience(0)
+        # Bad values in a stream and sequence that would otherwise be accepted.
+        genuine = observer.captured_experience
+        ahead = {"stream": genuine.stream, "sequence": genuine.sequence + 10**9}
+        non_finite = experience(0, value=float("nan"), **ahead)
+        huge = experience(0, **ahead)
         huge.rewards = array.array("f", [1e20, 1e20])
         foreign = experience(99)
         for msg in (bad_shape, non_finite, huge, foreign, observer.captured_experience):

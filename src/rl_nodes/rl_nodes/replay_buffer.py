@@ -92,7 +92,7 @@ class ReplayBufferNode(RLNode):
                                  self.config.error_buffer, enforce=self.config.rate_limit)
 
     def _admit(self, msg: Experience) -> tuple[str, str] | None:
-        """``(kind, reason)`` when an experience batch must be refused; tracks stream gaps."""
+        """``(kind, reason)`` when an experience batch must be refused (before storing it)."""
         robots = self.config.deployment_robots
         if robots and msg.robot_id >= robots:
             return ("experience (foreign robot)", f"robot id {msg.robot_id} is not one of this "
@@ -106,9 +106,15 @@ class ReplayBufferNode(RLNode):
         if msg.sequence <= last:
             return ("experience (duplicate)", f"robot {msg.robot_id}: sequence {msg.sequence} "
                     f"was already stored (last {last})")
+        return None
+
+    def _record_sequence(self, msg: Experience) -> None:
+        """After a batch was stored: advance its robot's sequence and count the gap as lost."""
+        stream, last = self._streams.get(msg.robot_id, (0, -1))
+        if msg.stream > stream:
+            last = -1
         self.lost_messages += msg.sequence - last - 1
         self._streams[msg.robot_id] = (msg.stream, msg.sequence)
-        return None
 
     def _on_experience(self, msg: Experience) -> None:
         with self._lock:
@@ -125,6 +131,7 @@ class ReplayBufferNode(RLNode):
             except ValueError as error:
                 self.reject("experience (malformed)", f"robot {msg.robot_id}: {error}")
                 return
+            self._record_sequence(msg)
         if changed:
             self._publish_status()
 

@@ -689,15 +689,18 @@ def deployment_checks(session: RosSession, domain_id: int, mode: str | None,
 
 
 def _endpoints_known(node: Node, expected: ExpectedGraph) -> bool:
+    """Whether every present node's expected publishers and subscriptions were discovered
+    (DDS discovers a participant's writers and readers separately, each a moment later)."""
     present = set(graph_node_names(node))
     for spec in expected.topics:
-        wanted = {name for name in spec.publishers if name in present}
-        if not wanted:
-            continue
-        publishing = {join_name(info.node_namespace, info.node_name)
-                      for info in node.get_publishers_info_by_topic(spec.name)}
-        if not wanted <= publishing:
-            return False
+        for wanted_names, lookup in ((spec.publishers, node.get_publishers_info_by_topic),
+                                     (spec.subscribers, node.get_subscriptions_info_by_topic)):
+            wanted = {name for name in wanted_names if name in present}
+            if not wanted:
+                continue
+            found = {join_name(info.node_namespace, info.node_name) for info in lookup(spec.name)}
+            if not wanted <= found:
+                return False
     return True
 
 
