@@ -284,6 +284,11 @@ def test_run_commands_are_the_users_commands(tmp_path: Path) -> None:
     assert hybrid[1:5] == ["-m", "rl_bringup.cli", "launch", "hybrid"]
     assert {"robots:=2", "output_dir:=/o/hybrid-r1", "total_env_steps:=600",
             "domain_id:=42"} <= set(hybrid)
+    assert not any(argument.startswith("cpus:=") for argument in hybrid)
+    pinned = settings_from_values({"output": str(tmp_path), "cpus": "auto"})
+    assert "cpus:=auto" in compare.run_command("hybrid", 2, pinned, "/o/h", 1)
+    assert not any(argument.startswith("cpus") for argument in
+                   compare.run_command("bare", 1, pinned, "/o/b", None))
 
 
 # --- the run loop, with stand-in commands --------------------------------------------------------

@@ -68,7 +68,7 @@ from rl_bringup.tools.common import (
 
 COMMAND = "compare"
 KEYS: tuple[str, ...] = ("modes", "robots", "config", "total_env_steps", "repeats", "output",
-                         "json", "timeout", "domain_id")
+                         "json", "timeout", "domain_id", "cpus")
 BARE = "bare"
 ALL_MODES: tuple[str, ...] = (BARE, *ROS_MODES)
 DEFAULT_ROBOTS = 2
@@ -330,6 +330,8 @@ class CompareSettings:
     timeout_s: float
     domain_id: int | None = None
     cores: int = field(default_factory=available_cores)
+    #: CPU sets of the ROS runs (``cpus:=`` of rl-bringup launch; None: not pinned).
+    cpus: str | None = None
 
 
 def parse_modes(text: str) -> tuple[str, ...]:
@@ -378,6 +380,7 @@ def settings_from_values(values: Mapping[str, str]) -> CompareSettings:
         json_file=values.get("json") or None,
         timeout_s=timeout_s,
         domain_id=domain_id,
+        cpus=values.get("cpus") or None,
     )
 
 
@@ -407,7 +410,8 @@ def run_command(mode: str, robots: int, settings: CompareSettings, output_dir: s
                 "--output", output_dir, "--total-env-steps", str(settings.total_env_steps)]
     return [sys.executable, "-m", "rl_bringup.cli", "launch", mode, f"robots:={robots}",
             f"config:={settings.config_file}", f"output_dir:={output_dir}",
-            f"total_env_steps:={settings.total_env_steps}", f"domain_id:={domain_id}"]
+            f"total_env_steps:={settings.total_env_steps}", f"domain_id:={domain_id}",
+            *([f"cpus:={settings.cpus}"] if settings.cpus else [])]
 
 
 def _children_cpu_s() -> float:
@@ -601,6 +605,7 @@ def register(subparsers: Any) -> None:
         f"(decoupled and hybrid; default {DEFAULT_ROBOTS}), config:=NAME|PATH (default "
         f"{DEFAULT_CONFIG}), total_env_steps:=N (default the config's), repeats:=N (rounds; "
         "median per mode; default 1), output:=DIR (default runs/compare-<time>), json:=FILE, "
+        "cpus:=auto|KIND=LIST;... (CPU sets of the ROS runs, as rl-bringup launch), "
         f"timeout:=SECONDS per run (default {DEFAULT_TIMEOUT_S:g}), domain_id:=N (the first ROS "
         "run's; default random per run). Exit 1 when a run fails.",
     )
