@@ -47,7 +47,6 @@ class ReplayBufferNode(RLNode):
         # sample/save/load run on the executor (or a local caller's) thread, inserts on the
         # dispatch thread: one lock keeps them consistent (RateLimitedReplay locks its own state).
         self._lock = threading.Lock()
-        self._sampled = 0
         self._last_status = (time.monotonic(), 0, 0)
         self._rates = (0.0, 0.0)  # inserts/s, batches/s over the last status period
         self._streams: dict[int, tuple[int, int]] = {}  # robot -> (stream, last sequence)
@@ -97,23 +96,24 @@ class ReplayBufferNode(RLNode):
         if robots and msg.robot_id >= robots:
             return ("experience (foreign robot)", f"robot id {msg.robot_id} is not one of this "
                     f"deployment's robots 0..{robots - 1}")
-        stream, last = self._streams.get(msg.robot_id, (0, -1))
+        stream, _ = self._streams.get(msg.robot_id, (0, -1))
         if msg.stream < stream:
             return ("experience (stale stream)", f"robot {msg.robot_id}: stream {msg.stream} is "
                     f"older than its current stream {stream} (an earlier run of the simulator)")
-        if msg.stream > stream:
-            last = -1  # a (re)started simulator begins a new stream
+        last = self._last_sequence(msg)
         if msg.sequence <= last:
             return ("experience (duplicate)", f"robot {msg.robot_id}: sequence {msg.sequence} "
                     f"was already stored (last {last})")
         return None
 
+    def _last_sequence(self, msg: Experience) -> int:
+        """The last stored sequence of ``msg``'s stream (-1: a new, (re)started stream)."""
+        stream, last = self._streams.get(msg.robot_id, (0, -1))
+        return last if msg.stream == stream else -1
+
     def _record_sequence(self, msg: Experience) -> None:
         """After a batch was stored: advance its robot's sequence and count the gap as lost."""
-        stream, last = self._streams.get(msg.robot_id, (0, -1))
-        if msg.stream > stream:
-            last = -1
-        self.lost_messages += msg.sequence - last - 1
+        self.lost_messages += msg.sequence - self._last_sequence(msg) - 1
         self._streams[msg.robot_id] = (msg.stream, msg.sequence)
 
     def _on_experience(self, msg: Experience) -> None:
@@ -154,7 +154,6 @@ class ReplayBufferNode(RLNode):
                 return SampleResult(False, "buffer is empty; wait for experience", [], 0, total)
             draw, changed = self.replay.take(request.batch_size, max_batches,
                                              request.weights_version, request.insert_budget)
-            self._sampled += len(draw.batches)
         if changed:
             self._publish_status()
         message = "" if draw.batches else "rate limited: learning is ahead of the data"
@@ -306,8 +305,8 @@ class ReplayBufferNode(RLNode):
         then, total_before, sampled_before = self._last_status
         elapsed = now - then
         if elapsed >= STATUS_PERIOD_S / 2:  # rates over a meaningful window only
-            self._last_status = (now, total, self._sampled)
-            self._rates = ((total - total_before) / elapsed, (self._sampled - sampled_before) / elapsed)
+            self._last_status = (now, total, stats.samples)
+            self._rates = ((total - total_before) / elapsed, (stats.samples - sampled_before) / elapsed)
         insert_rate, sample_rate = self._rates
         msg = ReplayStatus(size=size, capacity=self.config.capacity, total_inserted=total,
                            insert_rate=insert_rate, sample_rate=sample_rate,

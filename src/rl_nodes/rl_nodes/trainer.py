@@ -31,7 +31,7 @@ from rl_core.checkpoint import CheckpointStore, load_checkpoint, restore_rng
 from rl_core.config import SACConfig, TrainerConfig
 from rl_core.envs import space_shapes
 from rl_core.learner import Learner, TrainResult
-from rl_core.training import seed_everything
+from rl_core.training import UNLIMITED_BATCHES, seed_everything
 from rl_interfaces.msg import ReplayStatus
 from std_msgs.msg import Float64
 
@@ -243,7 +243,7 @@ class TrainerNode(RLNode):
         """Interleaved mode: run the updates the rate limiter grants after this insert."""
         if self.finished:
             return
-        self._learn(self.sampler.call(self._request(1 << 30)))
+        self._learn(self.sampler.call(self._request(UNLIMITED_BATCHES)))
         self._periodic()
         if self._budget_reached():
             self._finish()
