@@ -32,7 +32,7 @@ import numpy.typing as npt
 
 from rl_core.replay.sum_tree import SumTree
 
-__all__ = ["Batch", "ReplayBuffer"]
+__all__ = ["Batch", "InvalidPriorities", "OutOfBounds", "ReplayBuffer"]
 
 FloatArray = npt.NDArray[np.float32]
 _T = TypeVar("_T")
@@ -60,6 +60,20 @@ _STATE_KEYS = (
 
 class OutOfBounds(ValueError):
     """``add`` got NaN, inf or values beyond the buffer's ``value_bound``; nothing was stored."""
+
+
+class InvalidPriorities(ValueError):
+    """``update_priorities`` got malformed input; nothing was changed.
+
+    Attributes:
+        kind: What was wrong, for counting rejections per reason: ``"malformed"``
+            (shapes, lengths, dtypes), ``"index out of range"``, ``"not finite"``,
+            ``"negative"`` or ``"zero"`` (0 with ``epsilon`` 0).
+    """
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 class Batch(NamedTuple):
@@ -467,54 +481,94 @@ class ReplayBuffer:
         columns = np.ascontiguousarray(rows[:, field.start : field.stop])
         return columns.reshape(rows.shape[0], *field.item_shape)
 
-    def update_priorities(self, indices: npt.ArrayLike, priorities: npt.ArrayLike) -> None:
+    def update_priorities(
+        self,
+        indices: npt.ArrayLike,
+        priorities: npt.ArrayLike,
+        drawn_at: int | None = None,
+    ) -> int:
         """Set new priorities (typically ``|TD error|``) for sampled transitions.
 
-        Slots may have been overwritten since they were sampled; the new
-        transition then simply takes the priority, which is the usual and
-        harmless behaviour of ring-buffer PER.
+        Without ``drawn_at``, a slot overwritten since it was sampled gives its
+        priority to the new transition (the usual ring-buffer PER behaviour,
+        harmless when priorities come back at once, as in the bare loop). A
+        learner that sends priorities back later (over ROS) passes ``drawn_at``:
+        slots written since then are skipped.
 
         Args:
             indices: 1-D ``int`` slots from ``Batch.indices``.
             priorities: Non-negative finite values, one per index. With
                 duplicate indices the last value wins.
+            drawn_at: ``total_added`` when the indices were sampled (the oldest
+                such count, when they come from several draws).
+
+        Returns:
+            How many priorities were applied (the rest were stale).
 
         Raises:
             RuntimeError: If the buffer is not prioritised.
-            ValueError: On mismatched lengths, non-integer or out-of-range
+            InvalidPriorities: On mismatched lengths, non-integer or out-of-range
                 indices, or priorities that are non-finite, negative, or not
-                positive after adding ``epsilon``.
+                positive after adding ``epsilon``; nothing is changed.
         """
         if self._tree is None:
             raise RuntimeError("update_priorities() needs a buffer built with prioritized=True")
         index_array = np.asarray(indices)
         priority_array = np.asarray(priorities, dtype=np.float64)
         if index_array.ndim != 1 or priority_array.shape != index_array.shape:
-            raise ValueError(
+            raise InvalidPriorities(
+                "malformed",
                 f"indices and priorities must be 1-D of equal length, got shapes "
-                f"{index_array.shape} and {priority_array.shape}"
+                f"{index_array.shape} and {priority_array.shape}",
             )
         if index_array.size == 0:
-            return
+            return 0
         if index_array.dtype.kind not in "iu":
-            raise ValueError(f"indices must be integers, got dtype {index_array.dtype}")
+            raise InvalidPriorities(
+                "malformed", f"indices must be integers, got dtype {index_array.dtype}"
+            )
         if index_array.min() < 0 or index_array.max() >= self._size:
-            raise ValueError(
+            raise InvalidPriorities(
+                "index out of range",
                 f"indices must lie in [0, {self._size}) (stored items), got "
-                f"[{index_array.min()}, {index_array.max()}]"
+                f"[{index_array.min()}, {index_array.max()}]",
             )
         if not np.all(np.isfinite(priority_array)):
             bad = int(np.count_nonzero(~np.isfinite(priority_array)))
-            raise ValueError(f"priorities must be finite, got {bad} NaN/inf values")
+            raise InvalidPriorities(
+                "not finite", f"priorities must be finite, got {bad} NaN/inf values"
+            )
         if priority_array.min() < 0.0:
-            raise ValueError(f"priorities must be >= 0, got min {priority_array.min()}")
+            raise InvalidPriorities(
+                "negative", f"priorities must be >= 0, got min {priority_array.min()}"
+            )
         shifted = priority_array + self._epsilon
         if shifted.min() <= 0.0:
-            raise ValueError(
-                f"priorities must be > 0 after adding epsilon ({self._epsilon}); got 0"
+            raise InvalidPriorities(
+                "zero",
+                f"priorities must be > 0 after adding epsilon ({self._epsilon}); got 0",
             )
+        index_array = index_array.astype(np.int64, copy=False)
+        if drawn_at is not None:
+            current = ~self._written_since(index_array, drawn_at)
+            index_array, shifted = index_array[current], shifted[current]
+            if index_array.size == 0:
+                return 0
         self._max_priority = max(self._max_priority, float(shifted.max()))
-        self._tree.update(index_array.astype(np.int64, copy=False), shifted**self._alpha)
+        self._tree.update(index_array, shifted**self._alpha)
+        return int(index_array.size)
+
+    def _written_since(self, slots: npt.NDArray[np.int64], drawn_at: int) -> npt.NDArray[np.bool_]:
+        """Which ``slots`` were written after ``total_added`` was ``drawn_at``.
+
+        The ring writes slot after slot, so the last ``total_added - drawn_at``
+        writes are the slots just before ``_position``. A ``drawn_at`` beyond
+        ``total_added`` (the buffer was reloaded since) marks every slot.
+        """
+        written = self._total_added - int(drawn_at)
+        if written < 0 or written >= self._capacity:
+            return np.ones(slots.shape, dtype=bool)
+        return (self._position - 1 - slots) % self._capacity < written
 
     # ------------------------------------------------------------------ persistence
 

@@ -18,6 +18,7 @@ import threading
 from dataclasses import dataclass
 
 from rl_core.replay.buffer import Batch, ReplayBuffer
+from rl_core.replay.priorities import PriorityUpdate
 from rl_core.replay.rate_limiter import RateLimiterStats, SampleToInsertRatio
 
 
@@ -89,6 +90,16 @@ class RateLimitedReplay:
                        if len(self.buffer) else 0)
             batches = [self.buffer.sample(batch_size) for _ in range(granted)]
             return Draw(batches, len(self.buffer), self.buffer.total_added), self._update_pause()
+
+    def update_priorities(self, update: PriorityUpdate) -> int:
+        """Apply a learner's priorities, skipping slots written since they were drawn.
+
+        :returns: how many were applied.
+        :raises InvalidPriorities: on malformed input (nothing changed).
+        """
+        with self._lock:
+            return self.buffer.update_priorities(update.indices, update.priorities,
+                                                 update.drawn_at)
 
     def _update_pause(self) -> bool:
         headroom = self.limiter.insert_headroom()
