@@ -18,8 +18,8 @@ from mcap.reader import make_reader
 from mcap_ros2.decoder import DecoderFactory
 import pytest
 
-from rl_bringup.tools.record import (DEFINITION_SEPARATOR, full_message_definition,
-                                     referenced_types)
+from rl_bringup.tools.message_types import (DEFINITION_SEPARATOR, full_message_definition,
+                                            referenced_types)
 from tests.integration.deployments import deployment, tool_argv
 from tests.processes import Child
 

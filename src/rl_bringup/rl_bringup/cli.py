@@ -13,9 +13,11 @@ Arguments follow ``ros2 launch``'s ``key:=value`` style so the same line works w
 ends. Bad input exits with code 2 and a message naming the valid choices.
 
 Subcommands are argparse subparsers registered by the functions in :data:`SUBCOMMANDS`; a new
-subcommand adds a ``register(subparsers)`` function that sets ``handler`` with
-``set_defaults(handler=...)``; the handler takes the parsed namespace and the leftover
-``key:=value`` tokens and returns the exit code.
+subcommand adds a ``register(subparsers)`` function that calls
+:func:`rl_bringup.tools.subcommand.add_tool` (``launch``, ``train`` and ``plan``, which take a MODE
+and options, call :func:`~rl_bringup.tools.subcommand.add_subcommand`). The shared pieces (errors,
+exit codes, ``key:=value`` parsing) live in :mod:`rl_bringup.tools.subcommand`, which imports
+neither this module nor any tool.
 """
 
 from __future__ import annotations
@@ -33,14 +35,14 @@ from rl_core.cpus import format_cpu_list
 
 from rl_bringup import paths
 from rl_bringup.tools import advise, compare, doctor, evaluate, export, record, status
-from rl_bringup.plan import DEFAULT_CONFIG, DEFAULT_POLICY_LAYOUT, MODES, Plan, PlanError
+from rl_bringup.plan import DEFAULT_CONFIG, DEFAULT_POLICY_LAYOUT, MODES, Plan
 from rl_bringup.plan import ProcessSpec, make_plan
 from rl_bringup.run_key import with_weights_key
 from rl_bringup.supervisor import Supervisor
+from rl_bringup.tools.subcommand import (EXIT_FAILURE, PROGRAM, CliError, Handler,
+                                         SubparsersAction, add_subcommand, new_parser,
+                                         parse_key_values, run_parser)
 
-PROGRAM = "rl-bringup"
-EXIT_USAGE = 2
-EXIT_NOT_INSTALLED = 1
 LAUNCH_KEYS: tuple[str, ...] = ("robots", "config", "output_dir", "domain_id", "discovery", "cpus",
                               "weights_key", "policy_layout")
 #: Node parameters that may be overridden on the command line (``total_env_steps:=2000``).
@@ -48,53 +50,6 @@ PARAMETER_KEYS: tuple[str, ...] = tuple(sorted(
     {f.name for classes in NODE_CONFIGS.values() for cls in classes for f in dataclasses.fields(cls)}
     - set(LAUNCH_KEYS)))
 DEFAULT_TRAIN_MODE = "colocated"
-
-Handler = Callable[[argparse.Namespace, list[str]], int]
-SubparsersAction = Any  # argparse._SubParsersAction is private; typed loosely on purpose
-
-
-class CliError(Exception):
-    """Bad command-line input (exit code 2); the message names the valid choices."""
-
-
-def parse_key_values(
-    tokens: Sequence[str], valid_keys: Sequence[str], *, positional_mode: bool
-) -> tuple[str | None, dict[str, str]]:
-    """Split ``[MODE] key:=value ...`` tokens.
-
-    :param tokens: the tokens after the subcommand.
-    :param valid_keys: keys accepted on the left of ``:=``.
-    :param positional_mode: accept one bare token (or ``mode:=X``) as the mode.
-    :return: the mode (``None`` when not given) and the values by key.
-    :raises CliError: on unknown keys, repeated keys, options or extra bare tokens.
-    """
-    mode: str | None = None
-    values: dict[str, str] = {}
-    keys_text = ", ".join(valid_keys)
-    for token in tokens:
-        if token.startswith("-"):
-            raise CliError(
-                f"unknown option {token!r}; arguments are key:=value with keys {keys_text}"
-            )
-        if ":=" not in token:
-            if positional_mode and mode is None:
-                mode = token
-                continue
-            raise CliError(
-                f"unexpected argument {token!r}; arguments are key:=value with keys {keys_text}"
-            )
-        key, value = token.split(":=", 1)
-        if positional_mode and key == "mode":
-            if mode is not None:
-                raise CliError(f"the mode is given twice ({mode!r} and {value!r})")
-            mode = value
-            continue
-        if key not in valid_keys:
-            raise CliError(f"unknown argument {key!r} (in {token!r}); valid keys: {keys_text}")
-        if key in values:
-            raise CliError(f"argument {key!r} is given twice")
-        values[key] = value
-    return mode, values
 
 
 def _parameter_value(key: str, text: str) -> Any:
@@ -112,7 +67,7 @@ def _plan_from_tokens(tokens: Sequence[str], default_mode: str | None) -> Plan:
     """Build the plan of a ``launch`` / ``train`` / ``plan`` command line.
 
     :raises CliError: for a missing mode or bad tokens.
-    :raises PlanError: for invalid values.
+    :raises rl_bringup.plan.PlanError: for invalid values.
     """
     mode, values = parse_key_values(tokens, LAUNCH_KEYS + PARAMETER_KEYS, positional_mode=True)
     overrides = {key: _parameter_value(key, value) for key, value in values.items()
@@ -179,7 +134,7 @@ def _run_plan(plan: Plan, arguments: argparse.Namespace, key_file: str | None = 
         plan = _resolve_executables(plan)
     except FileNotFoundError as error:
         print(f"{PROGRAM}: error: {error}", file=sys.stderr)
-        return EXIT_NOT_INSTALLED
+        return EXIT_FAILURE
     _print_run_header(plan, sys.stdout)
     supervisor = Supervisor(
         plan.processes,
@@ -267,8 +222,11 @@ _KEYS_HELP = (
 )
 
 
-def _add_run_options(parser: argparse.ArgumentParser) -> None:
-    """Options shared by the subcommands that start processes."""
+def _add_run_command(subparsers: SubparsersAction, name: str, handler: Handler, *,
+                     help: str, description: str, metavar: str) -> None:
+    """Add a subcommand that starts processes (``launch``, ``train``)."""
+    parser = add_subcommand(subparsers, name, handler, help=help, description=description,
+                            metavar=metavar)
     parser.add_argument(
         "--grace-period",
         type=float,
@@ -280,43 +238,38 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
 
 def register_launch(subparsers: SubparsersAction) -> None:
     """Add ``launch``."""
-    parser = subparsers.add_parser(
-        "launch",
+    _add_run_command(
+        subparsers, "launch", _handle_launch,
         help="run a deployment (like ros2 launch rl_bringup MODE.launch.py)",
         description=f"Run a deployment MODE ({', '.join(MODES)}) with prefixed logs, respawn and "
         f"signal forwarding. {_KEYS_HELP}.",
+        metavar="MODE|key:=value",
     )
-    parser.add_argument("arguments", nargs="*", metavar="MODE|key:=value")
-    _add_run_options(parser)
-    parser.set_defaults(handler=_handle_launch)
 
 
 def register_train(subparsers: SubparsersAction) -> None:
     """Add ``train``."""
-    parser = subparsers.add_parser(
-        "train",
+    _add_run_command(
+        subparsers, "train", _handle_train,
         help=f"train the default task ({DEFAULT_CONFIG}, {DEFAULT_TRAIN_MODE} mode unless given)",
         description=f"Launch a training run; MODE defaults to {DEFAULT_TRAIN_MODE} and config to "
         f"{DEFAULT_CONFIG}. {_KEYS_HELP}.",
+        metavar="[MODE]|key:=value",
     )
-    parser.add_argument("arguments", nargs="*", metavar="[MODE]|key:=value")
-    _add_run_options(parser)
-    parser.set_defaults(handler=_handle_train)
 
 
 def register_plan(subparsers: SubparsersAction) -> None:
     """Add ``plan``."""
-    parser = subparsers.add_parser(
-        "plan",
+    parser = add_subcommand(
+        subparsers, "plan", _handle_plan,
         help="print the processes, command lines and environment of a deployment (dry run)",
         description=f"Print the deployment plan of MODE ({', '.join(MODES)}) without starting "
         f"anything. {_KEYS_HELP}.",
+        metavar="MODE|key:=value",
     )
-    parser.add_argument("arguments", nargs="*", metavar="MODE|key:=value")
     parser.add_argument(
         "--format", choices=("table", "yaml"), default="table", help="output format"
     )
-    parser.set_defaults(handler=_handle_plan)
 
 
 # Every subcommand registers itself here; advise, doctor, eval, status and record slot in alike.
@@ -336,11 +289,8 @@ SUBCOMMANDS: list[Callable[[SubparsersAction], None]] = [
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``rl-bringup`` argument parser with every registered subcommand."""
-    parser = argparse.ArgumentParser(
-        prog=PROGRAM,
-        description="Run rl_ros2 deployments (colocated, decoupled, hybrid) without ros2 launch.",
-    )
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    parser, subparsers = new_parser(
+        "Run rl_ros2 deployments (colocated, decoupled, hybrid) without ros2 launch.")
     for register in SUBCOMMANDS:
         register(subparsers)
     return parser
@@ -352,17 +302,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     :param argv: arguments without the program name (``sys.argv[1:]`` when ``None``).
     :return: the exit code.
     """
-    parser = build_parser()
-    # parse_known_args lets key:=value tokens and options interleave: argparse would otherwise
-    # refuse positionals that follow an option; leftovers are checked by parse_key_values.
-    arguments, leftovers = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
-    tokens = list(getattr(arguments, "arguments", [])) + leftovers
-    handler: Handler = arguments.handler
-    try:
-        return handler(arguments, tokens)
-    except (CliError, PlanError) as error:
-        print(f"{PROGRAM} {arguments.command}: error: {error}", file=sys.stderr)
-        return EXIT_USAGE
+    return run_parser(build_parser(), sys.argv[1:] if argv is None else argv)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,6 @@ the mode that finished the budget soonest while learning as well as the bare loo
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
 import math
 import os
@@ -36,16 +35,9 @@ import time
 from typing import Any
 
 from rl_bringup.plan import DEFAULT_CONFIG
-from rl_bringup.tools.common import (
-    ToolError,
-    bool_value,
-    format_duration,
-    silence_native_stdout,
-    int_value,
-    load_config,
-    parse_tokens,
-    tool_handler,
-)
+from rl_bringup.tools.common import format_duration, load_config, silence_native_stdout
+from rl_bringup.tools.subcommand import (SubparsersAction, ToolError, add_tool, bool_value,
+                                         int_value)
 
 COMMAND = "advise"
 KEYS: tuple[str, ...] = ("config", "samples", "robots", "elastic", "dds", "compare")
@@ -361,10 +353,13 @@ def _run_command(mode: str, robots: int, config_value: str) -> str:
     return f"rl-bringup train {mode}{robots_text}{config}"
 
 
-@tool_handler(COMMAND)
-def handle_advise(arguments: argparse.Namespace, tokens: list[str]) -> int:
-    """``rl-bringup advise [config:=NAME] [samples:=N] [robots:=N] [elastic:=B] [dds:=B]``."""
-    values = parse_tokens(tokens, KEYS)
+def advise(values: dict[str, str]) -> int:
+    """``rl-bringup advise [config:=NAME] [samples:=N] [robots:=N] [elastic:=B] [dds:=B]``.
+
+    :param values: the parsed ``key:=value`` arguments.
+    :return: the exit code.
+    :raises ToolError: for bad arguments (exit code 2).
+    """
     config_value = values.get("config", DEFAULT_CONFIG)
     samples = int_value(values, "samples", DEFAULT_SAMPLES, 1, 10**7)
     robots = int_value(values, "robots", 1, 1, 64)
@@ -428,10 +423,10 @@ def handle_advise(arguments: argparse.Namespace, tokens: list[str]) -> int:
     return 0
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: SubparsersAction) -> None:
     """Add ``advise`` to the ``rl-bringup`` subcommands."""
-    parser = subparsers.add_parser(
-        COMMAND,
+    add_tool(
+        subparsers, COMMAND, advise, keys=KEYS,
         help="measure env step and inference time and recommend colocated/decoupled/hybrid",
         description="Measure this machine's environment step time (per env) and policy inference "
         "time (per batch) for a scenario, and a DDS round trip, then recommend a deployment mode "
@@ -442,5 +437,3 @@ def register(subparsers: Any) -> None:
         "compare.json of rl-bringup compare to base the recommendation on; default the shipped "
         "config/compare_<config>.json when it exists; none = the cost rule only).",
     )
-    parser.add_argument("arguments", nargs="*", metavar="key:=value")
-    parser.set_defaults(handler=handle_advise)

@@ -1,4 +1,6 @@
-"""Helpers shared by the tool subcommands: argument parsing, errors, which task a policy is for.
+"""Helpers shared by the tool subcommands that load configs and policies: which task a policy is
+for, checkpoints, quiet native output. Errors, exit codes and argument parsing are in
+:mod:`rl_bringup.tools.subcommand`.
 
 torch, gymnasium and pybullet are imported inside the functions that need them, so that
 ``rl-bringup plan`` (which imports every subcommand module) stays quick to start.
@@ -6,10 +8,8 @@ torch, gymnasium and pybullet are imported inside the functions that need them, 
 
 from __future__ import annotations
 
-import argparse
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 import contextlib
-import functools
 import os
 from pathlib import Path
 import sys
@@ -18,90 +18,7 @@ from typing import Any, NamedTuple
 from rl_core.config import ConfigError, RunConfig, load_run_config
 
 from rl_bringup.paths import resolve_config
-
-PROGRAM = "rl-bringup"
-#: Bad input: unknown keys, malformed values, paths that do not exist (as cli.py's CliError).
-EXIT_USAGE = 2
-#: The input exists but cannot be used: a corrupt checkpoint, a failed export, an unwritable file.
-EXIT_FAILURE = 1
-
-Handler = Callable[[argparse.Namespace, list[str]], int]
-
-
-class ToolError(Exception):
-    """A tool cannot do its job; the message says why, ``exit_code`` what the shell sees."""
-
-    def __init__(self, message: str, exit_code: int = EXIT_USAGE) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
-
-
-def tool_handler(command: str) -> Callable[[Handler], Handler]:
-    """Turn :class:`ToolError` raised by a handler into a message on stderr and its exit code.
-
-    Usage errors of the ``key:=value`` tokens (cli.CliError) pass through to ``cli.main``, which
-    reports them like every other subcommand's.
-    """
-
-    def decorate(handler: Handler) -> Handler:
-        @functools.wraps(handler)
-        def wrapped(arguments: argparse.Namespace, tokens: list[str]) -> int:
-            try:
-                return handler(arguments, tokens)
-            except ToolError as error:
-                print(f"{PROGRAM} {command}: error: {error}", file=sys.stderr)
-                return error.exit_code
-
-        return wrapped
-
-    return decorate
-
-
-def parse_tokens(tokens: Sequence[str], keys: Sequence[str]) -> dict[str, str]:
-    """``key:=value`` tokens of a tool (no positional mode).
-
-    :raises rl_bringup.cli.CliError: on unknown or repeated keys and bare tokens.
-    """
-    # Imported here: cli imports the tool modules to register them (see tools/__init__.py).
-    from rl_bringup.cli import parse_key_values
-
-    _, values = parse_key_values(tokens, keys, positional_mode=False)
-    return values
-
-
-def int_value(values: Mapping[str, str], key: str, default: int, low: int,
-              high: int | None = None) -> int:
-    """The integer ``key:=N`` (``default`` when absent), checked against ``[low, high]``.
-
-    :raises ToolError: (exit 2) when the value is not an integer in range.
-    """
-    text = values.get(key)
-    if text is None:
-        return default
-    try:
-        value = int(text)
-    except ValueError:
-        raise ToolError(f"{key}:= must be an integer, got {text!r}") from None
-    if value < low or (high is not None and value > high):
-        bounds = f"{low}..{high}" if high is not None else f">= {low}"
-        raise ToolError(f"{key}:= must be {bounds}, got {value}")
-    return value
-
-
-def bool_value(values: Mapping[str, str], key: str, default: bool) -> bool:
-    """The boolean ``key:=true|false`` (also 1/0, yes/no, on/off).
-
-    :raises ToolError: (exit 2) for any other text.
-    """
-    text = values.get(key)
-    if text is None:
-        return default
-    lowered = text.strip().lower()
-    if lowered in ("true", "1", "yes", "on"):
-        return True
-    if lowered in ("false", "0", "no", "off"):
-        return False
-    raise ToolError(f"{key}:= must be true or false, got {text!r}")
+from rl_bringup.tools.subcommand import EXIT_FAILURE, EXIT_USAGE, ToolError
 
 
 def load_config(value: str) -> tuple[Path, RunConfig]:

@@ -36,7 +36,6 @@ Exit codes: 0 every run completed; 1 some run failed (its row says why); 2 bad i
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 import json
@@ -56,15 +55,9 @@ from rl_bringup.plan import DEFAULT_CONFIG, MAX_DOMAIN_ID, MAX_ROBOTS, MIN_DOMAI
 from rl_bringup.plan import MODES as ROS_MODES
 from rl_bringup.plan import RANDOM_DOMAIN_ID_RANGE
 from rl_bringup.supervisor import describe_exit
-from rl_bringup.tools.common import (
-    EXIT_FAILURE,
-    PROGRAM,
-    ToolError,
-    int_value,
-    load_config,
-    parse_tokens,
-    tool_handler,
-)
+from rl_bringup.tools.common import load_config
+from rl_bringup.tools.subcommand import (EXIT_FAILURE, PROGRAM, SubparsersAction, ToolError,
+                                         add_tool, int_value)
 
 COMMAND = "compare"
 KEYS: tuple[str, ...] = ("modes", "robots", "config", "total_env_steps", "repeats", "output",
@@ -586,17 +579,15 @@ def execute(settings: CompareSettings, log: Log = print) -> int:
     return EXIT_FAILURE if any(outcome.error for outcome in outcomes) else 0
 
 
-@tool_handler(COMMAND)
-def handle_compare(arguments: argparse.Namespace, tokens: list[str]) -> int:
+def compare(values: dict[str, str]) -> int:
     """``rl-bringup compare [modes:=...] [robots:=N] ...`` (see the module docstring)."""
-    settings = settings_from_values(parse_tokens(tokens, KEYS))
-    return execute(settings, lambda line: print(line, flush=True))
+    return execute(settings_from_values(values), lambda line: print(line, flush=True))
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: SubparsersAction) -> None:
     """Add ``compare`` to the ``rl-bringup`` subcommands."""
-    parser = subparsers.add_parser(
-        COMMAND,
+    add_tool(
+        subparsers, COMMAND, compare, keys=KEYS,
         help="train the same task in bare/colocated/decoupled/hybrid mode and tabulate learning",
         description="Train one task in each mode, one run after the other, in rounds, and print a "
         "markdown table per mode: wall time and first-solved time, evaluation return, sample "
@@ -609,5 +600,3 @@ def register(subparsers: Any) -> None:
         f"timeout:=SECONDS per run (default {DEFAULT_TIMEOUT_S:g}), domain_id:=N (the first ROS "
         "run's; default random per run). Exit 1 when a run fails.",
     )
-    parser.add_argument("arguments", nargs="*", metavar="key:=value")
-    parser.set_defaults(handler=handle_compare)

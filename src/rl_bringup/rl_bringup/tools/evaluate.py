@@ -19,7 +19,6 @@ cannot be written.
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Sequence
 import os
 from pathlib import Path
@@ -28,18 +27,10 @@ from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
-from rl_bringup.tools.common import (
-    EXIT_FAILURE,
-    EXIT_USAGE,
-    ToolError,
-    choose_env_id,
-    int_value,
-    load_checkpoint_actor,
-    parse_tokens,
-    silence_native_stdout,
-    stored_env_id,
-    tool_handler,
-)
+from rl_bringup.tools.common import (choose_env_id, load_checkpoint_actor,
+                                     silence_native_stdout, stored_env_id)
+from rl_bringup.tools.subcommand import (EXIT_FAILURE, EXIT_USAGE, SubparsersAction, ToolError,
+                                         add_tool, int_value)
 
 COMMAND = "eval"
 KEYS: tuple[str, ...] = ("checkpoint", "onnx", "episodes", "gif", "env_id", "config", "seed")
@@ -194,10 +185,14 @@ def _check_gif_path(text: str) -> Path:
     return path
 
 
-@tool_handler(COMMAND)
-def handle_eval(arguments: argparse.Namespace, tokens: list[str]) -> int:
-    """``rl-bringup eval checkpoint:=DIR|onnx:=FILE [episodes:=N] [gif:=FILE] ...``."""
-    values = parse_tokens(tokens, KEYS)
+def evaluate_policy(values: dict[str, str]) -> int:
+    """``rl-bringup eval checkpoint:=DIR|onnx:=FILE [episodes:=N] [gif:=FILE] ...``.
+
+    :param values: the parsed ``key:=value`` arguments.
+    :return: the exit code.
+    :raises ToolError: exit 2 for bad input or missing files, 1 for files that cannot be loaded
+        or written.
+    """
     episodes = int_value(values, "episodes", DEFAULT_EPISODES, 1, 1_000_000)
     seed = int_value(values, "seed", 0, 0, 2**31 - 1)
     gif_path = _check_gif_path(values["gif"]) if "gif" in values else None
@@ -246,10 +241,10 @@ def handle_eval(arguments: argparse.Namespace, tokens: list[str]) -> int:
     return 0
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: SubparsersAction) -> None:
     """Add ``eval`` to the ``rl-bringup`` subcommands."""
-    parser = subparsers.add_parser(
-        COMMAND,
+    add_tool(
+        subparsers, COMMAND, evaluate_policy, keys=KEYS,
         help="run deterministic episodes of a checkpoint or ONNX model; optionally write a GIF",
         description="Evaluate a trained policy with the mean action. key:=value arguments: "
         "checkpoint:=DIR and/or onnx:=FILE (with both, the ONNX model acts and the checkpoint "
@@ -258,5 +253,3 @@ def register(subparsers: Any) -> None:
         "checkpoint does not record it). Exit code 2 for bad input or missing files, 1 for "
         "files that cannot be loaded or written.",
     )
-    parser.add_argument("arguments", nargs="*", metavar="key:=value")
-    parser.set_defaults(handler=handle_eval)

@@ -15,22 +15,13 @@ fit); 1 a checkpoint that cannot be loaded, or a model that cannot be written or
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 import sys
-from typing import Any
 
 import numpy as np
 
-from rl_bringup.tools.common import (
-    EXIT_FAILURE,
-    ToolError,
-    choose_env_id,
-    load_checkpoint_actor,
-    parse_tokens,
-    stored_env_id,
-    tool_handler,
-)
+from rl_bringup.tools.common import choose_env_id, load_checkpoint_actor, stored_env_id
+from rl_bringup.tools.subcommand import EXIT_FAILURE, SubparsersAction, ToolError, add_tool
 
 COMMAND = "export"
 KEYS: tuple[str, ...] = ("checkpoint", "onnx", "env_id", "config")
@@ -39,10 +30,13 @@ PARITY_TOLERANCE = 1e-4
 PARITY_SAMPLES = 64
 
 
-@tool_handler(COMMAND)
-def handle_export(arguments: argparse.Namespace, tokens: list[str]) -> int:
-    """``rl-bringup export checkpoint:=DIR [onnx:=FILE] [env_id:=ID | config:=NAME]``."""
-    values = parse_tokens(tokens, KEYS)
+def export(values: dict[str, str]) -> int:
+    """``rl-bringup export checkpoint:=DIR [onnx:=FILE] [env_id:=ID | config:=NAME]``.
+
+    :param values: the parsed ``key:=value`` arguments.
+    :return: the exit code.
+    :raises ToolError: exit 2 for bad input, 1 when loading, writing or the check fails.
+    """
     if "checkpoint" not in values:
         raise ToolError("missing checkpoint:=DIR (a training run's <output_dir>/checkpoint)")
     checkpoint = values["checkpoint"]
@@ -80,10 +74,10 @@ def handle_export(arguments: argparse.Namespace, tokens: list[str]) -> int:
     return 0
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: SubparsersAction) -> None:
     """Add ``export`` to the ``rl-bringup`` subcommands."""
-    parser = subparsers.add_parser(
-        COMMAND,
+    add_tool(
+        subparsers, COMMAND, export, keys=KEYS,
         help="write a checkpoint's deterministic policy as an ONNX model (onnxruntime, no torch)",
         description="Export the mean-action policy of a checkpoint to ONNX with a dynamic batch "
         "dimension and the architecture (and env_id) in its metadata, then check it against the "
@@ -92,5 +86,3 @@ def register(subparsers: Any) -> None:
         "the checkpoint does not). Exit code 2 for bad input, 1 when loading, writing or the "
         "check fails.",
     )
-    parser.add_argument("arguments", nargs="*", metavar="key:=value")
-    parser.set_defaults(handler=handle_export)

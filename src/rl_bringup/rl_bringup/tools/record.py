@@ -26,23 +26,20 @@ recordable) and runs a little slower while it records.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-import importlib
-import os
 from pathlib import Path
-import re
 import sys
 import time
 from typing import TYPE_CHECKING, Any, TextIO
 
-from rl_bringup.tools.common import ToolError, parse_tokens, tool_handler
+from rl_bringup.tools.message_types import DefinitionError, full_message_definition, message_class
 from rl_bringup.tools.ros_session import (ATTACH_KEYS, RosSession, attach_settings, graph_topics,
-                                          parse_seconds, standalone_main)
+                                          qos_policy_name)
+from rl_bringup.tools.subcommand import (SubparsersAction, ToolError, add_tool, parse_seconds,
+                                         standalone_main)
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    import argparse
-
     from mcap.writer import Writer as McapWriter
     from rclpy.node import Node
     from rclpy.qos import QoSProfile
@@ -51,122 +48,9 @@ KEYS: tuple[str, ...] = ("topics", "output", "duration", "wait", *ATTACH_KEYS)
 ALL_TOPICS = "all"
 #: Seconds to wait for the requested topics to appear in the graph (discovery takes a moment).
 DEFAULT_WAIT_S = 5.0
-#: rosbag2's separator between the definitions of a ros2msg complete message definition.
-DEFINITION_SEPARATOR = "=" * 80
-#: Field types of the ROS 2 interface definition language that are not messages.
-PRIMITIVE_TYPES = frozenset({
-    "bool", "byte", "char", "float32", "float64", "int8", "uint8", "int16", "uint16",
-    "int32", "uint32", "int64", "uint64", "string", "wstring",
-})
 #: Subscription queue depth: deep enough that a burst of batches is not dropped while the
 #: writer compresses a chunk.
 RECORD_DEPTH = 100
-_TYPE_NAME = re.compile(r"^([A-Za-z][A-Za-z0-9_]*)/(?:(msg)/)?([A-Za-z][A-Za-z0-9_]*)$")
-
-
-class DefinitionError(LookupError):
-    """A message definition (``.msg`` file) could not be found or read."""
-
-
-def split_type_name(type_name: str, default_package: str | None = None) -> tuple[str, str]:
-    """``pkg/msg/Type`` or ``pkg/Type`` (or ``Type`` inside ``default_package``) -> (pkg, Type).
-
-    :raises DefinitionError: for names that are not message type names.
-    """
-    if "/" not in type_name and default_package is not None:
-        return default_package, type_name
-    match = _TYPE_NAME.match(type_name)
-    if match is None:
-        raise DefinitionError(f"{type_name!r} is not a message type name (pkg/msg/Type)")
-    return match.group(1), match.group(3)
-
-
-def interface_share_dirs() -> list[Path]:
-    """``share`` folders that may hold interface definitions: ``AMENT_PREFIX_PATH`` entries
-    (a sourced colcon or ROS install), then this interpreter's prefix (the virtualenv, where the
-    PyPI wheels and the project's rl_interfaces install their ``share/<pkg>/msg/*.msg``)."""
-    prefixes = [entry for entry in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep)
-                if entry]
-    prefixes += [sys.prefix, sys.base_prefix]
-    folders: list[Path] = []
-    for prefix in prefixes:
-        folder = Path(prefix) / "share"
-        if folder not in folders:
-            folders.append(folder)
-    return folders
-
-
-def find_msg_file(package: str, name: str, share_dirs: Sequence[Path] | None = None) -> Path:
-    """The installed ``share/<package>/msg/<name>.msg``.
-
-    :raises DefinitionError: naming the folders searched.
-    """
-    folders = interface_share_dirs() if share_dirs is None else list(share_dirs)
-    for folder in folders:
-        candidate = folder / package / "msg" / f"{name}.msg"
-        if candidate.is_file():
-            return candidate
-    searched = ", ".join(str(folder / package / "msg") for folder in folders)
-    raise DefinitionError(f"no definition of {package}/msg/{name}: {name}.msg is not in {searched}")
-
-
-def referenced_types(definition: str, package: str) -> list[str]:
-    """Message types (``pkg/Type``) used by the fields of a ``.msg`` text, in field order.
-
-    Constants (``int32 X=1``) only have primitive types; array suffixes (``[]``, ``[3]``,
-    ``[<=3]``) and string bounds (``string<=8``) are stripped.
-    """
-    found: list[str] = []
-    for line in definition.splitlines():
-        text = line.strip()
-        if not text or text.startswith("#"):
-            continue
-        field_type = text.split()[0]
-        field_type = field_type.split("[", 1)[0].split("<=", 1)[0]
-        if field_type in PRIMITIVE_TYPES:
-            continue
-        referenced_package, name = split_type_name(field_type, default_package=package)
-        qualified = f"{referenced_package}/{name}"
-        if qualified not in found:
-            found.append(qualified)
-    return found
-
-
-def full_message_definition(type_name: str,
-                            read_definition: Callable[[str, str], str] | None = None) -> str:
-    """The complete ``ros2msg`` definition of ``type_name`` as rosbag2 stores it in MCAP.
-
-    The type's own ``.msg`` text comes first; every type it uses, directly or through other
-    types, follows once (depth-first, first use first), each after a line of 80 ``=`` and a
-    ``MSG: pkg/msg/Type`` line (rosbag2's docs/message_definition_encoding.md).
-
-    :param type_name: ``pkg/msg/Type``.
-    :param read_definition: ``(package, Type) -> .msg text``; reads the installed ``.msg``
-        files when ``None`` (tests pass a dictionary lookup).
-    :raises DefinitionError: when a definition is missing.
-    """
-    if read_definition is None:
-        def read_definition(package: str, name: str) -> str:
-            return find_msg_file(package, name).read_text(encoding="utf-8")
-
-    root_package, root_name = split_type_name(type_name)
-    root_text = read_definition(root_package, root_name).rstrip()
-    sections: list[str] = [root_text]
-    seen = {f"{root_package}/{root_name}"}
-
-    def visit(package: str, text: str) -> None:
-        for dependency in referenced_types(text, package):
-            if dependency in seen:
-                continue
-            seen.add(dependency)
-            dependency_package, dependency_name = split_type_name(dependency)
-            dependency_text = read_definition(dependency_package, dependency_name).rstrip()
-            sections.append(f"{DEFINITION_SEPARATOR}\nMSG: {dependency_package}/msg/"
-                            f"{dependency_name}\n{dependency_text}")
-            visit(dependency_package, dependency_text)
-
-    visit(root_package, root_text)
-    return "\n".join(sections) + "\n"
 
 
 def parse_topics(text: str) -> list[str] | None:
@@ -223,25 +107,6 @@ def resolve_output(text: str | None) -> Path:
     return path
 
 
-def message_class(type_name: str) -> Any:
-    """The generated Python class of ``pkg/msg/Type`` (imports ``pkg.msg``).
-
-    :raises DefinitionError: when the package's Python module is not installed.
-    """
-    package, name = split_type_name(type_name)
-    try:
-        module = importlib.import_module(f"{package}.msg")
-        return getattr(module, name)
-    except (ImportError, AttributeError) as error:
-        raise DefinitionError(f"cannot import {package}.msg.{name} ({error}); install the "
-                              f"interface package into this environment") from None
-
-
-def _policy_name(value: Any) -> str:
-    """``ReliabilityPolicy.BEST_EFFORT`` -> ``best_effort`` (rmw's short names)."""
-    return str(getattr(value, "name", value)).lower()
-
-
 def _duration_yaml(duration: Any) -> str:
     """rmw_time_t as rosbag2 writes it; 0 is "unspecified" and 2**63-1 ns is rmw's infinity
     ({sec: 9223372036, nsec: 854775807}), both written as they are."""
@@ -256,13 +121,13 @@ def offered_qos_yaml(profiles: Iterable[QoSProfile]) -> str:
     entries = []
     for profile in profiles:
         entries.append(
-            f"- history: {_policy_name(profile.history)}\n"
+            f"- history: {qos_policy_name(profile.history)}\n"
             f"  depth: {int(profile.depth)}\n"
-            f"  reliability: {_policy_name(profile.reliability)}\n"
-            f"  durability: {_policy_name(profile.durability)}\n"
+            f"  reliability: {qos_policy_name(profile.reliability)}\n"
+            f"  durability: {qos_policy_name(profile.durability)}\n"
             f"  deadline: {_duration_yaml(profile.deadline)}\n"
             f"  lifespan: {_duration_yaml(profile.lifespan)}\n"
-            f"  liveliness: {_policy_name(profile.liveliness)}\n"
+            f"  liveliness: {qos_policy_name(profile.liveliness)}\n"
             f"  liveliness_lease_duration: {_duration_yaml(profile.liveliness_lease_duration)}\n"
             f"  avoid_ros_namespace_conventions: "
             f"{'true' if profile.avoid_ros_namespace_conventions else 'false'}\n")
@@ -465,15 +330,10 @@ def record(values: dict[str, str], out: TextIO = sys.stdout, err: TextIO = sys.s
     return 0
 
 
-@tool_handler("record")
-def _handle(arguments: argparse.Namespace, tokens: list[str]) -> int:
-    return record(parse_tokens(tokens, KEYS))
-
-
-def register(subparsers: Any) -> None:
+def register(subparsers: SubparsersAction) -> None:
     """Add ``record`` to the ``rl-bringup`` subcommands."""
-    parser = subparsers.add_parser(
-        "record",
+    add_tool(
+        subparsers, "record", record, keys=KEYS,
         help="record topics of a running deployment into an MCAP file (like ros2 bag record)",
         description="Record topics into an MCAP file that ros2 bag, Foxglove and mcap_ros2 read. "
         "key:=value arguments: topics:=/a,/b|all (default all, including topics that appear "
@@ -483,8 +343,6 @@ def register(subparsers: Any) -> None:
         "discovery:=localhost|subnet|server:HOST:PORT (default: your ROS environment, else "
         "localhost).",
     )
-    parser.add_argument("arguments", nargs="*", metavar="key:=value")
-    parser.set_defaults(handler=_handle)
 
 
 if __name__ == "__main__":

@@ -1,19 +1,18 @@
-"""What the operator tools (``record``, ``status``, ``doctor``) share.
+"""What the operator tools (``record``, ``status``, ``doctor``) and ``advise`` share.
 
-* durations given as ``key:=S`` (the other argument helpers are in :mod:`.common`);
 * the ROS environment a tool attaches with (domain id, discovery), defaulting to loopback-only
   discovery like every other part of the project (DESIGN.md, "Network safety");
 * :class:`RosSession`: a short-lived rclpy context, node and executor, with Ctrl-C (SIGINT) and
   SIGTERM turned into a stop request that the tool's loop polls, so a tool always gets to finish
   its output file or final table.
 
-rclpy and :mod:`rl_bringup.cli` are imported inside functions: the CLI imports the tools when it
-builds its parser, and ``rl-bringup plan`` must not pay for (or need) an rclpy import.
+rclpy is imported inside functions: the CLI imports the tools when it builds its parser, and
+``rl-bringup plan`` must not pay for (or need) an rclpy import.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 import os
 import signal
@@ -24,11 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from rl_bringup.plan import (DISCOVERY_RANGE_VARIABLE, DISCOVERY_SERVER_VARIABLE,
                              DOMAIN_ID_VARIABLE, discovery_environment, parse_domain_id)
-from rl_bringup.tools.common import ToolError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    import argparse
-
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.node import Node
 
@@ -39,22 +35,6 @@ ROS_DEFAULT_DOMAIN_ID = 0
 #: Tool nodes start with '_' so ``ros2 node list`` hides them and the tools ignore each other.
 TOOL_NODE_PREFIX = "_rl_bringup_"
 SUPER_CLIENT_VARIABLE = "ROS_SUPER_CLIENT"
-
-
-def parse_seconds(key: str, text: str, *, minimum: float = 0.0, allow_equal: bool = False) -> float:
-    """A duration in seconds, greater than ``minimum`` (or equal, with ``allow_equal``).
-
-    :raises ToolError: (exit 2) when it is not a number in range.
-    """
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    in_range = value >= minimum if allow_equal else value > minimum
-    if value != value or value == float("inf") or not in_range:  # NaN, inf, out of range
-        bound = f">= {minimum:g}" if allow_equal else f"> {minimum:g}"
-        raise ToolError(f"{key}:= must be a number of seconds {bound}, got {text!r}")
-    return value
 
 
 @dataclass
@@ -107,6 +87,11 @@ def attach_settings(values: Mapping[str, str],
         applied = {DISCOVERY_RANGE_VARIABLE: "LOCALHOST"}
     environ.update(applied)
     return AttachSettings(domain_id=domain_id, domain_source=source, applied=applied)
+
+
+def qos_policy_name(value: Any) -> str:
+    """``ReliabilityPolicy.BEST_EFFORT`` -> ``best_effort`` (rmw's short names)."""
+    return str(getattr(value, "name", value)).lower()
 
 
 def join_name(namespace: str, name: str) -> str:
@@ -229,30 +214,3 @@ class RosSession:
                 return False
             self.spin_once(min(0.1, remaining))
         return True
-
-
-def standalone_main(register: Callable[[Any], None], argv: Sequence[str] | None = None) -> int:
-    """Run one tool outside ``rl-bringup`` (``python -m rl_bringup.tools.status once:=true``).
-
-    Builds a parser holding only that tool's subcommand and dispatches like
-    :func:`rl_bringup.cli.main`, so both paths accept the same arguments and exit codes.
-    """
-    import argparse  # noqa: PLC0415
-    import sys  # noqa: PLC0415
-
-    from rl_bringup.cli import EXIT_USAGE, PROGRAM, CliError  # noqa: PLC0415
-    from rl_bringup.plan import PlanError  # noqa: PLC0415
-
-    parser = argparse.ArgumentParser(prog=PROGRAM)
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    register(subparsers)
-    command = next(iter(subparsers.choices))
-    arguments, leftovers = parser.parse_known_args(
-        [command, *(sys.argv[1:] if argv is None else argv)])
-    tokens = list(getattr(arguments, "arguments", [])) + leftovers
-    handler: Callable[[argparse.Namespace, list[str]], int] = arguments.handler
-    try:
-        return handler(arguments, tokens)
-    except (CliError, PlanError) as error:
-        print(f"{PROGRAM} {arguments.command}: error: {error}", file=sys.stderr)
-        return EXIT_USAGE

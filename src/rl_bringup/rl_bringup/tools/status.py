@@ -31,15 +31,13 @@ import math
 import re
 import sys
 import time
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
-from rl_bringup.tools.common import bool_value, parse_tokens, tool_handler
+from rl_bringup.tools.message_types import message_class
 from rl_bringup.tools.ros_session import (ATTACH_KEYS, RosSession, attach_settings,
-                                          graph_node_names, graph_topics, parse_seconds,
-                                          standalone_main)
-
-if TYPE_CHECKING:  # pragma: no cover - typing only
-    import argparse
+                                          graph_node_names, graph_topics)
+from rl_bringup.tools.subcommand import (SubparsersAction, add_tool, bool_value, parse_seconds,
+                                         standalone_main)
 
 KEYS: tuple[str, ...] = ("once", "period", "wait", *ATTACH_KEYS)
 DEFAULT_PERIOD_S = 1.0
@@ -240,20 +238,18 @@ class StatusMonitor:
     """Subscribes the status topics of a session and feeds a :class:`StatusModel`."""
 
     def __init__(self, session: RosSession) -> None:
-        from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy  # noqa: PLC0415
-
         self.session = session
         self.model = StatusModel()
         self._subscribed: set[str] = set()
-        self._stream_qos = QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE,
-                                      durability=DurabilityPolicy.VOLATILE)
-        self._latched_qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
-                                       durability=DurabilityPolicy.TRANSIENT_LOCAL)
         self._subscribe_known_topics()
 
     def _subscribe(self, topic: str, msg_class: Any, callback: Any, latched: bool = False) -> None:
+        # The nodes' own profiles (imported here: rl_nodes pulls in rclpy and torch, which
+        # ``rl-bringup plan`` must not pay for), so the subscriptions match their publishers.
+        from rl_nodes.base import LATCHED_QOS, STREAM_QOS  # noqa: PLC0415
+
         self.session.node.create_subscription(
-            msg_class, topic, callback, self._latched_qos if latched else self._stream_qos)
+            msg_class, topic, callback, LATCHED_QOS if latched else STREAM_QOS)
         self._subscribed.add(topic)
 
     def _subscribe_known_topics(self) -> None:
@@ -275,19 +271,12 @@ class StatusMonitor:
             if topic in self._subscribed or len(types) != 1:
                 continue
             if types[0] in SCALAR_TYPES:
-                self._subscribe(topic, _message_class(types[0]),
+                self._subscribe(topic, message_class(types[0]),
                                 lambda msg, topic=topic: self.model.on_scalar(topic, msg))
             elif topic == DIAGNOSTICS_TOPIC and types[0] == "diagnostic_msgs/msg/DiagnosticArray":
                 from diagnostic_msgs.msg import DiagnosticArray  # noqa: PLC0415
 
                 self._subscribe(topic, DiagnosticArray, self.model.on_diagnostics)
-
-
-def _message_class(type_name: str) -> Any:
-    import importlib  # noqa: PLC0415
-
-    package, _, name = type_name.split("/")
-    return getattr(importlib.import_module(f"{package}.msg"), name)
 
 
 def status(values: dict[str, str], out: TextIO = sys.stdout) -> int:
@@ -332,15 +321,10 @@ def status(values: dict[str, str], out: TextIO = sys.stdout) -> int:
                 last_graph = time.monotonic()
 
 
-@tool_handler("status")
-def _handle(arguments: argparse.Namespace, tokens: list[str]) -> int:
-    return status(parse_tokens(tokens, KEYS))
-
-
-def register(subparsers: Any) -> None:
+def register(subparsers: SubparsersAction) -> None:
     """Add ``status`` to the ``rl-bringup`` subcommands."""
-    parser = subparsers.add_parser(
-        "status",
+    add_tool(
+        subparsers, "status", status, keys=KEYS,
         help="live table of a running deployment: nodes, robot step rates, policy versions, "
         "replay fill, trainer weights",
         description="Show a live status table of the deployment in a ROS domain. key:=value "
@@ -350,8 +334,6 @@ def register(subparsers: Any) -> None:
         "discovery:=localhost|subnet|server:HOST:PORT (default: your ROS environment, else "
         "localhost).",
     )
-    parser.add_argument("arguments", nargs="*", metavar="key:=value")
-    parser.set_defaults(handler=_handle)
 
 
 def robots_in(names: Iterable[str]) -> list[int]:
