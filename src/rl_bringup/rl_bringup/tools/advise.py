@@ -30,12 +30,12 @@ import math
 import os
 import statistics
 import sys
-import threading
 import time
 from typing import Any
 
-from rl_bringup.plan import DEFAULT_CONFIG
+from rl_bringup.plan import DEFAULT_CONFIG, DISCOVERY_RANGE_VARIABLE
 from rl_bringup.tools.common import format_duration, load_config, silence_native_stdout
+from rl_bringup.tools.ros_session import TOOL_NODE_PREFIX, RosSession
 from rl_bringup.tools.subcommand import (SubparsersAction, ToolError, add_tool, bool_value,
                                          int_value)
 
@@ -265,82 +265,75 @@ class DdsUnavailable(Exception):
 def measure_dds_round_trip(samples: int, timeout_s: float = DDS_TIMEOUT_S) -> float:
     """Median round trip of a small message over DDS inside this process (rclpy ping-pong).
 
-    One node publishes ``ping``, its subscription echoes each message to ``pong``, and the time
-    until the echo arrives is taken. The node gets its own rclpy context and topic names with
-    this process id, and discovery stays on this host (``ROS_AUTOMATIC_DISCOVERY_RANGE`` is set
-    to ``LOCALHOST`` while the node is created, as everywhere this project starts ROS).
+    One node (a :class:`~rl_bringup.tools.ros_session.RosSession`'s) publishes ``ping``, its
+    subscription echoes each message to ``pong``, and the time until the echo arrives is taken.
+    Topic names carry this process id, and discovery stays on this host
+    (``ROS_AUTOMATIC_DISCOVERY_RANGE`` is ``LOCALHOST`` while the session lives, as everywhere
+    this project starts ROS; the caller's value is restored afterwards).
 
     :raises DdsUnavailable: when rclpy is not installed, the endpoints do not match or a message
         does not come back within ``timeout_s``.
+    :raises KeyboardInterrupt: on Ctrl-C (the session turns it into a stop request).
     """
     try:
-        import rclpy
-        from rclpy.executors import SingleThreadedExecutor
         from std_msgs.msg import Int64
     except ImportError as error:
         raise DdsUnavailable(f"rclpy is not installed ({error})") from error
 
-    previous_range = os.environ.get("ROS_AUTOMATIC_DISCOVERY_RANGE")
-    os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
-    context = rclpy.Context()
-    executor: Any = None
-    spinner: threading.Thread | None = None
-    node: Any = None
+    previous_range = os.environ.get(DISCOVERY_RANGE_VARIABLE)
+    os.environ[DISCOVERY_RANGE_VARIABLE] = "LOCALHOST"
     try:
-        rclpy.init(args=[], context=context)  # not sys.argv: key:=value reads as a remap
-        prefix = f"/_rl_bringup_advise_{os.getpid()}"
-        node = rclpy.create_node(f"rl_bringup_advise_{os.getpid()}", context=context,
-                                 start_parameter_services=False, enable_rosout=False)
-        pong_publisher = node.create_publisher(Int64, prefix + "/pong", 10)
-        node.create_subscription(Int64, prefix + "/ping", pong_publisher.publish, 10)
-        arrived = threading.Event()
-        last = [-1]
-
-        def on_pong(message: Int64) -> None:
-            last[0] = message.data
-            arrived.set()
-
-        node.create_subscription(Int64, prefix + "/pong", on_pong, 10)
-        ping_publisher = node.create_publisher(Int64, prefix + "/ping", 10)
-        executor = SingleThreadedExecutor(context=context)
-        executor.add_node(node)
-        spinner = threading.Thread(target=executor.spin, name="advise-dds", daemon=True)
-        spinner.start()
-
-        deadline = time.monotonic() + timeout_s
-        while (ping_publisher.get_subscription_count() < 1
-               or pong_publisher.get_subscription_count() < 1):
-            if time.monotonic() > deadline:
-                raise DdsUnavailable(f"ping/pong endpoints did not match within {timeout_s:g} s")
-            time.sleep(0.01)
-
-        timings = []
-        warm_up = max(1, samples // 10)
-        for sequence in range(warm_up + samples):
-            arrived.clear()
-            start = time.perf_counter()
-            ping_publisher.publish(Int64(data=sequence))
-            if not arrived.wait(timeout_s) or last[0] != sequence:
-                raise DdsUnavailable(f"ping {sequence} did not come back within {timeout_s:g} s")
-            if sequence >= warm_up:
-                timings.append(time.perf_counter() - start)
-        return statistics.median(timings)
-    except DdsUnavailable:
+        # domain_id None: rclpy's default, the caller's ROS_DOMAIN_ID (else 0).
+        with RosSession(COMMAND, domain_id=None) as session:
+            return _ping_pong(session, Int64, samples, timeout_s)
+    except (DdsUnavailable, KeyboardInterrupt):
         raise
     except Exception as error:  # rclpy raises several RCL/RMW error types; all mean "no DDS here"
         raise DdsUnavailable(f"{type(error).__name__}: {error}") from error
     finally:
         if previous_range is None:
-            os.environ.pop("ROS_AUTOMATIC_DISCOVERY_RANGE", None)
+            os.environ.pop(DISCOVERY_RANGE_VARIABLE, None)
         else:
-            os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = previous_range
-        if executor is not None:
-            executor.shutdown(timeout_sec=1.0)
-        if spinner is not None:
-            spinner.join(timeout=2.0)
-        if node is not None:
-            node.destroy_node()
-        context.try_shutdown()
+            os.environ[DISCOVERY_RANGE_VARIABLE] = previous_range
+
+
+def _ping_pong(session: RosSession, message_type: Any, samples: int, timeout_s: float) -> float:
+    """The measurement of :func:`measure_dds_round_trip` inside its session."""
+    node = session.node
+    prefix = f"/{TOOL_NODE_PREFIX}{COMMAND}_{os.getpid()}"
+    pong_publisher = node.create_publisher(message_type, prefix + "/pong", 10)
+    node.create_subscription(message_type, prefix + "/ping", pong_publisher.publish, 10)
+    last = [-1]
+
+    def on_pong(message: Any) -> None:
+        last[0] = message.data
+
+    node.create_subscription(message_type, prefix + "/pong", on_pong, 10)
+    ping_publisher = node.create_publisher(message_type, prefix + "/ping", 10)
+
+    def interrupted() -> bool:
+        return session.stop_requested.is_set()
+
+    matched = session.spin_until(lambda: ping_publisher.get_subscription_count() >= 1
+                                 and pong_publisher.get_subscription_count() >= 1, timeout_s)
+    if interrupted():
+        raise KeyboardInterrupt
+    if not matched:
+        raise DdsUnavailable(f"ping/pong endpoints did not match within {timeout_s:g} s")
+    timings = []
+    warm_up = max(1, samples // 10)
+    for sequence in range(warm_up + samples):
+        start = time.perf_counter()
+        ping_publisher.publish(message_type(data=sequence))
+        returned = session.spin_until(lambda: last[0] == sequence, timeout_s)
+        elapsed = time.perf_counter() - start
+        if interrupted():
+            raise KeyboardInterrupt
+        if not returned:
+            raise DdsUnavailable(f"ping {sequence} did not come back within {timeout_s:g} s")
+        if sequence >= warm_up:
+            timings.append(elapsed)
+    return statistics.median(timings)
 
 
 # --- the subcommand ------------------------------------------------------------------------------

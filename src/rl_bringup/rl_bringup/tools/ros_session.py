@@ -120,10 +120,10 @@ class RosSession:
     its work. The previous handlers are restored on exit.
 
     :param tool: tool name, part of the node name (``_rl_bringup_record_<pid>``).
-    :param domain_id: ROS domain to join.
+    :param domain_id: ROS domain to join; ``None``: rclpy's default (``ROS_DOMAIN_ID``, else 0).
     """
 
-    def __init__(self, tool: str, domain_id: int) -> None:
+    def __init__(self, tool: str, domain_id: int | None) -> None:
         self.tool = tool
         self.domain_id = domain_id
         self.stop_requested = threading.Event()
