@@ -16,9 +16,13 @@ It does what the launch front end does for this project, with the standard libra
   shutdown), a grace period, SIGTERM, then SIGKILL.
 
 Signals go only to the processes this supervisor started, by their process-group id (which equals
-the pid it started). A process group id cannot be handed to a new process while any member of
-that group lives, and groups are signalled only while their leader is alive, during a stop
-sequence, or immediately after their leader was reaped — never by name (no pkill/killall).
+the pid it started; :func:`signal_group`). A process group id cannot be handed to a new process
+while any member of that group lives, and groups are signalled only while their leader is alive,
+during a stop sequence, or immediately after their leader was reaped — never by name (no
+pkill/killall).
+
+:func:`stop_process` is the same stop for one process started elsewhere (``rl-bringup compare``
+stops its runs with it).
 
 Processes are anything with ``name``, ``env``, ``respawn``, ``required`` and
 ``argv(python_bin_dir)``: :class:`rl_bringup.plan.ProcessSpec`, or :class:`Command` for plain
@@ -321,7 +325,7 @@ class Supervisor:
         if process is not None:
             # The group's leftovers (children the process forked) would be orphans nobody
             # supervises; the pgid is still ours because it was reaped an instant ago.
-            _signal_group(process, signal.SIGKILL, leader_exited=True)
+            signal_group(process, signal.SIGKILL, leader_exited=True)
             if child.reader is not None:
                 child.reader.join(timeout=1.0)  # print its last lines before the exit message
         words = describe_exit(returncode)
@@ -368,7 +372,7 @@ class Supervisor:
             self._escalate = False
             for child in alive:
                 assert child.process is not None
-                _signal_group(child.process, signum, leader_exited=False)
+                signal_group(child.process, signum, leader_exited=False)
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline and not self._escalate:
                 if not any(_running(child) for child in alive):
@@ -380,7 +384,7 @@ class Supervisor:
                 continue
             returncode = process.poll()
             # Sweep group members that outlived their leader during the stop sequence.
-            _signal_group(process, signal.SIGKILL, leader_exited=returncode is not None)
+            signal_group(process, signal.SIGKILL, leader_exited=returncode is not None)
             if returncode is None:
                 try:
                     returncode = process.wait(timeout=self._kill_timeout)
@@ -445,7 +449,7 @@ def _running(child: _Child) -> bool:
     return child.process is not None and child.process.poll() is None
 
 
-def _signal_group(process: subprocess.Popen[bytes], signum: int, *, leader_exited: bool) -> None:
+def signal_group(process: subprocess.Popen[bytes], signum: int, *, leader_exited: bool) -> None:
     """Send ``signum`` to the process group of a process this supervisor started.
 
     The group id is the pid returned by Popen (``start_new_session``). When the leader still
@@ -468,3 +472,46 @@ def _signal_group(process: subprocess.Popen[bytes], signum: int, *, leader_exite
         except ProcessLookupError:
             pass
 
+
+def stop_process(process: subprocess.Popen[bytes], grace_s: float, *,
+                 first_signal: int = signal.SIGINT, kill_timeout_s: float = 10.0) -> None:
+    """Stop one process the caller started in a session of its own, and everything it started.
+
+    ``first_signal`` goes to its process group; after ``grace_s`` without an exit, SIGKILL goes
+    to the group and to every descendant. Descendants are listed by PID (psutil) before that
+    SIGKILL: a :class:`Supervisor` starts each child in a session of its own, which the group
+    signal does not reach, and once the supervisor is dead they are orphans. A
+    ``KeyboardInterrupt`` during the grace period (a second Ctrl-C) cuts it short and is raised
+    again once the process is killed.
+
+    :param process: the started process (``start_new_session=True``).
+    :param grace_s: seconds to wait for an exit after ``first_signal``.
+    :param first_signal: the signal that asks for a clean shutdown.
+    :param kill_timeout_s: seconds to wait for the kernel to reap after SIGKILL.
+    """
+    if process.poll() is not None:
+        return
+    interrupted = False
+    try:
+        signal_group(process, first_signal, leader_exited=False)
+        process.wait(timeout=grace_s)
+        return
+    except subprocess.TimeoutExpired:
+        pass
+    except KeyboardInterrupt:
+        interrupted = True
+    import psutil  # noqa: PLC0415 - only this fallback needs it; the Supervisor does not
+
+    try:
+        descendants = psutil.Process(process.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        descendants = []
+    signal_group(process, signal.SIGKILL, leader_exited=process.poll() is not None)
+    for descendant in descendants:
+        try:
+            descendant.kill()  # psutil checks the PID still belongs to the process it listed
+        except psutil.NoSuchProcess:
+            pass
+    process.wait(timeout=kill_timeout_s)
+    if interrupted:
+        raise KeyboardInterrupt

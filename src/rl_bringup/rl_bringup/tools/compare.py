@@ -28,8 +28,9 @@ killed rather than reaped by their parent are missing from it). CPU utilisation 
 over the run's process wall time (start to exit, evaluation included) over the cores available.
 
 This module starts subprocesses only; it imports no rclpy. A run is stopped (on timeout or
-Ctrl-C) by PID: SIGINT to the process we started (the supervisor forwards it to its children),
-a grace period, then SIGKILL to it and the descendants it leaves.
+Ctrl-C) by :func:`rl_bringup.supervisor.stop_process`: SIGINT to the process group we started (the
+supervisor forwards it to its children), a grace period, then SIGKILL to it and the descendants it
+leaves, by PID.
 
 Exit codes: 0 every run completed; 1 some run failed (its row says why); 2 bad input.
 """
@@ -54,7 +55,7 @@ from typing import Any
 from rl_bringup.plan import DEFAULT_CONFIG, MAX_DOMAIN_ID, MAX_ROBOTS, MIN_DOMAIN_ID, MIN_ROBOTS
 from rl_bringup.plan import MODES as ROS_MODES
 from rl_bringup.plan import RANDOM_DOMAIN_ID_RANGE
-from rl_bringup.supervisor import describe_exit
+from rl_bringup.supervisor import describe_exit, stop_process
 from rl_bringup.tools.common import load_config
 from rl_bringup.tools.subcommand import (EXIT_FAILURE, PROGRAM, SubparsersAction, ToolError,
                                          add_tool, int_value)
@@ -412,40 +413,6 @@ def _children_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def stop_process(process: subprocess.Popen[bytes], grace_s: float = STOP_GRACE_S) -> None:
-    """SIGINT ``process`` (which this module started), then SIGKILL it and its descendants.
-
-    Descendants are collected before the SIGKILL, by PID: the supervisor starts each child in a
-    session of its own, so its group would not reach them, and once it is dead they are orphans.
-    """
-    if process.poll() is not None:
-        return
-    interrupted = False
-    try:
-        process.send_signal(signal.SIGINT)
-        process.wait(timeout=grace_s)
-        return
-    except subprocess.TimeoutExpired:
-        pass
-    except KeyboardInterrupt:  # a second Ctrl-C: skip the rest of the grace period
-        interrupted = True
-    import psutil
-
-    try:
-        descendants = psutil.Process(process.pid).children(recursive=True)
-    except psutil.NoSuchProcess:
-        descendants = []
-    process.kill()
-    for child in descendants:
-        try:
-            child.kill()  # psutil checks the PID still belongs to the process it listed
-        except psutil.NoSuchProcess:
-            pass
-    process.wait(timeout=10.0)
-    if interrupted:
-        raise KeyboardInterrupt
-
-
 def _read_metrics(output_dir: Path) -> RunMetrics:
     path = output_dir / RESULT_FILE
     if not path.is_file():
@@ -486,7 +453,7 @@ def run_once(mode: str, round_index: int, settings: CompareSettings, domain_id: 
         except subprocess.TimeoutExpired:
             outcome.error = f"timed out after {settings.timeout_s:g} s"
         finally:
-            stop_process(process)
+            stop_process(process, STOP_GRACE_S)
             outcome.returncode = process.returncode
             outcome.process_wall_s = time.monotonic() - started
             outcome.cpu_time_s = _children_cpu_s() - cpu_before
