@@ -20,7 +20,7 @@ from rl_core.checkpoint import tensors_from_bytes, tensors_to_bytes
 from rl_interfaces.msg import ActionBatch, EpisodeStatistics, ExperienceBatch, ObservationBatch
 from rl_interfaces.msg import PolicyWeights
 from rl_interfaces.srv import BufferFile, SampleBatch
-from rl_core.replay import Batch
+from rl_core.replay import Batch, PriorityUpdate
 from rl_core.weights_auth import signature, verify
 
 T = TypeVar("T")
@@ -371,6 +371,7 @@ class SampleRequest:
     max_batches: int  # 0 = only report the sizes
     weights_version: int = 0
     insert_budget: int = 0  # grant only what the first insert_budget transitions pay for
+    priorities: PriorityUpdate | None = None  # TD errors of rows of earlier answers
 
 
 @dataclass
@@ -382,23 +383,38 @@ class SampleResult:
     batches: list[Batch]
     buffer_size: int
     total_inserted: int
+    prioritized: bool = False  # send the batches' priorities back with a later request
 
 
 def _sample_request_to_msg(request: SampleRequest) -> Any:
-    return SampleBatch.Request(batch_size=request.batch_size, max_batches=request.max_batches,
-                               weights_version=request.weights_version,
-                               insert_budget=request.insert_budget)
+    msg = SampleBatch.Request(batch_size=request.batch_size, max_batches=request.max_batches,
+                              weights_version=request.weights_version,
+                              insert_budget=request.insert_budget)
+    if request.priorities is not None:
+        msg.priority_indices = array.array(
+            "q", np.ascontiguousarray(request.priorities.indices, np.int64).tobytes())
+        msg.priorities = _float_array(request.priorities.priorities)
+        msg.priorities_drawn_at = request.priorities.drawn_at
+    return msg
 
 
 def _sample_request_from_msg(msg: Any) -> SampleRequest:
+    """The request; its priorities are passed on unchecked (the replay buffer validates them,
+    so that a bad priority update is rejected on its own while the batches are still served)."""
+    priorities = None
+    if len(msg.priority_indices) or len(msg.priorities):
+        priorities = PriorityUpdate(np.frombuffer(msg.priority_indices, dtype=np.int64),
+                                    np.frombuffer(msg.priorities, dtype=np.float32),
+                                    int(msg.priorities_drawn_at))
     return SampleRequest(int(msg.batch_size), int(msg.max_batches), int(msg.weights_version),
-                         int(msg.insert_budget))
+                         int(msg.insert_budget), priorities)
 
 
 def _sample_response_to_msg(result: SampleResult) -> Any:
     response = SampleBatch.Response(success=result.success, message=result.message,
                                     batches=len(result.batches), buffer_size=result.buffer_size,
-                                    total_inserted=result.total_inserted)
+                                    total_inserted=result.total_inserted,
+                                    prioritized=result.prioritized)
     if result.batches:
         batch = Batch(*(np.concatenate(column) for column in zip(*result.batches)))
         response.batch = experience_to_msg(Experience(
@@ -417,15 +433,17 @@ def _sample_response_from_msg(msg: Any) -> SampleResult:
         if rows % msg.batches:
             raise ValueError(f"sample answer holds {rows} rows, not a multiple of its "
                              f"{msg.batches} batches")
-        indices = (np.frombuffer(msg.indices, dtype=np.int64) if len(msg.indices) == rows
-                   else np.zeros(rows, np.int64))
+        if len(msg.indices) != rows:
+            raise ValueError(f"sample answer holds {len(msg.indices)} indices for {rows} rows")
+        indices = np.frombuffer(msg.indices, dtype=np.int64)
         whole = Batch(experience.obs, experience.actions, experience.rewards, experience.next_obs,
                       experience.terminated.astype(np.float32), indices,
                       _shaped(msg.weights, rows, (), "weights").reshape(rows))
         size = rows // msg.batches
         batches = [Batch(*(column[k * size:(k + 1) * size] for column in whole))
                    for k in range(msg.batches)]
-    return SampleResult(msg.success, msg.message, batches, msg.buffer_size, msg.total_inserted)
+    return SampleResult(msg.success, msg.message, batches, msg.buffer_size, msg.total_inserted,
+                        msg.prioritized)
 
 
 #: ``sample``: request = :class:`SampleRequest`, response = :class:`SampleResult`.

@@ -7,6 +7,11 @@ The buffer is sized from ``env_id``. A rate limiter (Reverb's ``SampleToInsertRa
 ``/replay_status`` (published at once on every change, and every second), which the simulators
 obey. Inserts are never refused for rate reasons, so no experience is dropped. Malformed batches
 are rejected with a logged reason and counted; what is stored stays.
+
+With ``prioritized`` the answers say so, and the trainer's next request carries the TD errors of
+the rows it learned on; they are checked (equal lengths, at most ``MAX_REQUEST_ROWS``, slots in
+range, values finite and >= 0) and applied before that request's batches are drawn. A bad update
+is rejected on its own, counted per reason; slots overwritten since they were drawn are skipped.
 """
 
 from __future__ import annotations
@@ -19,7 +24,8 @@ from pathlib import Path
 
 from rl_core.config import ReplayConfig
 from rl_core.envs import space_shapes
-from rl_core.replay import OutOfBounds, RateLimitedReplay, ReplayBuffer
+from rl_core.replay import InvalidPriorities, OutOfBounds, PriorityUpdate, RateLimitedReplay
+from rl_core.replay import ReplayBuffer
 from rl_interfaces.msg import ReplayStatus
 
 from rl_nodes.base import EXPERIENCE_QOS, EXPERIENCE_TOPIC, OK, REPLAY_STATUS_TOPIC, WARN, RLNode
@@ -52,6 +58,8 @@ class ReplayBufferNode(RLNode):
         self._streams: dict[int, tuple[int, int]] = {}  # robot -> (stream, last sequence)
         #: Experience messages missing from the robots' sequences (lost on the way).
         self.lost_messages = 0
+        #: Priorities applied, and those skipped because their slot was written since the draw.
+        self.priorities_applied = self.priorities_stale = 0
         self.zc_subscription(EXPERIENCE, EXPERIENCE_TOPIC, self._on_experience, EXPERIENCE_QOS)
         self.status_pub = self.zc_publisher(plain(ReplayStatus), REPLAY_STATUS_TOPIC)
         create_service(self.ipc, self, SAMPLE_SERVICE, "~/sample", self.sample)
@@ -139,7 +147,10 @@ class ReplayBufferNode(RLNode):
         return len(self.replay), self.replay.total_inserted
 
     def sample(self, request: SampleRequest) -> SampleResult:
-        """Grant up to ``request.max_batches`` batches (0 = only report sizes); thread-safe."""
+        """Apply the request's priorities, then grant up to ``request.max_batches`` batches
+        (0 = only report sizes); thread-safe."""
+        if request.priorities is not None:
+            self._update_priorities(request.priorities)
         if request.max_batches and not 1 <= request.batch_size <= MAX_REQUEST_ROWS:
             message = f"batch_size must be between 1 and {MAX_REQUEST_ROWS}, got {request.batch_size}"
             self.reject("sample request", message)
@@ -157,7 +168,27 @@ class ReplayBufferNode(RLNode):
         if changed:
             self._publish_status()
         message = "" if draw.batches else "rate limited: learning is ahead of the data"
-        return SampleResult(True, message, draw.batches, draw.buffer_size, draw.total_inserted)
+        return SampleResult(True, message, draw.batches, draw.buffer_size, draw.total_inserted,
+                            self.buffer.prioritized)
+
+    def _update_priorities(self, update: PriorityUpdate) -> None:
+        """Apply a learner's priorities, or reject them (counted per reason) and keep going."""
+        if not self.buffer.prioritized:
+            self.reject("priorities (buffer not prioritized)", f"{len(update)} priorities sent "
+                        "to a buffer that samples uniformly (prioritized: false)")
+            return
+        if max(len(update.indices), len(update.priorities)) > MAX_REQUEST_ROWS:
+            self.reject("priorities (too many)", f"{len(update)} priorities in one request, "
+                        f"more than the cap of {MAX_REQUEST_ROWS}")
+            return
+        with self._lock:
+            try:
+                applied = self.replay.update_priorities(update)
+            except InvalidPriorities as error:
+                self.reject(f"priorities ({error.kind})", str(error))
+                return
+            self.priorities_applied += applied
+            self.priorities_stale += len(update) - applied
 
     # --- files: save/load services and snapshots, confined to output_dir/replay ----------------
 
@@ -289,6 +320,8 @@ class ReplayBufferNode(RLNode):
                   "learner blocked s": f"{stats.sample_blocked_s:.1f}",
                   "policy lag (versions)": self.replay.policy_lag,
                   "lost experience messages": self.lost_messages,
+                  "priorities applied": self.priorities_applied,
+                  "priorities skipped (slot overwritten)": self.priorities_stale,
                   "snapshots": self.snapshots,
                   "snapshot hold ms": f"{1000 * self.snapshot_hold_s:.1f}"}
         if size == 0:

@@ -10,6 +10,10 @@ it never waits a round trip per batch. ``update_mode`` selects it (``auto``: int
 simulator runs in this process) and the node logs which one it chose. Both paths run the same
 :class:`rl_core.learner.Learner`, which the bare loop uses too.
 
+When the replay buffer samples by priority (its answers say so), the TD errors of every batch
+learned on travel back with the next sample request (:class:`rl_core.replay.PriorityFeedback`),
+in every mode: as plain arrays to a buffer in the same process, as request fields over DDS.
+
 When the replay buffer has received ``total_env_steps`` transitions and the updates they pay for
 are done, the trainer evaluates the actor, writes the checkpoint, curve and ``result.json`` into
 ``output_dir`` and ends the process with exit code 0. A checkpoint is also written every
@@ -31,13 +35,15 @@ from rl_core.checkpoint import CheckpointStore, load_checkpoint, restore_rng
 from rl_core.config import SACConfig, TrainerConfig
 from rl_core.envs import space_shapes
 from rl_core.learner import Learner, TrainResult
+from rl_core.replay import PriorityFeedback
 from rl_core.training import UNLIMITED_BATCHES, seed_everything
 from rl_interfaces.msg import ReplayStatus
 from std_msgs.msg import Float64
 
 from rl_nodes.base import EPISODES_TOPIC, ERROR, EXPERIENCE_QOS, EXPERIENCE_TOPIC, LATCHED_QOS, OK
 from rl_nodes.base import REPLAY_STATUS_TOPIC, WEIGHTS_TOPIC, RLNode, load_weights_key
-from rl_nodes.conversions import EPISODES, EXPERIENCE, SAMPLE_SERVICE, WEIGHTS, plain
+from rl_nodes.conversions import EPISODES, EXPERIENCE, MAX_REQUEST_ROWS, SAMPLE_SERVICE
+from rl_nodes.conversions import WEIGHTS, plain
 from rl_nodes.conversions import Episodes, Experience, SampleRequest, SampleResult, Weights
 from rl_nodes.intra_process import IntraProcessClient, ServiceUnavailable
 from rl_nodes.parameters import declare_config, watch_config
@@ -130,6 +136,8 @@ class TrainerNode(RLNode):
         self.learner.episodes = int(counters.get("episodes", 0))
         self.weights_pub = self.zc_publisher(WEIGHTS, WEIGHTS_TOPIC, LATCHED_QOS)
         self.sampler = IntraProcessClient(self.ipc, self, SAMPLE_SERVICE, SAMPLE_SERVICE_NAME)
+        #: TD errors waiting for the next sample request (prioritized buffers only).
+        self.priorities = PriorityFeedback(MAX_REQUEST_ROWS)
         self.zc_subscription(EPISODES, EPISODES_TOPIC, self._on_episodes)
         self.zc_subscription(plain(ReplayStatus), REPLAY_STATUS_TOPIC, self._on_replay_status)
         self.zc_timer(PROGRESS_PERIOD_S, self._log_progress)
@@ -224,16 +232,20 @@ class TrainerNode(RLNode):
 
     def _request(self, batches: int) -> SampleRequest:
         return SampleRequest(self.config.batch_size, batches, self.weights_version,
-                             self.config.total_env_steps)
+                             self.config.total_env_steps, self.priorities.take())
 
     def _learn(self, result: SampleResult) -> int:
-        """Run a gradient step on every granted batch; returns how many batches there were."""
+        """Run a gradient step on every granted batch (keeping its TD errors as new priorities
+        when the buffer is prioritized); returns how many batches there were."""
         self.total_inserted = max(self.total_inserted, result.total_inserted)
         for batch in result.batches:
             with self._update_lock:
                 ok = self.learner.update(batch)
+                td_errors = self.sac.last_td_errors
             if not ok:
                 self.reject("update", self.learner.last_error)
+            elif result.prioritized:
+                self.priorities.add(batch.indices, td_errors, result.total_inserted)
         return len(result.batches)
 
     def _budget_reached(self) -> bool:

@@ -1,0 +1,217 @@
+"""Prioritized replay under ROS: the trainer's TD errors reach the replay buffer — in its own
+process (colocated's interleaved updates, hybrid's learner thread) and over DDS (decoupled) — and
+skew sampling towards the transitions the critic cannot predict. Bad priority updates from the
+wire are rejected per reason while sampling goes on."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+import sys
+
+import numpy as np
+import pytest
+import rclpy
+import yaml
+from rclpy.executors import SingleThreadedExecutor
+
+from rl_core.replay import PriorityUpdate
+from rl_interfaces.msg import ExperienceBatch, ReplayStatus
+from rl_interfaces.srv import SampleBatch
+from rl_nodes.base import EXPERIENCE_QOS, EXPERIENCE_TOPIC, REPLAY_STATUS_TOPIC
+from rl_nodes.conversions import EXPERIENCE, MAX_REQUEST_ROWS, SAMPLE_SERVICE, Experience
+from rl_nodes.conversions import SampleRequest, SampleResult, experience_to_msg
+from rl_nodes.intra_process import IntraProcessManager
+from rl_nodes.replay_buffer import ReplayBufferNode
+from rl_nodes.trainer import TrainerNode
+from tests.processes import REPO, Child
+
+pytestmark = pytest.mark.integration
+CONFIG = REPO / "config" / "cartpole.yaml"
+BIN = Path(sys.executable).parent
+#: One transition in SURPRISE_EVERY has reward SURPRISE_REWARD, the rest 0. The observations do
+#: not tell which, so the critic keeps a large TD error on exactly those 5 %.
+SURPRISE_EVERY = 20
+SURPRISE_REWARD = 20.0
+ROWS_PER_MESSAGE = 100
+MESSAGES = 10
+LEARNING_STARTS = 200
+#: alpha 1: sampling proportional to |TD error|, so the skew is far from uniform's 5 %.
+REPLAY = {"prioritized": True, "priority_alpha": 1.0, "learning_starts": LEARNING_STARTS,
+          "capacity": 5000, "rate_limit": False, "snapshot_period": 0.0}
+TRAINER = {"batch_size": 64, "weights_period": 60.0, "checkpoint_period": 0.0,
+           "eval_episodes": 1}
+#: Uniform sampling gives 1 / SURPRISE_EVERY = 5 %; prioritized gave 26-30 % in trials.
+SKEWED_SHARE = 0.15
+
+
+def overrides_file(directory: Path, parameters: dict[str, dict[str, object]]) -> Path:
+    path = directory / "overrides.yaml"
+    path.write_text(yaml.safe_dump({f"/**/{node}": {"ros__parameters": values}
+                                    for node, values in parameters.items()}))
+    return path
+
+
+def experience(sequence: int, rng: np.random.Generator) -> Experience:
+    """``ROWS_PER_MESSAGE`` one-step episodes (terminated: no bootstrapping) of random states."""
+    rows = ROWS_PER_MESSAGE
+    obs = rng.normal(size=(rows, 4)).astype(np.float32)
+    rewards = np.where(np.arange(rows) % SURPRISE_EVERY == 0, SURPRISE_REWARD, 0.0)
+    return Experience(0, obs, rng.uniform(-1.0, 1.0, (rows, 1)).astype(np.float32),
+                      rewards.astype(np.float32), obs.copy(), np.ones(rows, bool),
+                      np.zeros(rows, bool), stream=1, sequence=sequence)
+
+
+def surprising_share(rewards: np.ndarray) -> float:
+    return float(np.mean(rewards > SURPRISE_REWARD / 2))
+
+
+@pytest.fixture
+def learner_process(tmp_path: Path, request: pytest.FixtureRequest
+                    ) -> Iterator[tuple[ReplayBufferNode, TrainerNode | None, rclpy.node.Node]]:
+    """Replay buffer (and, with a trainer update_mode as param, a trainer) in this process."""
+    update_mode = getattr(request, "param", None)
+    overrides = overrides_file(tmp_path, {"replay_buffer": REPLAY, "trainer": {
+        **TRAINER, "total_env_steps": 10**6, "update_mode": update_mode or "auto",
+        "output_dir": str(tmp_path / "run")}})
+    rclpy.init(args=["--ros-args", "--params-file", str(CONFIG), "--params-file", str(overrides)])
+    replay = ReplayBufferNode("/")
+    trainer = TrainerNode("/") if update_mode else None
+    probe = rclpy.create_node("priorities_probe")
+    nodes = [node for node in (replay, trainer) if node is not None]
+    executor = SingleThreadedExecutor()
+    for node in [*nodes, probe]:
+        executor.add_node(node)
+    threading.Thread(target=executor.spin, daemon=True).start()
+    for node in nodes:
+        node.start()
+    try:
+        yield replay, trainer, probe
+    finally:
+        for node in reversed(nodes):
+            node.close()
+        executor.shutdown(timeout_sec=1.0)
+        for node in [*nodes, probe]:
+            node.destroy_node()
+        rclpy.try_shutdown()
+
+
+@pytest.mark.parametrize("learner_process", ["interleaved", "thread"], indirect=True)
+def test_priorities_reach_a_buffer_in_the_trainers_process(learner_process) -> None:
+    replay, trainer, probe = learner_process
+    assert trainer is not None and trainer.update_mode == trainer.config.update_mode
+    ipc = IntraProcessManager.for_context(probe.context)
+    publisher = ipc.create_publisher(probe, EXPERIENCE, EXPERIENCE_TOPIC, EXPERIENCE_QOS)
+    rng = np.random.default_rng(0)
+    for sequence in range(MESSAGES):
+        publisher.publish(experience(sequence, rng))
+    updates = MESSAGES * ROWS_PER_MESSAGE - LEARNING_STARTS
+    assert ipc.spin_until(lambda: trainer.sac.update_step >= updates
+                          and replay.priorities_applied > 0, 120.0), trainer.update_mode
+    assert replay.rejected_messages == 0, replay.rejections
+    with replay._lock:
+        state = replay.buffer.state_dict()
+    # The chance of each slot to be drawn, over all but the last message: the priorities of the
+    # updates after it are still on their way (interleaved: with the next insert's request).
+    rows = (MESSAGES - 1) * ROWS_PER_MESSAGE
+    chances, rewards = state["priorities"][:rows], state["rewards"][:rows]
+    assert chances[rewards > SURPRISE_REWARD / 2].sum() / chances.sum() > SKEWED_SHARE
+
+
+def test_bad_priorities_are_rejected_per_reason_and_sampling_goes_on(learner_process) -> None:
+    replay, _, probe = learner_process
+    replay._on_experience(experience(0, np.random.default_rng(1)))
+    replay._on_experience(experience(1, np.random.default_rng(2)))
+    replay._on_experience(experience(2, np.random.default_rng(3)))
+    before = replay.buffer.state_dict()["priorities"]
+    total = replay.replay.total_inserted
+    bad = {"not finite": PriorityUpdate(np.array([0, 1]), np.array([1.0, np.nan], np.float32),
+                                        total),
+           "negative": PriorityUpdate(np.array([0]), np.array([-2.0], np.float32), total),
+           "index out of range": PriorityUpdate(np.array([0, 10**9]), np.ones(2, np.float32),
+                                                total),
+           "malformed": PriorityUpdate(np.array([0, 1, 2]), np.ones(2, np.float32), total),
+           "too many": PriorityUpdate(np.zeros(MAX_REQUEST_ROWS + 1, np.int64),
+                                      np.ones(MAX_REQUEST_ROWS + 1, np.float32), total)}
+    for update in bad.values():
+        result = replay.sample(SampleRequest(16, 1, priorities=update))
+        assert result.success and result.prioritized and len(result.batches) == 1
+    assert {f"priorities ({kind})": 1 for kind in bad}.items() <= replay.rejections.items()
+    np.testing.assert_array_equal(replay.buffer.state_dict()["priorities"], before)
+    # Over the wire: the request's fields arrive as the same update, answers carry the flag.
+    good = PriorityUpdate(np.array([3, 4]), np.array([7.0, 0.5], np.float32), total)
+    wire_request = SAMPLE_SERVICE.request_to_msg(SampleRequest(16, 1, 0, 0, good))
+    decoded = SAMPLE_SERVICE.request_from_msg(wire_request)
+    assert decoded.priorities is not None and decoded.priorities.drawn_at == total
+    np.testing.assert_array_equal(decoded.priorities.indices, good.indices)
+    np.testing.assert_array_equal(decoded.priorities.priorities, good.priorities)
+    result = replay.sample(decoded)
+    assert replay.priorities_applied == 2
+    assert SAMPLE_SERVICE.response_from_msg(SAMPLE_SERVICE.response_to_msg(result)).prioritized
+    assert SAMPLE_SERVICE.request_from_msg(
+        SAMPLE_SERVICE.request_to_msg(SampleRequest(0, 0))).priorities is None
+
+
+def call_sample(probe: rclpy.node.Node, request: SampleRequest) -> SampleResult:
+    client = probe.create_client(SampleBatch, "/replay_buffer/sample")
+    try:
+        assert client.wait_for_service(timeout_sec=10.0), "/replay_buffer/sample never appeared"
+        done = threading.Event()
+        future = client.call_async(SAMPLE_SERVICE.request_to_msg(request))
+        future.add_done_callback(lambda _: done.set())
+        assert done.wait(10.0), "/replay_buffer/sample did not answer"
+        return SAMPLE_SERVICE.response_from_msg(future.result())
+    finally:
+        probe.destroy_client(client)
+
+
+def test_decoupled_trainer_skews_sampling_towards_high_td_errors(tmp_path: Path, ros_env) -> None:
+    """Replay buffer and trainer as processes (decoupled): the trainer learns on the updates
+    ``total_env_steps`` pays for and exits; the batches the rest pay for show the skew."""
+    budget = LEARNING_STARTS + 400
+    overrides = overrides_file(tmp_path, {"replay_buffer": REPLAY, "trainer": {
+        **TRAINER, "total_env_steps": budget, "output_dir": str(tmp_path / "run")}})
+    ros_args = ["--ros-args", "--params-file", str(CONFIG), "--params-file", str(overrides)]
+    replay = Child([str(BIN / "replay_buffer"), *ros_args], env=ros_env)
+    trainer = Child([str(BIN / "trainer"), *ros_args], env=ros_env)
+    rclpy.init(args=[])
+    probe = rclpy.create_node("priorities_probe")
+    statuses: list[ReplayStatus] = []
+    probe.create_subscription(ReplayStatus, REPLAY_STATUS_TOPIC, statuses.append, 10)
+    executor = SingleThreadedExecutor()
+    executor.add_node(probe)
+    spinner = threading.Thread(target=executor.spin, daemon=True)
+    spinner.start()
+    try:
+        publisher = probe.create_publisher(ExperienceBatch, EXPERIENCE_TOPIC, EXPERIENCE_QOS)
+        deadline = time.monotonic() + 60.0
+        while publisher.get_subscription_count() == 0:
+            assert time.monotonic() < deadline and replay.process.poll() is None, replay.output()
+            time.sleep(0.05)
+        rng = np.random.default_rng(0)
+        for sequence in range(MESSAGES):
+            publisher.publish(experience_to_msg(experience(sequence, rng)))
+        assert trainer.wait(120.0) == 0, trainer.output()[-4000:]
+        assert any("update mode: thread" in line and "over DDS" in line
+                   for line in trainer.lines), trainer.output()[-4000:]
+        rewards: list[np.ndarray] = []
+        deadline = time.monotonic() + 30.0
+        while sum(map(len, rewards)) < 1280 and time.monotonic() < deadline:
+            result = call_sample(probe, SampleRequest(64, 20))
+            assert result.success and result.prioritized, result.message
+            rewards += [batch.rewards for batch in result.batches]
+        assert sum(map(len, rewards)) >= 1280, "the rate limiter granted too few batches"
+        assert surprising_share(np.concatenate(rewards)) > SKEWED_SHARE
+        seen = len(statuses)
+        deadline = time.monotonic() + 10.0
+        while len(statuses) == seen and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert statuses and statuses[-1].rejected_messages == 0, replay.output()[-4000:]
+    finally:
+        executor.shutdown(timeout_sec=1.0)
+        probe.destroy_node()
+        rclpy.try_shutdown()
+        trainer.stop()
+        replay.stop()
