@@ -381,8 +381,8 @@ class TrainerNode(RLNode):
             self._prefetcher.stop()  # joined in close(), once the executor turns again
         self._publish_weights()
         status = self.replay_status
-        learning_starts = (int(status.learning_starts) if status is not None
-                           else self.inserted_at_first_update or 0)
+        # learning_starts is the replay buffer's parameter; without its status, count them all.
+        learning_starts = int(status.learning_starts) if status is not None else 0
         with self._update_lock:
             self.result = self.learner.finish(
                 self.total_inserted,
