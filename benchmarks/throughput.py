@@ -660,6 +660,10 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--domain-id", type=int, default=1 + os.getpid() % 100,
                         help="ROS_DOMAIN_ID of this run (default: 1 + pid %% 100)")
     parser.add_argument("--json", metavar="OUT", help="also write the results as JSON to OUT")
+    parser.add_argument("--protection", action="store_true",
+                        help="also time the fault and security protections (admission checks, "
+                             "weights signing, snapshots) against the bare loop of this run "
+                             "(benchmarks/protection.py); needs the bare mode")
     parser.add_argument("--profile", action="store_true",
                         help="cProfile the measured window of bare and colocated runs and print "
                              "the top functions (slows them down; for diagnosis only)")
@@ -760,6 +764,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         except KeyboardInterrupt:
             print("throughput: interrupted; reporting the runs so far", file=sys.stderr)
     outcomes = report(rows, header)
+    protections = {}
+    if args.protection:
+        import protection  # benchmarks/protection.py, next to this script
+
+        for width in args.widths:
+            bare = rows.get(("bare", width))
+            if bare is None or not bare.runs:
+                print(f"protection: no bare run at width {width} to compare with (--modes bare,...)")
+                continue
+            costs = protection.measure(env_id, width, args.hidden, statistics.median(bare.runs))
+            protections[width] = protection.report(costs, width)
     contended = sum(row.contended for row in rows.values())
     if contended:
         print(f"WARNING: {contended} run(s) kept more than {args.max_foreign_load:.2f} cores of "
@@ -771,6 +786,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
                         "python": platform.python_version()},
             "other_load_cores_before": load_before,
+            "protection": protections,
             "settings": {"env_id": env_id, "hidden": list(args.hidden),
                          "widths": list(args.widths), "modes": list(args.modes),
                          "duration_s": args.duration, "warmup_s": args.warmup,

@@ -100,6 +100,15 @@ class RLNode(Node):
     def zc_timer(self, period_s: float, callback: Callable[[], None]) -> Any:
         return self.ipc.create_timer(self, period_s, callback)
 
+    def set_parameters_atomically(self, parameter_list: list[Any]) -> Any:
+        """rclpy's parameter services call this for every ``set_parameters`` request: count a
+        refused change (read-only, out of range, invalid) like any other rejected input."""
+        result = super().set_parameters_atomically(parameter_list)
+        if not result.successful:
+            names = ", ".join(parameter.name for parameter in parameter_list)
+            self.reject("parameter change", f"{names}: {result.reason}")
+        return result
+
     def reject(self, what: str, reason: str) -> None:
         """Count a rejected input per source and log why (at most once a second per source),
         then keep running."""

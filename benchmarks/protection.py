@@ -1,0 +1,134 @@
+"""What the fault and security protections cost on the happy path, as a share of one core.
+
+Called by ``benchmarks/throughput.py --protection`` with the bare loop's env steps/s measured in
+the same run: the bare loop is the fastest acting there is, so per-step costs are shown at their
+worst. Each protection is timed in this process (median of many repeats) and multiplied by how
+often it runs at that rate or at its configured period:
+
+* per experience batch (``width`` rows): the replay buffer's admission checks (finite, within
+  ``value_bound``, flags 0/1), and the finiteness checks of the policy (observations) and the
+  simulator (actions);
+* per weights publication (``weights_period``): HMAC-SHA256 signing by the trainer; verifying
+  plus the NaN/inf scan of the tensors by each policy;
+* per replay snapshot (``snapshot_period``): copying a full buffer under the lock (the time
+  inserts wait) and writing it (on a background thread).
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass
+class Cost:
+    name: str
+    where: str
+    seconds: float  # one event
+    per_second: float  # events per second
+    basis: str  # what per_second comes from
+
+    @property
+    def share(self) -> float:
+        """Fraction of one core."""
+        return self.seconds * self.per_second
+
+
+def _median_time(function: Callable[[], object], repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def measure(env_id: str, width: int, hidden: tuple[int, ...], bare_steps_per_s: float,
+            repeats: int = 200) -> list[Cost]:
+    import numpy as np
+    import torch
+    from rl_core import weights_auth
+    from rl_core.checkpoint import tensors_to_bytes
+    from rl_core.config import ReplayConfig, TrainerConfig
+    from rl_core.envs import make_env
+    from rl_core.networks import SquashedGaussianActor
+    from rl_core.replay import ReplayBuffer
+
+    torch.set_num_threads(1)  # as the nodes run (torch_threads: 1 in the shipped configs)
+    env = make_env(env_id)
+    obs_shape, action_shape = env.observation_space.shape, env.action_space.shape
+    env.close()
+    replay, trainer = ReplayConfig(), TrainerConfig()
+    rng = np.random.default_rng(0)
+    obs = rng.standard_normal((width, *obs_shape)).astype(np.float32)
+    actions = rng.uniform(-1, 1, (width, *action_shape)).astype(np.float32)
+    rewards = rng.standard_normal(width).astype(np.float32)
+    batches_per_s = bare_steps_per_s / width
+    costs = []
+
+    buffer = ReplayBuffer(obs_shape, action_shape, replay.capacity, value_bound=replay.value_bound)
+    # One batch as add() lays it out before its checks: the value columns, then the two flags.
+    block = np.zeros((width, buffer._flags_start + 2), np.float32)
+    block[:, : buffer._flags_start] = rng.standard_normal((width, buffer._flags_start))
+    costs.append(Cost("admission checks", "replay buffer",
+                      _median_time(lambda: buffer._check_block(block), repeats), batches_per_s,
+                      f"{width} rows per batch at the bare rate"))
+    costs.append(Cost("finite observations and actions", "policy + simulator",
+                      _median_time(lambda: (np.all(np.isfinite(obs)),
+                                            np.all(np.isfinite(actions))), repeats),
+                      batches_per_s, "one batch each at the bare rate"))
+
+    actor = SquashedGaussianActor(int(np.prod(obs_shape)), int(np.prod(action_shape)), hidden)
+    state = {name: tensor.detach().clone() for name, tensor in actor.state_dict().items()}
+    data, _ = tensors_to_bytes(state)
+    key = bytes(weights_auth.KEY_BYTES)
+    architecture = '{"hidden_sizes": %s}' % list(hidden)
+    digest = weights_auth.signature(key, 1, 1, 1, architecture, data)
+    publications = 1.0 / trainer.weights_period
+    costs.append(Cost("sign weights (HMAC-SHA256)", "trainer",
+                      _median_time(lambda: weights_auth.signature(key, 1, 1, 1, architecture,
+                                                                  data), repeats),
+                      publications, f"every {trainer.weights_period:g} s"))
+    costs.append(Cost("verify weights + NaN/inf scan", "each policy",
+                      _median_time(lambda: (weights_auth.verify(key, digest, 1, 1, 1,
+                                                                architecture, data),
+                                            all(bool(torch.isfinite(t).all())
+                                                for t in state.values())), repeats),
+                      publications, f"every {trainer.weights_period:g} s"))
+
+    rows = replay.capacity
+    full = ReplayBuffer(obs_shape, action_shape, rows)
+    chunk = 10_000
+    for _ in range(rows // chunk):
+        full.add(np.repeat(obs[:1], chunk, 0), np.repeat(actions[:1], chunk, 0),
+                 np.repeat(rewards[:1], chunk), np.repeat(obs[:1], chunk, 0),
+                 np.zeros(chunk, bool), np.zeros(chunk, bool))
+    hold = _median_time(full.state_dict, 5)
+    with tempfile.TemporaryDirectory() as folder:
+        snapshot = full.state_dict()
+        write = _median_time(lambda: ReplayBuffer.write_state(snapshot, Path(folder) / "s.npz"),
+                             3)
+    period = replay.snapshot_period
+    costs.append(Cost(f"snapshot: copy {rows:,} transitions (inserts wait)", "replay buffer",
+                      hold, 1.0 / period, f"every {period:g} s"))
+    costs.append(Cost("snapshot: write (background thread)", "replay buffer", write, 1.0 / period,
+                      f"every {period:g} s"))
+    return costs
+
+
+def report(costs: list[Cost], width: int) -> list[dict[str, object]]:
+    print(f"\nprotections at width {width} (share of one core; per-batch costs at the bare "
+          "loop's rate, the worst case):")
+    print(f"  {'protection':<50} {'where':<19} {'per event':>11} {'share':>8}  basis")
+    for cost in costs:
+        print(f"  {cost.name:<50} {cost.where:<19} {cost.seconds * 1e6:>9.1f} us "
+              f"{100 * cost.share:>7.3f} %  {cost.basis}")
+    acting = sum(cost.share for cost in costs[:2])
+    print(f"  acting path (admission + finiteness checks): {100 * acting:.2f} % of the bare "
+          "loop's time (target <= 5 %)")
+    return [{"name": c.name, "where": c.where, "seconds": c.seconds, "per_second": c.per_second,
+             "share": c.share, "basis": c.basis} for c in costs]
