@@ -1,8 +1,8 @@
 """``rl-bringup record``: MCAP files that mcap_ros2 (and so ros2 bag / Foxglove) can decode.
 
-The complete-definition builder is unit-tested on its own; the rest runs one small colocated
-deployment (the recorder is the outside subscriber that makes the container publish over DDS),
-records a few seconds, and decodes the file again.
+One small colocated deployment runs (the recorder is the outside subscriber that makes the
+container publish over DDS); the tool records a few seconds and the file is decoded again. The
+complete message definitions it stores are unit-tested in tests/unit/test_message_types.py.
 """
 
 from __future__ import annotations
@@ -18,51 +18,14 @@ from mcap.reader import make_reader
 from mcap_ros2.decoder import DecoderFactory
 import pytest
 
-from rl_bringup.tools.message_types import (DEFINITION_SEPARATOR, full_message_definition,
-                                            referenced_types)
 from tests.integration.deployments import deployment, tool_argv
 from tests.processes import Child
+
+pytestmark = pytest.mark.integration
 
 RECORDED = ("/experience", "/episodes", "/policy_weights", "/robot_0/observations")
 RECORD_SECONDS = 5.0
 TOOL_TIMEOUT_S = 60.0
-
-
-# --- the complete message definition (no ROS) ---------------------------------------------------
-
-DEFINITIONS = {
-    ("demo_msgs", "Outer"): "# comment\nstd_msgs/Header header\nInner[] inners\n"
-                            "demo_msgs/Inner[<=3] bounded\nstring<=8 name\nint32 LIMIT=3\n",
-    ("demo_msgs", "Inner"): "builtin_interfaces/Time stamp\nfloat32[4] values\n",
-    ("std_msgs", "Header"): "builtin_interfaces/Time stamp\nstring frame_id\n",
-    ("builtin_interfaces", "Time"): "int32 sec\nuint32 nanosec\n",
-}
-
-
-@pytest.mark.unit
-def test_referenced_types_strip_arrays_bounds_and_resolve_the_own_package() -> None:
-    assert referenced_types(DEFINITIONS[("demo_msgs", "Outer")], "demo_msgs") == [
-        "std_msgs/Header", "demo_msgs/Inner"]
-
-
-@pytest.mark.unit
-def test_complete_definition_lists_each_nested_type_once_after_a_separator() -> None:
-    text = full_message_definition("demo_msgs/msg/Outer",
-                                   lambda package, name: DEFINITIONS[(package, name)])
-    sections = text.split(DEFINITION_SEPARATOR + "\n")
-    assert sections[0].startswith("# comment\nstd_msgs/Header header")
-    headers = [section.splitlines()[0] for section in sections[1:]]
-    assert headers == ["MSG: std_msgs/msg/Header", "MSG: builtin_interfaces/msg/Time",
-                       "MSG: demo_msgs/msg/Inner"]
-
-
-@pytest.mark.unit
-def test_complete_definition_of_installed_types_parses_with_mcap_ros2() -> None:
-    from mcap_ros2._dynamic import generate_dynamic
-
-    for type_name in ("rl_interfaces/msg/ExperienceBatch", "visualization_msgs/msg/MarkerArray",
-                      "rcl_interfaces/msg/ParameterEvent"):
-        assert type_name in generate_dynamic(type_name, full_message_definition(type_name))
 
 
 # --- recording a deployment -----------------------------------------------------------------
@@ -98,7 +61,6 @@ def read_back(path: Path) -> tuple[dict[str, list], dict[str, object], dict[str,
     return messages, channels, schemas, profile
 
 
-@pytest.mark.integration
 def test_recorded_topics_decode_with_their_fields(colocated: Child, ros_env, tmp_path: Path
                                                   ) -> None:
     output = tmp_path / "run.mcap"
@@ -136,7 +98,6 @@ def test_recorded_topics_decode_with_their_fields(colocated: Child, ros_env, tmp
         assert hashlib.sha256(bytes(weights.data)).hexdigest() == weights.checksum
 
 
-@pytest.mark.integration
 def test_ctrl_c_finalises_the_file(colocated: Child, ros_env, tmp_path: Path) -> None:
     output = tmp_path / "interrupted.mcap"
     recorder = Child([*tool_argv("record"), "topics:=/policy_weights,/replay_status",
@@ -152,7 +113,6 @@ def test_ctrl_c_finalises_the_file(colocated: Child, ros_env, tmp_path: Path) ->
     assert set(channels) == {"/policy_weights", "/replay_status"}
 
 
-@pytest.mark.integration
 def test_unknown_topic_lists_the_available_ones(colocated: Child, ros_env, tmp_path: Path) -> None:
     # wait:=10: the listed topics are those discovered by then, and the machine may be busy.
     result = run_tool([*tool_argv("record"), "topics:=/no_such_topic", "wait:=10",
@@ -163,7 +123,6 @@ def test_unknown_topic_lists_the_available_ones(colocated: Child, ros_env, tmp_p
     assert not (tmp_path / "never.mcap").exists()
 
 
-@pytest.mark.integration
 def test_malformed_topic_and_existing_output_are_usage_errors(ros_env, tmp_path: Path) -> None:
     malformed = run_tool([*tool_argv("record"), "topics:=/bad//name"], ros_env)
     assert malformed.returncode == 2

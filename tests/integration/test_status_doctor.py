@@ -1,5 +1,6 @@
 """``rl-bringup status`` and ``rl-bringup doctor`` against a small decoupled deployment, and
-``doctor`` against an empty domain; :func:`expected_graph` against docs/graph.md."""
+``doctor`` against an empty domain. The checks on their own are unit-tested in
+tests/unit/test_doctor.py."""
 
 from __future__ import annotations
 
@@ -10,62 +11,16 @@ import subprocess
 
 import pytest
 
-from rl_bringup.tools.doctor import (Check, Level, check_discovery, check_domain_id,
-                                     expected_graph, format_report)
+from rl_bringup.tools.doctor.graph import expected_graph
 from tests.integration.deployments import deployment, tool_argv
-from tests.processes import REPO, Child
+from tests.processes import Child
+
+pytestmark = pytest.mark.integration
 
 ROBOTS = 2
 TOOL_TIMEOUT_S = 90.0
 #: Outside conftest's 1..100 and plan.py's random 1..100: no test run or deployment uses it.
 EMPTY_DOMAIN_ID = 101
-
-
-# --- no ROS ---------------------------------------------------------------------------------
-
-
-def documented(section: str, robots: int) -> dict[str, str]:
-    """``name -> type`` (type '' for nodes) of a docs/graph.md table, ``{k}`` expanded (as
-    tests/system/test_graph.py reads it)."""
-    text = (REPO / "docs" / "graph.md").read_text()
-    body = text.split(f"## {section}\n", 1)[1].split("\n## ", 1)[0]
-    entries: dict[str, str] = {}
-    for name, kind in re.findall(r"^\| `([^`]+)` \| (?:`([^`]+)`)?", body, flags=re.M):
-        names = [name.replace("{k}", str(k)) for k in range(robots)] if "{k}" in name else [name]
-        entries.update({expanded: kind for expanded in names})
-    return entries
-
-
-@pytest.mark.unit
-@pytest.mark.parametrize("mode", ["colocated", "decoupled", "hybrid"])
-def test_expected_graph_is_the_documented_graph(mode: str) -> None:
-    graph = expected_graph(ROBOTS, mode)
-    assert set(graph.nodes) == set(documented("Nodes", ROBOTS))
-    assert {topic.name: topic.type for topic in graph.topics} == documented("Topics", ROBOTS)
-    assert {service.name: service.type for service in graph.services} == \
-        documented("Services", ROBOTS)
-    assert set().union(*graph.processes) == set(graph.nodes)
-
-
-@pytest.mark.unit
-def test_process_layouts_differ_by_mode() -> None:
-    layouts = {mode: set(expected_graph(ROBOTS, mode).processes)
-               for mode in ("colocated", "decoupled", "hybrid")}
-    assert [len(layouts[mode]) for mode in ("colocated", "decoupled", "hybrid")] == [1, 6, 3]
-
-
-@pytest.mark.unit
-def test_environment_checks_warn_or_fail_with_a_fix() -> None:
-    assert check_domain_id({}, {}).level is Level.WARN
-    assert check_domain_id({}, {"ROS_DOMAIN_ID": "500"}).level is Level.FAIL
-    assert check_domain_id({}, {"ROS_DOMAIN_ID": "7"}).level is Level.PASS
-    unset = check_discovery({}, {})
-    assert [check.level for check in unset] == [Level.WARN] and "LOCALHOST" in unset[0].fix
-    assert check_discovery({}, {"ROS_AUTOMATIC_DISCOVERY_RANGE": "SUBNET"})[0].level is Level.WARN
-    assert check_discovery({"discovery": "subnet"}, {})[0].level is Level.PASS
-    assert check_discovery({}, {"ROS_AUTOMATIC_DISCOVERY_RANGE": "OFF"})[0].level is Level.FAIL
-    report = format_report([Check(Level.FAIL, "x", "broken", "do this")])
-    assert "FAIL  x" in report and "fix: do this" in report and "1 failed" in report
 
 
 # --- a running deployment -------------------------------------------------------------------
@@ -83,7 +38,6 @@ def run_tool(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProces
                           check=False)
 
 
-@pytest.mark.integration
 def test_status_once_shows_both_robots_and_the_replay_fill(decoupled: Child, ros_env) -> None:
     # once:=true returns as soon as everything is known; wait:= only bounds a busy machine.
     result = run_tool([*tool_argv("status"), "once:=true", "wait:=15"], ros_env)
@@ -98,7 +52,6 @@ def test_status_once_shows_both_robots_and_the_replay_fill(decoupled: Child, ros
     assert re.search(r"weights version \d+", result.stdout), result.stdout
 
 
-@pytest.mark.integration
 def test_doctor_passes_on_a_running_deployment(decoupled: Child, ros_env) -> None:
     result = run_tool([*tool_argv("doctor"), "mode:=decoupled", f"robots:={ROBOTS}", "wait:=20"],
                       ros_env)
@@ -109,7 +62,6 @@ def test_doctor_passes_on_a_running_deployment(decoupled: Child, ros_env) -> Non
         assert expected in result.stdout, result.stdout
 
 
-@pytest.mark.integration
 def test_doctor_fails_on_an_empty_domain_naming_the_missing_nodes(ros_env) -> None:
     result = run_tool([*tool_argv("doctor"), "mode:=decoupled", f"robots:={ROBOTS}",
                        f"domain_id:={EMPTY_DOMAIN_ID}", "wait:=2"], ros_env)
@@ -121,7 +73,6 @@ def test_doctor_fails_on_an_empty_domain_naming_the_missing_nodes(ros_env) -> No
     assert "fix: start the deployment (rl-bringup launch decoupled robots:=2" in result.stdout
 
 
-@pytest.mark.integration
 def test_bad_arguments_are_usage_errors(ros_env) -> None:
     for tool, argument in (("doctor", "mode:=sideways"), ("status", "period:=-1"),
                            ("status", "colour:=red")):

@@ -1,19 +1,15 @@
-"""Tests of the rl-bringup command line: plan output, errors and exit codes, the launch path."""
+"""Tests of the rl-bringup command line: plan output, subcommands, errors and exit codes, what
+launch and train hand to the supervisor (tests/integration/test_cli_launch.py runs a launch)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-
-from collections.abc import Iterator
-import os
 from pathlib import Path
 import re
-import signal
+import subprocess
 import sys
-import textwrap
 from typing import Any
 
-import psutil
 import pytest
 import yaml
 
@@ -110,15 +106,42 @@ def test_unknown_subcommand_exits_2_listing_the_subcommands(run_cli: RunCli) -> 
     assert "invalid choice: 'fly'" in err and "launch" in err and "plan" in err and "train" in err
 
 
+TOOLS = ("advise", "eval", "export", "record", "status", "doctor", "compare")
+#: Tools that also run on their own as ``python -m rl_bringup.tools.<module>``.
+STANDALONE_TOOLS = ("record", "status", "doctor")
+
+
 @pytest.mark.unit
-def test_subcommands_are_argparse_subparsers_with_handlers() -> None:
-    parser = cli.build_parser()
-    for name in ("launch", "train", "plan"):
-        arguments, leftovers = parser.parse_known_args([name, "colocated", "robots:=2"])
-        assert arguments.command == name and callable(arguments.handler)
-        assert arguments.arguments + leftovers == ["colocated", "robots:=2"]
-    names = set(parser._subparsers._group_actions[0].choices)  # the registered subcommands
-    assert {"launch", "train", "plan", "advise", "eval", "export", "record", "status", "doctor"} <= names
+def test_help_lists_every_subcommand(run_cli: RunCli) -> None:
+    code, out, _ = run_cli("--help")
+    assert code == 0
+    listed = set(re.findall(r"^    ([a-z]+)\s", out, re.MULTILINE))
+    assert {"launch", "train", "plan", *TOOLS} <= listed
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("command", ["launch", "train", "plan", *TOOLS])
+def test_each_subcommand_has_help(run_cli: RunCli, command: str) -> None:
+    code, out, err = run_cli(command, "--help")
+    assert (code, err) == (0, "")
+    assert out.startswith(f"usage: rl-bringup {command} ")
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("command", TOOLS)
+def test_tools_refuse_unknown_keys_before_doing_anything(run_cli: RunCli, command: str) -> None:
+    code, out, err = run_cli(command, "colour:=red")
+    assert (code, out) == (2, "")
+    assert err.startswith(f"rl-bringup {command}: error: unknown argument 'colour'"), err
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("command", STANDALONE_TOOLS)
+def test_a_tool_run_on_its_own_answers_like_the_cli(run_cli: RunCli, command: str) -> None:
+    _, _, cli_err = run_cli(command, "colour:=red")
+    alone = subprocess.run([sys.executable, "-m", f"rl_bringup.tools.{command}", "colour:=red"],
+                           capture_output=True, text=True, timeout=60, check=False)
+    assert (alone.returncode, alone.stdout, alone.stderr) == (2, "", cli_err)
 
 
 class RecordingSupervisor:
@@ -165,80 +188,3 @@ def test_launch_without_installed_nodes_says_how_to_install(
     missing = "policy (rl_nodes), replay_buffer (rl_nodes), simulator (rl_nodes), trainer (rl_nodes)"
     assert f"executables not found: {missing}" in err
     assert "scripts/setup.sh" in err
-
-
-# A stand-in for the rl_nodes executables: robot nodes run until SIGINT; the trainer reports its
-# command line and domain, then finishes (exit 0) once every other node has announced itself.
-FAKE_NODE = textwrap.dedent(
-    """\
-    #!{python} -S
-    import os, signal, sys, time
-    name = os.path.basename(sys.argv[0])
-    marker_dir = {marker_dir!r}
-    print(name, "argv", " ".join(sys.argv[1:]), "domain", os.environ.get("ROS_DOMAIN_ID"),
-          "range", os.environ.get("ROS_AUTOMATIC_DISCOVERY_RANGE"), flush=True)
-    if name == "trainer":
-        deadline = time.monotonic() + 20
-        while len(os.listdir(marker_dir)) < 3 and time.monotonic() < deadline:
-            time.sleep(0.02)
-        sys.exit(0 if len(os.listdir(marker_dir)) >= 3 else 9)
-    signal.signal(signal.SIGINT, lambda signum, frame: sys.exit(0))
-    open(os.path.join(marker_dir, "%s-%d" % (name, os.getpid())), "w").close()
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        time.sleep(0.05)
-    """
-)
-
-
-@pytest.fixture
-def fake_rl_nodes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """An ament prefix whose lib/rl_nodes holds fake node executables."""
-    bin_dir = tmp_path / "prefix" / "lib" / "rl_nodes"
-    bin_dir.mkdir(parents=True)
-    marker_dir = tmp_path / "markers"
-    marker_dir.mkdir()
-    for name in ("simulator", "policy", "replay_buffer", "trainer", "container"):
-        script = bin_dir / name
-        script.write_text(FAKE_NODE.format(python=sys.executable, marker_dir=str(marker_dir)))
-        script.chmod(0o755)
-    monkeypatch.setenv("AMENT_PREFIX_PATH", str(tmp_path / "prefix"))
-    yield bin_dir
-
-
-@pytest.mark.integration
-def test_launch_runs_the_plan_until_the_trainer_finishes(
-    run_cli: RunCli, fake_rl_nodes: Path
-) -> None:
-    started: list[int] = []
-    try:
-        code, out, _ = run_cli("launch", "decoupled", "domain_id:=23", "--grace-period", "3")
-        started = [int(pid) for pid in re.findall(r"\(pid (\d+)\)", out)]
-        assert code == 0, out
-        assert len(started) == 4
-        # The trainer gets the scenario file, then its overrides file (deployment_robots).
-        trainer_line = re.search(
-            rf"\[trainer\] trainer argv --ros-args --params-file {re.escape(CARTPOLE)} "
-            r"--params-file (\S+) domain 23 range LOCALHOST\n",
-            out,
-        )
-        assert trainer_line, out
-        assert yaml.safe_load(Path(trainer_line.group(1)).read_text()) == {
-            "/**/trainer": {"ros__parameters": {"deployment_robots": 1}}
-        }
-        simulator_line = f"simulator argv --ros-args -r __ns:=/robot_0 --params-file {CARTPOLE}"
-        assert f"[simulator_robot_0] {simulator_line}" in out
-        assert "trainer exited with code 0; it is required, stopping everything" in out
-        assert "[rl-bringup] exit code 0" in out
-    finally:
-        # Kill by PID whatever is still running of what this test started (fake nodes only).
-        for pid in started:
-            try:
-                process = psutil.Process(pid)
-                if str(fake_rl_nodes) in " ".join(process.cmdline()):
-                    process.send_signal(signal.SIGKILL)
-            except psutil.Error:
-                pass
-    for pid in started:
-        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, pid
-    assert os.environ.get("ROS_DOMAIN_ID") is None  # the plan's environment went to the children only

@@ -2,13 +2,18 @@
 
 The compose file must parse and start only executables that rl_nodes installs; the Dockerfile's
 pinned learning dependencies must equal requirements.txt's; the network-safety settings hold.
+The Dockerfile and the entry-point script are parsed into instructions and command lines (shlex),
+so the tests check what would run, not how the text is spelled.
 """
 
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass
+import json
 from pathlib import Path
 import re
+import shlex
 from typing import Any
 
 import pytest
@@ -32,9 +37,78 @@ def requirement_pins() -> dict[str, str]:
     return pins
 
 
-def dockerfile_text() -> str:
-    """The Dockerfile with line continuations joined into one logical line each."""
-    return (DOCKER_DIR / "Dockerfile").read_text().replace("\\\n", " ")
+@dataclass(frozen=True)
+class Instruction:
+    """One Dockerfile instruction: ``FROM``, ``RUN``, ... and the text after it."""
+
+    keyword: str
+    arguments: str
+
+
+def dockerfile() -> list[Instruction]:
+    """docker/Dockerfile as instructions: comment lines dropped (also inside a continued
+    instruction, as Docker does), backslash continuations joined."""
+    instructions: list[Instruction] = []
+    pending = ""
+    for line in (DOCKER_DIR / "Dockerfile").read_text().splitlines():
+        if line.strip().startswith("#") or (not line.strip() and not pending):
+            continue
+        pending += line.rstrip()
+        if pending.endswith("\\"):
+            pending = pending[:-1] + " "
+            continue
+        keyword, _, arguments = pending.strip().partition(" ")
+        instructions.append(Instruction(keyword.upper(), arguments.strip()))
+        pending = ""
+    assert not pending, "the Dockerfile ends inside a continued instruction"
+    return instructions
+
+
+def arguments_of(keyword: str) -> list[str]:
+    """The arguments of every ``keyword`` instruction, in order."""
+    return [instruction.arguments for instruction in dockerfile() if instruction.keyword == keyword]
+
+
+def shell_commands(script: str) -> list[list[str]]:
+    """The simple commands of a shell line (``a && b; c``), each split as the shell would."""
+    lexer = shlex.shlex(script, posix=True, punctuation_chars=";&|")
+    lexer.whitespace_split = True
+    commands: list[list[str]] = [[]]
+    for token in lexer:
+        if token in ("&&", "||", ";", "|"):
+            commands.append([])
+        else:
+            commands[-1].append(token)
+    return [command for command in commands if command]
+
+
+def run_commands() -> list[list[str]]:
+    """Every command the image build runs, in order."""
+    return [command for script in arguments_of("RUN") for command in shell_commands(script)]
+
+
+def installed(manager: tuple[str, ...]) -> list[str]:
+    """What ``manager install`` commands install (options and their values left out)."""
+    packages: list[str] = []
+    for command in run_commands():
+        if tuple(command[:len(manager)]) != manager or "install" not in command:
+            continue
+        words = command[command.index("install") + 1:]
+        skip_value = False
+        for word in words:
+            if skip_value:
+                skip_value = False
+            elif word in ("--index-url", "--extra-index-url", "-i"):
+                skip_value = True
+            elif not word.startswith("-"):
+                packages.append(word)
+    return packages
+
+
+def environment() -> dict[str, str]:
+    """The ``ENV KEY=VALUE ...`` settings of the image."""
+    pairs = [word.split("=", 1) for text in arguments_of("ENV") for word in shlex.split(text)]
+    return dict(pairs)
 
 
 def console_scripts(setup_py: Path) -> set[str]:
@@ -69,39 +143,41 @@ def hosted_nodes(arguments: list[str]) -> list[str]:
 
 def test_dockerfile_pins_equal_requirements() -> None:
     pins = requirement_pins()
-    text = dockerfile_text()
+    pip_pins = dict(package.lower().split("==", 1) for package in installed(("pip3",))
+                    if "==" in package)
     for package in LEARNING_PACKAGES:
-        found = re.findall(rf"(?<![\w-]){re.escape(package)}==([\w.+-]+)", text)
-        assert found, f"{package} is not pinned in the Dockerfile"
-        assert set(found) == {pins[package]}, (
-            f"{package}: Dockerfile {found} != requirements.txt {pins[package]}"
+        assert package in pip_pins, f"{package} is not pinned in the Dockerfile"
+        assert pip_pins[package] == pins[package], (
+            f"{package}: Dockerfile {pip_pins[package]} != requirements.txt {pins[package]}"
         )
 
 
 def test_dockerfile_does_not_pip_install_ros_wheels_or_numpy() -> None:
-    pip_lines = [
-        line for line in dockerfile_text().splitlines() if re.search(r"\bpip3? install\b", line)
-    ]
-    assert pip_lines
-    for line in pip_lines:
-        assert "ros-" not in line, "ROS packages come from apt in the image"
+    names = [re.split(r"[=<>!~\[]", package, maxsplit=1)[0].lower()
+             for package in installed(("pip3",))]
+    assert names
+    for name in names:
+        assert not name.startswith("ros"), "ROS packages come from apt in the image"
         # The ROS extensions are built against the apt numpy; a pip numpy would shadow it.
-        assert "numpy" not in line
+        assert name != "numpy"
 
 
 def test_dockerfile_builds_on_kilted_with_colcon_and_the_repository_sources() -> None:
-    text = dockerfile_text()
-    assert re.search(r"^FROM ros:kilted\s*$", text, re.MULTILINE)
-    for folder in ("src", "config", "launch"):
-        assert re.search(rf"^COPY {folder} ", text, re.MULTILINE), folder
-    assert "colcon build" in text
-    assert "ros-kilted-rviz2" in text and "ros-kilted-rqt" in text
-    assert "ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST" in text
-    entrypoint = re.search(r'^ENTRYPOINT \["([^"]+)"\]', text, re.MULTILINE)
-    assert entrypoint and entrypoint.group(1) == "/entrypoint.sh"
-    script = (DOCKER_DIR / "entrypoint.sh").read_text()
-    assert "source /opt/ros/kilted/setup.bash" in script
-    assert 'exec "$@"' in script
+    assert arguments_of("FROM") == ["ros:kilted"]
+    copied = [shlex.split(text) for text in arguments_of("COPY")]
+    assert {"src", "config", "launch"} <= {sources[0] for sources in copied}
+    commands = run_commands()
+    build = next(index for index, command in enumerate(commands) if command[:2] == ["colcon", "build"])
+    assert commands[build - 1] == ["source", "/opt/ros/kilted/setup.bash"]
+    assert {"ros-kilted-rviz2", "ros-kilted-rqt"} <= set(installed(("apt-get",)))
+    assert environment()["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "LOCALHOST"
+    (entrypoint,) = [json.loads(text) for text in arguments_of("ENTRYPOINT")]
+    assert entrypoint == ["/entrypoint.sh"]
+    assert ["docker/entrypoint.sh", "/entrypoint.sh"] in copied
+    script = [command for line in (DOCKER_DIR / "entrypoint.sh").read_text().splitlines()
+              if not line.lstrip().startswith("#") for command in shell_commands(line)]
+    assert ["source", "/opt/ros/kilted/setup.bash"] in script
+    assert script[-1] == ["exec", "$@"]
 
 
 def test_compose_names_only_executables_rl_nodes_installs() -> None:
