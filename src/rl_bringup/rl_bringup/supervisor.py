@@ -22,7 +22,8 @@ during a stop sequence, or immediately after their leader was reaped — never b
 pkill/killall).
 
 :func:`stop_process` is the same stop for one process started elsewhere (``rl-bringup compare``
-stops its runs with it).
+stops its runs with it); it lists the descendants it must kill with psutil, the one import here
+outside the standard library.
 
 Processes are anything with ``name``, ``env``, ``respawn``, ``required`` and
 ``argv(python_bin_dir)``: :class:`rl_bringup.plan.ProcessSpec`, or :class:`Command` for plain
