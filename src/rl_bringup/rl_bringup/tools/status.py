@@ -282,7 +282,7 @@ class StatusMonitor:
 def status(values: dict[str, str], out: TextIO = sys.stdout) -> int:
     """Run ``rl-bringup status`` with parsed ``key:=value`` arguments; returns the exit code.
 
-    :raises rl_bringup.tools.common.ToolError: for bad arguments (exit code 2).
+    :raises rl_bringup.tools.subcommand.ToolError: for bad arguments (exit code 2).
     """
     once = bool_value(values, "once", False)
     period = parse_seconds("period", values.get("period", str(DEFAULT_PERIOD_S)))
