@@ -14,7 +14,6 @@ import sys
 import numpy as np
 import pytest
 import rclpy
-import yaml
 from rclpy.executors import SingleThreadedExecutor
 
 from rl_core.replay import PriorityUpdate
@@ -26,6 +25,7 @@ from rl_nodes.conversions import SampleRequest, SampleResult, experience_to_msg
 from rl_nodes.intra_process import IntraProcessManager
 from rl_nodes.replay_buffer import ReplayBufferNode
 from rl_nodes.trainer import TrainerNode
+from tests.integration.in_process import overrides_file, spinning
 from tests.processes import REPO, Child
 
 pytestmark = pytest.mark.integration
@@ -45,13 +45,6 @@ TRAINER = {"batch_size": 64, "weights_period": 60.0, "checkpoint_period": 0.0,
            "eval_episodes": 1}
 #: Uniform sampling gives 1 / SURPRISE_EVERY = 5 %; prioritized gave 26-30 % in trials.
 SKEWED_SHARE = 0.15
-
-
-def overrides_file(directory: Path, parameters: dict[str, dict[str, object]]) -> Path:
-    path = directory / "overrides.yaml"
-    path.write_text(yaml.safe_dump({f"/**/{node}": {"ros__parameters": values}
-                                    for node, values in parameters.items()}))
-    return path
 
 
 def experience(sequence: int, rng: np.random.Generator) -> Experience:
@@ -80,22 +73,8 @@ def learner_process(tmp_path: Path, request: pytest.FixtureRequest
     replay = ReplayBufferNode("/")
     trainer = TrainerNode("/") if update_mode else None
     probe = rclpy.create_node("priorities_probe")
-    nodes = [node for node in (replay, trainer) if node is not None]
-    executor = SingleThreadedExecutor()
-    for node in [*nodes, probe]:
-        executor.add_node(node)
-    threading.Thread(target=executor.spin, daemon=True).start()
-    for node in nodes:
-        node.start()
-    try:
+    with spinning([node for node in (replay, trainer) if node is not None], probe):
         yield replay, trainer, probe
-    finally:
-        for node in reversed(nodes):
-            node.close()
-        executor.shutdown(timeout_sec=1.0)
-        for node in [*nodes, probe]:
-            node.destroy_node()
-        rclpy.try_shutdown()
 
 
 @pytest.mark.parametrize("learner_process", ["interleaved", "thread"], indirect=True)
