@@ -48,15 +48,17 @@ def test_a_draw_from_before_a_reload_is_stale() -> None:
     buffer = ReplayBuffer(1, 1, capacity=8, prioritized=True, seed=0)
     buffer.add(*transitions(4))
     before = priorities(buffer)
-    # drawn_at beyond total_added: the buffer was replaced by a smaller saved one meanwhile.
-    assert buffer.update_priorities([0, 1], [3.0, 3.0], drawn_at=100) == 0
+    # drawn_at beyond total_added: the buffer was replaced by a smaller saved one meanwhile, so
+    # slot 6 is not even stored any more. Stale, not an error.
+    assert buffer.update_priorities([0, 6], [3.0, 3.0], drawn_at=100) == 0
     np.testing.assert_array_equal(priorities(buffer), before)
 
 
 @pytest.mark.parametrize(("indices", "values", "kind"), [
     ([0, 1], [1.0], "malformed"),
     ([0.0], [1.0], "malformed"),
-    ([0, 9], [1.0, 1.0], "index out of range"),
+    ([0, 9], [1.0, 1.0], "index out of range"),  # outside the ring
+    ([0, 5], [1.0, 1.0], "index out of range"),  # in the ring, not stored, not stale
     ([-1], [1.0], "index out of range"),
     ([0], [np.nan], "not finite"),
     ([0], [np.inf], "not finite"),

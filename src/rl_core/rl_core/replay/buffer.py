@@ -527,12 +527,6 @@ class ReplayBuffer:
             raise InvalidPriorities(
                 "malformed", f"indices must be integers, got dtype {index_array.dtype}"
             )
-        if index_array.min() < 0 or index_array.max() >= self._size:
-            raise InvalidPriorities(
-                "index out of range",
-                f"indices must lie in [0, {self._size}) (stored items), got "
-                f"[{index_array.min()}, {index_array.max()}]",
-            )
         if not np.all(np.isfinite(priority_array)):
             bad = int(np.count_nonzero(~np.isfinite(priority_array)))
             raise InvalidPriorities(
@@ -550,10 +544,14 @@ class ReplayBuffer:
             )
         index_array = index_array.astype(np.int64, copy=False)
         if drawn_at is not None:
+            # Stale slots may lie beyond the stored items (the buffer was reloaded since),
+            # but never outside the ring.
+            _check_slots(index_array, self._capacity, "slots")
             current = ~self._written_since(index_array, drawn_at)
             index_array, shifted = index_array[current], shifted[current]
             if index_array.size == 0:
                 return 0
+        _check_slots(index_array, self._size, "stored items")
         self._max_priority = max(self._max_priority, float(shifted.max()))
         self._tree.update(index_array, shifted**self._alpha)
         return int(index_array.size)
@@ -806,6 +804,16 @@ class ReplayBuffer:
         except (ValueError, TypeError) as exc:
             raise ValueError(f"invalid replay buffer file {path}: {exc}") from exc
         return buffer
+
+
+def _check_slots(indices: npt.NDArray[np.int64], limit: int, what: str) -> None:
+    """Raise ``InvalidPriorities`` unless every index lies in ``[0, limit)``."""
+    if indices.min() < 0 or indices.max() >= limit:
+        raise InvalidPriorities(
+            "index out of range",
+            f"indices must lie in [0, {limit}) ({what}), got "
+            f"[{indices.min()}, {indices.max()}]",
+        )
 
 
 def _format_shape(shape: tuple[object, ...]) -> str:
