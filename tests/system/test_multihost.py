@@ -30,8 +30,10 @@ import os
 import re
 import sys
 import textwrap
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rl_bringup.plan import discovery_environment
@@ -49,6 +51,10 @@ ROBOT_IDS = {0, 1}
 BUDGET = 3000  # env steps over both robots
 RATE_HZ = 50.0  # per simulator: 2 robots -> ~30 s of stepping, light enough for 2 cores
 DISCOVERY_PORT = 11811
+LINK_CUT_S = 10.0
+LINK_CUT_BUDGET = 12000  # env steps (both robots): the fault test's budget, enough to solve
+LINK_CUT_AT = 2000  # robot_0's own env steps when its link is cut: mid-training
+SOLVED = 180.0
 
 START_DEADLINE_S = 30.0
 TRAINER_DEADLINE_S = 120.0
@@ -121,21 +127,16 @@ def process_environment(base: dict[str, str], discovery: str) -> dict[str, str]:
     return env
 
 
-def write_overrides(path: Path, output_dir: Path) -> Path:
+def write_overrides(path: Path, output_dir: Path, budget: int, rate_hz: float,
+                    eval_episodes: int | None) -> Path:
     # A second params file: its node blocks win over the scenario file's (a plain -p does not).
-    path.write_text(textwrap.dedent(
-        f"""
-        /**/trainer:
-          ros__parameters:
-            total_env_steps: {BUDGET}
-            eval_episodes: 2
-            checkpoint_period: 0.0
-            output_dir: "{output_dir}"
-        /**/simulator:
-          ros__parameters:
-            max_rate_hz: {RATE_HZ}
-        """))
-    return path
+    trainer = {"total_env_steps": budget, "checkpoint_period": 0.0,
+               "output_dir": str(output_dir)}
+    if eval_episodes is not None:
+        trainer["eval_episodes"] = eval_episodes
+    path.write_text(json.dumps({"/**/trainer": {"ros__parameters": trainer},
+                                "/**/simulator": {"ros__parameters": {"max_rate_hz": rate_hz}}}))
+    return path  # JSON is YAML
 
 
 def port_bytes(network: Network, host: str) -> tuple[int, int]:
@@ -152,10 +153,16 @@ def tails(children: dict[str, Child], lines: int = 25) -> str:
                      + "\n".join(child.lines[-lines:]) for name, child in children.items())
 
 
-def run_deployment(network: Network, discovery: str, env: dict[str, str], tmp_path: Path) -> None:
-    """Start learner, observer and two robots in their namespaces; check the run; stop all."""
+def run_deployment(network: Network, discovery: str, env: dict[str, str], tmp_path: Path,
+                   budget: int = BUDGET, rate_hz: float = RATE_HZ,
+                   eval_episodes: int | None = 2, deadline_s: float = TRAINER_DEADLINE_S,
+                   during: Callable[[Child], None] | None = None
+                   ) -> tuple[dict[str, Any], list[str]]:
+    """Start learner, observer and two robots in their namespaces; run ``during(observer)``
+    while they train; check the run; stop all. Returns result.json and the observer's lines."""
     output_dir = tmp_path / "run"
-    overrides = write_overrides(tmp_path / "overrides.yaml", output_dir)
+    overrides = write_overrides(tmp_path / "overrides.yaml", output_dir, budget, rate_hz,
+                                eval_episodes)
     params = ["--ros-args", "--params-file", str(CONFIG), "--params-file", str(overrides)]
     children: dict[str, Child] = {}
 
@@ -181,14 +188,16 @@ def run_deployment(network: Network, discovery: str, env: dict[str, str], tmp_pa
                 str(BIN / "container"), "--node", f"simulator@/robot_{robot_id}",
                 "--node", f"policy@/robot_{robot_id}", *params])
 
-        code = learner.wait(TRAINER_DEADLINE_S)
-        assert code is not None, f"trainer did not finish in {TRAINER_DEADLINE_S} s\n" + \
+        if during is not None:
+            during(observer)
+        code = learner.wait(deadline_s)
+        assert code is not None, f"trainer did not finish in {deadline_s} s\n" + \
             tails(children)
         assert code == 0, tails(children)
         result_file = output_dir / "result.json"
         assert result_file.is_file(), tails(children)
         result = json.loads(result_file.read_text())
-        assert result["env_steps"] >= BUDGET, result
+        assert result["env_steps"] >= budget, result
         assert result["updates"] > 0, result
 
         # Episodes of both robots crossed to the learner's host, played with the learner's weights.
@@ -210,6 +219,7 @@ def run_deployment(network: Network, discovery: str, env: dict[str, str], tmp_pa
             assert sent >= MIN_PORT_BYTES and received >= MIN_PORT_BYTES, (robot_id, sent, received)
         summary = {key: result[key] for key in ("env_steps", "updates", "episodes")}
         print(f"{discovery}: {json.dumps(summary)}")
+        return result, list(observer.lines)
     finally:
         for child in reversed(children.values()):
             child.stop(grace_s=5.0)
@@ -228,3 +238,48 @@ def test_discovery_server_across_hosts(network: Network, ros_env: dict[str, str]
     discovery = f"server:{network.address('learner')}:{DISCOVERY_PORT}"
     env = process_environment(ros_env, discovery)
     run_deployment(network, discovery, env, tmp_path)
+
+
+def episode_versions(lines: list[str], robot_id: int) -> list[int]:
+    """Policy versions of ``robot_id``'s episodes in the observer's output, in order."""
+    return [int(match.group(3)) for line in lines
+            if (match := EPISODES_LINE.search(line)) and int(match.group(1)) == robot_id]
+
+
+@pytest.mark.parametrize("network", [(2, "c")], indirect=True)
+def test_training_survives_a_cut_link(network: Network, ros_env: dict[str, str],
+                                      tmp_path: Path) -> None:
+    """Unplug robot_0's cable for LINK_CUT_S in the middle of training, then plug it back: the
+    robot must rejoin (its episodes reach the learner again, played with weights published after
+    the cut) and the run must still solve cart-pole."""
+    env = process_environment(ros_env, "subnet")
+    marks: dict[str, int] = {}
+
+    def cut_link(observer: Child) -> None:
+        assert observer.wait_for_line(
+            lambda line: bool((m := EPISODES_LINE.search(line)) and m.group(1) == "0"
+                              and int(m.group(2)) >= LINK_CUT_AT and int(m.group(3)) > 0),
+            240.0), f"robot_0 never reached {LINK_CUT_AT} env steps with learned weights"
+        network.set_link("robot_0", up=False)
+        try:
+            time.sleep(1.0)  # what was already on the wire
+            marks["cut"] = len(observer.lines)
+            time.sleep(LINK_CUT_S - 1.0)
+            marks["silent"] = len(observer.lines)
+        finally:
+            network.set_link("robot_0", up=True)
+        marks["version_at_restore"] = max(episode_versions(observer.lines, 1), default=0)
+        marks["restored"] = len(observer.lines)
+
+    result, lines = run_deployment(network, "subnet", env, tmp_path, budget=LINK_CUT_BUDGET,
+                                   rate_hz=0.0, eval_episodes=None, deadline_s=480.0,
+                                   during=cut_link)
+    assert episode_versions(lines[marks["cut"]:marks["silent"]], 0) == [], \
+        "robot_0's episodes reached the learner through a cut link"
+    rejoined = episode_versions(lines[marks["restored"]:], 0)
+    print(f"link cut: robot_0 episodes after the link came back: {len(rejoined)}, versions "
+          f"{rejoined[:1]}..{rejoined[-1:]}; robot_1 was at v{marks['version_at_restore']}; "
+          f"evaluation {result['eval_mean_return']:.1f}")
+    assert rejoined and max(rejoined) > marks["version_at_restore"], \
+        f"robot_0 did not rejoin with new weights: {rejoined[-5:]}, {marks}"
+    assert result["eval_mean_return"] >= SOLVED, result
