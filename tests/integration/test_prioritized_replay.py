@@ -175,6 +175,7 @@ def test_decoupled_trainer_skews_sampling_towards_high_td_errors(tmp_path: Path,
         assert trainer.wait(120.0) == 0, trainer.output()[-4000:]
         assert any("update mode: thread" in line and "over DDS" in line
                    for line in trainer.lines), trainer.output()[-4000:]
+        assert not any("rejected" in line for line in trainer.lines), trainer.output()[-4000:]
         rewards: list[np.ndarray] = []
         deadline = time.monotonic() + 30.0
         while sum(map(len, rewards)) < 1280 and time.monotonic() < deadline:

@@ -82,7 +82,8 @@ class PrefetchingSampler:
             try:
                 result = self._call()
             except ServiceUnavailable as error:
-                self._on_error(str(error))
+                if not self._stop.is_set():  # a call cut short by the end of the run is no fault
+                    self._on_error(str(error))
                 self._stop.wait(1.0)
                 continue
             while not self._stop.is_set():
