@@ -84,6 +84,7 @@ class Probe:
     node: str
     counted: int = 0  # how much the counter grew
     answer: str = ""  # services and parameters: the reply
+    refusal_answer: bool = True  # a service answers success=false (else: serves the rest)
 
 
 @dataclass
@@ -271,6 +272,11 @@ def topic_probes(injector: Injector, key: bytes) -> list[tuple[Probe, Callable[[
     actions.actions = array.array("f", [0.0])  # 3 rows announced, 1 value sent
     episodes = EpisodeStatistics(robot_id=0, env_ids=[0, 1])
     episodes.returns = array.array("f", [1.0])  # 2 episodes announced, 1 return sent
+    foreign_episodes = EpisodeStatistics(robot_id=99, env_ids=[0], lengths=[200],
+                                         successes=[True])
+    foreign_episodes.returns = array.array("f", [200.0])
+    nan_episodes = EpisodeStatistics(robot_id=0, env_ids=[0], lengths=[1], successes=[False])
+    nan_episodes.returns = array.array("f", [float("nan")])
 
     def send(topic: str, *messages: Any) -> Callable[[], None]:
         return lambda: [injector.publishers[topic].publish(m) for m in messages]
@@ -299,6 +305,10 @@ def topic_probes(injector: Injector, key: bytes) -> list[tuple[Probe, Callable[[
                robot0_sim), send("/robot_0/actions", actions)),
         (Probe("/episodes", "2 episodes announced, 1 return sent", "rejected /episodes",
                TRAINER), send("/episodes", episodes)),
+        (Probe("/episodes", "a return of 200 from robot id 99", "rejected episodes (foreign robot)",
+               TRAINER), send("/episodes", foreign_episodes)),
+        (Probe("/episodes", "a NaN return", "rejected episodes (non-finite return)", TRAINER),
+         send("/episodes", nan_episodes)),
         # One weights message at a time: the latched writer keeps only its last sample.
         (Probe("/policy_weights", "correct SHA-256, version 10^9, no valid signature",
                "rejected policy weights", robot0_policy), send("/policy_weights", forged)),
@@ -337,6 +347,10 @@ def service_probes(injector: Injector) -> list[tuple[Probe, Callable[[], str]]]:
         (Probe("/replay_buffer/sample", "batch_size 4294967295", "rejected sample request",
                REPLAY), call(SampleBatch, "/replay_buffer/sample", batch_size=2**32 - 1,
                              max_batches=1)),
+        (Probe("/replay_buffer/sample", "priorities for a buffer that samples uniformly",
+               "rejected priorities (buffer not prioritized)", REPLAY, refusal_answer=False),
+         call(SampleBatch, "/replay_buffer/sample", max_batches=0, priority_indices=[0],
+              priorities=[float("nan")])),
         (Probe("/replay_buffer/save", "absolute path /tmp/stolen.npz", "rejected save request",
                REPLAY), call(BufferFile, "/replay_buffer/save", path="/tmp/stolen.npz")),
         (Probe("/replay_buffer/load", "path ../../weights.key", "rejected load request",

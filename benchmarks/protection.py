@@ -1,8 +1,8 @@
 """What the fault and security protections cost on the happy path, as a share of one core.
 
-Called by ``benchmarks/throughput.py --protection`` with the bare loop's env steps/s measured in
-the same run: the bare loop is the fastest acting there is, so per-step costs are shown at their
-worst. Each protection is timed in this process (median of many repeats) and multiplied by how
+Called by ``benchmarks/throughput.py --protection`` with the env steps/s of colocated mode (the
+happy path these protections run on), or of the bare loop (the fastest acting there is, so the
+worst case) when colocated was not measured, both from the same run. Each protection is timed in this process (median of many repeats) and multiplied by how
 often it runs at that rate or at its configured period:
 
 * per experience batch (``width`` rows): the replay buffer's admission checks (finite, within
@@ -47,8 +47,8 @@ def _median_time(function: Callable[[], object], repeats: int) -> float:
     return statistics.median(times)
 
 
-def measure(env_id: str, width: int, hidden: tuple[int, ...], bare_steps_per_s: float,
-            repeats: int = 200) -> list[Cost]:
+def measure(env_id: str, width: int, hidden: tuple[int, ...], steps_per_s: float,
+            basis: str, repeats: int = 200) -> list[Cost]:
     import numpy as np
     import torch
     from rl_core import weights_auth
@@ -67,7 +67,7 @@ def measure(env_id: str, width: int, hidden: tuple[int, ...], bare_steps_per_s: 
     obs = rng.standard_normal((width, *obs_shape)).astype(np.float32)
     actions = rng.uniform(-1, 1, (width, *action_shape)).astype(np.float32)
     rewards = rng.standard_normal(width).astype(np.float32)
-    batches_per_s = bare_steps_per_s / width
+    batches_per_s = steps_per_s / width
     costs = []
 
     buffer = ReplayBuffer(obs_shape, action_shape, replay.capacity, value_bound=replay.value_bound)
@@ -76,11 +76,11 @@ def measure(env_id: str, width: int, hidden: tuple[int, ...], bare_steps_per_s: 
     block[:, : buffer._flags_start] = rng.standard_normal((width, buffer._flags_start))
     costs.append(Cost("admission checks", "replay buffer",
                       _median_time(lambda: buffer._check_block(block), repeats), batches_per_s,
-                      f"{width} rows per batch at the bare rate"))
+                      f"{width} rows per batch at the {basis} rate"))
     costs.append(Cost("finite observations and actions", "policy + simulator",
                       _median_time(lambda: (np.all(np.isfinite(obs)),
                                             np.all(np.isfinite(actions))), repeats),
-                      batches_per_s, "one batch each at the bare rate"))
+                      batches_per_s, f"one batch each at the {basis} rate"))
 
     actor = SquashedGaussianActor(int(np.prod(obs_shape)), int(np.prod(action_shape)), hidden)
     state = {name: tensor.detach().clone() for name, tensor in actor.state_dict().items()}
@@ -121,14 +121,14 @@ def measure(env_id: str, width: int, hidden: tuple[int, ...], bare_steps_per_s: 
 
 
 def report(costs: list[Cost], width: int) -> list[dict[str, object]]:
-    print(f"\nprotections at width {width} (share of one core; per-batch costs at the bare "
-          "loop's rate, the worst case):")
+    print(f"\nprotections at width {width} (share of one core; per-batch costs at the rate "
+          "named under basis):")
     print(f"  {'protection':<50} {'where':<19} {'per event':>11} {'share':>8}  basis")
     for cost in costs:
         print(f"  {cost.name:<50} {cost.where:<19} {cost.seconds * 1e6:>9.1f} us "
               f"{100 * cost.share:>7.3f} %  {cost.basis}")
     acting = sum(cost.share for cost in costs[:2])
-    print(f"  acting path (admission + finiteness checks): {100 * acting:.2f} % of the bare "
+    print(f"  acting path (admission + finiteness checks): {100 * acting:.2f} % of the acting "
           "loop's time (target <= 5 %)")
     return [{"name": c.name, "where": c.where, "seconds": c.seconds, "per_second": c.per_second,
              "share": c.share, "basis": c.basis} for c in costs]

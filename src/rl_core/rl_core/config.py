@@ -122,6 +122,12 @@ class PolicyConfig:
         _check_ranges(self)
 
 
+def deployment_robots_param(what: str) -> Any:
+    """The ``deployment_robots`` parameter of a node that takes ``what`` from every robot."""
+    return param(0, f"Robots of the deployment (robot ids 0 .. n-1); {what} from other robot ids "
+                 "is refused (0 = accept any id).", 0, 4096, 1, read_only=True)
+
+
 @dataclasses.dataclass
 class ReplayConfig:
     """Parameters of the replay buffer."""
@@ -149,9 +155,7 @@ class ReplayConfig:
     error_buffer: int = param(100, "Transitions acting may run ahead of learning before it is "
                               "paused (the rate limiter's error buffer).", 1, 10**9, 1,
                               read_only=True)
-    deployment_robots: int = param(0, "Robots of the deployment (robot ids 0 .. n-1); experience "
-                                   "from other robot ids is refused (0 = accept any id).",
-                                   0, 4096, 1, read_only=True)
+    deployment_robots: int = deployment_robots_param("experience")
     output_dir: str = param("", "Run directory: snapshots go to output_dir/replay and the "
                             "save/load services read and write only there ('' = no snapshots, "
                             "save/load refused).", read_only=True)
@@ -193,6 +197,7 @@ class TrainerConfig:
 
     env_id: str = param("rl_ros2/CartPoleBalance-v0", "Gymnasium id of the task (network sizes, "
                         "final evaluation).", read_only=True)
+    deployment_robots: int = deployment_robots_param("episode statistics")
     update_mode: str = param("auto", "Where gradient steps run: 'interleaved' (on the dispatch "
                              "thread, right after each insert; needs the replay buffer in the "
                              "same process), 'thread' (the trainer's own learner thread, with "

@@ -351,6 +351,9 @@ def episodes_to_msg(data: Episodes) -> EpisodeStatistics:
 
 def episodes_from_msg(msg: EpisodeStatistics) -> Episodes:
     rows = len(msg.env_ids)
+    if rows > MAX_EXPERIENCE_ROWS:
+        raise ValueError(f"{rows} episodes in one message exceed the cap of "
+                         f"{MAX_EXPERIENCE_ROWS}")
     for name in ("returns", "lengths", "successes"):
         _length(getattr(msg, name), rows, name)
     return Episodes(msg.robot_id, list(msg.env_ids), list(msg.returns), list(msg.lengths),

@@ -328,7 +328,17 @@ class TrainerNode(RLNode):
     # --- progress and the end ---------------------------------------------------------------------
 
     def _on_episodes(self, msg: Episodes) -> None:
-        for episode_return in msg.returns:
+        robots = self.config.deployment_robots
+        if robots and msg.robot_id >= robots:
+            self.reject("episodes (foreign robot)", f"robot id {msg.robot_id} is not one of this "
+                        f"deployment's robots 0..{robots - 1}")
+            return
+        returns = np.asarray(msg.returns, dtype=np.float64)
+        if not np.all(np.isfinite(returns)):
+            self.reject("episodes (non-finite return)", f"robot {msg.robot_id}: returns "
+                        f"{returns.tolist()[:8]}")
+            return
+        for episode_return in returns:
             self.learner.record_episode(float(episode_return), self.total_inserted)
 
     def _on_replay_status(self, msg: ReplayStatus) -> None:
