@@ -325,6 +325,7 @@ def topic_probes(injector: Injector, key: bytes) -> list[tuple[Probe, Callable[[
 
 def service_probes(injector: Injector) -> list[tuple[Probe, Callable[[], str]]]:
     """Bad requests for every service and refused parameter changes."""
+    from rl_nodes import graph
     from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
     from rcl_interfaces.srv import SetParameters
     from rl_interfaces.srv import BufferFile, GetAction, SampleBatch
@@ -342,7 +343,7 @@ def service_probes(injector: Injector) -> list[tuple[Probe, Callable[[], str]]]:
         return [Parameter(name=name, value=ParameterValue(**value))]
 
     rows = (1 << 20) + 1
-    get_action = "/robot_0/get_action"  # per-robot layout: the policy serves its namespace
+    get_action = graph.service_name(graph.GET_ACTION, graph.robot_namespace(0))
     return [
         (Probe("/replay_buffer/sample", "batch_size 4294967295", "rejected sample request",
                REPLAY), call(SampleBatch, "/replay_buffer/sample", batch_size=2**32 - 1,

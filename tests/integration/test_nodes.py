@@ -97,9 +97,9 @@ def test_get_action_service_answers_and_refuses_bad_requests(colocated) -> None:
     probe = colocated["probe"]
     result: dict[str, object] = {}
     thread = threading.Thread(target=lambda: result.update(
-        good=call(probe, GetAction, "/robot_0/get_action",
+        good=call(probe, GetAction, "/robot_0/policy/get_action",
                   GetAction.Request(obs_shape=[4], obs=[0.0] * 8, deterministic=True)),
-        bad=call(probe, GetAction, "/robot_0/get_action",
+        bad=call(probe, GetAction, "/robot_0/policy/get_action",
                  GetAction.Request(obs_shape=[3], obs=[0.0] * 3))))
     thread.start()
     ipc.spin_until(lambda: not thread.is_alive(), 30.0)
@@ -171,7 +171,7 @@ def test_late_policy_process_gets_the_current_weights_at_once(tmp_path: Path, ro
         while version == 0 and time.monotonic() < deadline:
             executor = SingleThreadedExecutor()
             executor.add_node(probe)
-            client = probe.create_client(GetAction, "/robot_5/get_action")
+            client = probe.create_client(GetAction, "/robot_5/policy/get_action")
             if client.wait_for_service(timeout_sec=1.0):
                 future = client.call_async(GetAction.Request(obs_shape=[4], obs=[0.0] * 4))
                 executor.spin_until_future_complete(future, timeout_sec=5.0)

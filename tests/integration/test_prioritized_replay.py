@@ -19,7 +19,8 @@ from rclpy.executors import SingleThreadedExecutor
 from rl_core.replay import PriorityUpdate
 from rl_interfaces.msg import ExperienceBatch, ReplayStatus
 from rl_interfaces.srv import SampleBatch
-from rl_nodes.base import EXPERIENCE_QOS, EXPERIENCE_TOPIC, REPLAY_STATUS_TOPIC
+from rl_nodes import graph
+from rl_nodes.base import EXPERIENCE_QOS
 from rl_nodes.conversions import EXPERIENCE, MAX_REQUEST_ROWS, SAMPLE_SERVICE, Experience
 from rl_nodes.conversions import SampleRequest, SampleResult, experience_to_msg
 from rl_nodes.intra_process import IntraProcessManager
@@ -82,7 +83,7 @@ def test_priorities_reach_a_buffer_in_the_trainers_process(learner_process) -> N
     replay, trainer, probe = learner_process
     assert trainer is not None and trainer.update_mode == trainer.config.update_mode
     ipc = IntraProcessManager.for_context(probe.context)
-    publisher = ipc.create_publisher(probe, EXPERIENCE, EXPERIENCE_TOPIC, EXPERIENCE_QOS)
+    publisher = ipc.create_publisher(probe, EXPERIENCE, graph.EXPERIENCE.name, EXPERIENCE_QOS)
     rng = np.random.default_rng(0)
     for sequence in range(MESSAGES):
         publisher.publish(experience(sequence, rng))
@@ -158,13 +159,13 @@ def test_decoupled_trainer_skews_sampling_towards_high_td_errors(tmp_path: Path,
     rclpy.init(args=[])
     probe = rclpy.create_node("priorities_probe")
     statuses: list[ReplayStatus] = []
-    probe.create_subscription(ReplayStatus, REPLAY_STATUS_TOPIC, statuses.append, 10)
+    probe.create_subscription(ReplayStatus, graph.REPLAY_STATUS.name, statuses.append, 10)
     executor = SingleThreadedExecutor()
     executor.add_node(probe)
     spinner = threading.Thread(target=executor.spin, daemon=True)
     spinner.start()
     try:
-        publisher = probe.create_publisher(ExperienceBatch, EXPERIENCE_TOPIC, EXPERIENCE_QOS)
+        publisher = probe.create_publisher(ExperienceBatch, graph.EXPERIENCE.name, EXPERIENCE_QOS)
         deadline = time.monotonic() + 60.0
         while publisher.get_subscription_count() == 0:
             assert time.monotonic() < deadline and replay.process.poll() is None, replay.output()

@@ -14,7 +14,8 @@ from rclpy.executors import SingleThreadedExecutor
 
 from rl_core.weights_auth import KEY_FILE_VARIABLE, KEY_VARIABLE
 from rl_interfaces.msg import PolicyWeights
-from rl_nodes.base import LATCHED_QOS, WEIGHTS_TOPIC
+from rl_nodes import graph
+from rl_nodes.base import LATCHED_QOS
 from rl_nodes.conversions import Weights, weights_from_msg, weights_to_msg
 from rl_nodes.intra_process import IntraProcessManager
 from rl_nodes.policy import PolicyNode
@@ -123,7 +124,7 @@ def test_forged_weights_over_dds_are_rejected(keyed_policy: PolicyNode) -> None:
     rclpy.init(context=context)
     forger = rclpy.create_node("forger", context=context)
     try:
-        publisher = forger.create_publisher(PolicyWeights, WEIGHTS_TOPIC, LATCHED_QOS)
+        publisher = forger.create_publisher(PolicyWeights, graph.WEIGHTS.name, LATCHED_QOS)
         deadline = time.monotonic() + 10.0
         while publisher.get_subscription_count() < 1 and time.monotonic() < deadline:
             time.sleep(0.05)  # discovery; condition-bounded, not a fixed wait

@@ -1,4 +1,5 @@
-"""Every mode's live graph (nodes, topics, services with types) equals docs/graph.md."""
+"""Every mode's live graph (nodes, topics, services with types) equals the graph of
+``rl_nodes.graph`` (which docs/graph.md documents; tests/unit/test_doctor.py checks the two)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from pathlib import Path
 import pytest
 import rclpy
 
-from tests.processes import REPO, Child
+from rl_bringup.tools.doctor.graph import expected_graph
+
+from tests.processes import Child
 
 pytestmark = pytest.mark.system
 ROBOTS = 2
@@ -18,18 +21,6 @@ STANDARD_TOPICS = {"/rosout", "/parameter_events"}
 PARAMETER_SERVICES = re.compile(r"/(describe_parameters|get_parameter_types|get_parameters|"
                                 r"list_parameters|set_parameters|set_parameters_atomically|"
                                 r"get_type_description)$")
-
-
-def documented(section: str) -> dict[str, str]:
-    """``name -> type`` (type '' for nodes) from a table of docs/graph.md, robots expanded."""
-    text = (REPO / "docs" / "graph.md").read_text()
-    body = text.split(f"## {section}\n", 1)[1].split("\n## ", 1)[0]
-    entries: dict[str, str] = {}
-    for row in re.findall(r"^\| `([^`]+)` \| (?:`([^`]+)`)?", body, flags=re.M):
-        name, kind = row
-        names = [name.replace("{k}", str(k)) for k in range(ROBOTS)] if "{k}" in name else [name]
-        entries.update({n: kind for n in names})
-    return entries
 
 
 def live_graph(node: rclpy.node.Node) -> tuple[set[str], dict[str, str], dict[str, str]]:
@@ -43,10 +34,11 @@ def live_graph(node: rclpy.node.Node) -> tuple[set[str], dict[str, str], dict[st
 
 
 @pytest.mark.parametrize("mode", ["colocated", "decoupled", "hybrid"])
-def test_live_graph_matches_the_documented_table(mode: str, ros_env, tmp_path: Path) -> None:
-    expected_nodes = set(documented("Nodes"))
-    expected_topics = documented("Topics")
-    expected_services = documented("Services")
+def test_live_graph_matches_the_graph_module(mode: str, ros_env, tmp_path: Path) -> None:
+    expected = expected_graph(ROBOTS, mode)
+    expected_nodes = set(expected.nodes)
+    expected_topics = {topic.name: topic.type for topic in expected.topics}
+    expected_services = {service.name: service.type for service in expected.services}
     run = Child([str(Path(sys.executable).parent / "rl-bringup"), "launch", mode,
                  f"robots:={ROBOTS}", "total_env_steps:=1000000000",
                  f"output_dir:={tmp_path / 'run'}", f"domain_id:={ros_env['ROS_DOMAIN_ID']}"],

@@ -61,9 +61,11 @@ from rl_core.cpus import (
 )
 
 from rl_bringup import paths
+from rl_nodes import graph
+from rl_nodes.graph import robot_namespace
 
 MODES: tuple[str, ...] = ("colocated", "decoupled", "hybrid")
-NODE_KINDS: tuple[str, ...] = ("simulator", "policy", "replay_buffer", "trainer")
+NODE_KINDS: tuple[str, ...] = (graph.SIMULATOR, graph.POLICY, graph.REPLAY_BUFFER, graph.TRAINER)
 ROBOT_NODE_KINDS: tuple[str, ...] = ("simulator", "policy")
 #: Kinds that act (step envs, infer actions) and kinds that learn; ``cpus:=auto`` splits the
 #: machine's cores between the two groups.
@@ -325,11 +327,6 @@ def format_parameter_value(value: Any) -> str:
         f"parameter value {value!r} of type {type(value).__name__} is not a ROS 2 parameter "
         f"type; use bool, int, float, str or a list of those"
     )
-
-
-def robot_namespace(robot: int) -> str:
-    """Namespace of robot ``robot`` (the simulator derives its robot id from it)."""
-    return f"/robot_{robot}"
 
 
 def parse_robots(value: int | str) -> int:
@@ -730,7 +727,7 @@ def make_plan(
         notes.append(
             f"policy_layout:=central: one policy node /policy serves /robot_0 .. "
             f"/robot_{robot_count - 1} (batched inference); its get_action service is "
-            f"/policy/get_action"
+            f"{graph.service_name(graph.GET_ACTION)}"
         )
     for process in processes:
         process.params_file = config_file

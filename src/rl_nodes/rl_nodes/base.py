@@ -11,38 +11,19 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy.node import Node
 from rl_core import weights_auth
 from rl_core.config import ConfigError
-from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.qos import QoSProfile
 
+from rl_nodes import graph
 from rl_nodes.conversions import TopicType, plain
 from rl_nodes.intra_process import IntraProcessManager, IntraProcessPublisher
 from rl_nodes.intra_process import IntraProcessSubscription
 
 T = TypeVar("T")
 
-#: Stepping traffic (observations, actions, experience): reliable, a short queue.
-STREAM_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10,
-                        reliability=ReliabilityPolicy.RELIABLE,
-                        durability=DurabilityPolicy.VOLATILE)
-#: Experience: reliable with a deep queue. Acting may run up to the replay's error buffer ahead
-#: of a learner process busy with gradient steps; with a short queue the DDS writer would block
-#: and fail ("cannot publish data") and transitions would be lost.
-EXPERIENCE_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1000,
-                            reliability=ReliabilityPolicy.RELIABLE,
-                            durability=DurabilityPolicy.VOLATILE)
-#: Latest-value topics (policy weights, robot description): late joiners get the last one at once.
-LATCHED_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1,
-                         reliability=ReliabilityPolicy.RELIABLE,
-                         durability=DurabilityPolicy.TRANSIENT_LOCAL)
 
-#: Topic names, relative (resolved in each node's namespace) unless they start with '/'.
-OBSERVATIONS_TOPIC = "observations"
-ACTIONS_TOPIC = "actions"
-EPISODES_TOPIC = "/episodes"
-EXPERIENCE_TOPIC = "/experience"
-WEIGHTS_TOPIC = "/policy_weights"
-REPLAY_STATUS_TOPIC = "/replay_status"
-DIAGNOSTICS_TOPIC = "/diagnostics"
-DIAGNOSTICS_PERIOD_S = 1.0
+STREAM_QOS = graph.STREAM.profile()
+EXPERIENCE_QOS = graph.DEEP.profile()
+LATCHED_QOS = graph.LATCHED.profile()
 
 #: Diagnostic levels (diagnostic_msgs/DiagnosticStatus), for rqt_robot_monitor.
 OK, WARN, ERROR = DiagnosticStatus.OK, DiagnosticStatus.WARN, DiagnosticStatus.ERROR
@@ -62,6 +43,12 @@ def load_weights_key(logger: Any) -> bytes | None:
                     "): policy weights are neither signed nor checked; rl-bringup and the launch "
                     "files create one per run")
     return key
+
+
+def _name_and_qos(topic: graph.Topic | str, qos: QoSProfile | None) -> tuple[str, QoSProfile]:
+    if isinstance(topic, graph.Topic):
+        return topic.name, qos or topic.qos.profile()
+    return topic, qos or STREAM_QOS
 
 
 def robot_id_from_namespace(namespace: str) -> int:
@@ -85,17 +72,22 @@ class RLNode(Node):
         #: Rejected inputs per source ("experience from robot 3", "policy weights", ...).
         self.rejections: dict[str, int] = {}
         self._last_reject_log: dict[str, float] = {}
-        self._diagnostics_pub = self.zc_publisher(plain(DiagnosticArray), DIAGNOSTICS_TOPIC)
-        self.zc_timer(DIAGNOSTICS_PERIOD_S, self._publish_diagnostics)
+        self._diagnostics_pub = self.zc_publisher(plain(DiagnosticArray), graph.DIAGNOSTICS)
+        self.zc_timer(graph.DIAGNOSTICS_PERIOD_S, self._publish_diagnostics)
 
-    def zc_publisher(self, topic_type: TopicType[T], topic: str, qos: QoSProfile = STREAM_QOS
-                     ) -> IntraProcessPublisher[T]:
-        return self.ipc.create_publisher(self, topic_type, topic, qos)
+    def zc_publisher(self, topic_type: TopicType[T], topic: graph.Topic | str,
+                     qos: QoSProfile | None = None) -> IntraProcessPublisher[T]:
+        """A publisher on ``topic`` (a topic of :mod:`rl_nodes.graph`: its name and QoS; or a
+        name, with ``qos`` or the stream profile)."""
+        name, qos = _name_and_qos(topic, qos)
+        return self.ipc.create_publisher(self, topic_type, name, qos)
 
-    def zc_subscription(self, topic_type: TopicType[T], topic: str, callback: Callable[[T], None],
-                        qos: QoSProfile = STREAM_QOS) -> IntraProcessSubscription[T]:
-        return self.ipc.create_subscription(self, topic_type, topic, callback, qos,
-                                            on_reject=lambda reason: self.reject(topic, reason))
+    def zc_subscription(self, topic_type: TopicType[T], topic: graph.Topic | str,
+                        callback: Callable[[T], None], qos: QoSProfile | None = None
+                        ) -> IntraProcessSubscription[T]:
+        name, qos = _name_and_qos(topic, qos)
+        return self.ipc.create_subscription(self, topic_type, name, callback, qos,
+                                            on_reject=lambda reason: self.reject(name, reason))
 
     def zc_timer(self, period_s: float, callback: Callable[[], None]) -> Any:
         return self.ipc.create_timer(self, period_s, callback)

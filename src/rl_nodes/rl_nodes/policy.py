@@ -1,20 +1,19 @@
 """Policy node: observation batches in, action batches out, following ``/policy_weights``.
 
-Also serves ``get_action`` for request/response clients (a real robot, a tool, an evaluation).
+Also serves ``~/get_action`` for request/response clients (a real robot, a tool, an evaluation):
+``/robot_k/policy/get_action`` per robot, ``/policy/get_action`` for the central policy.
 Until the first weights arrive it acts with its own randomly initialised actor (version 0).
 
 Two layouts, chosen by the ``robots`` parameter:
 
 * ``robots: 0`` (per robot, the default): the node serves its own namespace,
-  ``observations`` -> ``actions``, one forward pass per observation batch, and ``get_action``
-  is ``<namespace>/get_action``.
+  ``observations`` -> ``actions``, one forward pass per observation batch.
 * ``robots: N`` (central batched inference, SEED RL style): one node, normally ``/policy``,
   subscribes ``/robot_k/observations`` and publishes ``/robot_k/actions`` for k < N. Pending
   batches are collected and answered by ONE forward pass over their concatenation as soon as
   every robot has one pending, or when the oldest has waited ``batch_window_ms``; the actions
   are then split and published per robot with each batch's own ``robot_id`` and ``step``.
-  ``get_action`` is ``/policy/get_action`` (``~/get_action``), so it cannot clash with a
-  per-robot policy's service. Robots per forward pass and the latency batching adds are kept
+  Robots per forward pass and the latency batching adds are kept
   in :attr:`PolicyNode.batching` and reported on ``/diagnostics``.
 
 The window deadline is one rclpy timer that runs only while a batch waits (reset when the first
@@ -38,18 +37,15 @@ from rl_core.envs import space_shapes
 from rl_core.networks import SquashedGaussianActor
 from rl_interfaces.srv import GetAction
 
-from rl_nodes.base import ACTIONS_TOPIC, LATCHED_QOS, OBSERVATIONS_TOPIC, WEIGHTS_TOPIC, RLNode
+from rl_nodes import graph
+from rl_nodes.graph import robot_namespace
+from rl_nodes.base import RLNode
 from rl_nodes.base import OK, WARN, load_weights_key
 from rl_nodes.conversions import ACTIONS, MAX_REQUEST_ROWS, OBSERVATIONS, WEIGHTS, Actions
 from rl_nodes.conversions import Observations, Weights
 from rl_nodes.intra_process import IntraProcessPublisher
 from rl_nodes.parameters import declare_config, watch_config
 from rl_nodes.runtime import main_for
-
-
-def robot_namespace(robot: int) -> str:
-    """``/robot_k``, the namespace of robot k (as rl_bringup.plan and the simulator name it)."""
-    return f"/robot_{robot}"
 
 
 class PendingBatch(NamedTuple):
@@ -133,11 +129,10 @@ class PolicyNode(RLNode):
         if self.robots:
             self._serve_robots(self.robots)
         else:
-            self.actions_pubs.append(self.zc_publisher(ACTIONS, ACTIONS_TOPIC))
-            self.zc_subscription(OBSERVATIONS, OBSERVATIONS_TOPIC, self._on_observations)
-        self.zc_subscription(WEIGHTS, WEIGHTS_TOPIC, self._on_weights, LATCHED_QOS)
-        service = self.create_service(GetAction, "~/get_action" if self.robots else "get_action",
-                                      self._on_get_action)
+            self.actions_pubs.append(self.zc_publisher(ACTIONS, graph.ACTIONS))
+            self.zc_subscription(OBSERVATIONS, graph.OBSERVATIONS, self._on_observations)
+        self.zc_subscription(WEIGHTS, graph.WEIGHTS, self._on_weights)
+        service = self.create_service(GetAction, graph.GET_ACTION.name, self._on_get_action)
         if self.robots:
             self.get_logger().info(
                 f"central policy for {robot_namespace(0)} .. {robot_namespace(self.robots - 1)}, "
@@ -187,8 +182,9 @@ class PolicyNode(RLNode):
         self._max_wait_s = 0.0  # longest wait since the last diagnostics
         for robot in range(robots):
             namespace = robot_namespace(robot)
-            self.actions_pubs.append(self.zc_publisher(ACTIONS, f"{namespace}/{ACTIONS_TOPIC}"))
-            self.zc_subscription(OBSERVATIONS, f"{namespace}/{OBSERVATIONS_TOPIC}",
+            self.actions_pubs.append(self.zc_publisher(ACTIONS, graph.resolve(
+                graph.ACTIONS.name, namespace)))
+            self.zc_subscription(OBSERVATIONS, graph.resolve(graph.OBSERVATIONS.name, namespace),
                                  functools.partial(self._on_robot_observations, robot))
         self._window_timer: Any = None
         self._window_s = 0.0

@@ -28,7 +28,8 @@ from rl_core.replay import InvalidPriorities, OutOfBounds, PriorityUpdate, RateL
 from rl_core.replay import ReplayBuffer
 from rl_interfaces.msg import ReplayStatus
 
-from rl_nodes.base import EXPERIENCE_QOS, EXPERIENCE_TOPIC, OK, REPLAY_STATUS_TOPIC, WARN, RLNode
+from rl_nodes import graph
+from rl_nodes.base import OK, WARN, RLNode
 from rl_nodes.conversions import BUFFER_FILE_SERVICE, EXPERIENCE, SAMPLE_SERVICE
 from rl_nodes.conversions import MAX_REQUEST_ROWS, Experience, SampleRequest, SampleResult, plain
 from rl_nodes.intra_process import create_service
@@ -60,11 +61,11 @@ class ReplayBufferNode(RLNode):
         self.lost_messages = 0
         #: Priorities applied, and those skipped because their slot was written since the draw.
         self.priorities_applied = self.priorities_stale = 0
-        self.zc_subscription(EXPERIENCE, EXPERIENCE_TOPIC, self._on_experience, EXPERIENCE_QOS)
-        self.status_pub = self.zc_publisher(plain(ReplayStatus), REPLAY_STATUS_TOPIC)
-        create_service(self.ipc, self, SAMPLE_SERVICE, "~/sample", self.sample)
-        create_service(self.ipc, self, BUFFER_FILE_SERVICE, "~/save", self.save)
-        create_service(self.ipc, self, BUFFER_FILE_SERVICE, "~/load", self.load)
+        self.zc_subscription(EXPERIENCE, graph.EXPERIENCE, self._on_experience)
+        self.status_pub = self.zc_publisher(plain(ReplayStatus), graph.REPLAY_STATUS)
+        create_service(self.ipc, self, SAMPLE_SERVICE, graph.SAMPLE.name, self.sample)
+        create_service(self.ipc, self, BUFFER_FILE_SERVICE, graph.SAVE.name, self.save)
+        create_service(self.ipc, self, BUFFER_FILE_SERVICE, graph.LOAD.name, self.load)
         self.zc_timer(STATUS_PERIOD_S, self._publish_status)
         self.snapshots = 0
         self.snapshot_hold_s = 0.0  # how long the last snapshot held up inserts

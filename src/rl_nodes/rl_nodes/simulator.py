@@ -30,8 +30,8 @@ from std_msgs.msg import String
 from visualization_msgs.msg import MarkerArray
 
 from rl_nodes import visualization
-from rl_nodes.base import ACTIONS_TOPIC, EPISODES_TOPIC, EXPERIENCE_QOS, EXPERIENCE_TOPIC
-from rl_nodes.base import LATCHED_QOS, OBSERVATIONS_TOPIC, OK, REPLAY_STATUS_TOPIC, WARN
+from rl_nodes import graph
+from rl_nodes.base import OK, WARN
 from rl_nodes.base import RLNode, robot_id_from_namespace
 from rl_nodes.conversions import ACTIONS, EPISODES, EXPERIENCE, OBSERVATIONS, plain
 from rl_nodes.conversions import Actions, Episodes, Experience, Observations
@@ -80,11 +80,11 @@ class SimulatorNode(RLNode):
         self.paused_s = 0.0
         self._paused_since: float | None = None
         self._next_step_at = 0.0
-        self.observations_pub = self.zc_publisher(OBSERVATIONS, OBSERVATIONS_TOPIC)
-        self.experience_pub = self.zc_publisher(EXPERIENCE, EXPERIENCE_TOPIC, EXPERIENCE_QOS)
-        self.episodes_pub = self.zc_publisher(EPISODES, EPISODES_TOPIC)
-        self.zc_subscription(ACTIONS, ACTIONS_TOPIC, self._on_actions)
-        self.zc_subscription(plain(ReplayStatus), REPLAY_STATUS_TOPIC, self._on_replay_status)
+        self.observations_pub = self.zc_publisher(OBSERVATIONS, graph.OBSERVATIONS)
+        self.experience_pub = self.zc_publisher(EXPERIENCE, graph.EXPERIENCE)
+        self.episodes_pub = self.zc_publisher(EPISODES, graph.EPISODES)
+        self.zc_subscription(ACTIONS, graph.ACTIONS, self._on_actions)
+        self.zc_subscription(plain(ReplayStatus), graph.REPLAY_STATUS, self._on_replay_status)
         self.zc_timer(RESEND_AFTER_S / 2, self._watchdog)
         self._rate_window = (time.monotonic(), 0)
         self.steps_per_second = 0.0
@@ -123,11 +123,11 @@ class SimulatorNode(RLNode):
 
     def _setup_visualization(self) -> None:
         self._shown_env = self.envs.envs[0].unwrapped
-        description = self.zc_publisher(plain(String), "robot_description", LATCHED_QOS)
+        description = self.zc_publisher(plain(String), graph.ROBOT_DESCRIPTION)
         description.publish(String(data=visualization.urdf_for_rviz(self._shown_env.urdf_path)))
-        self.joint_states_pub = self.zc_publisher(plain(JointState), "joint_states")
-        self.markers_pub = self.zc_publisher(plain(MarkerArray), "markers")
-        self.tf_pub = (self.zc_publisher(plain(visualization.TFMessage), "/tf")
+        self.joint_states_pub = self.zc_publisher(plain(JointState), graph.JOINT_STATES)
+        self.markers_pub = self.zc_publisher(plain(MarkerArray), graph.MARKERS)
+        self.tf_pub = (self.zc_publisher(plain(visualization.TFMessage), graph.TF)
                        if visualization.TFMessage is not None else None)
         self._visualization_timer = None
         self._start_visualization_timer()

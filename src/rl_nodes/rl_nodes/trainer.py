@@ -40,8 +40,8 @@ from rl_core.training import UNLIMITED_BATCHES, seed_everything
 from rl_interfaces.msg import ReplayStatus
 from std_msgs.msg import Float64
 
-from rl_nodes.base import EPISODES_TOPIC, ERROR, EXPERIENCE_QOS, EXPERIENCE_TOPIC, LATCHED_QOS, OK
-from rl_nodes.base import REPLAY_STATUS_TOPIC, WEIGHTS_TOPIC, RLNode, load_weights_key
+from rl_nodes import graph
+from rl_nodes.base import ERROR, OK, RLNode, load_weights_key
 from rl_nodes.conversions import EPISODES, EXPERIENCE, MAX_REQUEST_ROWS, SAMPLE_SERVICE
 from rl_nodes.conversions import WEIGHTS, plain
 from rl_nodes.conversions import Episodes, Experience, SampleRequest, SampleResult, Weights
@@ -50,11 +50,9 @@ from rl_nodes.parameters import declare_config, watch_config
 from rl_nodes.process_settings import learner_cpus, pin_current_thread
 from rl_nodes.runtime import main_for
 
-SAMPLE_SERVICE_NAME = "/replay_buffer/sample"
+SAMPLE_SERVICE_NAME = graph.service_name(graph.SAMPLE)
 #: Scalars published as std_msgs/Float64 on ~/<name> (rqt_plot) and written to TensorBoard.
-METRICS = ("critic_loss", "actor_loss", "alpha", "q_mean", "entropy", "mean_return",
-           "updates_per_s", "env_steps_per_s", "updates_per_transition", "policy_lag",
-           "acting_blocked_s", "learner_blocked_s")
+METRICS = graph.TRAINER_METRICS
 #: Batches asked for per sample request: over DDS one round trip costs about a gradient step.
 BATCHES_PER_REQUEST = 8
 #: Back-off of the learner thread while the rate limiter grants nothing (learner ahead of data).
@@ -135,12 +133,12 @@ class TrainerNode(RLNode):
         self.epoch = time.time_ns()  # orders this trainer's weights after any earlier run's
         self.learner = Learner(sac, self.config.env_id, self.config.solve_return)
         self.learner.episodes = int(counters.get("episodes", 0))
-        self.weights_pub = self.zc_publisher(WEIGHTS, WEIGHTS_TOPIC, LATCHED_QOS)
+        self.weights_pub = self.zc_publisher(WEIGHTS, graph.WEIGHTS)
         self.sampler = IntraProcessClient(self.ipc, self, SAMPLE_SERVICE, SAMPLE_SERVICE_NAME)
         #: TD errors waiting for the next sample request (prioritized buffers only).
         self.priorities = PriorityFeedback(MAX_REQUEST_ROWS)
-        self.zc_subscription(EPISODES, EPISODES_TOPIC, self._on_episodes)
-        self.zc_subscription(plain(ReplayStatus), REPLAY_STATUS_TOPIC, self._on_replay_status)
+        self.zc_subscription(EPISODES, graph.EPISODES, self._on_episodes)
+        self.zc_subscription(plain(ReplayStatus), graph.REPLAY_STATUS, self._on_replay_status)
         self.zc_timer(PROGRESS_PERIOD_S, self._log_progress)
         self.total_inserted = 0
         self.replay_status: ReplayStatus | None = None
@@ -202,7 +200,7 @@ class TrainerNode(RLNode):
         except ImportError as error:  # tensorboard is optional for a robot-side install
             self.get_logger().warn(f"TensorBoard logging off ({error}); pip install tensorboard")
         self._publish_weights()
-        simulator_here = self.ipc.has_local_publisher(EXPERIENCE_TOPIC)
+        simulator_here = self.ipc.has_local_publisher(graph.EXPERIENCE.name)
         interleave = self.sampler.is_local and (
             self.config.update_mode == "interleaved"
             or self.config.update_mode == "auto" and simulator_here)
@@ -218,8 +216,7 @@ class TrainerNode(RLNode):
             f"the batches; training until {self.config.total_env_steps} transitions; output in "
             f"{self.output_dir}")
         if interleave:
-            self.zc_subscription(EXPERIENCE, EXPERIENCE_TOPIC, self._on_experience,
-                               EXPERIENCE_QOS)
+            self.zc_subscription(EXPERIENCE, graph.EXPERIENCE, self._on_experience)
             return
         if not self.sampler.is_local:
             self._prefetcher = PrefetchingSampler(

@@ -33,6 +33,7 @@ import sys
 import time
 from typing import Any, TextIO
 
+from rl_nodes import graph
 from rl_bringup.tools.message_types import message_class
 from rl_bringup.tools.ros_session import (ATTACH_KEYS, RosSession, attach_settings,
                                           graph_node_names, graph_topics)
@@ -46,10 +47,6 @@ DEFAULT_ONCE_WAIT_S = 3.0
 RATE_WINDOW_S = 10.0
 #: Seconds between looks at the graph for new nodes and scalar topics.
 GRAPH_POLL_S = 2.0
-EPISODES_TOPIC = "/episodes"
-REPLAY_STATUS_TOPIC = "/replay_status"
-WEIGHTS_TOPIC = "/policy_weights"
-DIAGNOSTICS_TOPIC = "/diagnostics"
 #: Scalar message types shown in the metrics section (their field is ``data``).
 SCALAR_TYPES = frozenset({
     "std_msgs/msg/Float64", "std_msgs/msg/Float32", "std_msgs/msg/Int64", "std_msgs/msg/Int32",
@@ -243,25 +240,23 @@ class StatusMonitor:
         self._subscribed: set[str] = set()
         self._subscribe_known_topics()
 
-    def _subscribe(self, topic: str, msg_class: Any, callback: Any, latched: bool = False) -> None:
-        # The nodes' own profiles (imported here: rl_nodes pulls in rclpy and torch, which
-        # ``rl-bringup plan`` must not pay for), so the subscriptions match their publishers.
-        from rl_nodes.base import LATCHED_QOS, STREAM_QOS  # noqa: PLC0415
-
-        self.session.node.create_subscription(
-            msg_class, topic, callback, LATCHED_QOS if latched else STREAM_QOS)
-        self._subscribed.add(topic)
+    def _subscribe(self, topic: graph.Topic | str, msg_class: Any, callback: Any) -> None:
+        """Subscribe with the publishers' profile (a topic of the graph), or the stream one."""
+        name, qos = (topic.name, topic.qos) if isinstance(topic, graph.Topic) else \
+            (topic, graph.STREAM)
+        self.session.node.create_subscription(msg_class, name, callback, qos.profile())
+        self._subscribed.add(name)
 
     def _subscribe_known_topics(self) -> None:
         from rl_interfaces.msg import EpisodeStatistics, PolicyWeights  # noqa: PLC0415
         from rl_interfaces.msg import ReplayStatus  # noqa: PLC0415
 
         model = self.model
-        self._subscribe(EPISODES_TOPIC, EpisodeStatistics,
+        self._subscribe(graph.EPISODES, EpisodeStatistics,
                         lambda msg: model.on_episodes(msg, time.monotonic()))
-        self._subscribe(REPLAY_STATUS_TOPIC, ReplayStatus, model.on_replay_status)
-        self._subscribe(WEIGHTS_TOPIC, PolicyWeights,
-                        lambda msg: model.on_weights(msg, time.monotonic()), latched=True)
+        self._subscribe(graph.REPLAY_STATUS, ReplayStatus, model.on_replay_status)
+        self._subscribe(graph.WEIGHTS, PolicyWeights,
+                        lambda msg: model.on_weights(msg, time.monotonic()))
 
     def refresh_graph(self) -> None:
         """Update the node list; subscribe scalar and diagnostics topics that appeared."""
@@ -273,10 +268,10 @@ class StatusMonitor:
             if types[0] in SCALAR_TYPES:
                 self._subscribe(topic, message_class(types[0]),
                                 lambda msg, topic=topic: self.model.on_scalar(topic, msg))
-            elif topic == DIAGNOSTICS_TOPIC and types[0] == "diagnostic_msgs/msg/DiagnosticArray":
+            elif topic == graph.DIAGNOSTICS.name and types[0] == graph.DIAGNOSTICS.type:
                 from diagnostic_msgs.msg import DiagnosticArray  # noqa: PLC0415
 
-                self._subscribe(topic, DiagnosticArray, self.model.on_diagnostics)
+                self._subscribe(graph.DIAGNOSTICS, DiagnosticArray, self.model.on_diagnostics)
 
 
 def status(values: dict[str, str], out: TextIO = sys.stdout) -> int:

@@ -13,27 +13,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from rl_bringup.plan import MODES, make_plan, robot_namespace
+from rl_bringup.plan import MODES, make_plan
+from rl_nodes import graph
 from rl_bringup.tools.doctor.report import Check, Level
 from rl_bringup.tools.ros_session import TOOL_NODE_PREFIX, graph_node_names, join_name
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from rclpy.node import Node
 
-#: The replay buffer publishes /replay_status every second, and at once whenever its rate
-#: limiter pauses or resumes acting (rl_nodes.replay_buffer), so only the floor is a contract.
-REPLAY_STATUS_RATE_HZ = (0.5, float("inf"))
 #: Bytes of an endpoint GID that identify its DDS participant (the GUID prefix); rmw_fastrtps
 #: creates one participant per rclpy context, i.e. per process.
 PARTICIPANT_PREFIX_BYTES = 12
 ROSOUT_TOPIC = "/rosout"
-#: Scalars the trainer publishes as ``/trainer/<name>`` (std_msgs/Float64), as
-#: ``rl_nodes.trainer.METRICS`` lists them; not imported from there because rl_nodes pulls in
-#: rclpy and torch, and ``rl-bringup plan`` imports this module.
-TRAINER_METRICS: tuple[str, ...] = ("critic_loss", "actor_loss", "alpha", "q_mean", "entropy",
-                                    "mean_return", "updates_per_s", "env_steps_per_s",
-                                    "updates_per_transition", "policy_lag", "acting_blocked_s",
-                                    "learner_blocked_s")
 
 
 # --- the expected graph ---------------------------------------------------------------------
@@ -85,11 +76,11 @@ class ExpectedGraph:
 
 
 def expected_graph(robots: int, mode: str = "colocated") -> ExpectedGraph:
-    """The graph of a deployment of ``robots`` robots, as docs/graph.md documents it.
+    """The graph of a deployment of ``robots`` robots: :mod:`rl_nodes.graph` with the robots
+    expanded (docs/graph.md documents the same, checked by a unit test).
 
     The graph is the same in every mode; ``mode`` only chooses which nodes share a process
-    (:attr:`ExpectedGraph.processes`, from :func:`rl_bringup.plan.make_plan`). A unit test
-    compares this with the tables of docs/graph.md, so the two change together.
+    (:attr:`ExpectedGraph.processes`, from :func:`rl_bringup.plan.make_plan`).
 
     :raises rl_bringup.plan.PlanError: for a bad mode or robot count.
     """
@@ -97,44 +88,36 @@ def expected_graph(robots: int, mode: str = "colocated") -> ExpectedGraph:
     processes = tuple(frozenset(join_name(namespace, kind) for kind, namespace in
                                 process.hosted_nodes()) for process in plan.processes)
     nodes = tuple(sorted(name for process in processes for name in process))
-    simulators = tuple(f"{robot_namespace(k)}/simulator" for k in range(plan.robots))
-    policies = tuple(f"{robot_namespace(k)}/policy" for k in range(plan.robots))
-    topics: list[TopicSpec] = []
-    services: list[ServiceSpec] = []
-    for robot in range(plan.robots):
-        namespace = robot_namespace(robot)
-        simulator, policy = f"{namespace}/simulator", f"{namespace}/policy"
-        topics += [
-            TopicSpec(f"{namespace}/observations", "rl_interfaces/msg/ObservationBatch",
-                      (simulator,), (policy,), rate_hz=(0.0, float("inf"))),
-            TopicSpec(f"{namespace}/actions", "rl_interfaces/msg/ActionBatch",
-                      (policy,), (simulator,), rate_hz=(0.0, float("inf"))),
-            # For rviz; joint states and markers are only built while someone listens.
-            TopicSpec(f"{namespace}/robot_description", "std_msgs/msg/String", (simulator,),
-                      latched=True),
-            TopicSpec(f"{namespace}/joint_states", "sensor_msgs/msg/JointState", (simulator,)),
-            TopicSpec(f"{namespace}/markers", "visualization_msgs/msg/MarkerArray", (simulator,)),
-        ]
-        services.append(ServiceSpec(f"{namespace}/get_action", "rl_interfaces/srv/GetAction",
-                                    policy))
-    topics += [
-        # The trainer also subscribes /experience when it interleaves updates (colocated).
-        TopicSpec("/experience", "rl_interfaces/msg/ExperienceBatch", simulators,
-                  ("/replay_buffer",), rate_hz=(0.0, float("inf"))),
-        TopicSpec("/episodes", "rl_interfaces/msg/EpisodeStatistics", simulators, ("/trainer",)),
-        TopicSpec("/policy_weights", "rl_interfaces/msg/PolicyWeights", ("/trainer",), policies,
-                  latched=True),
-        TopicSpec("/replay_status", "rl_interfaces/msg/ReplayStatus", ("/replay_buffer",),
-                  (*simulators, "/trainer"), rate_hz=REPLAY_STATUS_RATE_HZ),
-        TopicSpec("/diagnostics", "diagnostic_msgs/msg/DiagnosticArray", nodes),
-        *(TopicSpec(f"/trainer/{metric}", "std_msgs/msg/Float64", ("/trainer",))
-          for metric in TRAINER_METRICS),
-    ]
-    services += [
-        ServiceSpec("/replay_buffer/sample", "rl_interfaces/srv/SampleBatch", "/replay_buffer"),
-        ServiceSpec("/replay_buffer/save", "rl_interfaces/srv/BufferFile", "/replay_buffer"),
-        ServiceSpec("/replay_buffer/load", "rl_interfaces/srv/BufferFile", "/replay_buffer"),
-    ]
+    namespaces = [graph.robot_namespace(k) for k in range(plan.robots)]
+
+    def nodes_of(kinds: tuple[str, ...], namespace: str | None) -> tuple[str, ...]:
+        """Node names of ``kinds``: in ``namespace`` for per-robot kinds, or of every robot."""
+        if kinds == ("*",):
+            return nodes
+        names: list[str] = []
+        for kind in kinds:
+            if kind not in graph.PER_ROBOT_KINDS:
+                names.append(graph.node_name(kind))
+            elif namespace is not None:
+                names.append(graph.node_name(kind, namespace))
+            else:
+                names += [graph.node_name(kind, ns) for ns in namespaces]
+        return tuple(names)
+
+    def spec(topic: graph.Topic, namespace: str | None) -> TopicSpec:
+        return TopicSpec(graph.resolve(topic.name, namespace or "/"), topic.type,
+                         nodes_of(topic.publishers, namespace),
+                         nodes_of(topic.subscribers, namespace), topic.qos.latched,
+                         topic.rate_hz)
+
+    topics = [spec(topic, namespace) for namespace in namespaces
+              for topic in graph.TOPICS if topic.per_robot]
+    topics += [spec(topic, None) for topic in graph.TOPICS if not topic.per_robot]
+    services = [ServiceSpec(graph.service_name(service, namespace), service.type,
+                            graph.node_name(service.server, namespace))
+                for service in graph.SERVICES
+                for namespace in (namespaces if service.server in graph.PER_ROBOT_KINDS
+                                  else ["/"])]
     return ExpectedGraph(nodes, tuple(topics), tuple(services), processes)
 
 

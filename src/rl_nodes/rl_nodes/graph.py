@@ -1,0 +1,165 @@
+"""The ROS graph of a deployment, in one place: every topic, service, trainer metric and QoS.
+
+Nodes create their endpoints from these names, tools (``rl-bringup doctor``, ``status``) and
+tests expect them, and ``docs/graph.md`` is checked against them by one unit test. The module
+imports nothing beyond the standard library, so tools and the plan use it without loading rclpy
+or torch (:meth:`QoS.profile` imports rclpy when it builds a profile).
+
+Names follow ROS resolution: ``/name`` is absolute, ``name`` lies in the node's namespace (one
+per robot, ``/robot_{k}``), ``~/name`` under the node itself (``/replay_buffer/sample``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+# --- quality of service -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QoS:
+    """A reliable KEEP_LAST profile: queue ``depth``; ``latched`` = transient local (a late
+    subscriber gets the last message at once), else volatile."""
+
+    depth: int
+    latched: bool = False
+
+    def profile(self) -> Any:
+        """The ``rclpy.qos.QoSProfile`` (rclpy is imported only here)."""
+        from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+        return QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=self.depth,
+                          reliability=ReliabilityPolicy.RELIABLE,
+                          durability=(DurabilityPolicy.TRANSIENT_LOCAL if self.latched
+                                      else DurabilityPolicy.VOLATILE))
+
+
+#: Stepping traffic (observations, actions) and most topics: a short queue.
+STREAM = QoS(10)
+#: Experience: acting may run up to the replay's error buffer ahead of a learner process busy with
+#: gradient steps; with a short queue the DDS writer would block and transitions would be lost.
+DEEP = QoS(1000)
+#: Latest-value topics (policy weights, robot description).
+LATCHED = QoS(1, latched=True)
+
+# --- nodes -------------------------------------------------------------------------------------
+
+SIMULATOR, POLICY, REPLAY_BUFFER, TRAINER = "simulator", "policy", "replay_buffer", "trainer"
+#: Node kinds that run once per robot, in the robot's namespace.
+PER_ROBOT_KINDS = (SIMULATOR, POLICY)
+
+# --- topics ------------------------------------------------------------------------------------
+
+UNBOUNDED_HZ = (0.0, float("inf"))
+
+
+@dataclass(frozen=True)
+class Topic:
+    """A topic of the graph.
+
+    :param name: as the nodes create it (see the module docstring for relative names).
+    :param type: ``pkg/msg/Type``.
+    :param publishers: node kinds that publish it (``"*"``: every node).
+    :param subscribers: node kinds that must subscribe to it (others may too).
+    :param qos: the publishers' profile.
+    :param rate_hz: (min, max) rate a running deployment shows; ``None``: not checked.
+    """
+
+    name: str
+    type: str
+    publishers: tuple[str, ...]
+    subscribers: tuple[str, ...] = ()
+    qos: QoS = STREAM
+    rate_hz: tuple[float, float] | None = None
+
+    @property
+    def per_robot(self) -> bool:
+        return not self.name.startswith("/")
+
+
+OBSERVATIONS = Topic("observations", "rl_interfaces/msg/ObservationBatch", (SIMULATOR,),
+                     (POLICY,), rate_hz=UNBOUNDED_HZ)
+ACTIONS = Topic("actions", "rl_interfaces/msg/ActionBatch", (POLICY,), (SIMULATOR,),
+                rate_hz=UNBOUNDED_HZ)
+# The trainer subscribes too when it interleaves updates (colocated).
+EXPERIENCE = Topic("/experience", "rl_interfaces/msg/ExperienceBatch", (SIMULATOR,),
+                   (REPLAY_BUFFER,), DEEP, UNBOUNDED_HZ)
+EPISODES = Topic("/episodes", "rl_interfaces/msg/EpisodeStatistics", (SIMULATOR,), (TRAINER,))
+WEIGHTS = Topic("/policy_weights", "rl_interfaces/msg/PolicyWeights", (TRAINER,), (POLICY,),
+                LATCHED)
+#: The replay buffer publishes every second and at once when acting pauses or resumes, so only
+#: the floor of the rate is a contract.
+REPLAY_STATUS = Topic("/replay_status", "rl_interfaces/msg/ReplayStatus", (REPLAY_BUFFER,),
+                      (SIMULATOR, TRAINER), rate_hz=(0.5, float("inf")))
+# For rviz: the URDF, and (built only while someone listens) joint states and markers.
+ROBOT_DESCRIPTION = Topic("robot_description", "std_msgs/msg/String", (SIMULATOR,), qos=LATCHED)
+JOINT_STATES = Topic("joint_states", "sensor_msgs/msg/JointState", (SIMULATOR,))
+MARKERS = Topic("markers", "visualization_msgs/msg/MarkerArray", (SIMULATOR,))
+DIAGNOSTICS = Topic("/diagnostics", "diagnostic_msgs/msg/DiagnosticArray", ("*",))
+DIAGNOSTICS_PERIOD_S = 1.0
+#: Published only where ``tf2_msgs`` imports (a full ROS 2 install); not part of the checked graph.
+TF = Topic("/tf", "tf2_msgs/msg/TFMessage", (SIMULATOR,))
+
+#: Scalars the trainer publishes as ``~/<name>`` (``/trainer/<name>``, std_msgs/Float64).
+TRAINER_METRICS = ("critic_loss", "actor_loss", "alpha", "q_mean", "entropy", "mean_return",
+                   "updates_per_s", "env_steps_per_s", "updates_per_transition", "policy_lag",
+                   "acting_blocked_s", "learner_blocked_s")
+METRIC_TYPE = "std_msgs/msg/Float64"
+
+
+def metric_topic(metric: str) -> Topic:
+    return Topic(f"/{TRAINER}/{metric}", METRIC_TYPE, (TRAINER,))
+
+
+#: Every topic of the checked graph, in the order of docs/graph.md.
+TOPICS: tuple[Topic, ...] = (
+    OBSERVATIONS, ACTIONS, EXPERIENCE, EPISODES, WEIGHTS, REPLAY_STATUS, ROBOT_DESCRIPTION,
+    JOINT_STATES, MARKERS, DIAGNOSTICS, *(metric_topic(metric) for metric in TRAINER_METRICS),
+)
+
+# --- services ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Service:
+    """A service: ``name`` as the server creates it, its type and the server's node kind."""
+
+    name: str
+    type: str
+    server: str
+
+
+GET_ACTION = Service("~/get_action", "rl_interfaces/srv/GetAction", POLICY)
+SAMPLE = Service("~/sample", "rl_interfaces/srv/SampleBatch", REPLAY_BUFFER)
+SAVE = Service("~/save", "rl_interfaces/srv/BufferFile", REPLAY_BUFFER)
+LOAD = Service("~/load", "rl_interfaces/srv/BufferFile", REPLAY_BUFFER)
+SERVICES: tuple[Service, ...] = (GET_ACTION, SAMPLE, SAVE, LOAD)
+
+
+# --- resolution --------------------------------------------------------------------------------
+
+
+def robot_namespace(robot: int) -> str:
+    """``/robot_{robot}``: the namespace of robot ``robot``'s simulator and policy."""
+    return f"/robot_{robot}"
+
+
+def node_name(kind: str, namespace: str = "/") -> str:
+    """Fully qualified name of a node of ``kind`` in ``namespace``."""
+    return f"{namespace.rstrip('/')}/{kind}"
+
+
+def resolve(name: str, namespace: str = "/", node: str = "") -> str:
+    """The fully qualified form of topic or service ``name`` for a node ``node`` in
+    ``namespace`` (``~/x`` -> ``<namespace>/<node>/x``, ``x`` -> ``<namespace>/x``)."""
+    if name.startswith("/"):
+        return name
+    if name.startswith("~/"):
+        return f"{node_name(node, namespace)}/{name[2:]}"
+    return f"{namespace.rstrip('/')}/{name}"
+
+
+def service_name(service: Service, namespace: str = "/") -> str:
+    """Where ``service`` is served by its node in ``namespace``."""
+    return resolve(service.name, namespace, service.server)
