@@ -125,7 +125,8 @@ class ProcessSpec:
     :param namespace: ROS namespace of a single-node process; empty for containers, whose nodes
         carry their own namespaces (a ``__ns`` remap would move every node in the process).
     :param params_file: parameter file passed with ``--params-file``.
-    :param parameters: parameter overrides passed with ``-p name:=value``.
+    :param parameters: parameter overrides, passed as a parameter file for each node of the
+        process (:meth:`overrides_file`).
     :param env: environment variables the process needs on top of the caller's environment.
     :param respawn: restart the process when it exits.
     :param required: end the whole run when the process exits.
@@ -301,7 +302,8 @@ class Plan:
 
 
 def format_parameter_value(value: Any) -> str:
-    """Render a parameter value for ``-p name:=value``.
+    """Render a parameter value as ROS command-line text (the ``value`` of ``name:=value``); the
+    plan also calls it to refuse values no ROS 2 parameter can hold.
 
     rcl parses the text after ``:=`` as YAML, so strings that YAML would read as another type
     (``"1"``, ``"true"``, ``"null"``) are quoted to stay strings.
@@ -369,7 +371,7 @@ def discovery_environment(discovery: str) -> tuple[dict[str, str], list[str]]:
     """Environment variables and notes for a discovery setting.
 
     * ``localhost`` (default): ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``; nothing leaves the
-      machine (DESIGN.md, "Network safety").
+      machine (docs/architecture.md, "Network safety").
     * ``subnet``: ``ROS_AUTOMATIC_DISCOVERY_RANGE=SUBNET``; multicast discovery on the local
       subnet, an explicit multi-host choice.
     * ``server:HOST:PORT``: ``ROS_DISCOVERY_SERVER=HOST:PORT`` and the range left to the
@@ -663,13 +665,15 @@ def make_plan(
     :param mode: one of :data:`MODES`.
     :param robots: number of robots, ``MIN_ROBOTS..MAX_ROBOTS``.
     :param config: parameter file: a path or a name in the config folder (``cartpole``).
-    :param output_dir: where the trainer writes checkpoints and results (``-p output_dir:=``);
+    :param output_dir: where the trainer writes checkpoints and results (the ``output_dir``
+        parameter of the learning processes);
         the trainer's own default when ``None``. Made absolute so every process agrees on it.
     :param domain_id: ROS_DOMAIN_ID; the caller's ``ROS_DOMAIN_ID`` or a random pick in
         :data:`RANDOM_DOMAIN_ID_RANGE` when ``None``.
     :param discovery: ``localhost``, ``subnet`` or ``server:HOST:PORT``
         (see :func:`discovery_environment`).
-    :param extra_parameters: parameter overrides for every process (``-p name:=value``).
+    :param extra_parameters: parameter overrides for every process (see
+        :meth:`Process.overrides_file`).
     :param cpus: CPU sets per node kind, ``none``, ``auto`` or ``KIND=LIST;...`` (see
         :func:`cpu_sets`); when ``None`` or empty, the ``cpus`` of the scenario file's
         ``/rl_bringup`` block, else :data:`DEFAULT_CPUS`.
@@ -871,14 +875,3 @@ _LAYOUTS = {
     "decoupled": _decoupled_layout,
     "hybrid": _hybrid_layout,
 }
-
-
-def default_config_path() -> Path:
-    """The default scenario's parameter file (``cartpole.yaml``).
-
-    :raises PlanError: when it cannot be found.
-    """
-    try:
-        return paths.resolve_config(DEFAULT_CONFIG)
-    except FileNotFoundError as error:
-        raise PlanError(str(error)) from None

@@ -388,11 +388,9 @@ class IntraProcessSubscription(Generic[T]):
         self.callback = callback
         self.topic_type = topic_type
         self.on_reject = on_reject
-        self.received = 0
 
     def deliver(self, obj: T) -> None:
         """Called on the dispatch thread with a local or decoded object."""
-        self.received += 1
         self.callback(obj)
 
     def _on_dds(self, msg: Any, info: dict[str, Any]) -> None:

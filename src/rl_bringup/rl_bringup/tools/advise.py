@@ -15,7 +15,7 @@ It measures, on this machine, for the scenario's ``env_id``, ``num_envs`` and ``
   ping-pong on loopback, ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``): the price a decoupled
   deployment pays per exchanged message.
 
-and applies the selection rule of the mode table in DESIGN.md (:func:`recommend`).
+and applies the selection rule of the mode table in docs/architecture.md (:func:`recommend`).
 
 Where a measured comparison of the modes exists for the scenario (``rl-bringup compare``'s
 ``compare.json``: by default ``config/compare_<config>.json``, shipped for cart-pole, or
@@ -77,7 +77,7 @@ def format_ratio(ratio: float) -> str:
 def recommend(env_step_s: float, inference_s: float, robots: int = 1, *, num_envs: int = 1,
               elastic: bool = False, dds_round_trip_s: float | None = None,
               ratio_threshold: float = DEFAULT_RATIO_THRESHOLD) -> Recommendation:
-    """Pick a deployment mode by the selection rule of DESIGN.md's mode table.
+    """Pick a deployment mode by the selection rule of docs/architecture.md's mode table.
 
     One robot's step costs ``env_step_s * num_envs`` in the simulator and ``inference_s`` in the
     policy. The rule:
@@ -423,7 +423,7 @@ def register(subparsers: SubparsersAction) -> None:
         help="measure env step and inference time and recommend colocated/decoupled/hybrid",
         description="Measure this machine's environment step time (per env) and policy inference "
         "time (per batch) for a scenario, and a DDS round trip, then recommend a deployment mode "
-        "by DESIGN.md's selection rule. key:=value arguments: config:=NAME|PATH (default "
+        "by the selection rule of docs/architecture.md. key:=value arguments: config:=NAME|PATH (default "
         f"{DEFAULT_CONFIG}), samples:=N (default {DEFAULT_SAMPLES}), robots:=N (planned robots, "
         "default 1), elastic:=true|false (robots/learners added at run time; default false), "
         "dds:=true|false (measure the DDS round trip; default true), compare:=FILE (a "

@@ -119,15 +119,9 @@ def load_checkpoint_actor(directory: str) -> tuple[Any, dict[str, Any]]:
 
 
 def stored_env_id(meta: Mapping[str, Any]) -> str | None:
-    """The env_id a checkpoint's ``checkpoint.json`` records, if any.
-
-    Read from the top level (``meta["env_id"]``), where the trainer is asked to store it, and
-    from the counters as a fallback for writers that can only pass counters.
-    """
-    for candidate in (meta.get("env_id"), (meta.get("counters") or {}).get("env_id")):
-        if isinstance(candidate, str) and candidate:
-            return candidate
-    return None
+    """The env_id a checkpoint's ``checkpoint.json`` records, if any."""
+    env_id = meta.get("env_id")
+    return env_id if isinstance(env_id, str) and env_id else None
 
 
 def format_duration(seconds: float) -> str:

@@ -1,7 +1,7 @@
 """What the operator tools (``record``, ``status``, ``doctor``) and ``advise`` share.
 
 * the ROS environment a tool attaches with (domain id, discovery), defaulting to loopback-only
-  discovery like every other part of the project (DESIGN.md, "Network safety");
+  discovery like every other part of the project (docs/architecture.md, "Network safety");
 * :class:`RosSession`: a short-lived rclpy context, node and executor, with Ctrl-C (SIGINT) and
   SIGTERM turned into a stop request that the tool's loop polls, so a tool always gets to finish
   its output file or final table.

@@ -10,7 +10,7 @@ a ``fix:`` line; exits 1 when any check failed, else 0.
 
 Environment: rclpy and the RMW load, ``RMW_IMPLEMENTATION``, ``ROS_DOMAIN_ID`` (set, in range),
 ``ROS_AUTOMATIC_DISCOVERY_RANGE`` (``LOCALHOST`` unless multi-host is an explicit choice, see
-DESIGN.md "Network safety"), ``/dev/shm`` (Fast DDS' shared-memory transport).
+docs/architecture.md, "Network safety"), ``/dev/shm`` (Fast DDS' shared-memory transport).
 
 Deployment (in the domain): the nodes, topics (with types, publishers, subscribers) and services
 of :func:`expected_graph` — the table of docs/graph.md for ``robots`` robots, node layout from
