@@ -1,13 +1,15 @@
-"""What the fault and security protections cost on the happy path, as a share of one core.
+"""What the fault and security protections cost on the happy path: per-batch checks as a share of
+each mode's acting time, periodic work (signing, snapshots) as a share of one core.
 
-Called by ``benchmarks/throughput.py --protection`` with the env steps/s of colocated mode (the
-happy path these protections run on), or of the bare loop (the fastest acting there is, so the
-worst case) when colocated was not measured, both from the same run. Each protection is timed in this process (median of many repeats) and multiplied by how
-often it runs at that rate or at its configured period:
+Called by ``benchmarks/throughput.py --protection`` with the env steps/s of every mode measured
+in the same run. Each protection is timed in this process (median of many repeats); per-step
+costs are shown as a share of each mode's time per batch, the others as a share of one core at
+their configured period:
 
-* per experience batch (``width`` rows): the replay buffer's admission checks (finite, within
-  ``value_bound``, flags 0/1), and the finiteness checks of the policy (observations) and the
-  simulator (actions);
+* per experience batch (``width`` rows), every mode: the replay buffer's admission checks (finite,
+  within ``value_bound``, flags 0/1; the bare loop's buffer runs them too);
+* per observation and action batch that crossed DDS (decoupled only: a zero-copy hand-off inside
+  one process is not decoded and not checked): the finiteness checks at decode;
 * per weights publication (``weights_period``): HMAC-SHA256 signing by the trainer; verifying
   plus the NaN/inf scan of the tensors by each policy;
 * per replay snapshot (``snapshot_period``): copying a full buffer under the lock (the time
@@ -47,8 +49,10 @@ def _median_time(function: Callable[[], object], repeats: int) -> float:
     return statistics.median(times)
 
 
-def measure(env_id: str, width: int, hidden: tuple[int, ...], steps_per_s: float,
-            basis: str, repeats: int = 200) -> list[Cost]:
+def measure(env_id: str, width: int, hidden: tuple[int, ...], repeats: int = 200
+            ) -> list[Cost]:
+    """Time each protection once; ``Cost.per_second`` of the per-batch ones is left 0 (it
+    depends on the mode, see :func:`report`)."""
     import numpy as np
     import torch
     from rl_core import weights_auth
@@ -67,7 +71,6 @@ def measure(env_id: str, width: int, hidden: tuple[int, ...], steps_per_s: float
     obs = rng.standard_normal((width, *obs_shape)).astype(np.float32)
     actions = rng.uniform(-1, 1, (width, *action_shape)).astype(np.float32)
     rewards = rng.standard_normal(width).astype(np.float32)
-    batches_per_s = steps_per_s / width
     costs = []
 
     buffer = ReplayBuffer(obs_shape, action_shape, replay.capacity, value_bound=replay.value_bound)
@@ -75,13 +78,12 @@ def measure(env_id: str, width: int, hidden: tuple[int, ...], steps_per_s: float
     block = np.zeros((width, buffer._flags_start + 2), np.float32)
     block[:, : buffer._flags_start] = rng.standard_normal((width, buffer._flags_start))
     costs.append(Cost("admission checks", "replay buffer",
-                      _median_time(lambda: buffer._check_block(block), repeats), batches_per_s,
-                      f"{width} rows per batch at the {basis} rate"))
-    costs.append(Cost("finite observations and actions", "policy + simulator",
+                      _median_time(lambda: buffer._check_block(block), repeats), 0.0,
+                      f"{width} rows per batch, every mode"))
+    costs.append(Cost("finite observations and actions at decode", "policy + simulator",
                       _median_time(lambda: (np.all(np.isfinite(obs)),
                                             np.all(np.isfinite(actions))), repeats),
-                      batches_per_s, f"one batch each at the {basis} rate"))
-
+                      0.0, "one batch each that crossed DDS"))
     actor = SquashedGaussianActor(int(np.prod(obs_shape)), int(np.prod(action_shape)), hidden)
     state = {name: tensor.detach().clone() for name, tensor in actor.state_dict().items()}
     data, _ = tensors_to_bytes(state)
@@ -120,15 +122,27 @@ def measure(env_id: str, width: int, hidden: tuple[int, ...], steps_per_s: float
     return costs
 
 
-def report(costs: list[Cost], width: int) -> list[dict[str, object]]:
-    print(f"\nprotections at width {width} (share of one core; per-batch costs at the rate "
-          "named under basis):")
-    print(f"  {'protection':<50} {'where':<19} {'per event':>11} {'share':>8}  basis")
-    for cost in costs:
-        print(f"  {cost.name:<50} {cost.where:<19} {cost.seconds * 1e6:>9.1f} us "
-              f"{100 * cost.share:>7.3f} %  {cost.basis}")
-    acting = sum(cost.share for cost in costs[:2])
-    print(f"  acting path (admission + finiteness checks): {100 * acting:.2f} % of the acting "
-          "loop's time (target <= 5 %)")
-    return [{"name": c.name, "where": c.where, "seconds": c.seconds, "per_second": c.per_second,
-             "share": c.share, "basis": c.basis} for c in costs]
+PER_BATCH = 2  # the first costs of measure() are per batch
+
+
+def report(costs: list[Cost], width: int, rates: dict[str, float]) -> list[dict[str, object]]:
+    """Print the table; ``rates``: env steps/s of each measured mode at ``width``."""
+    print(f"\nprotections at width {width}:")
+    print(f"  {'protection':<50} {'where':<19} {'per event':>11}  share")
+    rows = []
+    for index, cost in enumerate(costs):
+        if index < PER_BATCH:
+            shares = {mode: cost.seconds * rate / width for mode, rate in rates.items()
+                      if index == 0 or mode == "decoupled"}
+            text = ", ".join(f"{100 * share:.2f} % of {mode}" for mode, share in shares.items())
+        else:
+            shares = {"one core": cost.share}
+            text = f"{100 * cost.share:.3f} % of a core ({cost.basis})"
+        print(f"  {cost.name:<50} {cost.where:<19} {cost.seconds * 1e6:>9.1f} us  {text}")
+        rows.append({"name": cost.name, "where": cost.where, "seconds": cost.seconds,
+                     "shares": shares, "basis": cost.basis})
+    for mode, rate in rates.items():
+        acting = sum(costs[index].seconds for index in range(PER_BATCH)
+                     if index == 0 or mode == "decoupled") * rate / width
+        print(f"  acting path in {mode}: {100 * acting:.2f} % of its time (target <= 5 %)")
+    return rows

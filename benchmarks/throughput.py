@@ -662,8 +662,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--json", metavar="OUT", help="also write the results as JSON to OUT")
     parser.add_argument("--protection", action="store_true",
                         help="also time the fault and security protections (admission checks, "
-                             "weights signing, snapshots) against the colocated (else bare) "
-                             "rate of this run (benchmarks/protection.py)")
+                             "weights signing, snapshots) against the rates of this run "
+                             "(benchmarks/protection.py)")
     parser.add_argument("--profile", action="store_true",
                         help="cProfile the measured window of bare and colocated runs and print "
                              "the top functions (slows them down; for diagnosis only)")
@@ -769,16 +769,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         import protection  # benchmarks/protection.py, next to this script
 
         for width in args.widths:
-            # The happy path the protections run on: colocated (same checks, one process); the
-            # bare loop (fastest, so the worst case) when colocated was not measured.
-            basis = next((rows[(mode, width)] for mode in ("colocated", "bare")
-                          if rows.get((mode, width)) and rows[(mode, width)].runs), None)
-            if basis is None:
-                print(f"protection: no colocated or bare run at width {width} to compare with")
-                continue
-            costs = protection.measure(env_id, width, args.hidden, statistics.median(basis.runs),
-                                       basis.mode)
-            protections[width] = protection.report(costs, width)
+            rates = {mode: statistics.median(row.runs) for (mode, row_width), row in rows.items()
+                     if row_width == width and row.runs}
+            costs = protection.measure(env_id, width, args.hidden)
+            protections[width] = protection.report(costs, width, rates)
     contended = sum(row.contended for row in rows.values())
     if contended:
         print(f"WARNING: {contended} run(s) kept more than {args.max_foreign_load:.2f} cores of "

@@ -133,9 +133,17 @@ def observations_to_msg(data: Observations) -> ObservationBatch:
     return msg
 
 
+def _finite(values: np.ndarray, name: str) -> np.ndarray:
+    """``values`` when all are finite. Decoders of network input check this, so that a local
+    (zero-copy) hand-off from the process' own node pays nothing."""
+    if not np.all(np.isfinite(values)):
+        raise ValueError(f"field '{name}' holds NaN or infinite values")
+    return values
+
+
 def observations_from_msg(msg: ObservationBatch) -> Observations:
     shape = _shape(msg.obs_shape, "obs_shape")
-    obs = _shaped(msg.obs, msg.num_envs, shape, "obs")
+    obs = _finite(_shaped(msg.obs, msg.num_envs, shape, "obs"), "obs")
     return Observations(msg.robot_id, msg.step, obs, _stamp_ns(msg.header.stamp))
 
 
@@ -169,7 +177,7 @@ def actions_to_msg(data: Actions) -> ActionBatch:
 
 def actions_from_msg(msg: ActionBatch) -> Actions:
     shape = _shape(msg.action_shape, "action_shape")
-    actions = _shaped(msg.actions, msg.num_envs, shape, "actions")
+    actions = _finite(_shaped(msg.actions, msg.num_envs, shape, "actions"), "actions")
     return Actions(msg.robot_id, msg.step, actions, msg.policy_version, _stamp_ns(msg.header.stamp))
 
 

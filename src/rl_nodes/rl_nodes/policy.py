@@ -156,8 +156,9 @@ class PolicyNode(RLNode):
         return actions.reshape((obs.shape[0], *self.action_shape))
 
     def _valid_observations(self, msg: Observations) -> bool:
-        if msg.obs.shape[1:] != self.obs_shape or not np.all(np.isfinite(msg.obs)):
-            self.reject("observations", f"expected finite observations of shape "
+        # Values from the network were checked finite when decoded (rl_nodes.conversions).
+        if msg.obs.shape[1:] != self.obs_shape:
+            self.reject("observations", f"expected observations of shape "
                         f"(N, {', '.join(map(str, self.obs_shape))}), got {msg.obs.shape}")
             return False
         return True

@@ -192,8 +192,9 @@ class SimulatorNode(RLNode):
         if msg.robot_id != self.robot_id or msg.step // len(self.lanes) != lane.count or lane.held:
             return  # an answer to a republished or another robot's batch: already handled
         shape = (len(lane.env_ids), *self.envs.single_action_space.shape)
-        if msg.actions.shape != shape or not np.all(np.isfinite(msg.actions)):
-            self.reject("actions", f"expected finite actions of shape {shape}, got shape "
+        # Values from the network were checked finite when decoded (rl_nodes.conversions).
+        if msg.actions.shape != shape:
+            self.reject("actions", f"expected actions of shape {shape}, got shape "
                         f"{msg.actions.shape}; republishing the observations")
             self._publish_observations(lane)
             return
