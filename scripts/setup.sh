@@ -4,8 +4,12 @@
 # - creates .venv with Python 3.11 or 3.12 (override with PYTHON=/path/to/python3.x),
 # - installs the pinned requirements (skipped when requirements.txt is unchanged),
 # - rewrites the ROS wheels' CMake export files to this interpreter's include dirs,
-# - builds and installs rl_interfaces into the venv prefix (skipped when its sources are unchanged),
-# - installs rl_core, rl_nodes and rl_bringup in editable mode.
+# - where ../shared/ros2-cli exists (developer and CI machines; override with ROS2_CLI_DIR),
+#   installs the real `ros2` command line and launch from its wheels,
+# - builds src/ with `colcon build --symlink-install --merge-install` into the venv prefix
+#   (colcon.meta honoured; skipped when no package manifest, interface or data file list changed),
+#   and makes the result usable with no sourcing: a .pth file for the symlinked Python packages,
+#   the packages' executables linked into .venv/bin.
 # A second run with nothing changed finishes in seconds.
 set -euo pipefail
 
@@ -57,7 +61,8 @@ if [ "$(cat "$venv/.requirements.sha256" 2>/dev/null)" != "$requirements_hash" ]
   say "installing pinned requirements (first time: a few minutes)"
   "$vpy" -m pip install --disable-pip-version-check -q -r "$root/requirements.txt" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
   echo "$requirements_hash" > "$venv/.requirements.sha256"
-  rm -f "$venv/.interfaces.sha256"   # new wheels: rebuild the interfaces against them
+  # New wheels: build everything again against them.
+  rm -rf "$build_dir"; rm -f "$venv/.colcon.sha256"
 else
   say "requirements unchanged"
 fi
@@ -76,37 +81,82 @@ if [ "${#stale[@]}" -gt 0 ]; then
     "${stale[@]}"
 fi
 
-# --- rl_interfaces -----------------------------------------------------------------------------
-interfaces_hash="$(hash_of "$root"/src/rl_interfaces/CMakeLists.txt "$root"/src/rl_interfaces/package.xml \
-  "$root"/src/rl_interfaces/msg/* "$root"/src/rl_interfaces/srv/* <(echo "$vpy"))"
-if [ "$(cat "$venv/.interfaces.sha256" 2>/dev/null)" != "$interfaces_hash" ] \
-   || ! "$vpy" -c 'import rl_interfaces.msg' 2>/dev/null; then
-  say "building rl_interfaces (about a minute)"
-  rm -rf "$build_dir/rl_interfaces"
-  mkdir -p "$build_dir"
-  (
-    export AMENT_PREFIX_PATH="$venv" CMAKE_PREFIX_PATH="$venv" PATH="$venv/bin:$PATH"
-    cmake -S "$root/src/rl_interfaces" -B "$build_dir/rl_interfaces" \
-      -DCMAKE_INSTALL_PREFIX="$venv" -DPython3_EXECUTABLE="$vpy" \
-      -DBUILD_TESTING=OFF -DCMAKE_BUILD_TYPE=Release >"$build_dir/rl_interfaces.log" 2>&1 \
-    && cmake --build "$build_dir/rl_interfaces" -j "$(nproc)" >>"$build_dir/rl_interfaces.log" 2>&1 \
-    && cmake --install "$build_dir/rl_interfaces" >>"$build_dir/rl_interfaces.log" 2>&1
-  ) || { tail -n 40 "$build_dir/rl_interfaces.log" >&2; die "building rl_interfaces failed; full log: $build_dir/rl_interfaces.log"; }
-  echo "$interfaces_hash" > "$venv/.interfaces.sha256"
+# --- the real ros2 command line (optional) ---------------------------------------------------
+# launch, launch_ros and ros2cli have no wheels on the package registry; ../shared/ros2-cli holds
+# them (see its README). Where it exists they go into the venv, and colcon builds its
+# composition_interfaces (launch_ros imports it) with our packages.
+ros2_cli_dir="${ROS2_CLI_DIR:-$root/../shared/ros2-cli}"
+colcon_paths=("$root/src")
+if [ -d "$ros2_cli_dir/wheels" ]; then
+  ros2_cli_dir="$(cd "$ros2_cli_dir" && pwd)"
+  ros2_cli_hash="$(hash_of "$root/requirements-ros2-cli.txt" <(cd "$ros2_cli_dir/wheels" && ls -l -- *.whl))"
+  if [ "$(cat "$venv/.ros2-cli.sha256" 2>/dev/null)" != "$ros2_cli_hash" ]; then
+    say "installing the ros2 command line and launch from $ros2_cli_dir"
+    # --no-deps: the wheels name ament_index_python, which the registry has as ros-ament-index-python.
+    "$vpy" -m pip install --disable-pip-version-check -q --no-deps "$ros2_cli_dir"/wheels/*.whl
+    "$vpy" -m pip install --disable-pip-version-check -q -r "$root/requirements-ros2-cli.txt" \
+      2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+    echo "$ros2_cli_hash" > "$venv/.ros2-cli.sha256"
+  else
+    say "ros2 command line up to date"
+  fi
+  colcon_paths+=("$ros2_cli_dir/composition_interfaces")
 else
-  say "rl_interfaces up to date"
+  say "no $ros2_cli_dir: skipping the ros2 command line (tests that need it will skip)"
 fi
 
-# --- ament_python packages (editable) --------------------------------------------------------
-packages_hash="$(hash_of "$root"/src/rl_{core,nodes,bringup}/{setup.py,setup.cfg,package.xml})"
-if [ "$(cat "$venv/.packages.sha256" 2>/dev/null)" != "$packages_hash" ] \
-   || ! "$vpy" -c 'import rl_core, rl_nodes, rl_bringup' 2>/dev/null; then
-  say "installing rl_core, rl_nodes, rl_bringup (editable)"
-  "$vpy" -m pip install --disable-pip-version-check -q --no-deps --no-build-isolation \
-    -e "$root/src/rl_core" -e "$root/src/rl_nodes" -e "$root/src/rl_bringup"
-  echo "$packages_hash" > "$venv/.packages.sha256"
+# --- colcon build ------------------------------------------------------------------------------
+# A venv from before the colcon build holds pip editable installs of the Python packages.
+if [ -f "$venv/.packages.sha256" ]; then
+  "$vpy" -m pip uninstall --disable-pip-version-check -q -y rl_core rl_nodes rl_bringup || true
+  rm -f "$venv/.packages.sha256" "$venv/.interfaces.sha256"
+fi
+# What a rebuild depends on. Python sources are not in it: --symlink-install links each package
+# folder, so edits and new modules take effect at once. Data files are linked one by one, so the
+# names of the launch and config files are.
+build_inputs=(
+  "$root/colcon.meta"
+  "$root"/src/*/package.xml "$root"/src/*/setup.py "$root"/src/*/setup.cfg "$root"/src/*/resource/*
+  "$root"/src/rl_interfaces/CMakeLists.txt "$root"/src/rl_interfaces/msg/* "$root"/src/rl_interfaces/srv/*
+)
+if [ "${#colcon_paths[@]}" -gt 1 ]; then
+  build_inputs+=("$ros2_cli_dir"/composition_interfaces/{CMakeLists.txt,package.xml} "$ros2_cli_dir"/composition_interfaces/srv/*)
+fi
+build_hash="$(hash_of "${build_inputs[@]}" <(echo "$vpy" "${colcon_paths[@]}"; ls "$root/launch" "$root/config"))"
+packages=(rl_interfaces rl_core rl_nodes rl_bringup)
+if [ "$(cat "$venv/.colcon.sha256" 2>/dev/null)" != "$build_hash" ] \
+   || ! "$vpy" -c 'import rl_interfaces.msg, rl_core, rl_nodes, rl_bringup' 2>/dev/null \
+   || ! [ -x "$venv/bin/rl-bringup" ]; then
+  say "colcon build of ${colcon_paths[*]#$root/} (first time: about two minutes)"
+  mkdir -p "$build_dir"
+  # Run from the repository root: colcon reads ./colcon.meta (per-package arguments).
+  (
+    cd "$root"
+    export AMENT_PREFIX_PATH="$venv" CMAKE_PREFIX_PATH="$venv" PATH="$venv/bin:$PATH"
+    "$venv/bin/colcon" --log-base "$build_dir/log" build \
+      --base-paths "${colcon_paths[@]}" --build-base "$build_dir" \
+      --install-base "$venv" --merge-install --symlink-install \
+      --cmake-args "-DPython3_EXECUTABLE=$vpy" \
+      --event-handlers console_cohesion+ console_start_end- status- >"$build_dir/colcon.log" 2>&1
+  ) || { tail -n 40 "$build_dir/colcon.log" >&2; die "colcon build failed; full log: $build_dir/colcon.log"; }
+
+  # `setup.py develop` (--symlink-install) puts the packages on PYTHONPATH through colcon's
+  # environment hooks, which only sourcing sets. A .pth file gives the venv the same paths.
+  python_paths="$(env -u PYTHONPATH bash -c 'source "$1/local_setup.bash" && printf "%s" "${PYTHONPATH:-}"' _ "$venv")"
+  site_packages="$("$vpy" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  tr ':' '\n' <<<"$python_paths" | grep -v -x -F -e "$site_packages" -e '' \
+    > "$site_packages/rl_ros2_colcon_develop.pth" || true
+  # colcon installs executables where `ros2 run` looks (lib/<package>/); the venv's bin/ links
+  # them for pip-only use (.venv/bin/rl-bringup, the supervisor's node executables).
+  for package in "${packages[@]}"; do
+    for executable in "$venv/lib/$package"/*; do
+      [ -f "$executable" ] && [ -x "$executable" ] || continue
+      ln -sfn "../lib/$package/$(basename "$executable")" "$venv/bin/$(basename "$executable")"
+    done
+  done
+  echo "$build_hash" > "$venv/.colcon.sha256"
 else
-  say "python packages up to date"
+  say "colcon build up to date"
 fi
 
 "$vpy" -c 'import rclpy, rl_interfaces.msg, rl_core, rl_nodes, rl_bringup' \
