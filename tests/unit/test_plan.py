@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+import dataclasses
 import importlib.util
 from pathlib import Path
 import random
@@ -17,6 +18,8 @@ from typing import Any
 
 import pytest
 import yaml
+
+from rl_core.config import NODE_CONFIGS
 
 from rl_bringup import paths
 from rl_bringup.plan import (
@@ -314,10 +317,32 @@ def test_bad_input_raises_plan_error_naming_the_choices(kwargs: dict[str, Any], 
         make_plan(mode, environ=CLEAN_ENV, **kwargs)
 
 
-def test_bad_inherited_domain_id_names_the_variable() -> None:
-    message = r"ROS_DOMAIN_ID in the environment must be an integer from 0 to 101"
+@pytest.mark.parametrize("inherited", ["233", "-1", "five"])
+def test_bad_inherited_domain_id_names_the_variable(inherited: str) -> None:
+    message = r"ROS_DOMAIN_ID in the environment must be an integer from 0 to 232"
     with pytest.raises(PlanError, match=message):
-        make_plan("colocated", environ={"ROS_DOMAIN_ID": "200"})
+        make_plan("colocated", environ={"ROS_DOMAIN_ID": inherited})
+
+
+@pytest.mark.parametrize(("inherited", "noted"), [("0", False), ("101", False), ("200", True)])
+def test_the_callers_domain_id_is_used_as_is(inherited: str, noted: bool) -> None:
+    plan = make_plan("colocated", environ={"ROS_DOMAIN_ID": inherited})
+    assert (plan.domain_id, plan.domain_id_source) == (int(inherited), "environment")
+    assert all(process.env["ROS_DOMAIN_ID"] == inherited for process in plan.processes)
+    assert any("ephemeral port range" in note for note in plan.notes) == noted
+    assert f"ROS_DOMAIN_ID={inherited} (from your ROS_DOMAIN_ID, as is)" in plan.header_lines()
+    # An explicit domain_id:= stays in the range ROS 2 calls safe.
+    with pytest.raises(PlanError, match="from 0 to 101"):
+        make_plan("colocated", domain_id=200, environ={"ROS_DOMAIN_ID": inherited})
+
+
+def test_without_a_domain_id_the_header_says_it_was_picked_and_how_to_attach() -> None:
+    plan = make_plan("colocated", environ={}, rng=random.Random(3))
+    header = plan.header_lines()
+    assert f"ROS_DOMAIN_ID={plan.domain_id} (no ROS_DOMAIN_ID set: picked at random for this run)" \
+        in header
+    assert any(line.endswith(f"export ROS_DOMAIN_ID={plan.domain_id} "
+                             f"ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST") for line in header)
 
 
 def test_plan_error_is_a_value_error() -> None:
@@ -380,7 +405,13 @@ class FakeContext:
 
 @pytest.fixture
 def fake_launch(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Install fake launch / launch_ros modules for the duration of a test."""
+    """Install fake launch / launch_ros modules for the duration of a test.
+
+    The caller's weights key is set, so the launch files leave the environment alone (without
+    one they write a key file per run; see the weights key tests).
+    """
+    monkeypatch.setenv("RL_ROS2_WEIGHTS_KEY", "ab" * 32)
+    monkeypatch.delenv("RL_ROS2_WEIGHTS_KEY_FILE", raising=False)
     launch = types.ModuleType("launch")
     launch_actions = types.ModuleType("launch.actions")
     launch_ros = types.ModuleType("launch_ros")
@@ -438,14 +469,80 @@ def test_launch_file_parses_and_defines_generate_launch_description(file_name: s
 @pytest.mark.parametrize("file_name", sorted(LAUNCH_FILES))
 def test_launch_arguments_are_declared_with_descriptions(fake_launch: None, file_name: str) -> None:
     declared, _ = run_launch_file(file_name, {"domain_id": "9"})
-    expected = {"robots", "config", "output_dir", "domain_id", "discovery", "cpus",
-                "policy_layout"}
+    deployment = {"robots", "config", "output_dir", "domain_id", "discovery", "cpus",
+                  "policy_layout", "weights_key"}
+    # Every node parameter too, so that --show-args lists what name:=value overrides (robots is
+    # the central policy's parameter and the deployment argument; the plan sets it).
+    parameters = {name for classes in NODE_CONFIGS.values() for cls in classes
+                  for name in (field.name for field in dataclasses.fields(cls))}
+    parameters -= deployment | {"deployment_robots"}
+    expected = deployment | parameters
     if LAUNCH_FILES[file_name] is None:
         expected.add("mode")
     assert {argument.name for argument in declared} == expected
     for argument in declared:
         assert len(argument.kwargs.get("description") or "") > 20, argument.name
         assert "default_value" in argument.kwargs
+        if argument.name in parameters:
+            assert argument.kwargs["default_value"] == ""
+            assert argument.kwargs["description"].startswith("Node parameter (")
+
+
+@pytest.mark.parametrize("file_name", sorted(LAUNCH_FILES))
+def test_launch_parameter_overrides_reach_the_nodes_that_declare_them(
+    fake_launch: None, file_name: str
+) -> None:
+    overrides = {"robots": "2", "domain_id": "11", "total_env_steps": "20000",
+                 "actor_lr": "1", "num_envs": "", "deterministic": "true", "mode": "hybrid"}
+    _, actions = run_launch_file(file_name, overrides)
+    nodes = [action for action in actions if isinstance(action, FakeNode)]
+    mode = LAUNCH_FILES[file_name] or "hybrid"
+    expected = make_plan(mode, 2, domain_id=11, extra_parameters={
+        "total_env_steps": 20000, "actor_lr": 1.0, "deterministic": True})
+    assert len(nodes) == len(expected.processes)
+    for node, process in zip(nodes, expected.processes):
+        check_node_matches(node, process)
+        # Parsed as YAML like ros2 launch does; an int for a float parameter is widened, an empty
+        # value is not given at all.
+        overrides_given = node.kwargs["parameters"][1]
+        assert overrides_given["total_env_steps"] == 20000
+        assert overrides_given["actor_lr"] == 1.0 and isinstance(overrides_given["actor_lr"], float)
+        assert "num_envs" not in overrides_given
+
+
+def test_launch_and_cli_make_the_same_plan_from_the_same_arguments(
+    fake_launch: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from rl_bringup.cli import main
+
+    arguments = {"robots": "2", "domain_id": "11", "total_env_steps": "3000", "seed": "4",
+                 "max_rate_hz": "50", "policy_layout": "central"}
+    _, actions = run_launch_file("decoupled.launch.py", arguments)
+    assert main(["plan", "decoupled", "--format", "yaml",
+                 *(f"{key}:={value}" for key, value in arguments.items())]) == 0
+    printed = yaml.safe_load(capsys.readouterr().out)
+    nodes = [action for action in actions if isinstance(action, FakeNode)]
+    assert [node.kwargs["parameters"][1] for node in nodes] == \
+        [process["parameters"] for process in printed["processes"]]
+    messages = [action.kwargs["msg"] for action in actions if isinstance(action, FakeLogInfo)]
+    assert "rl_bringup: ROS_DOMAIN_ID=11 (given)" in messages
+
+
+def test_launch_gives_every_process_one_weights_key(
+    fake_launch: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("RL_ROS2_WEIGHTS_KEY")
+    _, actions = run_launch_file("hybrid.launch.py", {"robots": "2", "domain_id": "11",
+                                                      "output_dir": str(tmp_path)})
+    nodes = [action for action in actions if isinstance(action, FakeNode)]
+    key_files = {node.kwargs["additional_env"]["RL_ROS2_WEIGHTS_KEY_FILE"] for node in nodes}
+    assert key_files == {str(tmp_path / "weights.key")}
+    assert (tmp_path / "weights.key").is_file()
+    # weights_key:=FILE names the key (a multi-host run shares one), as with rl-bringup.
+    _, actions = run_launch_file("hybrid.launch.py", {"domain_id": "11",
+                                                      "weights_key": str(tmp_path / "weights.key")})
+    assert {action.kwargs["additional_env"]["RL_ROS2_WEIGHTS_KEY_FILE"]
+            for action in actions if isinstance(action, FakeNode)} == key_files
 
 
 @pytest.mark.parametrize(

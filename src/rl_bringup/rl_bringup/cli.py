@@ -5,12 +5,14 @@ Usage::
     rl-bringup launch MODE [robots:=N] [config:=FILE] [output_dir:=DIR] [domain_id:=N]
                            [discovery:=localhost|subnet|server:HOST:PORT]
                            [cpus:=auto|none|'KIND=LIST;KIND=LIST...']
-                           [policy_layout:=per_robot|central]
+                           [policy_layout:=per_robot|central] [weights_key:=FILE]
+                           [PARAMETER:=VALUE ...]    # any node parameter: total_env_steps:=20000
     rl-bringup train [MODE] [key:=value ...]    # launch; mode colocated, config cartpole by default
     rl-bringup plan MODE [key:=value ...] [--format table|yaml]    # dry run: print the plan
 
-Arguments follow ``ros2 launch``'s ``key:=value`` style so the same line works with both front
-ends. Bad input exits with code 2 and a message naming the valid choices.
+Arguments follow ``ros2 launch``'s ``key:=value`` style, and both front ends take the same keys
+(:mod:`rl_bringup.arguments`), so the same line works with ``ros2 launch rl_bringup
+MODE.launch.py``. Unknown keys are errors here (``ros2 launch`` ignores them). Bad input exits with code 2 and a message naming the valid choices.
 
 Subcommands are argparse subparsers registered by the functions in :data:`SUBCOMMANDS`; a new
 subcommand adds a ``register(subparsers)`` function that calls
@@ -26,83 +28,43 @@ import argparse
 from collections.abc import Callable, Sequence
 import dataclasses
 import sys
-from typing import Any, TextIO
+from typing import TextIO
 
 import yaml
 
-from rl_core.config import NODE_CONFIGS
 from rl_core.cpus import format_cpu_list
 
 from rl_bringup import paths
+from rl_bringup.arguments import DEPLOYMENT_KEYS, PARAMETER_KEYS, plan_from_arguments
 from rl_bringup.tools import advise, compare, doctor, evaluate, export, record, status
-from rl_bringup.plan import DEFAULT_CONFIG, DEFAULT_POLICY_LAYOUT, MODES, Plan
-from rl_bringup.plan import ProcessSpec, make_plan
+from rl_bringup.plan import DEFAULT_CONFIG, MODES, Plan, ProcessSpec
 from rl_bringup.run_key import with_weights_key
 from rl_bringup.supervisor import Supervisor
 from rl_bringup.tools.subcommand import (EXIT_FAILURE, PROGRAM, CliError, Handler,
                                          SubparsersAction, add_subcommand, new_parser,
                                          parse_key_values, run_parser)
 
-LAUNCH_KEYS: tuple[str, ...] = ("robots", "config", "output_dir", "domain_id", "discovery", "cpus",
-                              "weights_key", "policy_layout")
-#: Node parameters that may be overridden on the command line (``total_env_steps:=2000``).
-PARAMETER_KEYS: tuple[str, ...] = tuple(sorted(
-    {f.name for classes in NODE_CONFIGS.values() for cls in classes for f in dataclasses.fields(cls)}
-    - set(LAUNCH_KEYS)))
 DEFAULT_TRAIN_MODE = "colocated"
-
-
-def _parameter_value(key: str, text: str) -> Any:
-    """Parse ``key:=text`` as YAML, as ros2 launch does, with ints widened for float parameters
-    (ROS parameters are strictly typed: ``max_rate_hz:=50`` must reach the node as 50.0)."""
-    value = yaml.safe_load(text)
-    defaults = {f.name: f.default for classes in NODE_CONFIGS.values() for cls in classes
-                for f in dataclasses.fields(cls)}
-    if isinstance(defaults.get(key), float) and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    return value
 
 
 def _plan_from_tokens(tokens: Sequence[str], default_mode: str | None) -> Plan:
     """Build the plan of a ``launch`` / ``train`` / ``plan`` command line.
 
-    :raises CliError: for a missing mode or bad tokens.
+    :raises CliError: for a missing mode or bad tokens (unknown keys among them).
     :raises rl_bringup.plan.PlanError: for invalid values.
     """
-    mode, values = parse_key_values(tokens, LAUNCH_KEYS + PARAMETER_KEYS, positional_mode=True)
-    overrides = {key: _parameter_value(key, value) for key, value in values.items()
-                 if key in PARAMETER_KEYS}
+    mode, values = parse_key_values(tokens, DEPLOYMENT_KEYS + PARAMETER_KEYS, positional_mode=True)
     if mode is None:
         if default_mode is None:
             raise CliError(f"missing MODE; valid modes: {', '.join(MODES)}")
         mode = default_mode
-    return make_plan(
-        mode,
-        robots=values.get("robots", "1"),
-        config=values.get("config", DEFAULT_CONFIG),
-        output_dir=values.get("output_dir"),
-        domain_id=values.get("domain_id"),
-        discovery=values.get("discovery", "localhost"),
-        extra_parameters=overrides or None,
-        cpus=values.get("cpus"),
-        policy_layout=values.get("policy_layout", DEFAULT_POLICY_LAYOUT),
-    )
+    return plan_from_arguments(mode, values)
 
 
 def _print_run_header(plan: Plan, out: TextIO) -> None:
     """What a user needs before a run starts: layout, domain id and how to attach tools."""
-    source = {
-        "argument": "given",
-        "environment": "from your ROS_DOMAIN_ID",
-        "random": "picked at random for this run",
-    }[plan.domain_id_source]
-    layout = f"mode {plan.mode}, {plan.robots} robot(s), config {plan.config_file}"
-    print(f"[{PROGRAM}] {layout}", file=out)
-    print(f"[{PROGRAM}] ROS_DOMAIN_ID={plan.domain_id} ({source})", file=out)
-    attach = plan.attach_command()
-    print(f"[{PROGRAM}] attach ROS tools (ros2 topic, rviz2, rqt) with: {attach}", file=out)
-    for note in plan.notes:
-        print(f"[{PROGRAM}] note: {note}", file=out)
+    for line in plan.header_lines():
+        print(f"[{PROGRAM}] {line}", file=out)
     out.flush()
 
 
@@ -218,7 +180,9 @@ _KEYS_HELP = (
     "cpus:=auto|none|'KIND=LIST;...' (CPU sets per node kind, e.g. "
     "'simulator=0;policy=0;replay_buffer=1;trainer=1'; default: the config's /rl_bringup block, "
     "else none), policy_layout:=per_robot|central (default per_robot; central: one policy node "
-    "batching every robot's observations)"
+    "batching every robot's observations), weights_key:=FILE (default: a fresh key per run), "
+    "and any node parameter as NAME:=VALUE (e.g. total_env_steps:=20000; "
+    "`ros2 launch rl_bringup colocated.launch.py --show-args` lists them)"
 )
 
 

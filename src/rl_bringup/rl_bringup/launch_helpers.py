@@ -12,61 +12,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from rl_bringup.plan import (
-    DEFAULT_CONFIG,
-    DEFAULT_DISCOVERY,
-    DEFAULT_POLICY_LAYOUT,
-    MAX_DOMAIN_ID,
-    MAX_RESPAWNS,
-    MAX_ROBOTS,
-    MIN_DOMAIN_ID,
-    MIN_ROBOTS,
-    MODES,
-    POLICY_LAYOUTS,
-    RESPAWN_DELAY_S,
-    Plan,
-    ProcessSpec,
-    make_plan,
+from rl_bringup.arguments import (
+    DEPLOYMENT_ARGUMENTS,
+    DEPLOYMENT_KEYS,
+    PARAMETER_KEYS,
+    parameter_description,
+    plan_from_arguments,
 )
+from rl_bringup.plan import MAX_RESPAWNS, MODES, RESPAWN_DELAY_S, Plan, ProcessSpec
+from rl_bringup.run_key import with_weights_key
 
-# name -> (default value, description). Defaults are text: launch arguments are substitutions.
-LAUNCH_ARGUMENTS: dict[str, tuple[str, str]] = {
-    "robots": (
-        "1",
-        f"Number of robots ({MIN_ROBOTS}..{MAX_ROBOTS}); robot k runs in namespace /robot_k.",
-    ),
-    "config": (
-        DEFAULT_CONFIG,
-        "Parameter file: a path, or a name in rl_bringup's config folder (cartpole, kuka_reach).",
-    ),
-    "output_dir": (
-        "",
-        "Folder for the trainer's checkpoints and results (trainer parameter output_dir); "
-        "empty: the trainer's default.",
-    ),
-    "domain_id": (
-        "",
-        f"ROS_DOMAIN_ID of the run ({MIN_DOMAIN_ID}..{MAX_DOMAIN_ID}); empty: the caller's "
-        f"ROS_DOMAIN_ID, else a random pick in 1..100.",
-    ),
-    "discovery": (
-        DEFAULT_DISCOVERY,
-        "DDS discovery: localhost (default, nothing leaves the machine), subnet (multicast on the "
-        "local subnet), or server:HOST:PORT (Fast DDS discovery server).",
-    ),
-    "cpus": (
-        "",
-        "CPU sets per node kind: auto (acting and learning nodes on separate halves of the "
-        "cores), none, or 'KIND=LIST;...' (e.g. 'simulator=0;policy=0;replay_buffer=1;"
-        "trainer=1'); empty: the config's /rl_bringup block, else none.",
-    ),
-    "policy_layout": (
-        DEFAULT_POLICY_LAYOUT,
-        f"Where inference runs ({', '.join(POLICY_LAYOUTS)}): per_robot, a policy node in each "
-        "robot's namespace; central, one policy node /policy serving every robot with one "
-        "batched forward pass (get_action at /policy/get_action).",
-    ),
-}
 MODE_ARGUMENT_DESCRIPTION = (
     "Deployment mode: colocated (one process), decoupled (one process per node) or hybrid "
     "(a process per robot plus one learner process)."
@@ -74,7 +29,9 @@ MODE_ARGUMENT_DESCRIPTION = (
 
 
 def declare_arguments(with_mode: bool) -> list[Any]:
-    """``DeclareLaunchArgument`` actions, each with a description.
+    """``DeclareLaunchArgument`` actions, each with a description: the deployment arguments, then
+    every node parameter (empty default: the config file's value), so ``--show-args`` lists all
+    that ``ros2 launch`` honours.
 
     :param with_mode: also declare ``mode`` (for ``multi_robot.launch.py``).
     """
@@ -90,9 +47,13 @@ def declare_arguments(with_mode: bool) -> list[Any]:
                 choices=list(MODES),
             )
         )
-    for name, (default_value, description) in LAUNCH_ARGUMENTS.items():
+    for name, (default_value, description) in DEPLOYMENT_ARGUMENTS.items():
         actions.append(
             DeclareLaunchArgument(name, default_value=default_value, description=description)
+        )
+    for name in PARAMETER_KEYS:
+        actions.append(
+            DeclareLaunchArgument(name, default_value="", description=parameter_description(name))
         )
     return actions
 
@@ -100,25 +61,18 @@ def declare_arguments(with_mode: bool) -> list[Any]:
 def plan_from_context(context: Any, mode: str | None) -> Plan:
     """Build the plan from the launch configurations of ``context``.
 
+    Configurations that are neither deployment arguments nor node parameters are left alone: a
+    launch file that includes this one may hold configurations of its own.
+
     :param context: the ``launch.LaunchContext`` given to an ``OpaqueFunction``.
     :param mode: the mode fixed by the launch file, or ``None`` to read the ``mode`` argument.
     :raises rl_bringup.plan.PlanError: for invalid arguments (launch reports it and exits 1).
     """
     configurations = context.launch_configurations
-
-    def value(name: str, default: str) -> str:
-        return str(configurations.get(name, default))
-
-    return make_plan(
-        mode if mode is not None else value("mode", MODES[0]),
-        robots=value("robots", "1"),
-        config=value("config", DEFAULT_CONFIG),
-        output_dir=value("output_dir", "") or None,
-        domain_id=value("domain_id", "") or None,
-        discovery=value("discovery", DEFAULT_DISCOVERY),
-        cpus=value("cpus", "") or None,
-        policy_layout=value("policy_layout", DEFAULT_POLICY_LAYOUT),
-    )
+    values = {name: str(configurations[name]) for name in DEPLOYMENT_KEYS + PARAMETER_KEYS
+              if name in configurations}
+    chosen_mode = mode if mode is not None else str(configurations.get("mode", MODES[0]))
+    return plan_from_arguments(chosen_mode, values)
 
 
 def node_action(process: ProcessSpec) -> Any:
@@ -162,17 +116,17 @@ def node_action(process: ProcessSpec) -> Any:
 
 
 def launch_setup(context: Any, mode: str | None = None) -> list[Any]:
-    """``OpaqueFunction`` body: the plan's processes as launch actions, after a summary line."""
+    """``OpaqueFunction`` body: the plan's processes as launch actions, after the lines both
+    front ends print first (layout, domain and how to attach, notes).
+
+    Like ``rl-bringup``, it gives the run a weights key (:func:`rl_bringup.run_key.with_weights_key`).
+    """
     from launch.actions import LogInfo
 
     plan = plan_from_context(context, mode)
-    summary = (
-        f"rl_bringup: mode {plan.mode}, {plan.robots} robot(s), config {plan.config_file}, "
-        f"ROS_DOMAIN_ID={plan.domain_id} ({plan.domain_id_source}); attach tools with: "
-        f"{plan.attach_command()}"
-    )
-    actions: list[Any] = [LogInfo(msg=summary)]
-    actions.extend(LogInfo(msg=f"rl_bringup note: {note}") for note in plan.notes)
+    key_file = str(context.launch_configurations.get("weights_key", "")).strip() or None
+    plan = with_weights_key(plan, key_file)
+    actions: list[Any] = [LogInfo(msg=f"rl_bringup: {line}") for line in plan.header_lines()]
     actions.extend(node_action(process) for process in plan.processes)
     return actions
 

@@ -93,6 +93,9 @@ MAX_ROBOTS = 64
 # ephemeral port range.
 MIN_DOMAIN_ID = 0
 MAX_DOMAIN_ID = 101
+# The highest id DDS can map to UDP ports at all (ROS 2, "About Domain ID"). A caller's
+# ROS_DOMAIN_ID is used as is up to it: their other ROS tools run in that domain already.
+MAX_INHERITED_DOMAIN_ID = 232
 # A per-run pick avoids 0 (the id every unconfigured ROS 2 shell uses) and 101 (the edge).
 RANDOM_DOMAIN_ID_RANGE = (1, 100)
 
@@ -280,6 +283,21 @@ class Plan:
         assignments = (f"{name}={shlex.quote(value)}" for name, value in variables.items())
         return "export " + " ".join(assignments)
 
+    def header_lines(self) -> list[str]:
+        """What both front ends print before a run starts: layout, domain id and where it came
+        from, how to attach tools, and the notes."""
+        source = {
+            "argument": "given",
+            "environment": "from your ROS_DOMAIN_ID, as is",
+            "random": "no ROS_DOMAIN_ID set: picked at random for this run",
+        }[self.domain_id_source]
+        return [
+            f"mode {self.mode}, {self.robots} robot(s), config {self.config_file}",
+            f"ROS_DOMAIN_ID={self.domain_id} ({source})",
+            f"attach ROS tools (ros2 topic, rviz2, rqt) with: {self.attach_command()}",
+            *(f"note: {note}" for note in self.notes),
+        ]
+
     def to_dict(self) -> dict[str, Any]:
         """A plain, YAML-friendly description of the plan."""
         return {
@@ -348,21 +366,24 @@ def parse_robots(value: int | str) -> int:
     return robots
 
 
-def parse_domain_id(value: int | str, source: str = "domain_id") -> int:
+def parse_domain_id(value: int | str, source: str = "domain_id",
+                    maximum: int = MAX_DOMAIN_ID) -> int:
     """Validate a ROS domain id given as int or text.
 
     :param value: the value.
     :param source: what the value came from, for the error message.
-    :raises PlanError: when it is not an integer in ``MIN_DOMAIN_ID..MAX_DOMAIN_ID``.
+    :param maximum: the highest id accepted (:data:`MAX_INHERITED_DOMAIN_ID` for the caller's
+        ``ROS_DOMAIN_ID``).
+    :raises PlanError: when it is not an integer in ``MIN_DOMAIN_ID..maximum``.
     """
-    message = f"{source} must be an integer from {MIN_DOMAIN_ID} to {MAX_DOMAIN_ID}, got {value!r}"
+    message = f"{source} must be an integer from {MIN_DOMAIN_ID} to {maximum}, got {value!r}"
     if isinstance(value, bool):
         raise PlanError(message)
     try:
         domain_id = value if isinstance(value, int) else int(str(value).strip())
     except ValueError:
         raise PlanError(message) from None
-    if not MIN_DOMAIN_ID <= domain_id <= MAX_DOMAIN_ID:
+    if not MIN_DOMAIN_ID <= domain_id <= maximum:
         raise PlanError(message)
     return domain_id
 
@@ -439,7 +460,8 @@ def _choose_domain_id(
     inherited = environ.get(DOMAIN_ID_VARIABLE, "").strip()
     if inherited:
         source = f"{DOMAIN_ID_VARIABLE} in the environment"
-        return parse_domain_id(inherited, source=source), "environment"
+        return (parse_domain_id(inherited, source=source, maximum=MAX_INHERITED_DOMAIN_ID),
+                "environment")
     # A per-run pick keeps concurrent runs (and CI jobs) on one machine out of each other's graphs.
     picker = rng if rng is not None else random.SystemRandom()
     return picker.randint(*RANDOM_DOMAIN_ID_RANGE), "random"
@@ -668,8 +690,9 @@ def make_plan(
     :param output_dir: where the trainer writes checkpoints and results (the ``output_dir``
         parameter of the learning processes);
         the trainer's own default when ``None``. Made absolute so every process agrees on it.
-    :param domain_id: ROS_DOMAIN_ID; the caller's ``ROS_DOMAIN_ID`` or a random pick in
-        :data:`RANDOM_DOMAIN_ID_RANGE` when ``None``.
+    :param domain_id: ROS_DOMAIN_ID; when ``None``, the caller's ``ROS_DOMAIN_ID`` as is (up to
+        :data:`MAX_INHERITED_DOMAIN_ID`, with a note above :data:`MAX_DOMAIN_ID`), else a random
+        pick in :data:`RANDOM_DOMAIN_ID_RANGE`.
     :param discovery: ``localhost``, ``subnet`` or ``server:HOST:PORT``
         (see :func:`discovery_environment`).
     :param extra_parameters: parameter overrides for every process (see
@@ -704,6 +727,11 @@ def make_plan(
         raise PlanError(str(error)) from None
     discovery_env, notes = discovery_environment(str(discovery))
     chosen_domain_id, domain_id_source = _choose_domain_id(domain_id, environ, rng)
+    if chosen_domain_id > MAX_DOMAIN_ID:
+        notes.append(
+            f"{DOMAIN_ID_VARIABLE}={chosen_domain_id} is above {MAX_DOMAIN_ID}: its DDS ports lie "
+            f"in Linux's ephemeral port range and may clash with other programs' ports"
+        )
     cpus_text, cpus_source, sets = _choose_cpus(cpus, config_file, machine_cpus)
 
     environment: dict[str, str] = {

@@ -1,0 +1,148 @@
+"""The ``key:=value`` arguments of a deployment, shared by both front ends.
+
+``ros2 launch rl_bringup MODE.launch.py key:=value ...`` (through :mod:`rl_bringup.launch_helpers`)
+and ``rl-bringup launch|train|plan MODE key:=value ...`` (:mod:`rl_bringup.cli`) take the same
+arguments and turn them into a plan with :func:`plan_from_arguments`:
+
+* the deployment arguments of :data:`DEPLOYMENT_ARGUMENTS` (robots, config, domain, ...);
+* any node parameter (:data:`PARAMETER_KEYS`, e.g. ``total_env_steps:=20000``), parsed as YAML
+  as ``ros2 launch`` and rcl do, which overrides the scenario file for every node that declares it.
+
+An empty value means "not given" in both front ends: launch arguments cannot be left out, so the
+launch files declare every key with an empty default.
+
+Leaf module: it imports neither ``launch`` nor the CLI.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+import dataclasses
+from typing import Any
+
+import yaml
+
+from rl_core.config import NODE_CONFIGS
+
+from rl_bringup.plan import (
+    DEFAULT_CONFIG,
+    DEFAULT_DISCOVERY,
+    DEFAULT_POLICY_LAYOUT,
+    MAX_DOMAIN_ID,
+    MAX_ROBOTS,
+    MIN_DOMAIN_ID,
+    MIN_ROBOTS,
+    POLICY_LAYOUTS,
+    Plan,
+    make_plan,
+)
+
+# name -> (default value, description). Defaults are text: launch arguments are substitutions.
+DEPLOYMENT_ARGUMENTS: dict[str, tuple[str, str]] = {
+    "robots": (
+        "1",
+        f"Number of robots ({MIN_ROBOTS}..{MAX_ROBOTS}); robot k runs in namespace /robot_k.",
+    ),
+    "config": (
+        DEFAULT_CONFIG,
+        "Parameter file: a path, or a name in rl_bringup's config folder (cartpole, kuka_reach).",
+    ),
+    "output_dir": (
+        "",
+        "Folder for the trainer's checkpoints and results (trainer parameter output_dir); "
+        "empty: the trainer's default.",
+    ),
+    "domain_id": (
+        "",
+        f"ROS_DOMAIN_ID of the run ({MIN_DOMAIN_ID}..{MAX_DOMAIN_ID}); empty: the caller's "
+        f"ROS_DOMAIN_ID as is, else a random pick in 1..100 (printed with the line to attach "
+        f"ros2/rviz/rqt).",
+    ),
+    "discovery": (
+        DEFAULT_DISCOVERY,
+        "DDS discovery: localhost (default, nothing leaves the machine), subnet (multicast on the "
+        "local subnet), or server:HOST:PORT (Fast DDS discovery server).",
+    ),
+    "cpus": (
+        "",
+        "CPU sets per node kind: auto (acting and learning nodes on separate halves of the "
+        "cores), none, or 'KIND=LIST;...' (e.g. 'simulator=0;policy=0;replay_buffer=1;"
+        "trainer=1'); empty: the config's /rl_bringup block, else none.",
+    ),
+    "policy_layout": (
+        DEFAULT_POLICY_LAYOUT,
+        f"Where inference runs ({', '.join(POLICY_LAYOUTS)}): per_robot, a policy node in each "
+        "robot's namespace; central, one policy node /policy serving every robot with one "
+        "batched forward pass (get_action at /policy/get_action).",
+    ),
+    "weights_key": (
+        "",
+        "File holding the hex key that signs the policy weights (give every host of a multi-host "
+        "run the same); empty: RL_ROS2_WEIGHTS_KEY(_FILE) from the environment, else a fresh "
+        "key per run.",
+    ),
+}
+DEPLOYMENT_KEYS: tuple[str, ...] = tuple(DEPLOYMENT_ARGUMENTS)
+
+#: Node parameters the plan sets itself (from ``robots``); not overridable.
+PLAN_PARAMETERS: frozenset[str] = frozenset({"deployment_robots"})
+
+
+def _parameter_fields() -> dict[str, list[tuple[str, dataclasses.Field[Any]]]]:
+    """``name -> [(node kind, field), ...]`` of every node parameter."""
+    fields: dict[str, list[tuple[str, dataclasses.Field[Any]]]] = {}
+    for kind, classes in NODE_CONFIGS.items():
+        for cls in classes:
+            for field in dataclasses.fields(cls):
+                fields.setdefault(field.name, []).append((kind, field))
+    return fields
+
+
+_PARAMETER_FIELDS = _parameter_fields()
+#: Node parameters that may be overridden as ``name:=value`` (``total_env_steps:=2000``).
+PARAMETER_KEYS: tuple[str, ...] = tuple(sorted(
+    set(_PARAMETER_FIELDS) - set(DEPLOYMENT_KEYS) - PLAN_PARAMETERS))
+
+
+def parameter_description(name: str) -> str:
+    """What ``--show-args`` says about the override of node parameter ``name``."""
+    entries = _PARAMETER_FIELDS[name]
+    kinds = ", ".join(dict.fromkeys(kind for kind, _ in entries))
+    description = entries[0][1].metadata.get("description", "").rstrip(".")
+    return (f"Node parameter ({kinds}): {description}. Empty: the value in the config file "
+            f"(or the node's default).")
+
+
+def parse_parameter_value(name: str, text: str) -> Any:
+    """Parse ``name:=text`` as YAML, as ros2 launch does, with ints widened for float parameters
+    (ROS parameters are strictly typed: ``max_rate_hz:=50`` must reach the node as 50.0)."""
+    value = yaml.safe_load(text)
+    defaults = [field.default for _, field in _PARAMETER_FIELDS.get(name, [])]
+    if (any(isinstance(default, float) for default in defaults) and isinstance(value, int)
+            and not isinstance(value, bool)):
+        return float(value)
+    return value
+
+
+def plan_from_arguments(mode: str, values: Mapping[str, str]) -> Plan:
+    """Build the plan of ``MODE key:=value ...``.
+
+    :param mode: the deployment mode.
+    :param values: text values by key: deployment arguments and node parameters; other keys are
+        ignored (the caller decides whether they are errors), and so are empty values.
+    :raises rl_bringup.plan.PlanError: for invalid values.
+    """
+    given = {key: value for key, value in values.items() if str(value).strip() != ""}
+    overrides = {key: parse_parameter_value(key, value) for key, value in given.items()
+                 if key in PARAMETER_KEYS}
+    return make_plan(
+        mode,
+        robots=given.get("robots", DEPLOYMENT_ARGUMENTS["robots"][0]),
+        config=given.get("config", DEFAULT_CONFIG),
+        output_dir=given.get("output_dir"),
+        domain_id=given.get("domain_id"),
+        discovery=given.get("discovery", DEFAULT_DISCOVERY),
+        extra_parameters=overrides or None,
+        cpus=given.get("cpus"),
+        policy_layout=given.get("policy_layout", DEFAULT_POLICY_LAYOUT),
+    )
