@@ -504,10 +504,13 @@ def test_launch_parameter_overrides_reach_the_nodes_that_declare_them(
         check_node_matches(node, process)
         # Parsed as YAML like ros2 launch does; an int for a float parameter is widened, an empty
         # value is not given at all.
-        overrides_given = node.kwargs["parameters"][1]
-        assert overrides_given["total_env_steps"] == 20000
-        assert overrides_given["actor_lr"] == 1.0 and isinstance(overrides_given["actor_lr"], float)
-        assert "num_envs" not in overrides_given
+        blocks = yaml.safe_load(Path(node.kwargs["parameters"][1]).read_text())
+        for block in blocks.values():
+            overrides_given = block["ros__parameters"]
+            assert overrides_given["total_env_steps"] == 20000
+            assert overrides_given["actor_lr"] == 1.0
+            assert isinstance(overrides_given["actor_lr"], float)
+            assert "num_envs" not in overrides_given
 
 
 def test_launch_and_cli_make_the_same_plan_from_the_same_arguments(
@@ -523,7 +526,7 @@ def test_launch_and_cli_make_the_same_plan_from_the_same_arguments(
     printed = yaml.safe_load(capsys.readouterr().out)
     nodes = [action for action in actions if isinstance(action, FakeNode)]
     assert [node.kwargs["parameters"][1] for node in nodes] == \
-        [process["parameters"] for process in printed["processes"]]
+        [process["argv"][-1] for process in printed["processes"]]
     messages = [action.kwargs["msg"] for action in actions if isinstance(action, FakeLogInfo)]
     assert "rl_bringup: ROS_DOMAIN_ID=11 (given)" in messages
 
@@ -590,7 +593,12 @@ def check_node_matches(node: FakeNode, process: ProcessSpec) -> None:
     assert options["namespace"] == expected_namespace
     expected_parameters: list[Any] = [process.params_file]
     if process.parameters:
-        expected_parameters.append(process.parameters)
+        # The overrides as a file with a block per node kind: a dict would land under /**, below
+        # the scenario file's node-specific blocks.
+        expected_parameters.append(process.overrides_file())
+        overrides = yaml.safe_load(Path(options["parameters"][1]).read_text())
+        assert overrides == {f"/**/{kind}": {"ros__parameters": process.parameters}
+                             for kind in {kind for kind, _ in process.hosted_nodes()}}
     assert options["parameters"] == expected_parameters
     assert options["additional_env"] == process.env
     assert options["additional_env"]["ROS_AUTOMATIC_DISCOVERY_RANGE"] in ("LOCALHOST", "SUBNET")
