@@ -1,0 +1,260 @@
+"""The real ``ros2`` command line against real deployments: ``ros2 launch`` of the installed
+launch files, then ``ros2 node|topic|param|service`` on the running graph, and SIGINT shutdown.
+
+The ``launch`` / ``launch_ros`` / ``ros2cli`` wheels come from ``../shared/ros2-cli`` (developer and
+CI machines), which ``scripts/setup.sh`` installs into the venv together with a colcon build of
+``composition_interfaces``; the launch files are found through ``AMENT_PREFIX_PATH`` in the venv
+prefix, where setup's colcon build installed ``share/rl_bringup``. Without that folder (a user's
+machine without ROS) the tests skip with the reason.
+
+Every ``ros2`` command runs with ``--no-daemon`` where it has the option (no daemon outlives the
+test), in the test run's own ``ROS_DOMAIN_ID`` and on the loopback (tests/conftest.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+import json
+import os
+from pathlib import Path
+import re
+import signal
+import sys
+import time
+
+import psutil
+import pytest
+
+from tests.processes import REPO, Child
+
+#: The per-robot policy's request/response service, as ``ros2 service list`` names it.
+GET_ACTION_SERVICE = "/robot_0/policy/get_action"
+ROS2_CLI_DIR = Path(os.environ.get("ROS2_CLI_DIR", REPO.parent / "shared" / "ros2-cli"))
+ROS2 = Path(sys.executable).parent / "ros2"
+#: Deployments that keep running until stopped, capped so the machine stays usable.
+ENDLESS = ("total_env_steps:=1000000000", "max_rate_hz:=100")
+START_TIMEOUT_S = 150.0
+SPIN = ("--no-daemon", "--spin-time", "3")
+
+pytestmark = [
+    pytest.mark.system,
+    pytest.mark.skipif(not ROS2_CLI_DIR.is_dir(),
+                       reason=f"{ROS2_CLI_DIR} is absent: no real ros2 launch / ros2 command line "
+                              f"on this machine (scripts/setup.sh installs them from that folder)"),
+]
+
+
+@pytest.fixture(scope="module")
+def ros2_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """Environment of the ``ros2`` commands: the run's domain and discovery range (conftest),
+    the venv as ament prefix, logs in a temporary folder; the daemon stopped at the end."""
+    assert ROS2.is_file(), f"{ROS2} missing although {ROS2_CLI_DIR} exists: run scripts/setup.sh"
+    env = dict(os.environ)
+    env["AMENT_PREFIX_PATH"] = os.pathsep.join(
+        filter(None, [sys.prefix, env.get("AMENT_PREFIX_PATH", "")]))
+    env["ROS_LOG_DIR"] = str(tmp_path_factory.mktemp("ros_log"))
+    yield env
+    ros2(env, "daemon", "stop", timeout_s=30.0)  # in case a command started one after all
+
+
+def ros2(env: dict[str, str], *arguments: str, timeout_s: float = 60.0) -> tuple[int | None, str]:
+    """Run ``ros2 ARGUMENTS`` to its end: ``(exit code or None on timeout, output)``."""
+    command = Child([str(ROS2), *arguments], env=env)
+    try:
+        code = command.wait(timeout_s)
+    finally:
+        command.stop(grace_s=5.0)
+    return code, command.output()
+
+
+def launch(env: dict[str, str], file_name: str, *arguments: str) -> Child:
+    """``ros2 launch rl_bringup FILE ARGUMENTS`` in a session of its own."""
+    return Child([str(ROS2), "launch", "rl_bringup", file_name, *arguments], env=env)
+
+
+def poll(check, timeout_s: float, launched: Child | None = None, what: str = ""):
+    """Call ``check()`` until it returns something truthy; fail after ``timeout_s`` or when the
+    launch exits, with the launch output."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        result = check()
+        if result:
+            return result
+        if launched is not None and launched.process.poll() is not None:
+            pytest.fail(f"the launch exited ({launched.process.returncode}) while waiting for "
+                        f"{what}:\n{launched.output()[-4000:]}")
+        time.sleep(1.0)
+    output = launched.output()[-4000:] if launched is not None else ""
+    pytest.fail(f"timed out after {timeout_s:.0f} s waiting for {what}\n{output}")
+
+
+def nodes_listed(env: dict[str, str]) -> set[str]:
+    code, output = ros2(env, "node", "list", *SPIN)
+    return set(output.split()) if code == 0 else set()
+
+
+def echoed(env: dict[str, str], topic: str, *options: str) -> str | None:
+    """The first message on ``topic`` as ``ros2 topic echo --once`` prints it (None: none came)."""
+    code, output = ros2(env, "topic", "echo", "--once", "--no-daemon", "--timeout", "20",
+                        *options, topic, timeout_s=40.0)
+    return output if code == 0 and output.strip() else None
+
+
+def weights_version(env: dict[str, str]) -> int:
+    """The version of the latched /policy_weights (0 when none arrived)."""
+    output = echoed(env, "/policy_weights", "--field", "version")
+    match = re.search(r"^(\d+)$", output or "", flags=re.M)
+    return int(match.group(1)) if match else 0
+
+
+def wait_until_experience_and_weights_flow(env: dict[str, str], launched: Child,
+                                           robots: int) -> None:
+    """Every robot's experience reaches /experience and the trainer publishes updated weights."""
+    for robot in range(robots):
+        # --filter sees what --field selected.
+        poll(lambda: echoed(env, "/experience", "--field", "robot_id", "--filter", f"m == {robot}"),
+             START_TIMEOUT_S, launched, f"experience of robot {robot}")
+    poll(lambda: weights_version(env) >= 2, START_TIMEOUT_S, launched, "weights version 2")
+
+
+def descendants(process: Child) -> list[psutil.Process]:
+    try:
+        return psutil.Process(process.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+def interrupt_and_check_nothing_is_left(launched: Child) -> None:
+    """SIGINT to ``ros2 launch`` alone (its nodes get it from launch), then every process it
+    started must be gone."""
+    started = descendants(launched)
+    assert started, launched.output()[-3000:]
+    os.kill(launched.pid, signal.SIGINT)
+    code = launched.wait(60.0)
+    assert code is not None, "ros2 launch did not exit within 60 s of SIGINT"
+    left = [process for process in started if process.is_running()
+            and process.status() != psutil.STATUS_ZOMBIE]
+    assert not left, f"left behind after SIGINT: {[p.cmdline() for p in left]}"
+
+
+# ---------------------------------------------------------------------------------- tests
+
+
+def test_show_args_lists_deployment_arguments_and_node_parameters(ros2_env) -> None:
+    code, output = ros2(ros2_env, "launch", "rl_bringup", "colocated.launch.py", "--show-args")
+    assert code == 0, output
+    for argument in ("robots", "config", "domain_id", "discovery", "policy_layout", "weights_key",
+                     "total_env_steps", "actor_lr", "max_rate_hz"):
+        assert f"'{argument}':" in output, argument
+    assert "Node parameter (trainer)" in output
+
+
+def test_colocated_launch_runs_to_completion_with_a_parameter_override(
+    ros2_env, tmp_path: Path
+) -> None:
+    launched = launch(ros2_env, "colocated.launch.py", "total_env_steps:=700",
+                      "eval_episodes:=1", f"output_dir:={tmp_path / 'run'}")
+    try:
+        code = launched.wait(240.0)
+    finally:
+        launched.stop(grace_s=20.0)
+    assert code == 0, launched.output()[-4000:]
+    output = launched.output()
+    # The caller's ROS_DOMAIN_ID as is, and the line that attaches tools to it.
+    domain = ros2_env["ROS_DOMAIN_ID"]
+    assert f"ROS_DOMAIN_ID={domain} (from your ROS_DOMAIN_ID, as is)" in output
+    assert f"export ROS_DOMAIN_ID={domain} ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST" in output
+    result = json.loads((tmp_path / "run" / "result.json").read_text())
+    # total_env_steps:=700 beat the scenario file's trainer block (8000).
+    assert result["env_steps"] == 700, result
+    assert "training until 700 transitions" in output
+
+
+def test_without_a_domain_the_launch_picks_one_and_says_how_to_attach(ros2_env) -> None:
+    env = {name: value for name, value in ros2_env.items() if name != "ROS_DOMAIN_ID"}
+    # A bad argument stops the launch before anything starts, naming the valid values.
+    code, output = ros2(env, "launch", "rl_bringup", "colocated.launch.py", "robots:=0")
+    assert code != 0 and "robots must be an integer from 1 to 64" in output, output
+    launched = launch(env, "colocated.launch.py", "total_env_steps:=1")
+    try:
+        line = launched.wait_for_line(lambda text: "picked at random" in text, 60.0)
+        attach = launched.wait_for_line(lambda text: "attach ROS tools" in text, 10.0)
+    finally:
+        launched.stop(grace_s=20.0)
+    assert line is not None, launched.output()[-3000:]
+    domain = re.search(r"ROS_DOMAIN_ID=(\d+)", line).group(1)
+    assert attach is not None and \
+        attach.endswith(f"export ROS_DOMAIN_ID={domain} ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST")
+
+
+def test_decoupled_two_robots_under_the_ros2_command_line(ros2_env, tmp_path: Path) -> None:
+    launched = launch(ros2_env, "decoupled.launch.py", "robots:=2", *ENDLESS,
+                      f"output_dir:={tmp_path / 'run'}")
+    try:
+        expected_nodes = {"/robot_0/simulator", "/robot_0/policy", "/robot_1/simulator",
+                          "/robot_1/policy", "/replay_buffer", "/trainer"}
+        nodes = poll(lambda: nodes_listed(ros2_env) >= expected_nodes and nodes_listed(ros2_env),
+                     START_TIMEOUT_S, launched, "ros2 node list to show every node")
+        assert nodes >= expected_nodes
+
+        code, topics = ros2(ros2_env, "topic", "list", "-t", *SPIN)
+        assert code == 0, topics
+        for topic, type_name in [("/experience", "rl_interfaces/msg/ExperienceBatch"),
+                                 ("/policy_weights", "rl_interfaces/msg/PolicyWeights"),
+                                 ("/robot_1/actions", "rl_interfaces/msg/ActionBatch")]:
+            assert f"{topic} [{type_name}]" in topics, topics
+
+        wait_until_experience_and_weights_flow(ros2_env, launched, robots=2)
+
+        hz = Child([str(ROS2), "topic", "hz", "--window", "20", "/robot_0/observations"],
+                   env=ros2_env)
+        try:
+            rate_line = hz.wait_for_line(lambda text: text.startswith("average rate:"), 60.0)
+        finally:
+            hz.stop(grace_s=5.0)
+        assert rate_line is not None, hz.output()
+        assert float(rate_line.split(":")[1]) > 1.0, rate_line
+
+        check_parameters(ros2_env)
+        check_get_action_service(ros2_env)
+        interrupt_and_check_nothing_is_left(launched)
+    finally:
+        launched.stop(grace_s=20.0)
+
+
+def check_parameters(env: dict[str, str]) -> None:
+    """The parameter overrides reached the node; a live parameter changes, a read-only one is
+    refused with the reason."""
+    code, output = ros2(env, "param", "get", *SPIN, "/trainer", "total_env_steps")
+    assert code == 0 and "Integer value is: 1000000000" in output, output
+    code, output = ros2(env, "param", "set", *SPIN, "/trainer", "actor_lr", "0.0005")
+    assert code == 0 and "Set parameter successful" in output, output
+    code, output = ros2(env, "param", "get", *SPIN, "/trainer", "actor_lr")
+    assert code == 0 and "Double value is: 0.0005" in output, output
+    code, output = ros2(env, "param", "set", *SPIN, "/trainer", "seed", "5")
+    assert "Setting parameter failed: Trying to set a read-only parameter: seed" in output, output
+    code, output = ros2(env, "param", "get", *SPIN, "/trainer", "seed")
+    assert code == 0 and "Integer value is: 0" in output, output
+
+
+def check_get_action_service(env: dict[str, str]) -> None:
+    """``ros2 service call`` of the policy's get_action: one cart-pole observation in, one action
+    in [-1, 1] out."""
+    request = "{obs_shape: [4], obs: [0.0, 0.0, 0.05, 0.0], deterministic: true}"
+    code, output = ros2(env, "service", "call", GET_ACTION_SERVICE,
+                        "rl_interfaces/srv/GetAction", request)
+    assert code == 0 and "success=True" in output, output
+    actions = re.search(r"actions=\[([^\]]*)\]", output)
+    assert actions is not None, output
+    values = [float(value) for value in actions.group(1).split(",")]
+    assert len(values) == 1 and -1.0 <= values[0] <= 1.0, output
+
+
+def test_hybrid_two_robots_flow_and_stop_on_sigint(ros2_env, tmp_path: Path) -> None:
+    launched = launch(ros2_env, "hybrid.launch.py", "robots:=2", *ENDLESS,
+                      f"output_dir:={tmp_path / 'run'}")
+    try:
+        wait_until_experience_and_weights_flow(ros2_env, launched, robots=2)
+        interrupt_and_check_nothing_is_left(launched)
+    finally:
+        launched.stop(grace_s=20.0)
