@@ -34,7 +34,8 @@ def _package_files(*patterns: str) -> list[str]:
 
     :param patterns: glob patterns relative to this folder, such as ``launch/*.launch.py``.
     :return: sorted paths relative to this folder (what ``data_files`` needs).
-    :raises SystemExit: when a pattern matches no file, naming the pattern and the folder.
+    :raises FileNotFoundError: when a pattern matches no file, naming the pattern and the folder
+        (an exception, not SystemExit, which colcon's setup.py introspection would swallow).
     """
     files: list[str] = []
     for pattern in patterns:
@@ -42,7 +43,7 @@ def _package_files(*patterns: str) -> list[str]:
         # --symlink-install build leaves its mirror behind in build/).
         matches = [path for path in glob(os.path.join(_here, pattern)) if os.path.isfile(path)]
         if not matches:
-            raise SystemExit(
+            raise FileNotFoundError(
                 f"rl_bringup: no file matches {pattern!r} in {_here}; the launch/ and config/ "
                 f"symlinks of the package must point at the repository's launch/ and config/ "
                 f"folders (build from a git checkout)"
