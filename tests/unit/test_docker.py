@@ -9,6 +9,7 @@ so the tests check what would run, not how the text is spelled.
 from __future__ import annotations
 
 import ast
+import os
 from dataclasses import dataclass
 import json
 from pathlib import Path
@@ -232,3 +233,71 @@ def test_every_compose_service_gets_the_weights_key_as_a_secret() -> None:
     for name, service in data["services"].items():
         assert service["secrets"] == ["weights_key"], name
         assert service["environment"]["RL_ROS2_WEIGHTS_KEY_FILE"] == "/run/secrets/weights_key"
+
+
+def declared_keys() -> set[str]:
+    """The run-time rosdep keys the package manifests under src/ declare."""
+    import xml.etree.ElementTree as ElementTree
+
+    keys = set()
+    for manifest in (REPO_ROOT / "src").glob("*/package.xml"):
+        root = ElementTree.parse(manifest).getroot()
+        keys |= {element.text.strip() for tag in ("depend", "exec_depend")
+                 for element in root.iter(tag) if element.text}
+    return keys - {path.name for path in (REPO_ROOT / "src").iterdir()}
+
+
+def option_value(command: list[str], option: str) -> str:
+    return command[command.index(option) + 1]
+
+
+def test_dockerfile_installs_the_manifests_dependencies_with_rosdep() -> None:
+    commands = run_commands()
+    (rosdep,) = [command for command in commands if command[:2] == ["rosdep", "install"]]
+    assert option_value(rosdep, "--from-paths") == "src"
+    assert {"--ignore-src", "-y"} <= set(rosdep)
+    assert commands.index(["rosdep", "update", "--rosdistro", "kilted"]) < commands.index(rosdep)
+    build = next(command for command in commands if command[:2] == ["colcon", "build"])
+    assert commands.index(rosdep) < commands.index(build)
+    # Every manifest is in the image before rosdep reads them.
+    instructions = dockerfile()
+    rosdep_step = next(index for index, instruction in enumerate(instructions)
+                       if instruction.keyword == "RUN" and "rosdep install" in instruction.arguments)
+    copied_before = {shlex.split(instruction.arguments)[0]
+                     for instruction in instructions[:rosdep_step] if instruction.keyword == "COPY"}
+    manifests = {str(path.relative_to(REPO_ROOT))
+                 for path in (REPO_ROOT / "src").glob("*/package.xml")}
+    assert manifests <= copied_before
+
+    # Skipped: exactly the pip keys, each pinned in the pip step to requirements.txt's version.
+    keys = declared_keys()
+    skipped = set(option_value(rosdep, "--skip-keys").split())
+    assert skipped == {key for key in keys if key.endswith("-pip")}
+    pins = requirement_pins()
+    pip_pins = dict(package.lower().split("==", 1) for package in installed(("pip3",))
+                    if "==" in package)
+    for key in skipped:
+        distribution = key.removeprefix("python3-").removesuffix("-pip")
+        assert pip_pins.get(distribution) == pins[distribution], key
+
+    # No hand-kept apt package duplicates what a declared key provides.
+    apt = set(installed(("apt-get",)))
+    for key in keys - skipped:
+        assert key not in apt and f"ros-kilted-{key.replace('_', '-')}" not in apt, key
+    assert {"tf2_msgs", "launch_ros", "rmw_fastrtps_cpp", "python3-numpy"} <= keys
+
+
+def test_dockerfile_copies_what_rl_bringups_symlinks_point_at() -> None:
+    """src/rl_bringup/{launch,config} are relative symlinks; in /ws they must resolve to folders
+    the image has."""
+    package = REPO_ROOT / "src" / "rl_bringup"
+    copied = {shlex.split(text)[-1].rstrip("/") for text in arguments_of("COPY")}
+    (workdir,) = set(arguments_of("WORKDIR"))
+    for name in ("launch", "config"):
+        link = package / name
+        assert link.is_symlink(), link
+        in_image = Path(workdir) / "src" / "rl_bringup" / os.readlink(link)
+        assert os.path.normpath(in_image) == f"{workdir}/{name}"
+        assert f"./{name}" in copied
+    # colcon runs in the workdir and reads ./colcon.meta there.
+    assert ["colcon.meta", "./"] in [shlex.split(text) for text in arguments_of("COPY")]
