@@ -53,6 +53,8 @@ def test_process_layouts_differ_by_mode() -> None:
 def test_environment_checks_warn_or_fail_with_a_fix() -> None:
     assert check_domain_id({}, {}).level is Level.WARN
     assert check_domain_id({}, {"ROS_DOMAIN_ID": "500"}).level is Level.FAIL
+    # The launches use the caller's domain as is up to 232; above 101 it is a risk, not an error.
+    assert check_domain_id({}, {"ROS_DOMAIN_ID": "150"}).level is Level.WARN
     assert check_domain_id({}, {"ROS_DOMAIN_ID": "7"}).level is Level.PASS
     unset = check_discovery({}, {})
     assert [check.level for check in unset] == [Level.WARN] and "LOCALHOST" in unset[0].fix

@@ -22,7 +22,8 @@ from types import FrameType, TracebackType
 from typing import TYPE_CHECKING, Any
 
 from rl_bringup.plan import (DISCOVERY_RANGE_VARIABLE, DISCOVERY_SERVER_VARIABLE,
-                             DOMAIN_ID_VARIABLE, discovery_environment, parse_domain_id)
+                             DOMAIN_ID_VARIABLE, MAX_INHERITED_DOMAIN_ID, discovery_environment,
+                             parse_domain_id)
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from rclpy.executors import SingleThreadedExecutor
@@ -69,8 +70,10 @@ def attach_settings(values: Mapping[str, str],
     if values.get("domain_id", "").strip():
         domain_id, source = parse_domain_id(values["domain_id"]), "argument"
     elif environ.get(DOMAIN_ID_VARIABLE, "").strip():
+        # As the launches do: the caller's domain as is, up to the highest id DDS can map.
         domain_id = parse_domain_id(environ[DOMAIN_ID_VARIABLE],
-                                    source=f"{DOMAIN_ID_VARIABLE} in the environment")
+                                    source=f"{DOMAIN_ID_VARIABLE} in the environment",
+                                    maximum=MAX_INHERITED_DOMAIN_ID)
         source = "environment"
     else:
         domain_id, source = ROS_DEFAULT_DOMAIN_ID, "default"

@@ -11,7 +11,8 @@ from pathlib import Path
 import tempfile
 
 from rl_bringup.plan import (DISCOVERY_RANGE_VARIABLE, DISCOVERY_SERVER_VARIABLE,
-                             DOMAIN_ID_VARIABLE, RMW_IMPLEMENTATION, PlanError, parse_domain_id)
+                             DOMAIN_ID_VARIABLE, MAX_DOMAIN_ID, MAX_INHERITED_DOMAIN_ID,
+                             RMW_IMPLEMENTATION, PlanError, parse_domain_id)
 from rl_bringup.tools.doctor.report import Check, Level
 from rl_bringup.tools.ros_session import SUPER_CLIENT_VARIABLE
 
@@ -50,7 +51,8 @@ def check_rmw(environ: Mapping[str, str], identifier: str | None) -> Check:
 
 
 def check_domain_id(values: Mapping[str, str], environ: Mapping[str, str]) -> Check:
-    """``ROS_DOMAIN_ID`` set (or ``domain_id:=`` given) and in 0..101."""
+    """``ROS_DOMAIN_ID`` set (or ``domain_id:=`` given) and in 0..101 (102..232 work, with a
+    warning: the launches use the caller's domain as is)."""
     if values.get("domain_id", "").strip():
         return Check(Level.PASS, "domain id", f"domain_id:={values['domain_id']} given")
     text = environ.get(DOMAIN_ID_VARIABLE, "").strip()
@@ -60,12 +62,17 @@ def check_domain_id(values: Mapping[str, str], environ: Mapping[str, str]) -> Ch
                      f"rl-bringup launch picks a random domain for each run unless given one",
                      "run the 'export ROS_DOMAIN_ID=...' line the launch header prints, or pass "
                      "domain_id:=N (to the launch and to the tools)")
+    fix = (f"export {DOMAIN_ID_VARIABLE}=N with N from 0 to {MAX_DOMAIN_ID} (higher ids push DDS "
+           f"ports into the ephemeral range)")
     try:
-        domain_id = parse_domain_id(text, source=DOMAIN_ID_VARIABLE)
+        domain_id = parse_domain_id(text, source=DOMAIN_ID_VARIABLE,
+                                    maximum=MAX_INHERITED_DOMAIN_ID)
     except PlanError as error:
-        return Check(Level.FAIL, "domain id", str(error),
-                     f"export {DOMAIN_ID_VARIABLE}=N with N from 0 to 101 (higher ids push DDS "
-                     f"ports into the ephemeral range)")
+        return Check(Level.FAIL, "domain id", str(error), fix)
+    if domain_id > MAX_DOMAIN_ID:
+        # The launches use the caller's domain as is, so this one works, with a risk.
+        return Check(Level.WARN, "domain id", f"{DOMAIN_ID_VARIABLE}={domain_id} is above "
+                     f"{MAX_DOMAIN_ID}: its DDS ports lie in the ephemeral port range", fix)
     return Check(Level.PASS, "domain id", f"{DOMAIN_ID_VARIABLE}={domain_id}")
 
 
