@@ -1,7 +1,9 @@
 """Unit tests of docker/: what can be checked without Docker.
 
 The compose file must parse and start only executables that rl_nodes installs; the Dockerfile's
-pinned learning dependencies must equal requirements.txt's; the network-safety settings hold.
+pinned learning dependencies must equal requirements.txt's; the dependencies the package
+manifests declare come from rosdep, not from a hand-kept apt list; the network-safety settings
+hold.
 The Dockerfile and the entry-point script are parsed into instructions and command lines (shlex),
 so the tests check what would run, not how the text is spelled.
 """
