@@ -1,7 +1,8 @@
 """Turn the deployment plan into ``launch`` / ``launch_ros`` actions (the ros2 launch front end).
 
 The four files in ``launch/`` call :func:`generate_mode_launch_description` and nothing else, so
-the plan (:mod:`rl_bringup.plan`) stays the single source of the process layout.
+the plan (:mod:`rl_bringup.plan`) stays the single source of the process layout, and
+:mod:`rl_bringup.arguments` the single source of the arguments ``rl-bringup`` takes too.
 
 ``launch`` and ``launch_ros`` are imported inside the functions: they exist only in a ROS 2
 install, and importing them late lets ``rl_bringup`` import everywhere (and lets tests substitute

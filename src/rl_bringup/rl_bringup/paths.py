@@ -2,16 +2,16 @@
 
 Two installs are supported:
 
-* a **source checkout** with an editable pip install (``scripts/setup.sh``): this module lives in
-  ``<repo>/src/rl_bringup/rl_bringup/`` and the repository's top-level ``config/`` and
-  ``launch/`` folders are used directly, so an edited config takes effect without reinstalling;
-* a **colcon install** (``colcon build``, the docker image): ``setup.py`` copied ``config/`` and
-  ``launch/`` into ``share/rl_bringup``, found through ``ament_index_python``.
+* a **source checkout** built with ``colcon build --symlink-install`` (``scripts/setup.sh``, a
+  ROS user's workspace): this module resolves to ``<repo>/src/rl_bringup/rl_bringup/`` and the
+  repository's top-level ``config/`` and ``launch/`` folders are used directly, so an edited or
+  added config takes effect without rebuilding;
+* a **plain colcon install** (``colcon build``, the docker image): ``setup.py`` copied
+  ``config/`` and ``launch/`` into ``share/rl_bringup``, found through ``ament_index_python``.
 
-The source checkout is checked first because an editable install also copies the data files into
-the virtualenv's ``share/`` folder, where they would be stale copies of the repository's files; in a
-colcon install this module does not sit next to a ``package.xml``, so the check falls through to
-the share folder.
+The source checkout is checked first because a file added to ``config/`` reaches the install's
+``share/`` folder only with the next build; in a plain install this module does not sit next to a
+``package.xml``, so the check falls through to the share folder.
 """
 
 from __future__ import annotations
