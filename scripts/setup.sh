@@ -92,10 +92,10 @@ if [ -d "$ros2_cli_dir/wheels" ]; then
   ros2_cli_hash="$(hash_of "$root/requirements-ros2-cli.txt" <(cd "$ros2_cli_dir/wheels" && ls -l -- *.whl))"
   if [ "$(cat "$venv/.ros2-cli.sha256" 2>/dev/null)" != "$ros2_cli_hash" ]; then
     say "installing the ros2 command line and launch from $ros2_cli_dir"
-    # --no-deps: the wheels name ament_index_python, which the registry has as ros-ament-index-python.
-    "$vpy" -m pip install --disable-pip-version-check -q --no-deps "$ros2_cli_dir"/wheels/*.whl
     "$vpy" -m pip install --disable-pip-version-check -q -r "$root/requirements-ros2-cli.txt" \
       2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+    # --no-deps: the wheels name ament_index_python, which the registry has as ros-ament-index-python.
+    "$vpy" -m pip install --disable-pip-version-check -q --no-deps "$ros2_cli_dir"/wheels/*.whl
     echo "$ros2_cli_hash" > "$venv/.ros2-cli.sha256"
   else
     say "ros2 command line up to date"
@@ -127,7 +127,7 @@ packages=(rl_interfaces rl_core rl_nodes rl_bringup)
 if [ "$(cat "$venv/.colcon.sha256" 2>/dev/null)" != "$build_hash" ] \
    || ! "$vpy" -c 'import rl_interfaces.msg, rl_core, rl_nodes, rl_bringup' 2>/dev/null \
    || ! [ -x "$venv/bin/rl-bringup" ]; then
-  say "colcon build of ${colcon_paths[*]#$root/} (first time: about two minutes)"
+  say "colcon build --symlink-install into $venv (first time: about two minutes)"
   mkdir -p "$build_dir"
   # Run from the repository root: colcon reads ./colcon.meta (per-package arguments).
   (
