@@ -25,10 +25,11 @@ import time
 import psutil
 import pytest
 
+from rl_nodes import graph
 from tests.processes import REPO, Child
 
-#: The per-robot policy's request/response service, as ``ros2 service list`` names it.
-GET_ACTION_SERVICE = "/robot_0/policy/get_action"
+#: The per-robot policy's request/response service: /robot_0/policy/get_action.
+GET_ACTION_SERVICE = graph.service_name(graph.GET_ACTION, graph.robot_namespace(0))
 ROS2_CLI_DIR = Path(os.environ.get("ROS2_CLI_DIR", REPO.parent / "shared" / "ros2-cli"))
 ROS2 = Path(sys.executable).parent / "ros2"
 #: Deployments that keep running until stopped, capped so the machine stays usable.
@@ -102,7 +103,7 @@ def echoed(env: dict[str, str], topic: str, *options: str) -> str | None:
 
 def weights_version(env: dict[str, str]) -> int:
     """The version of the latched /policy_weights (0 when none arrived)."""
-    output = echoed(env, "/policy_weights", "--field", "version")
+    output = echoed(env, graph.WEIGHTS.name, "--field", "version")
     match = re.search(r"^(\d+)$", output or "", flags=re.M)
     return int(match.group(1)) if match else 0
 
@@ -112,7 +113,8 @@ def wait_until_experience_and_weights_flow(env: dict[str, str], launched: Child,
     """Every robot's experience reaches /experience and the trainer publishes updated weights."""
     for robot in range(robots):
         # --filter sees what --field selected.
-        poll(lambda: echoed(env, "/experience", "--field", "robot_id", "--filter", f"m == {robot}"),
+        poll(lambda: echoed(env, graph.EXPERIENCE.name, "--field", "robot_id",
+                            "--filter", f"m == {robot}"),
              START_TIMEOUT_S, launched, f"experience of robot {robot}")
     poll(lambda: weights_version(env) >= 2, START_TIMEOUT_S, launched, "weights version 2")
 
@@ -203,23 +205,23 @@ def test_decoupled_two_robots_under_the_ros2_command_line(ros2_env, tmp_path: Pa
     launched = launch(ros2_env, "decoupled.launch.py", "robots:=2", *ENDLESS,
                       f"output_dir:={tmp_path / 'run'}")
     try:
-        expected_nodes = {"/robot_0/simulator", "/robot_0/policy", "/robot_1/simulator",
-                          "/robot_1/policy", "/replay_buffer", "/trainer"}
+        expected_nodes = {graph.node_name(kind, graph.robot_namespace(robot))
+                          for robot in range(2) for kind in (graph.SIMULATOR, graph.POLICY)}
+        expected_nodes |= {graph.node_name(graph.REPLAY_BUFFER), graph.node_name(graph.TRAINER)}
         nodes = poll(lambda: nodes_listed(ros2_env) >= expected_nodes and nodes_listed(ros2_env),
                      START_TIMEOUT_S, launched, "ros2 node list to show every node")
         assert nodes >= expected_nodes
 
         code, topics = ros2(ros2_env, "topic", "list", "-t", *SPIN)
         assert code == 0, topics
-        for topic, type_name in [("/experience", "rl_interfaces/msg/ExperienceBatch"),
-                                 ("/policy_weights", "rl_interfaces/msg/PolicyWeights"),
-                                 ("/robot_1/actions", "rl_interfaces/msg/ActionBatch")]:
-            assert f"{topic} [{type_name}]" in topics, topics
+        for topic, namespace in [(graph.EXPERIENCE, "/"), (graph.WEIGHTS, "/"),
+                                 (graph.ACTIONS, graph.robot_namespace(1))]:
+            assert f"{graph.resolve(topic.name, namespace)} [{topic.type}]" in topics, topics
 
         wait_until_experience_and_weights_flow(ros2_env, launched, robots=2)
 
-        hz = Child([str(ROS2), "topic", "hz", "--window", "20", "/robot_0/observations"],
-                   env=ros2_env)
+        observations = graph.resolve(graph.OBSERVATIONS.name, graph.robot_namespace(0))
+        hz = Child([str(ROS2), "topic", "hz", "--window", "20", observations], env=ros2_env)
         try:
             rate_line = hz.wait_for_line(lambda text: text.startswith("average rate:"), 60.0)
         finally:
@@ -253,8 +255,8 @@ def check_get_action_service(env: dict[str, str]) -> None:
     """``ros2 service call`` of the policy's get_action: one cart-pole observation in, one action
     in [-1, 1] out."""
     request = "{obs_shape: [4], obs: [0.0, 0.0, 0.05, 0.0], deterministic: true}"
-    code, output = ros2(env, "service", "call", GET_ACTION_SERVICE,
-                        "rl_interfaces/srv/GetAction", request)
+    code, output = ros2(env, "service", "call", GET_ACTION_SERVICE, graph.GET_ACTION.type,
+                        request)
     assert code == 0 and "success=True" in output, output
     actions = re.search(r"actions=\[([^\]]*)\]", output)
     assert actions is not None, output
