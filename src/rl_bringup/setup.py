@@ -1,8 +1,8 @@
 """ament_python setup of rl_bringup.
 
 The top-level ``launch/`` and ``config/`` folders of the repository are the single source of
-launch files and parameter files (README, "Layout"); this package installs
-them into ``share/rl_bringup/launch`` and ``share/rl_bringup/config`` so that
+launch files and parameter files (README, "Layout"); this package installs them into
+``share/rl_bringup/launch`` and ``share/rl_bringup/config`` so that
 ``ros2 launch rl_bringup colocated.launch.py`` and ``get_package_share_directory('rl_bringup')``
 find them in a colcon install.
 

@@ -12,7 +12,8 @@ Usage::
 
 Arguments follow ``ros2 launch``'s ``key:=value`` style, and both front ends take the same keys
 (:mod:`rl_bringup.arguments`), so the same line works with ``ros2 launch rl_bringup
-MODE.launch.py``. Unknown keys are errors here (``ros2 launch`` ignores them). Bad input exits with code 2 and a message naming the valid choices.
+MODE.launch.py``. Unknown keys are errors here (``ros2 launch`` ignores them). Bad input exits
+with code 2 and a message naming the valid choices.
 
 Subcommands are argparse subparsers registered by the functions in :data:`SUBCOMMANDS`; a new
 subcommand adds a ``register(subparsers)`` function that calls
