@@ -37,7 +37,8 @@ from rl_core.cpus import format_cpu_list
 
 from rl_bringup import paths
 from rl_bringup.arguments import DEPLOYMENT_KEYS, PARAMETER_KEYS, plan_from_arguments
-from rl_bringup.tools import advise, compare, doctor, evaluate, export, record, status
+from rl_bringup.tools import (advise, compare, compose, doctor, evaluate, export, k8s,
+                              record, status)
 from rl_bringup.plan import DEFAULT_CONFIG, MODES, Plan, ProcessSpec
 from rl_bringup.run_key import with_weights_key
 from rl_bringup.supervisor import Supervisor
@@ -249,6 +250,8 @@ SUBCOMMANDS: list[Callable[[SubparsersAction], None]] = [
     status.register,
     doctor.register,
     compare.register,
+    k8s.register,
+    compose.register,
 ]
 
 

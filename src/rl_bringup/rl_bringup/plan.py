@@ -167,28 +167,39 @@ class ProcessSpec:
             return list(self.nodes)
         return [(os.path.basename(self.executable), self.namespace or "/")]
 
-    def ros_arguments(self) -> list[str]:
-        """The arguments after ``--ros-args``: namespace remap, parameter file, overrides."""
+    def ros_arguments(self, overrides_path: str | None = None) -> list[str]:
+        """The arguments after ``--ros-args``: namespace remap, parameter file, overrides.
+
+        :param overrides_path: where the process finds :meth:`overrides_document` (a file
+            mounted into a container); ``None`` writes it here (:meth:`overrides_file`).
+        """
         arguments: list[str] = []
         if self.namespace not in ("", "/") and not self.is_container:
             arguments += ["-r", f"__ns:={self.namespace}"]
         if self.params_file:
             arguments += ["--params-file", self.params_file]
         if self.parameters:
-            arguments += ["--params-file", self.overrides_file()]
+            arguments += ["--params-file", overrides_path or self.overrides_file()]
         return arguments
 
-    def overrides_file(self) -> str:
-        """A parameter file holding :attr:`parameters` for each node of this process.
+    def overrides_document(self) -> str:
+        """:attr:`parameters` as a parameter file (YAML text) with a block for each node kind of
+        this process.
 
         ``-p name:=value`` cannot be used: rcl files it under ``/**``, and a node-specific block
         of the scenario file (``/**/trainer``) would beat it. A later file with the same
-        node-specific keys wins instead. The file is named by its content, so writing it again
-        is harmless.
+        node-specific keys wins instead.
         """
         document = {f"/**/{kind}": {"ros__parameters": dict(self.parameters)}
                     for kind in sorted({kind for kind, _ in self.hosted_nodes()})}
-        text = yaml.safe_dump(document, sort_keys=True)
+        return yaml.safe_dump(document, sort_keys=True)
+
+    def overrides_file(self) -> str:
+        """:meth:`overrides_document` written to a temporary file; its path.
+
+        The file is named by its content, so writing it again is harmless.
+        """
+        text = self.overrides_document()
         digest = hashlib.sha256(text.encode()).hexdigest()[:16]
         path = Path(tempfile.gettempdir()) / f"rl_bringup_overrides_{digest}.yaml"
         if not path.is_file():
@@ -197,17 +208,19 @@ class ProcessSpec:
             os.replace(temporary, path)
         return str(path)
 
-    def argv(self, python_bin_dir: str | os.PathLike[str] | None = None) -> list[str]:
+    def argv(self, python_bin_dir: str | os.PathLike[str] | None = None, *,
+             overrides_path: str | None = None) -> list[str]:
         """The full command line of the process.
 
         :param python_bin_dir: folder holding the executable (a virtualenv's ``bin`` or a colcon
             ``lib/rl_nodes``); the bare executable name, found on ``PATH``, when ``None``.
+        :param overrides_path: see :meth:`ros_arguments`.
         :return: ``[program, *arguments, "--ros-args", ...]``.
         """
         program = self.executable
         if python_bin_dir is not None and not os.path.isabs(program):
             program = os.path.join(os.fspath(python_bin_dir), program)
-        ros_arguments = self.ros_arguments()
+        ros_arguments = self.ros_arguments(overrides_path)
         if not ros_arguments:
             return [program, *self.arguments]
         return [program, *self.arguments, "--ros-args", *ros_arguments]
@@ -435,11 +448,17 @@ def discovery_environment(discovery: str) -> tuple[dict[str, str], list[str]]:
         }
         return environment, [
             f"discovery:={text}: start the Fast DDS discovery server first, on {host}: "
-            f"fastdds discovery -i 0 -l {host} -p {port}",
+            f"{shlex.join(discovery_server_argv(host, port))}",
             f"tools attaching to this run need {DISCOVERY_SERVER_VARIABLE}={host}:{port} "
             f"(and ROS_SUPER_CLIENT=TRUE for ros2 topic list / rqt_graph)",
         ]
     raise PlanError(f"bad discovery {discovery!r}; {valid}")
+
+
+def discovery_server_argv(listen_address: str, port: int) -> list[str]:
+    """The command line of a Fast DDS discovery server (server id 0, the first and only entry of
+    ``ROS_DISCOVERY_SERVER``) listening on ``listen_address:port`` over UDP."""
+    return ["fastdds", "discovery", "-i", "0", "-l", listen_address, "-p", str(port)]
 
 
 def _is_host(host: str) -> bool:

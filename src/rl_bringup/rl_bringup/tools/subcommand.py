@@ -168,17 +168,23 @@ def add_subcommand(subparsers: SubparsersAction, name: str, handler: Handler, *,
 
 
 def add_tool(subparsers: SubparsersAction, name: str, run: ToolRun, *, keys: Sequence[str],
-             help: str, description: str) -> argparse.ArgumentParser:
+             help: str, description: str, takes_mode: bool = False) -> argparse.ArgumentParser:
     """Add the ``key:=value`` tool ``name``: ``run`` gets the values of ``keys`` by key.
 
     :param run: the tool's body; it raises :class:`ToolError` for what the user must fix.
+    :param takes_mode: accept a deployment MODE as a bare first token (or ``mode:=X``), as
+        ``launch`` does; ``run`` finds it under ``"mode"``.
     :return: the subparser.
     """
 
     def handler(arguments: argparse.Namespace, tokens: list[str]) -> int:
-        return run(parse_tokens(tokens, keys))
+        if not takes_mode:
+            return run(parse_tokens(tokens, keys))
+        mode, values = parse_key_values(tokens, keys, positional_mode=True)
+        return run({**values, "mode": mode} if mode is not None else values)
 
-    return add_subcommand(subparsers, name, handler, help=help, description=description)
+    return add_subcommand(subparsers, name, handler, help=help, description=description,
+                          metavar="MODE|key:=value" if takes_mode else "key:=value")
 
 
 def dispatch(arguments: argparse.Namespace, tokens: list[str]) -> int:

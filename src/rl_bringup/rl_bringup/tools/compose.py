@@ -1,0 +1,260 @@
+"""``rl-bringup compose``: a docker compose file of a deployment, from the deployment plan.
+
+Usage::
+
+    rl-bringup compose MODE robots:=N output:=FILE [config:=NAME] [image:=IMAGE] [max_robots:=K]
+
+The services come from :func:`rl_bringup.tools.containers.container_layout`, the same plan the
+launch files and ``rl-bringup launch`` run: one service per learner process (hybrid:
+``learner``; decoupled: ``trainer`` and ``replay_buffer``; colocated: ``container``, which also
+hosts the robots) and **one scalable service per robot process** (hybrid: ``robot``;
+decoupled: ``simulator`` and ``policy``), started ``robots`` times (``scale``) and scaled with
+``docker compose up --scale robot=N``.
+
+Compose gives a replica nothing it could read its index from, so each robot replica claims one
+(:mod:`rl_bringup.replica`, ``--claim-dir``): it locks the lowest free ``robot_k.lock`` in a
+volume shared by the service's replicas, holds it while it runs, and becomes ``/robot_k``.
+Decoupled mode scales ``simulator`` and ``policy`` alike (``--scale simulator=N --scale
+policy=N``); each service claims in its own folder, so the k-th simulator pairs with the k-th
+policy.
+
+Everything runs on the internal bridge network ``rl_net`` (no route out) with
+``ROS_AUTOMATIC_DISCOVERY_RANGE=SUBNET`` from the plan's ``discovery:=subnet``. The scenario
+file is the image's installed copy, chosen at run time by ``RL_CONFIG`` (default: the
+``config:=`` given here); each learner process's parameter overrides (``output_dir``,
+``deployment_robots``) travel in the file as a compose ``configs`` entry with inline content
+(docker compose >= 2.23.1). The weights key is the secret ``weights_key`` from
+``weights.key`` beside the compose file, which this command writes (mode 0600) unless it exists.
+``docker/compose.yaml`` is this command's output for ``hybrid robots:=2``; a unit test checks
+that it equals a fresh one.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rl_core import weights_auth
+
+from rl_bringup import paths
+from rl_bringup.plan import DOMAIN_ID_VARIABLE, MAX_ROBOTS
+from rl_bringup.tools.containers import (CONTAINER_ENVIRONMENT, DEFAULT_DOMAIN_ID, DEFAULT_IMAGE,
+                                         OUTPUT_DIR, Container, ContainerLayout,
+                                         layout_from_values, replica_command, weights_key_file)
+from rl_bringup.tools.subcommand import EXIT_FAILURE, SubparsersAction, ToolError, add_tool
+
+COMMAND = "compose"
+KEYS: tuple[str, ...] = ("robots", "output", "config", "image", "max_robots")
+NETWORK = "rl_net"
+SECRET = "weights_key"
+SECRET_PATH = f"/run/secrets/{SECRET}"
+CLAIMS_VOLUME = "robot_claims"
+CLAIMS_DIR = "/run/rl_ros2/robot_claims"
+#: Where the image's colcon install keeps the scenario files.
+IMAGE_CONFIG_DIR = "/ws/install/rl_bringup/share/rl_bringup/config"
+CONFIG_VARIABLE = "RL_CONFIG"
+OVERRIDES_DIR = "/etc/rl_ros2"
+DOCKERFILE = "docker/Dockerfile"
+RUNS_FOLDER = "runs"
+
+
+class _ComposeDumper(yaml.SafeDumper):
+    """Plain YAML for people: no anchors, multi-line text (parameter files) as ``|`` blocks."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def _represent_text(dumper: yaml.SafeDumper, text: str) -> yaml.Node:
+    style = "|" if "\n" in text else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
+
+
+_ComposeDumper.add_representer(str, _represent_text)
+
+
+def _scenario_path(layout: ContainerLayout) -> str:
+    """The scenario file inside the image, switchable with ``RL_CONFIG`` at ``up`` time.
+
+    :raises ToolError: for a scenario the image does not carry.
+    """
+    scenario = Path(layout.plan.config_file).resolve()
+    installed = paths.config_directory().resolve()
+    if scenario.parent != installed:
+        raise ToolError(f"compose runs the scenarios installed in the image ({installed}/*.yaml); "
+                        f"{scenario} is not one of them: copy it into {installed} and rebuild "
+                        "the image")
+    return f"{IMAGE_CONFIG_DIR}/${{{CONFIG_VARIABLE}:-{scenario.stem}}}.yaml"
+
+
+def _environment(container: Container) -> dict[str, str]:
+    environment = dict(container.process.env)
+    # One domain for every service, chosen when the project starts.
+    environment[DOMAIN_ID_VARIABLE] = f"${{{DOMAIN_ID_VARIABLE}:-{environment[DOMAIN_ID_VARIABLE]}}}"
+    return {**environment, **CONTAINER_ENVIRONMENT, weights_auth.KEY_FILE_VARIABLE: SECRET_PATH}
+
+
+def _relative(target: Path, folder: Path) -> str:
+    """``target`` relative to the compose file's folder (compose resolves paths from there)."""
+    return os.path.relpath(target, folder)
+
+
+def _service(layout: ContainerLayout, container: Container, *, image: str, folder: Path,
+             repository: Path | None) -> dict[str, Any]:
+    service: dict[str, Any] = {"image": image}
+    if repository is not None:
+        service["build"] = {"context": _relative(repository, folder), "dockerfile": DOCKERFILE}
+    overrides = f"{OVERRIDES_DIR}/{container.overrides_name()}"
+    command = container.command(_scenario_path(layout), overrides)
+    if container.robot:
+        command = replica_command(command, ["--claim-dir", f"{CLAIMS_DIR}/{container.name}"],
+                                  layout.max_robots)
+    service["command"] = command
+    service["environment"] = _environment(container)
+    service["networks"] = [NETWORK]
+    service["init"] = True  # signals reach the node process; zombies are reaped
+    service["secrets"] = [SECRET]
+    if container.process.parameters:
+        service["configs"] = [{"source": _config_name(container), "target": overrides}]
+    if container.robot:
+        service["scale"] = layout.plan.robots
+        service["restart"] = "on-failure"
+        service["depends_on"] = [learner.name for learner in layout.learner]
+        service["volumes"] = [f"{CLAIMS_VOLUME}:{CLAIMS_DIR}"]
+    else:
+        runs = (repository / RUNS_FOLDER) if repository is not None else folder / RUNS_FOLDER
+        service["volumes"] = [f"{_relative(runs, folder)}:{OUTPUT_DIR}"]
+    return service
+
+
+def _config_name(container: Container) -> str:
+    return f"{container.name}_parameters"
+
+
+def compose_document(layout: ContainerLayout, *, image: str, folder: Path,
+                     repository: Path | None) -> dict[str, Any]:
+    """The compose file as a mapping.
+
+    :param folder: the folder the compose file goes into (relative paths start there).
+    :param repository: the source checkout to build the image from; ``None``: no ``build``.
+    """
+    services = {container.name: _service(layout, container, image=image, folder=folder,
+                                          repository=repository)
+                for container in layout.containers}
+    document: dict[str, Any] = {"services": services}
+    configs = {_config_name(container): {"content": container.process.overrides_document()}
+               for container in layout.containers if container.process.parameters}
+    if configs:
+        document["configs"] = configs
+    document["secrets"] = {SECRET: {"file": f"./{weights_auth.KEY_FILE_NAME}"}}
+    # internal: no gateway out of the machine; SUBNET discovery multicast stays on the bridge.
+    document["networks"] = {NETWORK: {"internal": True}}
+    if layout.robots:
+        document["volumes"] = {CLAIMS_VOLUME: {}}
+    return document
+
+
+def _header(layout: ContainerLayout, regenerate: str) -> str:
+    main = next(container.name for container in layout.learner if container.main)
+    robots = [container.name for container in layout.robots]
+    scale = " ".join(f"--scale {name}=N" for name in robots)
+    lines = [
+        "Generated from the deployment plan (rl_bringup.plan); regenerate it, do not edit it:",
+        f"  {regenerate}",
+        "",
+        f"Mode {layout.plan.mode}: services {', '.join(c.name for c in layout.containers)} on the "
+        f"internal network {NETWORK}.",
+        "",
+        f"  ROS_DOMAIN_ID={DEFAULT_DOMAIN_ID} docker compose -f FILE up --build "
+        f"--abort-on-container-exit --exit-code-from {main}" + (f" [{scale}]" if robots else ""),
+        "",
+        f"--exit-code-from {main}: the run ends with the trainer (exit 0 when training is done).",
+        f"{CONFIG_VARIABLE}=NAME picks another scenario of the image's config folder.",
+        "The weights are signed with the key in weights.key beside this file (rl-bringup compose",
+        "writes it); without rl-bringup create it once:",
+        "  python3 -c 'import secrets; print(secrets.token_hex(32))' > weights.key "
+        "&& chmod 600 weights.key",
+    ]
+    if robots:
+        lines += [
+            "",
+            f"Robots: {layout.plan.robots} replicas of {' and of '.join(robots)} (scale:, or "
+            "--scale at up time). Each replica",
+            f"claims the lowest free robot index in the volume {CLAIMS_VOLUME} "
+            "(python3 -m rl_bringup.replica)",
+            f"and runs as /robot_<index>; the learner accepts robot ids below "
+            f"max_robots={layout.max_robots}.",
+        ]
+    return "".join(f"# {line}".rstrip() + "\n" for line in lines) + "\n"
+
+
+def regenerate_command(layout: ContainerLayout, output: str, image: str) -> str:
+    """The ``rl-bringup compose`` line that writes this file again."""
+    words = ["rl-bringup", COMMAND, layout.plan.mode, f"robots:={layout.plan.robots}"]
+    if Path(layout.plan.config_file).stem != "cartpole":
+        words.append(f"config:={Path(layout.plan.config_file).stem}")
+    if image != DEFAULT_IMAGE:
+        words.append(f"image:={image}")
+    if layout.max_robots != MAX_ROBOTS:
+        words.append(f"max_robots:={layout.max_robots}")
+    return " ".join([*words, f"output:={output}"])
+
+
+def compose_text(layout: ContainerLayout, output: Path, image: str = DEFAULT_IMAGE) -> str:
+    """The compose file for ``output`` (its folder anchors the relative paths)."""
+    repository = paths.source_root()
+    folder = output.resolve().parent
+    shown = output.resolve()
+    if repository is not None and shown.is_relative_to(repository.resolve()):
+        shown = shown.relative_to(repository.resolve())
+    document = compose_document(layout, image=image, folder=folder, repository=repository)
+    body = yaml.dump(document, Dumper=_ComposeDumper, sort_keys=False, width=100)
+    return _header(layout, regenerate_command(layout, str(shown), image)) + body
+
+
+def compose(values: dict[str, str]) -> int:
+    """``rl-bringup compose MODE robots:=N output:=FILE ...``.
+
+    :return: the exit code.
+    :raises ToolError: exit 2 for bad input, 1 when the file cannot be written.
+    """
+    if not values.get("output"):
+        raise ToolError("missing output:=FILE (the compose file to write, e.g. "
+                        "docker/compose.yaml)")
+    image = values.get("image", DEFAULT_IMAGE).strip()
+    if not image or any(character.isspace() for character in image):
+        raise ToolError(f"image:= must be an image reference such as {DEFAULT_IMAGE}, "
+                        f"got {image!r}")
+    _, layout = layout_from_values(values, discovery="subnet", domain_id=DEFAULT_DOMAIN_ID)
+    output = Path(values["output"]).expanduser()
+    text = compose_text(layout, output, image)
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(text)
+    except OSError as error:
+        raise ToolError(f"cannot write {output}: {error}", EXIT_FAILURE) from None
+    key = weights_key_file(output.parent)
+    print(f"wrote {output}; weights key {key}")
+    main = next(container.name for container in layout.learner if container.main)
+    scale = " ".join(f"--scale {container.name}={layout.plan.robots}"
+                     for container in layout.robots)
+    print(f"run:  ROS_DOMAIN_ID={DEFAULT_DOMAIN_ID} docker compose -f {output} up --build "
+          f"--abort-on-container-exit --exit-code-from {main} {scale}".rstrip())
+    return 0
+
+
+def register(subparsers: SubparsersAction) -> None:
+    """Add ``compose`` to the ``rl-bringup`` subcommands."""
+    add_tool(
+        subparsers, COMMAND, compose, keys=KEYS, takes_mode=True,
+        help="write a docker compose file of a mode from the plan (robots as a scalable service)",
+        description="Write a docker compose file for MODE (colocated, decoupled, hybrid): the "
+        "learner processes as services, each robot process as one service started robots "
+        "times (docker compose up --scale robot=N; each replica claims its robot index). "
+        "key:=value arguments: robots:=N (1..64), output:=FILE (required), config:=NAME (a "
+        f"scenario of config/, default cartpole), image:=IMAGE (default {DEFAULT_IMAGE}), "
+        "max_robots:=K (robot ids the learner accepts, so the most replicas; default 64).",
+    )

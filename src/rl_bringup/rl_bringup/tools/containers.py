@@ -1,0 +1,222 @@
+"""A deployment plan as container images run it: the part shared by ``rl-bringup k8s`` and
+``rl-bringup compose``.
+
+Both generators start from :func:`rl_bringup.plan.make_plan` and split its processes into
+
+* the **learner**: every process that hosts the replay buffer or the trainer (hybrid: the
+  ``learner`` container; decoupled: ``replay_buffer`` and ``trainer``; colocated: the one
+  ``container`` with every node). The process hosting the trainer is the *main* one: its exit 0
+  ends the run;
+* the **robot template**: the processes of robot 0 (hybrid: ``robot_0``; decoupled: its
+  ``simulator`` and ``policy``) with their namespace ``/robot_0`` replaced by
+  :data:`rl_bringup.replica.PLACEHOLDER`. Every replica of the robot service runs this template
+  through ``python3 -m rl_bringup.replica``, which puts the replica's own ``/robot_k`` in. The
+  plan's processes of robots 1..N-1 are the same template with another namespace and are left
+  out: the orchestrator's replica count says how many robots run.
+
+The learner's ``deployment_robots`` (robot ids at or above it are refused) is set to
+``max_robots`` instead of the plan's robot count, so that scaling the robots up to
+``max_robots`` needs no change to the learner (and no restart of it).
+
+The command lines are the plan's (:meth:`rl_bringup.plan.ProcessSpec.argv`), run with
+``ros2 run`` inside the image, with the parameter file and the overrides file at the paths the
+generator mounts them. CPU pinning is left out (``cpus:=none``): host CPU numbers mean nothing
+inside a container, where the orchestrator's CPU limits apply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+from rl_core import weights_auth
+
+from rl_bringup import replica
+from rl_bringup.plan import (DEFAULT_CONFIG, MAX_ROBOTS, MODES, Plan, PlanError, ProcessSpec,
+                             make_plan, parse_robots)
+from rl_bringup.tools.subcommand import ToolError, int_value
+from rl_nodes import graph
+from rl_nodes.graph import robot_namespace
+
+#: Where the learner writes checkpoints, the replay snapshot and results inside its container.
+OUTPUT_DIR = "/runs"
+DEFAULT_IMAGE = "rl_ros2:latest"
+#: The domain id of generated deployments; an isolated network (compose's internal bridge, the
+#: Kubernetes network policy and discovery server) keeps other ROS systems out, so a fixed id
+#: keeps the generated files reproducible.
+DEFAULT_DOMAIN_ID = 42
+#: Environment every node container gets on top of the plan's.
+CONTAINER_ENVIRONMENT = {
+    # Containers (and pods) have separate IPC namespaces; Fast DDS's shared-memory transport
+    # cannot cross them, and the network policy covers UDP only. Use UDP, as separate hosts do.
+    "FASTDDS_BUILTIN_TRANSPORTS": "UDPv4",
+}
+#: The replica step that every robot container runs first (see :mod:`rl_bringup.replica`).
+REPLICA_MODULE = "rl_bringup.replica"
+LEARNING_KINDS = (graph.REPLAY_BUFFER, graph.TRAINER)
+
+
+@dataclass(frozen=True)
+class Container:
+    """One container of a deployment: a plan process and where it runs.
+
+    :param name: the container's (or compose service's) name: the plan's process name for
+        learner processes, ``robot`` for a robot container hosting several nodes, else the
+        node kind (``simulator``, ``policy``).
+    :param process: the plan's process; for robots, robot 0's with its namespace replaced by
+        :data:`rl_bringup.replica.PLACEHOLDER`.
+    :param robot: whether it is part of the robot template (one copy per robot).
+    :param main: whether it hosts the trainer (its exit 0 ends the run).
+    """
+
+    name: str
+    process: ProcessSpec
+    robot: bool
+    main: bool
+
+    @property
+    def kinds(self) -> list[str]:
+        """Node kinds hosted by the container, in plan order."""
+        return [kind for kind, _ in self.process.hosted_nodes()]
+
+    def overrides_name(self) -> str:
+        """File name of the container's parameter overrides (``learner.parameters.yaml``)."""
+        return f"{self.name}.parameters.yaml"
+
+    def command(self, params_file: str, overrides_path: str | None) -> list[str]:
+        """The node command line, as ``ros2 run PACKAGE EXECUTABLE ARGS...``.
+
+        :param params_file: the scenario file's path inside the container.
+        :param overrides_path: the overrides file's path inside the container (``None`` when
+            the process has no parameter overrides).
+        """
+        process = dataclasses.replace(self.process, params_file=params_file)
+        argv = process.argv(overrides_path=overrides_path if process.parameters else None)
+        return ["ros2", "run", process.package, *argv]
+
+
+@dataclass(frozen=True)
+class ContainerLayout:
+    """A plan split into learner containers (the main one first) and the robot template."""
+
+    plan: Plan
+    learner: list[Container]
+    robots: list[Container]
+    max_robots: int
+
+    @property
+    def containers(self) -> list[Container]:
+        """Every container: learner ones first."""
+        return [*self.learner, *self.robots]
+
+    @property
+    def scenario_name(self) -> str:
+        """File name of the plan's scenario file (``cartpole.yaml``)."""
+        return Path(self.plan.config_file).name
+
+
+def replica_command(command: Sequence[str], source: Sequence[str], max_robots: int) -> list[str]:
+    """``command`` run through the replica step.
+
+    :param source: where the replica's index comes from (``--pod-name-variable VAR`` or
+        ``--claim-dir DIR``).
+    """
+    return ["python3", "-m", REPLICA_MODULE, *source, "--max-robots", str(max_robots), "--",
+            *command]
+
+
+def _robot_template(process: ProcessSpec) -> ProcessSpec:
+    """Robot 0's process with :data:`rl_bringup.replica.PLACEHOLDER` for its namespace."""
+    first = robot_namespace(0)
+    placeholder = replica.PLACEHOLDER
+
+    def swap(namespace: str) -> str:
+        return placeholder if namespace == first else namespace
+
+    template = dataclasses.replace(
+        process,
+        namespace=swap(process.namespace),
+        nodes=[(kind, swap(namespace)) for kind, namespace in process.nodes],
+        arguments=[argument.removesuffix(f"@{first}") + f"@{placeholder}"
+                   if argument.endswith(f"@{first}") else argument
+                   for argument in process.arguments],
+    )
+    if any(first in argument for argument in template.argv()):
+        raise PlanError(f"cannot make a robot template of {process.name}: {first} remains in "
+                        f"{template.command_line()}")
+    return template
+
+
+_ROBOT_NAMESPACES = frozenset(robot_namespace(index) for index in range(MAX_ROBOTS))
+
+
+def _is_robot_process(process: ProcessSpec) -> bool:
+    """Whether every node of ``process`` lives in a robot namespace."""
+    return all(namespace in _ROBOT_NAMESPACES for _, namespace in process.hosted_nodes())
+
+
+def container_layout(mode: str, robots: int | str, *, config: str, max_robots: int,
+                     discovery: str, domain_id: int = DEFAULT_DOMAIN_ID) -> ContainerLayout:
+    """Plan the deployment and split it into containers.
+
+    :param max_robots: the learner's ``deployment_robots``: the most robots the deployment can
+        be scaled to without regenerating it.
+    :param discovery: the plan's discovery setting (``subnet``, ``server:HOST:PORT``).
+    :raises PlanError: on invalid input, naming the valid choices.
+    """
+    robot_count = parse_robots(robots)
+    if not robot_count <= max_robots <= MAX_ROBOTS:
+        raise PlanError(f"max_robots must be from robots:={robot_count} to {MAX_ROBOTS}, "
+                        f"got {max_robots}")
+    # The caller's environment must not leak into generated files (its ROS_DOMAIN_ID, ...).
+    plan = make_plan(mode, robot_count, config, output_dir=OUTPUT_DIR, domain_id=domain_id,
+                     discovery=discovery, cpus="none", environ={})
+    first = robot_namespace(0)
+    learner: list[Container] = []
+    template: list[Container] = []
+    for process in plan.processes:
+        kinds = {kind for kind, _ in process.hosted_nodes()}
+        if _is_robot_process(process):
+            if all(namespace == first for _, namespace in process.hosted_nodes()):
+                name = "robot" if process.is_container else process.executable
+                template.append(Container(name, _robot_template(process), robot=True,
+                                          main=False))
+            continue
+        if not kinds & set(LEARNING_KINDS):
+            raise PlanError(f"process {process.name} ({sorted(kinds)}) is neither a robot's "
+                            "nor the learner's; container deployments cannot place it")
+        parameters = {**process.parameters, "deployment_robots": max_robots}
+        learner.append(Container(process.name, dataclasses.replace(process, parameters=parameters),
+                                 robot=False, main=graph.TRAINER in kinds))
+    learner.sort(key=lambda container: not container.main)
+    return ContainerLayout(plan=plan, learner=learner, robots=template, max_robots=max_robots)
+
+
+def layout_from_values(values: dict[str, str], *, discovery: str,
+                       domain_id: int = DEFAULT_DOMAIN_ID) -> tuple[str, ContainerLayout]:
+    """The mode and layout of a ``k8s`` / ``compose`` command line's values.
+
+    :param values: parsed ``key:=value`` arguments with the mode under ``"mode"``.
+    :raises ToolError: for a missing mode.
+    """
+    mode = values.get("mode")
+    if not mode:
+        raise ToolError(f"missing MODE; valid modes: {', '.join(MODES)}")
+    robots = parse_robots(values.get("robots", "1"))
+    max_robots = int_value(values, "max_robots", MAX_ROBOTS, 1, MAX_ROBOTS)
+    layout = container_layout(mode, robots, config=values.get("config", DEFAULT_CONFIG),
+                              max_robots=max_robots, discovery=discovery, domain_id=domain_id)
+    return mode, layout
+
+
+def weights_key_file(directory: Path) -> Path:
+    """The run's weights key next to the generated files: written (mode 0600) unless it exists.
+
+    :raises ToolError: when it cannot be written.
+    """
+    try:
+        return weights_auth.create_key_file(directory)
+    except OSError as error:
+        raise ToolError(f"cannot write the weights key into {directory}: {error}", 1) from None
