@@ -1,6 +1,8 @@
 """Unit tests of the SROS2 overlay of docker/ (what can be checked without Docker): every
-container that runs nodes gets security enforced with an enclave of its own that the keystore
-service creates, mounted read-only; the image has ``ros2 security`` and the keystore script."""
+service of compose.yaml that runs nodes gets security enforced with an enclave that the keystore
+service creates, mounted read-only: the learner its own, the scalable robot service one shared by
+its replicas (the trade-off is stated in compose.sros2.yaml); the image has ``ros2 security``
+and the keystore script."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.unit.container_commands import parse_node_command
+
 pytestmark = pytest.mark.unit
 
 DOCKER_DIR = Path(__file__).resolve().parents[2] / "docker"
@@ -21,22 +25,24 @@ def compose(name: str) -> dict[str, Any]:
     return yaml.safe_load((DOCKER_DIR / name).read_text())
 
 
-def node_services() -> dict[str, list[str]]:
-    """Services of compose.yaml that run rl_nodes' container: name -> its --node arguments."""
+def node_services() -> dict[str, tuple[list[str], bool]]:
+    """Services of compose.yaml that run nodes: name -> (their namespaces, scalable)."""
     services = {}
     for name, service in compose("compose.yaml")["services"].items():
-        command = service.get("command", [])
-        if "container" in command:
-            services[name] = [command[i + 1] for i, arg in enumerate(command) if arg == "--node"]
+        command = parse_node_command(service["command"])
+        namespaces = sorted({node.split("@", 1)[1] for node in command.nodes})
+        services[name] = (namespaces, bool(command.replica))
     return services
 
 
-def test_every_node_container_enforces_security_with_its_own_enclave() -> None:
+def test_every_node_service_enforces_security_with_a_created_enclave() -> None:
     overlay = compose("compose.sros2.yaml")["services"]
     keystore_command = overlay["keystore"]["command"]
     created = set(keystore_command[2:])
     enclaves = {}
-    for name, nodes in node_services().items():
+    services = node_services()
+    assert set(overlay) - {"keystore"} == set(services), "the overlay names compose.yaml's services"
+    for name, (namespaces, scalable) in services.items():
         environment = overlay[name]["environment"]
         assert environment["ROS_SECURITY_ENABLE"] == "true"
         assert environment["ROS_SECURITY_STRATEGY"] == "Enforce"  # no silent fallback
@@ -46,14 +52,18 @@ def test_every_node_container_enforces_security_with_its_own_enclave() -> None:
             "service_completed_successfully"
         enclave = environment["ROS_SECURITY_ENCLAVE_OVERRIDE"]
         enclaves[name] = enclave
-        # One participant per process: the enclave is named after the process' namespace.
-        namespaces = {node.split("@", 1)[1] for node in nodes}
-        assert namespaces == {"/"} and enclave == "/learner" or namespaces == {enclave}, \
-            (name, nodes, enclave)
+        # One participant per process: the learner's enclave is its own; the replicas of a
+        # scalable robot service (namespace known only at start) share the /robot enclave.
+        if scalable:
+            assert enclave == "/robot", (name, enclave)
+        else:
+            assert namespaces == ["/"] and enclave == f"/{name}", (name, namespaces, enclave)
     assert len(set(enclaves.values())) == len(enclaves), enclaves
     assert created == set(enclaves.values()), (created, enclaves)
     assert keystore_command[:2] == ["sros2_keystore.sh", "/keystore"]
     assert "rl_keystore:/keystore" in overlay["keystore"]["volumes"]
+    # Nothing in the overlay pins a robot replica (a name would stop --scale).
+    assert not {"container_name", "hostname"} & set(overlay["robot"])
 
 
 def test_image_has_ros2_security_and_the_keystore_script() -> None:

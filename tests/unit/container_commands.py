@@ -1,0 +1,68 @@
+"""Reading the node command lines of generated deployments (compose services, Kubernetes
+containers): the optional replica step, then ``ros2 run PACKAGE EXECUTABLE ARGS...``."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+REPLICA_PREFIX = ["python3", "-m", "rl_bringup.replica"]
+
+
+@dataclass
+class NodeCommand:
+    """A parsed node command line.
+
+    :param replica: the replica step's options (``{"--claim-dir": DIR, "--max-robots": "64"}``);
+        empty when the command does not run through it.
+    """
+
+    package: str
+    executable: str
+    arguments: list[str]
+    replica: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def nodes(self) -> list[str]:
+        """``KIND@NAMESPACE`` of a container's ``--node`` arguments."""
+        return [self.arguments[index + 1] for index, token in enumerate(self.arguments)
+                if token == "--node"]
+
+    @property
+    def params_files(self) -> list[str]:
+        """The ``--params-file`` paths, in order."""
+        return [self.arguments[index + 1] for index, token in enumerate(self.arguments)
+                if token == "--params-file"]
+
+
+def parse_node_command(command: list[str]) -> NodeCommand:
+    """Split ``[python3 -m rl_bringup.replica OPTIONS --] ros2 run PACKAGE EXECUTABLE ...``."""
+    replica: dict[str, str] = {}
+    if command[:len(REPLICA_PREFIX)] == REPLICA_PREFIX:
+        separator = command.index("--")
+        options = command[len(REPLICA_PREFIX):separator]
+        assert len(options) % 2 == 0, options
+        replica = dict(zip(options[::2], options[1::2]))
+        command = command[separator + 1:]
+    assert command[:2] == ["ros2", "run"], command
+    return NodeCommand(package=command[2], executable=command[3], arguments=command[4:],
+                       replica=replica)
+
+
+def console_scripts(setup_py: Path) -> set[str]:
+    """Names of the console_scripts a setup.py declares, read with ast (nothing is executed)."""
+    tree = ast.parse(setup_py.read_text(), filename=str(setup_py))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values):
+                if isinstance(key, ast.Constant) and key.value == "console_scripts":
+                    entries = ast.literal_eval(value)
+                    return {entry.split("=", 1)[0].strip() for entry in entries}
+    raise AssertionError(f"no console_scripts in {setup_py}")
+
+
+def node_executables() -> set[str]:
+    """The executables rl_nodes installs."""
+    return console_scripts(REPO_ROOT / "src" / "rl_nodes" / "setup.py")

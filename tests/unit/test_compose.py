@@ -1,0 +1,185 @@
+"""Unit tests of ``rl-bringup compose`` and the compose file it wrote, docker/compose.yaml
+(Docker cannot run here; the files are validated by the ``compose-spec`` parser, a strict
+implementation of the Compose specification, and their meaning is checked by reading them).
+
+docker/compose.yaml must equal what its header's command generates now; every generated file
+must be valid Compose; robots are one scalable service per robot process whose replicas claim
+their index; every command runs an executable rl_nodes installs; the network is internal."""
+
+from __future__ import annotations
+
+from pathlib import Path
+import re
+import shlex
+from typing import Any, Callable
+
+from compose_spec import PyCompose
+import pytest
+import yaml
+
+from rl_bringup import replica
+from rl_bringup.plan import make_plan
+from rl_bringup.tools import compose
+from rl_bringup.tools.containers import layout_from_values
+from rl_bringup.tools.subcommand import parse_key_values
+from tests.unit.container_commands import REPO_ROOT, node_executables, parse_node_command
+
+pytestmark = pytest.mark.unit
+
+COMMITTED = REPO_ROOT / "docker" / "compose.yaml"
+MODES = ("colocated", "decoupled", "hybrid")
+REGENERATE = re.compile(r"^#\s+(rl-bringup compose .*)$", re.MULTILINE)
+
+
+def committed() -> dict[str, Any]:
+    return yaml.safe_load(COMMITTED.read_text())
+
+
+@pytest.fixture
+def generate(run_cli: Callable[..., tuple[int, str, str]],
+             tmp_path: Path) -> Callable[..., tuple[Path, dict[str, Any]]]:
+    """``rl-bringup compose ARGS output:=FILE`` in a fresh folder: the file and its content."""
+
+    def run(*arguments: str) -> tuple[Path, dict[str, Any]]:
+        output = tmp_path / "_".join(arguments).replace(":=", "-") / "compose.yaml"
+        code, out, err = run_cli("compose", *arguments, f"output:={output}")
+        assert code == 0, err
+        assert "docker compose" in out
+        return output, yaml.safe_load(output.read_text())
+
+    return run
+
+
+def test_the_committed_compose_file_is_the_generated_one() -> None:
+    text = COMMITTED.read_text()
+    (command,) = REGENERATE.findall(text)
+    words = shlex.split(command)
+    assert words[:2] == ["rl-bringup", "compose"]
+    mode, values = parse_key_values(words[2:], compose.KEYS, positional_mode=True)
+    assert REPO_ROOT / values["output"] == COMMITTED
+    _, layout = layout_from_values({**values, "mode": mode}, discovery="subnet")
+    assert text == compose.compose_text(layout, COMMITTED, values.get("image",
+                                                                      compose.DEFAULT_IMAGE)), (
+        f"docker/compose.yaml is stale: run `{command}`")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_generated_files_are_valid_compose(
+        generate: Callable[..., tuple[Path, dict[str, Any]]], mode: str) -> None:
+    output, _ = generate(mode, "robots:=3")
+    parsed = PyCompose.from_yaml(output.read_text())
+    assert parsed.service_names()
+    assert (output.parent / "weights.key").stat().st_mode & 0o077 == 0
+
+
+def test_the_committed_file_is_valid_compose_and_the_validator_is_strict() -> None:
+    PyCompose.from_yaml(COMMITTED.read_text())
+    broken = committed()
+    broken["services"]["robot"]["scael"] = 3
+    with pytest.raises(ValueError, match="scael"):
+        PyCompose.from_yaml(yaml.safe_dump(broken))
+
+
+def test_every_reference_is_declared_at_the_top_level() -> None:
+    data = committed()
+    for name, service in data["services"].items():
+        assert set(service["networks"]) <= set(data["networks"]), name
+        assert set(service["secrets"]) <= set(data["secrets"]), name
+        assert {config["source"] for config in service.get("configs", [])} <= \
+            set(data.get("configs", {})), name
+        named = {volume.split(":", 1)[0] for volume in service.get("volumes", [])
+                 if not volume.startswith((".", "/"))}
+        assert named <= set(data.get("volumes", {})), name
+        assert set(service.get("depends_on", [])) <= set(data["services"]), name
+
+
+@pytest.mark.parametrize(("mode", "robot_services"), [
+    ("hybrid", {"robot": ["simulator", "policy"]}),
+    ("decoupled", {"simulator": ["simulator"], "policy": ["policy"]}),
+    ("colocated", {}),
+])
+def test_robots_are_one_scalable_service_per_robot_process(
+        generate: Callable[..., tuple[Path, dict[str, Any]]], mode: str,
+        robot_services: dict[str, list[str]]) -> None:
+    _, data = generate(mode, "robots:=3", "max_robots:=8")
+    scaled = {name: service for name, service in data["services"].items() if "scale" in service}
+    assert set(scaled) == set(robot_services)
+    claim_dirs = set()
+    for name, service in scaled.items():
+        assert service["scale"] == 3
+        assert "container_name" not in service and "hostname" not in service  # would not scale
+        command = parse_node_command(service["command"])
+        assert command.replica["--max-robots"] == "8"
+        claim_dir = command.replica["--claim-dir"]
+        claim_dirs.add(claim_dir)
+        mounted = [volume.split(":") for volume in service["volumes"]]
+        assert any(claim_dir.startswith(target + "/") and source in data["volumes"]
+                   for source, target in mounted), (claim_dir, mounted)
+        # Replica k runs what the plan runs for robot k.
+        became = parse_node_command(replica.substitute(service["command"], 2))
+        plan = {process.name: process for process in make_plan(mode, 3, environ={}).processes}
+        expected = plan["robot_2" if name == "robot" else f"{name}_robot_2"]
+        assert became.executable == expected.executable
+        assert became.arguments[:-2] == expected.argv()[1:-2]
+        kinds = [node.split("@")[0] for node in became.nodes] or [became.executable]
+        assert kinds == robot_services[name]
+    assert len(claim_dirs) == len(scaled), "each robot service claims in a folder of its own"
+    for name, service in data["services"].items():
+        if name not in scaled:
+            configs = {config["target"]: data["configs"][config["source"]]["content"]
+                       for config in service["configs"]}
+            overrides = parse_node_command(service["command"]).params_files[-1]
+            for block in yaml.safe_load(configs[overrides]).values():
+                assert block["ros__parameters"]["deployment_robots"] == 8
+
+
+def test_compose_names_only_executables_rl_nodes_installs() -> None:
+    scripts = node_executables()
+    for name, service in committed()["services"].items():
+        command = parse_node_command(service["command"])
+        assert command.package == "rl_nodes", name
+        assert command.executable in scripts, f"{name} runs {command.executable!r}"
+
+
+def test_compose_is_one_learner_and_robots_on_one_internal_network_and_domain() -> None:
+    data = committed()
+    services = data["services"]
+    learner = parse_node_command(services["learner"]["command"])
+    assert learner.nodes == ["replay_buffer@/", "trainer@/"]
+    robot = parse_node_command(services["robot"]["command"])
+    assert robot.nodes == [f"simulator@{replica.PLACEHOLDER}", f"policy@{replica.PLACEHOLDER}"]
+    environments = [service["environment"] for service in services.values()]
+    assert all(env["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "SUBNET" for env in environments)
+    assert len({str(env["ROS_DOMAIN_ID"]) for env in environments}) == 1
+    networks = {tuple(service["networks"]) for service in services.values()}
+    assert len(networks) == 1
+    (network,) = next(iter(networks))
+    # The SUBNET discovery range must stay on a private network with no route out.
+    assert data["networks"][network].get("internal") is True
+
+
+def test_compose_config_paths_point_into_the_installed_share_folder() -> None:
+    for service in committed()["services"].values():
+        params_file = parse_node_command(service["command"]).params_files[0]
+        assert params_file.startswith("/ws/install/rl_bringup/share/rl_bringup/config/")
+        default_name = re.sub(r"\$\{RL_CONFIG:-([^}]+)\}", r"\1", params_file).rsplit("/", 1)[1]
+        assert (REPO_ROOT / "config" / default_name).is_file()
+
+
+def test_every_compose_service_gets_the_weights_key_as_a_secret() -> None:
+    data = committed()
+    assert data["secrets"]["weights_key"] == {"file": "./weights.key"}
+    for name, service in data["services"].items():
+        assert service["secrets"] == ["weights_key"], name
+        assert service["environment"]["RL_ROS2_WEIGHTS_KEY_FILE"] == "/run/secrets/weights_key"
+
+
+def test_a_scenario_outside_the_image_is_refused(
+        run_cli: Callable[..., tuple[int, str, str]], tmp_path: Path) -> None:
+    scenario = tmp_path / "mine.yaml"
+    scenario.write_text((REPO_ROOT / "config" / "cartpole.yaml").read_text())
+    output = tmp_path / "out" / "compose.yaml"
+    code, _, err = run_cli("compose", "hybrid", f"config:={scenario}", f"output:={output}")
+    assert code == 2
+    assert "installed in the image" in err
+    assert not output.exists()

@@ -1,0 +1,352 @@
+"""Unit tests of ``rl-bringup k8s``: the kustomize directory renders with ``kubectl kustomize``,
+every rendered object validates against the Kubernetes API schema (the official ``kubernetes``
+client's models), and the objects do what docs/kubernetes.md says: robots scale by the
+StatefulSet's replicas alone, the learner Job keeps output_dir on its volume, every pod
+discovers through the discovery server, DDS stays between the deployment's pods."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from pathlib import Path
+import shutil
+import stat
+import subprocess
+from typing import Any, Callable
+
+import pytest
+import yaml
+from kubernetes import client
+
+from rl_bringup import replica
+from rl_bringup.plan import MAX_ROBOTS, discovery_server_argv, make_plan
+from rl_bringup.tools import k8s
+from tests.unit.container_commands import REPO_ROOT, node_executables, parse_node_command
+
+pytestmark = pytest.mark.unit
+
+MODES = ("colocated", "decoupled", "hybrid")
+RENDER_TIMEOUT_S = 60
+Objects = list[dict[str, Any]]
+
+
+def kubectl() -> str:
+    """The kubectl binary; skip without one, except under CI, where it must be there."""
+    found = shutil.which("kubectl")
+    if found is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("kubectl is not installed; CI machines have it (/usr/bin/kubectl)")
+        pytest.skip("kubectl is not installed: `kubectl kustomize` cannot render the directory")
+    return found
+
+
+def render(directory: Path) -> Objects:
+    """``kubectl kustomize DIR``: the objects ``kubectl apply -k DIR`` would send."""
+    done = subprocess.run([kubectl(), "kustomize", str(directory)], capture_output=True,
+                          text=True, timeout=RENDER_TIMEOUT_S)
+    assert done.returncode == 0, done.stderr
+    return [document for document in yaml.safe_load_all(done.stdout) if document]
+
+
+def model_name(obj: dict[str, Any]) -> str:
+    """The client's model of an object: ``apps/v1`` + ``StatefulSet`` -> ``V1StatefulSet``."""
+    version = obj["apiVersion"].rpartition("/")[2]
+    assert version == "v1", f"{obj['kind']} uses {obj['apiVersion']}; only stable v1 APIs"
+    return f"V1{obj['kind']}"
+
+
+def validate(obj: dict[str, Any]) -> Any:
+    """Deserialize ``obj`` into its model; fail on missing required fields or wrong types (the
+    models refuse them) and on fields the model does not know (the deserializer drops them, so
+    serializing the model again would not give ``obj`` back)."""
+    api = client.ApiClient()
+    model = api.deserialize(json.dumps(obj), model_name(obj), "application/json")
+    assert api.sanitize_for_serialization(model) == obj, f"{obj['kind']} has unknown fields"
+    return model
+
+
+@pytest.fixture
+def generate(run_cli: Callable[..., tuple[int, str, str]],
+             tmp_path: Path) -> Callable[..., Path]:
+    """``rl-bringup k8s ARGS output:=DIR`` into a fresh folder; returns the folder."""
+    count = 0
+
+    def run(*arguments: str) -> Path:
+        nonlocal count
+        count += 1
+        directory = tmp_path / f"k8s_{count}"
+        code, out, err = run_cli("k8s", *arguments, f"output:={directory}")
+        assert code == 0, err
+        assert "kubectl apply -k" in out
+        return directory
+
+    return run
+
+
+def by_kind(objects: Objects, kind: str) -> list[dict[str, Any]]:
+    return [obj for obj in objects if obj["kind"] == kind]
+
+
+def one(objects: Objects, kind: str, name: str | None = None) -> dict[str, Any]:
+    (found,) = [obj for obj in by_kind(objects, kind)
+                if name is None or obj["metadata"]["name"] == name]
+    return found
+
+
+def pod_specs(objects: Objects) -> dict[str, dict[str, Any]]:
+    """Pod spec of every workload by its kind and name."""
+    return {f"{obj['kind']}/{obj['metadata']['name']}": obj["spec"]["template"]["spec"]
+            for obj in objects if obj["kind"] in ("Deployment", "StatefulSet", "Job")}
+
+
+def all_containers(pod: dict[str, Any]) -> list[dict[str, Any]]:
+    return [*pod.get("initContainers", []), *pod["containers"]]
+
+
+def node_containers(objects: Objects) -> list[dict[str, Any]]:
+    """Containers that run rl_nodes (not the discovery server)."""
+    return [container for kind_name, pod in pod_specs(objects).items()
+            if not kind_name.startswith("Deployment/") for container in all_containers(pod)]
+
+
+def environment(container: dict[str, Any]) -> dict[str, Any]:
+    return {item["name"]: item.get("value", item.get("valueFrom")) for item in container["env"]}
+
+
+def config_map(objects: Objects) -> dict[str, str]:
+    return one(objects, "ConfigMap")["data"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("gpu", k8s.GPU_CHOICES)
+def test_every_rendered_object_validates_against_the_kubernetes_api(
+        generate: Callable[..., Path], mode: str, gpu: str) -> None:
+    objects = render(generate(mode, "robots:=2", f"gpu:={gpu}"))
+    kinds = sorted(obj["kind"] for obj in objects)
+    expected = ["ConfigMap", "Deployment", "Job", "NetworkPolicy", "PersistentVolumeClaim",
+                "Secret", "Service"]
+    if mode != "colocated":
+        expected += ["Service", "StatefulSet"]
+    assert kinds == sorted(expected)
+    for obj in objects:
+        validate(obj)
+
+
+def test_the_schema_check_refuses_unknown_and_missing_fields(
+        generate: Callable[..., Path]) -> None:
+    objects = render(generate("hybrid", "robots:=1"))
+    job = one(objects, "Job")
+    unknown = json.loads(json.dumps(job))
+    unknown["spec"]["template"]["spec"]["containers"][0]["comand"] = ["x"]
+    with pytest.raises(AssertionError, match="unknown fields"):
+        validate(unknown)
+    missing = json.loads(json.dumps(job))
+    del missing["spec"]["template"]["spec"]["containers"][0]["name"]
+    with pytest.raises(ValueError, match="name"):
+        validate(missing)
+    wrong = json.loads(json.dumps(one(objects, "Service", k8s.DISCOVERY_NAME)))
+    wrong["spec"]["ports"][0]["port"] = "11811"
+    with pytest.raises(ValueError, match="port"):
+        validate(wrong)
+
+
+@pytest.mark.parametrize("mode", ("decoupled", "hybrid"))
+def test_scaling_the_robots_changes_only_the_statefulset_replicas(
+        generate: Callable[..., Path], mode: str) -> None:
+    first, second = generate(mode, "robots:=2"), generate(mode, "robots:=5")
+    shutil.copyfile(first / "weights.key", second / "weights.key")  # one run's key
+    two, five = render(first), render(second)
+    assert len(two) == len(five)
+    for obj in two:
+        (other,) = [candidate for candidate in five if candidate["kind"] == obj["kind"]
+                    and candidate["metadata"]["name"] == obj["metadata"]["name"]]
+        if obj["kind"] == "StatefulSet":
+            assert (obj["spec"]["replicas"], other["spec"]["replicas"]) == (2, 5)
+            other = {**other, "spec": {**other["spec"], "replicas": 2}}
+        assert obj == other, obj["kind"]
+
+
+@pytest.mark.parametrize("mode", ("decoupled", "hybrid"))
+def test_each_robot_pod_becomes_the_robot_of_its_ordinal(
+        generate: Callable[..., Path], mode: str) -> None:
+    objects = render(generate(mode, "robots:=2", "max_robots:=8"))
+    robots = one(objects, "StatefulSet")
+    assert robots["spec"]["podManagementPolicy"] == "Parallel"
+    pod = robots["spec"]["template"]["spec"]
+    # A pod added by `kubectl scale` (ordinal 5) runs what the plan runs for robot 5.
+    plan = {process.name: process for process in make_plan(mode, 6, environ={}).processes}
+    for container in pod["containers"]:
+        assert environment(container)[replica.POD_NAME_VARIABLE] == {
+            "fieldRef": {"fieldPath": "metadata.name"}}
+        command = parse_node_command(container["args"])
+        assert command.replica == {"--pod-name-variable": replica.POD_NAME_VARIABLE,
+                                   "--max-robots": "8"}
+        pod_name = f"{robots['metadata']['name']}-5"
+        became = parse_node_command(replica.substitute(container["args"],
+                                                       replica.ordinal_of(pod_name)))
+        name = "robot_5" if container["name"] == "robot" else f"{container['name']}_robot_5"
+        expected = plan[name]
+        assert became.executable == expected.executable
+        assert became.arguments[:-2] == expected.argv()[1:-2]  # the params file's path differs
+        assert became.params_files == [f"{k8s.CONFIG_MOUNT}/cartpole.yaml"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_learner_job_keeps_output_dir_on_its_volume(
+        generate: Callable[..., Path], mode: str) -> None:
+    objects = render(generate(mode, "robots:=2", "max_robots:=16"))
+    job = one(objects, "Job")
+    pod = job["spec"]["template"]["spec"]
+    assert pod["restartPolicy"] == "OnFailure"
+    (main,) = pod["containers"]
+    assert "trainer" in parse_node_command(main["args"]).executable + " ".join(
+        parse_node_command(main["args"]).nodes)
+    for sidecar in pod.get("initContainers", []):
+        assert sidecar["restartPolicy"] == "Always"  # native sidecar: stopped when main ends
+    (volume,) = [volume for volume in pod["volumes"] if "persistentVolumeClaim" in volume]
+    claim = one(objects, "PersistentVolumeClaim")
+    assert volume["persistentVolumeClaim"]["claimName"] == claim["metadata"]["name"]
+    data = config_map(objects)
+    for container in all_containers(pod):
+        (mount,) = [mount for mount in container["volumeMounts"]
+                    if mount["name"] == volume["name"]]
+        overrides = parse_node_command(container["args"]).params_files[-1]
+        parameters = yaml.safe_load(data[Path(overrides).name])
+        for block in parameters.values():
+            assert block["ros__parameters"]["output_dir"] == mount["mountPath"]
+            # The learner accepts every robot the StatefulSet can be scaled to.
+            assert block["ros__parameters"]["deployment_robots"] == 16
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_every_node_discovers_through_the_discovery_server(
+        generate: Callable[..., Path], mode: str) -> None:
+    objects = render(generate(mode, "robots:=2", "domain_id:=7"))
+    service = one(objects, "Service", k8s.DISCOVERY_NAME)
+    (port,) = service["spec"]["ports"]
+    assert (port["port"], port["protocol"]) == (k8s.DISCOVERY_PORT, "UDP")
+    server = one(objects, "Deployment", k8s.DISCOVERY_NAME)
+    assert server["spec"]["template"]["metadata"]["labels"].items() >= \
+        service["spec"]["selector"].items()
+    (container,) = server["spec"]["template"]["spec"]["containers"]
+    assert container["args"] == discovery_server_argv("0.0.0.0", k8s.DISCOVERY_PORT)
+    for container in node_containers(objects):
+        env = environment(container)
+        assert env["ROS_DISCOVERY_SERVER"] == f"{service['metadata']['name']}:{port['port']}"
+        assert env["ROS_DOMAIN_ID"] == "7"
+        assert env["FASTDDS_BUILTIN_TRANSPORTS"] == "UDPv4"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_nodes_run_installed_executables_with_parameters_from_the_config_map(
+        generate: Callable[..., Path], mode: str) -> None:
+    objects = render(generate(mode, "robots:=2"))
+    data = config_map(objects)
+    assert data["cartpole.yaml"] == (REPO_ROOT / "config" / "cartpole.yaml").read_text()
+    executables = node_executables()
+    for kind_name, pod in pod_specs(objects).items():
+        (parameters,) = [volume for volume in pod.get("volumes", []) if "configMap" in volume] \
+            or [None]
+        for container in all_containers(pod):
+            if kind_name.startswith("Deployment/"):
+                continue
+            command = parse_node_command(container["args"])
+            assert (command.package, command.executable in executables) == ("rl_nodes", True)
+            (mount,) = [mount for mount in container["volumeMounts"]
+                        if parameters and mount["name"] == parameters["name"]]
+            for path in command.params_files:
+                assert Path(path).parent == Path(mount["mountPath"])
+                assert Path(path).name in data, path
+            assert parameters["configMap"]["name"] == one(objects, "ConfigMap")["metadata"]["name"]
+
+
+def test_the_weights_key_is_a_generated_secret_from_a_private_file(
+        generate: Callable[..., Path], run_cli: Callable[..., tuple[int, str, str]]) -> None:
+    directory = generate("hybrid", "robots:=1")
+    key_file = directory / "weights.key"
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    objects = render(directory)
+    secret = one(objects, "Secret")
+    assert base64.b64decode(secret["data"]["weights.key"]).decode() == key_file.read_text()
+    for kind_name, pod in pod_specs(objects).items():
+        if kind_name.startswith("Deployment/"):
+            continue
+        (volume,) = [volume for volume in pod["volumes"] if "secret" in volume]
+        assert volume["secret"]["secretName"] == secret["metadata"]["name"]
+        for container in all_containers(pod):
+            (mount,) = [m for m in container["volumeMounts"] if m["name"] == volume["name"]]
+            assert environment(container)["RL_ROS2_WEIGHTS_KEY_FILE"] == \
+                f"{mount['mountPath']}/weights.key"
+    before = key_file.read_text()
+    code, _, err = run_cli("k8s", "hybrid", "robots:=3", f"output:={directory}")
+    assert code == 0, err
+    assert key_file.read_text() == before, "regenerating keeps the run's key"
+
+
+@pytest.mark.parametrize(("mode", "gpu", "with_gpu"), [
+    ("hybrid", "none", set()),
+    ("hybrid", "learner", {"learner"}),
+    ("hybrid", "policy", {"robot"}),
+    ("decoupled", "learner", {"trainer"}),
+    ("decoupled", "policy", {"policy"}),
+    ("colocated", "policy", {"container"}),
+])
+def test_resources_are_whole_cpus_with_gpus_where_asked(
+        generate: Callable[..., Path], mode: str, gpu: str, with_gpu: set[str]) -> None:
+    objects = render(generate(mode, "robots:=2", f"gpu:={gpu}"))
+    found = set()
+    for pod in pod_specs(objects).values():
+        for container in all_containers(pod):
+            resources = container["resources"]
+            assert resources["requests"] == resources["limits"]
+            assert resources["limits"]["cpu"].isdigit()
+            if k8s.GPU_RESOURCE in resources["limits"]:
+                assert resources["limits"][k8s.GPU_RESOURCE] == "1"
+                found.add(container["name"])
+    assert found == with_gpu
+
+
+def test_the_network_policy_keeps_dds_between_the_deployments_pods(
+        generate: Callable[..., Path]) -> None:
+    objects = render(generate("decoupled", "robots:=2", "domain_id:=3"))
+    policy = one(objects, "NetworkPolicy")["spec"]
+    selector = policy["podSelector"]["matchLabels"]
+    for obj in objects:
+        if obj["kind"] in ("Deployment", "StatefulSet", "Job"):
+            assert obj["spec"]["template"]["metadata"]["labels"].items() >= selector.items()
+    assert set(policy["policyTypes"]) == {"Ingress", "Egress"}
+    (ingress,) = policy["ingress"]
+    assert ingress["from"] == [{"podSelector": {"matchLabels": selector}}]
+    first = 7400 + 250 * 3
+    expected_ports = [{"port": k8s.DISCOVERY_PORT, "protocol": "UDP"},
+                      {"port": first, "endPort": first + 249, "protocol": "UDP"}]
+    assert ingress["ports"] == expected_ports
+    dds, dns = policy["egress"]
+    assert dds == {"to": [{"podSelector": {"matchLabels": selector}}], "ports": expected_ports}
+    assert {port["port"] for port in dns["ports"]} == {53}
+
+
+def test_namespace_goes_on_every_object(generate: Callable[..., Path]) -> None:
+    objects = render(generate("hybrid", "robots:=1", "namespace:=rl-run"))
+    assert {obj["metadata"].get("namespace") for obj in objects} == {"rl-run"}
+
+
+@pytest.mark.parametrize(("arguments", "message"), [
+    (("hybrid", "robots:=2"), "missing output:=DIR"),
+    (("hybrid", "robots:=2", "output:=x", "gpu:=tpu"), "gpu:= must be one of"),
+    (("hybrid", "robots:=4", "output:=x", "max_robots:=2"), "max_robots must be from"),
+    (("hybrid", "output:=x", f"max_robots:={MAX_ROBOTS + 1}"), "max_robots:= must be"),
+    (("hybrid", "output:=x", "storage:=lots"), "storage:= must be"),
+    (("hybrid", "output:=x", "namespace:=Bad_Name"), "namespace:= must be"),
+    (("robots:=2", "output:=x"), "missing MODE"),
+    (("swarm", "output:=x"), "unknown mode"),
+])
+def test_bad_input_exits_2_with_the_reason(run_cli: Callable[..., tuple[int, str, str]],
+                                           tmp_path: Path, arguments: tuple[str, ...],
+                                           message: str) -> None:
+    code, _, err = run_cli("k8s", *[argument.replace("output:=x", f"output:={tmp_path / 'x'}")
+                                    for argument in arguments])
+    assert code == 2
+    assert message in err
+    assert not (tmp_path / "x").exists()
