@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 REPLICA_PREFIX = ["python3", "-m", "rl_bringup.replica"]
+#: Where docker/Dockerfile builds the workspace (``WORKDIR /ws``, ``colcon build``).
+IMAGE_INSTALL = "/ws/install"
 
 
 @dataclass
@@ -38,7 +40,8 @@ class NodeCommand:
 
 
 def parse_node_command(command: list[str]) -> NodeCommand:
-    """Split ``[python3 -m rl_bringup.replica OPTIONS --] ros2 run PACKAGE EXECUTABLE ...``."""
+    """Split ``[python3 -m rl_bringup.replica OPTIONS --] /ws/install/PACKAGE/lib/PACKAGE/EXE
+    ARGS...`` (an executable of the image's colcon install, run directly)."""
     replica: dict[str, str] = {}
     if command[:len(REPLICA_PREFIX)] == REPLICA_PREFIX:
         separator = command.index("--")
@@ -46,8 +49,10 @@ def parse_node_command(command: list[str]) -> NodeCommand:
         assert len(options) % 2 == 0, options
         replica = dict(zip(options[::2], options[1::2]))
         command = command[separator + 1:]
-    assert command[:2] == ["ros2", "run"], command
-    return NodeCommand(package=command[2], executable=command[3], arguments=command[4:],
+    program = PurePosixPath(command[0])
+    package = program.parent.name
+    assert program.parent == PurePosixPath(IMAGE_INSTALL, package, "lib", package), command
+    return NodeCommand(package=package, executable=program.name, arguments=command[1:],
                        replica=replica)
 
 

@@ -7,7 +7,7 @@ The container's command therefore runs through this module, which finds ``k``, r
 :data:`PLACEHOLDER` in every argument by ``/robot_k`` and ``exec``\\ s the command::
 
     python3 -m rl_bringup.replica --pod-name-variable RL_ROS2_REPLICA_NAME --max-robots 64 -- \\
-        ros2 run rl_nodes container --node simulator@{robot_namespace} ...
+        /ws/install/rl_nodes/lib/rl_nodes/container --node simulator@{robot_namespace} ...
 
 Where ``k`` comes from:
 

@@ -42,8 +42,9 @@ from rl_core import weights_auth
 from rl_bringup import paths
 from rl_bringup.plan import DOMAIN_ID_VARIABLE, MAX_ROBOTS
 from rl_bringup.tools.containers import (CONTAINER_ENVIRONMENT, DEFAULT_DOMAIN_ID, DEFAULT_IMAGE,
-                                         OUTPUT_DIR, Container, ContainerLayout,
-                                         layout_from_values, replica_command, weights_key_file)
+                                         IMAGE_CONFIG_DIR, OUTPUT_DIR, Container,
+                                         ContainerLayout, layout_from_values, replica_command,
+                                         weights_key_file)
 from rl_bringup.tools.subcommand import EXIT_FAILURE, SubparsersAction, ToolError, add_tool
 
 COMMAND = "compose"
@@ -53,8 +54,6 @@ SECRET = "weights_key"
 SECRET_PATH = f"/run/secrets/{SECRET}"
 CLAIMS_VOLUME = "robot_claims"
 CLAIMS_DIR = "/run/rl_ros2/robot_claims"
-#: Where the image's colcon install keeps the scenario files.
-IMAGE_CONFIG_DIR = "/ws/install/rl_bringup/share/rl_bringup/config"
 CONFIG_VARIABLE = "RL_CONFIG"
 OVERRIDES_DIR = "/etc/rl_ros2"
 DOCKERFILE = "docker/Dockerfile"

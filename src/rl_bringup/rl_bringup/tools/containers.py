@@ -18,9 +18,12 @@ The learner's ``deployment_robots`` (robot ids at or above it are refused) is se
 ``max_robots`` instead of the plan's robot count, so that scaling the robots up to
 ``max_robots`` needs no change to the learner (and no restart of it).
 
-The command lines are the plan's (:meth:`rl_bringup.plan.ProcessSpec.argv`), run with
-``ros2 run`` inside the image, with the parameter file and the overrides file at the paths the
-generator mounts them. CPU pinning is left out (``cpus:=none``): host CPU numbers mean nothing
+The command lines are the plan's (:meth:`rl_bringup.plan.ProcessSpec.argv`) with the
+executables' paths in the image's colcon install, the parameter file and the overrides file at
+the paths the generator mounts them. The executable runs directly, not through ``ros2 run``: it
+is then the process the orchestrator's SIGTERM reaches (rclpy shuts the nodes down on it), where
+``ros2 run`` would stand in between and, as a container's process 1 without a SIGTERM handler,
+ignore it until the kill after the grace period. CPU pinning is left out (``cpus:=none``): host CPU numbers mean nothing
 inside a container, where the orchestrator's CPU limits apply.
 """
 
@@ -53,6 +56,10 @@ CONTAINER_ENVIRONMENT = {
     # cannot cross them, and the network policy covers UDP only. Use UDP, as separate hosts do.
     "FASTDDS_BUILTIN_TRANSPORTS": "UDPv4",
 }
+#: The colcon install of the image (docker/Dockerfile: ``WORKDIR /ws``, ``colcon build``).
+IMAGE_INSTALL = "/ws/install"
+#: The scenario files in the image (rl_bringup's share folder).
+IMAGE_CONFIG_DIR = f"{IMAGE_INSTALL}/rl_bringup/share/rl_bringup/config"
 #: The replica step that every robot container runs first (see :mod:`rl_bringup.replica`).
 REPLICA_MODULE = "rl_bringup.replica"
 LEARNING_KINDS = (graph.REPLAY_BUFFER, graph.TRAINER)
@@ -85,16 +92,15 @@ class Container:
         """File name of the container's parameter overrides (``learner.parameters.yaml``)."""
         return f"{self.name}.parameters.yaml"
 
-    def command(self, params_file: str, overrides_path: str | None) -> list[str]:
-        """The node command line, as ``ros2 run PACKAGE EXECUTABLE ARGS...``.
+    def command(self, params_file: str, overrides_path: str) -> list[str]:
+        """The node command line, with the executable's path in the image.
 
         :param params_file: the scenario file's path inside the container.
-        :param overrides_path: the overrides file's path inside the container (``None`` when
-            the process has no parameter overrides).
+        :param overrides_path: the overrides file's path inside the container (used when the
+            process has parameter overrides).
         """
         process = dataclasses.replace(self.process, params_file=params_file)
-        argv = process.argv(overrides_path=overrides_path if process.parameters else None)
-        return ["ros2", "run", process.package, *argv]
+        return process.argv(image_bin_dir(process.package), overrides_path=overrides_path)
 
 
 @dataclass(frozen=True)
@@ -115,6 +121,11 @@ class ContainerLayout:
     def scenario_name(self) -> str:
         """File name of the plan's scenario file (``cartpole.yaml``)."""
         return Path(self.plan.config_file).name
+
+
+def image_bin_dir(package: str) -> str:
+    """Where the image's colcon install keeps ``package``'s executables."""
+    return f"{IMAGE_INSTALL}/{package}/lib/{package}"
 
 
 def replica_command(command: Sequence[str], source: Sequence[str], max_robots: int) -> list[str]:
