@@ -21,7 +21,7 @@ from kubernetes import client
 
 from rl_bringup import replica
 from rl_bringup.plan import MAX_ROBOTS, discovery_server_argv, make_plan
-from rl_bringup.tools import k8s
+from rl_bringup.tools import k8s_objects
 from tests.unit.container_commands import REPO_ROOT, node_executables, parse_node_command
 
 pytestmark = pytest.mark.unit
@@ -119,7 +119,7 @@ def config_map(objects: Objects) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("gpu", k8s.GPU_CHOICES)
+@pytest.mark.parametrize("gpu", k8s_objects.GPU_CHOICES)
 def test_every_rendered_object_validates_against_the_kubernetes_api(
         generate: Callable[..., Path], mode: str, gpu: str) -> None:
     objects = render(generate(mode, "robots:=2", f"gpu:={gpu}"))
@@ -145,7 +145,7 @@ def test_the_schema_check_refuses_unknown_and_missing_fields(
     del missing["spec"]["template"]["spec"]["containers"][0]["name"]
     with pytest.raises(ValueError, match="name"):
         validate(missing)
-    wrong = json.loads(json.dumps(one(objects, "Service", k8s.DISCOVERY_NAME)))
+    wrong = json.loads(json.dumps(one(objects, "Service", k8s_objects.DISCOVERY_NAME)))
     wrong["spec"]["ports"][0]["port"] = "11811"
     with pytest.raises(ValueError, match="port"):
         validate(wrong)
@@ -189,7 +189,7 @@ def test_each_robot_pod_becomes_the_robot_of_its_ordinal(
         expected = plan[name]
         assert became.executable == expected.executable
         assert became.arguments[:-2] == expected.argv()[1:-2]  # the params file's path differs
-        assert became.params_files == [f"{k8s.CONFIG_MOUNT}/cartpole.yaml"]
+        assert became.params_files == [f"{k8s_objects.CONFIG_MOUNT}/cartpole.yaml"]
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -223,14 +223,14 @@ def test_the_learner_job_keeps_output_dir_on_its_volume(
 def test_every_node_discovers_through_the_discovery_server(
         generate: Callable[..., Path], mode: str) -> None:
     objects = render(generate(mode, "robots:=2", "domain_id:=7"))
-    service = one(objects, "Service", k8s.DISCOVERY_NAME)
+    service = one(objects, "Service", k8s_objects.DISCOVERY_NAME)
     (port,) = service["spec"]["ports"]
-    assert (port["port"], port["protocol"]) == (k8s.DISCOVERY_PORT, "UDP")
-    server = one(objects, "Deployment", k8s.DISCOVERY_NAME)
+    assert (port["port"], port["protocol"]) == (k8s_objects.DISCOVERY_PORT, "UDP")
+    server = one(objects, "Deployment", k8s_objects.DISCOVERY_NAME)
     assert server["spec"]["template"]["metadata"]["labels"].items() >= \
         service["spec"]["selector"].items()
     (container,) = server["spec"]["template"]["spec"]["containers"]
-    assert container["args"] == discovery_server_argv("0.0.0.0", k8s.DISCOVERY_PORT)
+    assert container["args"] == discovery_server_argv("0.0.0.0", k8s_objects.DISCOVERY_PORT)
     for container in node_containers(objects):
         env = environment(container)
         assert env["ROS_DISCOVERY_SERVER"] == f"{service['metadata']['name']}:{port['port']}"
@@ -301,8 +301,8 @@ def test_resources_are_whole_cpus_with_gpus_where_asked(
             resources = container["resources"]
             assert resources["requests"] == resources["limits"]
             assert resources["limits"]["cpu"].isdigit()
-            if k8s.GPU_RESOURCE in resources["limits"]:
-                assert resources["limits"][k8s.GPU_RESOURCE] == "1"
+            if k8s_objects.GPU_RESOURCE in resources["limits"]:
+                assert resources["limits"][k8s_objects.GPU_RESOURCE] == "1"
                 found.add(container["name"])
     assert found == with_gpu
 
@@ -319,7 +319,7 @@ def test_the_network_policy_keeps_dds_between_the_deployments_pods(
     (ingress,) = policy["ingress"]
     assert ingress["from"] == [{"podSelector": {"matchLabels": selector}}]
     first = 7400 + 250 * 3
-    expected_ports = [{"port": k8s.DISCOVERY_PORT, "protocol": "UDP"},
+    expected_ports = [{"port": k8s_objects.DISCOVERY_PORT, "protocol": "UDP"},
                       {"port": first, "endPort": first + 249, "protocol": "UDP"}]
     assert ingress["ports"] == expected_ports
     dds, dns = policy["egress"]
@@ -327,9 +327,12 @@ def test_the_network_policy_keeps_dds_between_the_deployments_pods(
     assert {port["port"] for port in dns["ports"]} == {53}
 
 
-def test_namespace_goes_on_every_object(generate: Callable[..., Path]) -> None:
+def test_namespace_and_the_deployment_label_go_on_every_object(
+        generate: Callable[..., Path]) -> None:
     objects = render(generate("hybrid", "robots:=1", "namespace:=rl-run"))
     assert {obj["metadata"].get("namespace") for obj in objects} == {"rl-run"}
+    assert {obj["metadata"]["labels"]["app.kubernetes.io/part-of"] for obj in objects} == \
+        {k8s_objects.PART_OF}
 
 
 @pytest.mark.parametrize(("arguments", "message"), [

@@ -1,0 +1,326 @@
+"""The Kubernetes objects of a deployment (``rl-bringup k8s``), built from a
+:class:`~rl_bringup.tools.containers.ContainerLayout` as the official ``kubernetes`` client's
+models, which check field names and types as they are built.
+
+The client is imported inside the functions: ``rl-bringup`` lists every tool at start, and
+``rl-bringup plan`` must stay quick. What each object is for: :mod:`rl_bringup.tools.k8s` and
+docs/kubernetes.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from rl_core.cpus import OMP_THREADS_VARIABLE, TORCH_THREADS_VARIABLE
+from rl_core import weights_auth
+
+from rl_bringup import replica
+from rl_bringup.plan import MAX_RESPAWNS, discovery_server_argv
+from rl_bringup.tools.containers import (CONTAINER_ENVIRONMENT, DEFAULT_IMAGE, OUTPUT_DIR,
+                                         Container, ContainerLayout, replica_command)
+from rl_nodes import graph
+
+if TYPE_CHECKING:
+    from kubernetes import client
+
+GPU_CHOICES: tuple[str, ...] = ("none", "learner", "policy")
+GPU_RESOURCE = "nvidia.com/gpu"
+
+PART_OF = "rl-ros2"
+DISCOVERY_NAME = "rl-discovery"
+LEARNER_NAME = "rl-learner"
+ROBOTS_NAME = "rl-robots"
+RUNS_CLAIM_NAME = "rl-runs"
+PARAMETERS_NAME = "rl-parameters"
+WEIGHTS_KEY_NAME = "rl-weights-key"
+NETWORK_POLICY_NAME = "rl-dds"
+DISCOVERY_PORT = 11811
+#: RTPS well-known ports: domain d uses PB + DG * d ... PB + DG * d + DG - 1 (PB 7400, DG 250).
+DDS_PORT_BASE = 7400
+DDS_DOMAIN_GAIN = 250
+CONFIG_MOUNT = "/etc/rl_ros2/config"
+WEIGHTS_KEY_MOUNT = "/etc/rl_ros2/weights"
+DEFAULT_STORAGE = "5Gi"
+# Locally built images (kind load, minikube image load) carry no registry; IfNotPresent uses them
+# where the default for :latest (Always) would try to pull.
+IMAGE_PULL_POLICY = "IfNotPresent"
+DEFAULT_CONTAINER_ANNOTATION = "kubectl.kubernetes.io/default-container"
+
+
+@dataclass(frozen=True)
+class NodeResources:
+    """What one node needs: whole CPUs (so that requests = limits gives Guaranteed QoS and the
+    static CPU manager can hand out exclusive cores) and memory."""
+
+    cpus: int
+    memory_mib: int
+
+
+#: Per node kind; a container's requests and limits are the sums over its nodes. The memory is
+#: what a node with torch and the task loaded needs, with headroom; the replay buffer's grows
+#: with ``capacity`` (patch it for image observations).
+NODE_RESOURCES: dict[str, NodeResources] = {
+    graph.SIMULATOR: NodeResources(1, 1024),
+    graph.POLICY: NodeResources(1, 1024),
+    graph.REPLAY_BUFFER: NodeResources(1, 2048),
+    graph.TRAINER: NodeResources(1, 2048),
+}
+DISCOVERY_RESOURCES = NodeResources(1, 256)
+
+
+@dataclass(frozen=True)
+class K8sOptions:
+    """The choices of a ``k8s`` command line beyond the plan's.
+
+    :param image: the rl_ros2 image of every container.
+    :param gpu: which containers get a GPU (:data:`GPU_CHOICES`).
+    :param namespace: the Kubernetes namespace (kustomize sets it on every object); empty for
+        the one ``kubectl`` uses.
+    :param storage: size of the ``output_dir`` volume.
+    """
+
+    image: str = DEFAULT_IMAGE
+    gpu: str = "none"
+    namespace: str = ""
+    storage: str = DEFAULT_STORAGE
+
+
+def labels(component: str) -> dict[str, str]:
+    """The labels of a deployment object; ``component`` tells the pods apart."""
+    return {"app.kubernetes.io/part-of": PART_OF, "app.kubernetes.io/component": component}
+
+
+def dds_ports(domain_id: int) -> tuple[int, int]:
+    """First and last UDP port of domain ``domain_id`` (discovery and user traffic)."""
+    first = DDS_PORT_BASE + DDS_DOMAIN_GAIN * domain_id
+    return first, first + DDS_DOMAIN_GAIN - 1
+
+
+def container_name(name: str) -> str:
+    """A plan name as a Kubernetes container name (DNS label: ``replay_buffer`` ->
+    ``replay-buffer``)."""
+    return name.replace("_", "-")
+
+
+def _resources(kinds: list[str], gpu: bool) -> client.V1ResourceRequirements:
+    from kubernetes import client
+
+    needs = [NODE_RESOURCES[kind] for kind in kinds] if kinds else [DISCOVERY_RESOURCES]
+    amounts = {"cpu": str(sum(need.cpus for need in needs)),
+               "memory": f"{sum(need.memory_mib for need in needs)}Mi"}
+    if gpu:
+        amounts[GPU_RESOURCE] = "1"
+    return client.V1ResourceRequirements(requests=dict(amounts), limits=dict(amounts))
+
+
+def _wants_gpu(container: Container, gpu: str) -> bool:
+    wanted = {"learner": graph.TRAINER, "policy": graph.POLICY}.get(gpu)
+    return wanted is not None and wanted in container.kinds
+
+
+def _environment(layout: ContainerLayout, container: Container) -> list[client.V1EnvVar]:
+    """The plan's environment, the container additions, the weights key and torch threads."""
+    from kubernetes import client
+
+    process_env = {name: value for name, value in container.process.env.items()}
+    trainer = NODE_RESOURCES[graph.TRAINER].cpus if graph.TRAINER in container.kinds else 1
+    values = {
+        **process_env,
+        **CONTAINER_ENVIRONMENT,
+        weights_auth.KEY_FILE_VARIABLE: f"{WEIGHTS_KEY_MOUNT}/{weights_auth.KEY_FILE_NAME}",
+        # Intra-op threads: the trainer's CPUs where it runs, 1 for acting (plan.assign_cpus).
+        TORCH_THREADS_VARIABLE: str(trainer),
+        OMP_THREADS_VARIABLE: str(trainer),
+    }
+    environment = [client.V1EnvVar(name=name, value=value) for name, value in values.items()]
+    if container.robot:
+        pod_name = client.V1EnvVarSource(
+            field_ref=client.V1ObjectFieldSelector(field_path="metadata.name"))
+        environment.append(client.V1EnvVar(name=replica.POD_NAME_VARIABLE, value_from=pod_name))
+    return environment
+
+
+def _node_container(layout: ContainerLayout, container: Container,
+                    options: K8sOptions) -> client.V1Container:
+    from kubernetes import client
+
+    overrides = f"{CONFIG_MOUNT}/{container.overrides_name()}"
+    command = container.command(f"{CONFIG_MOUNT}/{layout.scenario_name}", overrides)
+    if container.robot:
+        command = replica_command(command, ["--pod-name-variable", replica.POD_NAME_VARIABLE],
+                                  layout.max_robots)
+    mounts = [client.V1VolumeMount(name="parameters", mount_path=CONFIG_MOUNT, read_only=True),
+              client.V1VolumeMount(name="weights-key", mount_path=WEIGHTS_KEY_MOUNT,
+                                   read_only=True)]
+    if not container.robot:
+        mounts.append(client.V1VolumeMount(name="runs", mount_path=OUTPUT_DIR))
+    sidecar = not container.robot and not container.main
+    return client.V1Container(
+        name=container_name(container.name),
+        image=options.image,
+        image_pull_policy=IMAGE_PULL_POLICY,
+        # args, not command: the image's entrypoint sources ROS and the workspace first.
+        args=command,
+        env=_environment(layout, container),
+        resources=_resources(container.kinds, _wants_gpu(container, options.gpu)),
+        volume_mounts=mounts,
+        restart_policy="Always" if sidecar else None,
+    )
+
+
+def _volumes(with_runs: bool) -> list[client.V1Volume]:
+    from kubernetes import client
+
+    volumes = [
+        client.V1Volume(name="parameters",
+                        config_map=client.V1ConfigMapVolumeSource(name=PARAMETERS_NAME)),
+        # 0o400: the key is read by the node processes only.
+        client.V1Volume(name="weights-key",
+                        secret=client.V1SecretVolumeSource(secret_name=WEIGHTS_KEY_NAME,
+                                                           default_mode=0o400)),
+    ]
+    if with_runs:
+        volumes.append(client.V1Volume(
+            name="runs", persistent_volume_claim=client.V1PersistentVolumeClaimVolumeSource(
+                claim_name=RUNS_CLAIM_NAME)))
+    return volumes
+
+
+def _metadata(name: str, component: str) -> client.V1ObjectMeta:
+    from kubernetes import client
+
+    return client.V1ObjectMeta(name=name, labels=labels(component))
+
+
+def _pod_template(component: str, spec: client.V1PodSpec) -> client.V1PodTemplateSpec:
+    """A pod template; ``kubectl exec`` and ``kubectl logs`` pick its first container (the
+    learner's main one) unless told otherwise."""
+    from kubernetes import client
+
+    default = {DEFAULT_CONTAINER_ANNOTATION: spec.containers[0].name}
+    return client.V1PodTemplateSpec(
+        metadata=client.V1ObjectMeta(labels=labels(component), annotations=default), spec=spec)
+
+
+def discovery_objects(options: K8sOptions) -> list[Any]:
+    """The discovery server: a Deployment and its UDP Service."""
+    from kubernetes import client
+
+    component = "discovery-server"
+    server = client.V1Container(
+        name="discovery-server",
+        image=options.image,
+        image_pull_policy=IMAGE_PULL_POLICY,
+        args=discovery_server_argv("0.0.0.0", DISCOVERY_PORT),
+        env=[client.V1EnvVar(name=name, value=value)
+             for name, value in CONTAINER_ENVIRONMENT.items()],
+        ports=[client.V1ContainerPort(name="discovery", container_port=DISCOVERY_PORT,
+                                      protocol="UDP")],
+        resources=_resources([], gpu=False),
+    )
+    deployment = client.V1Deployment(
+        api_version="apps/v1", kind="Deployment", metadata=_metadata(DISCOVERY_NAME, component),
+        spec=client.V1DeploymentSpec(
+            replicas=1,
+            selector=client.V1LabelSelector(match_labels=labels(component)),
+            template=_pod_template(component, client.V1PodSpec(containers=[server])),
+        ))
+    service = client.V1Service(
+        api_version="v1", kind="Service", metadata=_metadata(DISCOVERY_NAME, component),
+        spec=client.V1ServiceSpec(
+            selector=labels(component),
+            ports=[client.V1ServicePort(name="discovery", port=DISCOVERY_PORT,
+                                        target_port=DISCOVERY_PORT, protocol="UDP")],
+        ))
+    return [deployment, service]
+
+
+def learner_objects(layout: ContainerLayout, options: K8sOptions) -> list[Any]:
+    """The ``output_dir`` claim and the learner Job (main container: the trainer's process)."""
+    from kubernetes import client
+
+    component = "learner"
+    claim = client.V1PersistentVolumeClaim(
+        api_version="v1", kind="PersistentVolumeClaim",
+        metadata=_metadata(RUNS_CLAIM_NAME, component),
+        spec=client.V1PersistentVolumeClaimSpec(
+            access_modes=["ReadWriteOnce"],
+            resources=client.V1VolumeResourceRequirements(requests={"storage": options.storage}),
+        ))
+    main = [_node_container(layout, c, options) for c in layout.learner if c.main]
+    sidecars = [_node_container(layout, c, options) for c in layout.learner if not c.main]
+    pod = client.V1PodSpec(
+        # A crashed trainer restarts in place and resumes from the volume; exit 0 completes.
+        restart_policy="OnFailure",
+        init_containers=sidecars or None,
+        containers=main,
+        volumes=_volumes(with_runs=True),
+    )
+    job = client.V1Job(
+        api_version="batch/v1", kind="Job", metadata=_metadata(LEARNER_NAME, component),
+        spec=client.V1JobSpec(backoff_limit=MAX_RESPAWNS,
+                              template=_pod_template(component, pod)))
+    return [claim, job]
+
+
+def robot_objects(layout: ContainerLayout, options: K8sOptions) -> list[Any]:
+    """The robots' headless Service (stable pod names in DNS) and StatefulSet."""
+    from kubernetes import client
+
+    component = "robot"
+    service = client.V1Service(
+        api_version="v1", kind="Service", metadata=_metadata(ROBOTS_NAME, component),
+        spec=client.V1ServiceSpec(cluster_ip="None", selector=labels(component)))
+    pod = client.V1PodSpec(containers=[_node_container(layout, c, options) for c in layout.robots],
+                           volumes=_volumes(with_runs=False))
+    stateful_set = client.V1StatefulSet(
+        api_version="apps/v1", kind="StatefulSet", metadata=_metadata(ROBOTS_NAME, component),
+        spec=client.V1StatefulSetSpec(
+            service_name=ROBOTS_NAME,
+            replicas=layout.plan.robots,
+            # Robots are independent: start and stop them all at once, not one by one.
+            pod_management_policy="Parallel",
+            selector=client.V1LabelSelector(match_labels=labels(component)),
+            template=_pod_template(component, pod),
+        ))
+    return [service, stateful_set]
+
+
+def network_policy(domain_id: int) -> Any:
+    """DDS in and out only between the deployment's pods; DNS out to kube-system."""
+    from kubernetes import client
+
+    first, last = dds_ports(domain_id)
+    dds = [client.V1NetworkPolicyPort(protocol="UDP", port=DISCOVERY_PORT),
+           client.V1NetworkPolicyPort(protocol="UDP", port=first, end_port=last)]
+    deployment_pods = [client.V1NetworkPolicyPeer(pod_selector=client.V1LabelSelector(
+        match_labels={"app.kubernetes.io/part-of": PART_OF}))]
+    dns = client.V1NetworkPolicyEgressRule(
+        to=[client.V1NetworkPolicyPeer(namespace_selector=client.V1LabelSelector(
+            match_labels={"kubernetes.io/metadata.name": "kube-system"}))],
+        ports=[client.V1NetworkPolicyPort(protocol=protocol, port=53)
+               for protocol in ("UDP", "TCP")])
+    return client.V1NetworkPolicy(
+        api_version="networking.k8s.io/v1", kind="NetworkPolicy",
+        metadata=client.V1ObjectMeta(name=NETWORK_POLICY_NAME,
+                                     labels={"app.kubernetes.io/part-of": PART_OF}),
+        spec=client.V1NetworkPolicySpec(
+            pod_selector=client.V1LabelSelector(
+                match_labels={"app.kubernetes.io/part-of": PART_OF}),
+            policy_types=["Ingress", "Egress"],
+            ingress=[client.V1NetworkPolicyIngressRule(_from=deployment_pods, ports=dds)],
+            egress=[client.V1NetworkPolicyEgressRule(to=deployment_pods, ports=dds), dns],
+        ))
+
+
+def manifests(layout: ContainerLayout, options: K8sOptions) -> dict[str, list[Any]]:
+    """The objects of the deployment by resource file name, as ``kubernetes`` client models."""
+    files = {
+        "discovery-server.yaml": discovery_objects(options),
+        "learner.yaml": learner_objects(layout, options),
+    }
+    if layout.robots:  # colocated: the robots run inside the learner's one process
+        files["robots.yaml"] = robot_objects(layout, options)
+    files["network-policy.yaml"] = [network_policy(layout.plan.domain_id)]
+    return files
