@@ -341,6 +341,7 @@ def test_namespace_and_the_deployment_label_go_on_every_object(
     (("hybrid", "robots:=4", "output:=x", "max_robots:=2"), "max_robots must be from"),
     (("hybrid", "output:=x", f"max_robots:={MAX_ROBOTS + 1}"), "max_robots:= must be"),
     (("hybrid", "output:=x", "storage:=lots"), "storage:= must be"),
+    (("hybrid", "output:=x", "image:=rl ros2"), "image:= must be"),
     (("hybrid", "output:=x", "namespace:=Bad_Name"), "namespace:= must be"),
     (("robots:=2", "output:=x"), "missing MODE"),
     (("swarm", "output:=x"), "unknown mode"),

@@ -43,8 +43,8 @@ from rl_bringup import paths
 from rl_bringup.plan import DOMAIN_ID_VARIABLE, MAX_ROBOTS
 from rl_bringup.tools.containers import (CONTAINER_ENVIRONMENT, DEFAULT_DOMAIN_ID, DEFAULT_IMAGE,
                                          IMAGE_CONFIG_DIR, OUTPUT_DIR, Container,
-                                         ContainerLayout, layout_from_values, replica_command,
-                                         weights_key_file)
+                                         ContainerLayout, image_from_values, layout_from_values,
+                                         replica_command, weights_key_file)
 from rl_bringup.tools.subcommand import EXIT_FAILURE, SubparsersAction, ToolError, add_tool
 
 COMMAND = "compose"
@@ -157,7 +157,7 @@ def compose_document(layout: ContainerLayout, *, image: str, folder: Path,
 
 
 def _header(layout: ContainerLayout, regenerate: str) -> str:
-    main = next(container.name for container in layout.learner if container.main)
+    main = layout.main.name
     robots = [container.name for container in layout.robots]
     scale = " ".join(f"--scale {name}=N" for name in robots)
     lines = [
@@ -223,10 +223,7 @@ def compose(values: dict[str, str]) -> int:
     if not values.get("output"):
         raise ToolError("missing output:=FILE (the compose file to write, e.g. "
                         "docker/compose.yaml)")
-    image = values.get("image", DEFAULT_IMAGE).strip()
-    if not image or any(character.isspace() for character in image):
-        raise ToolError(f"image:= must be an image reference such as {DEFAULT_IMAGE}, "
-                        f"got {image!r}")
+    image = image_from_values(values)
     _, layout = layout_from_values(values, discovery="subnet", domain_id=DEFAULT_DOMAIN_ID)
     output = Path(values["output"]).expanduser()
     text = compose_text(layout, output, image)
@@ -237,11 +234,10 @@ def compose(values: dict[str, str]) -> int:
         raise ToolError(f"cannot write {output}: {error}", EXIT_FAILURE) from None
     key = weights_key_file(output.parent)
     print(f"wrote {output}; weights key {key}")
-    main = next(container.name for container in layout.learner if container.main)
     scale = " ".join(f"--scale {container.name}={layout.plan.robots}"
                      for container in layout.robots)
     print(f"run:  ROS_DOMAIN_ID={DEFAULT_DOMAIN_ID} docker compose -f {output} up --build "
-          f"--abort-on-container-exit --exit-code-from {main} {scale}".rstrip())
+          f"--abort-on-container-exit --exit-code-from {layout.main.name} {scale}".rstrip())
     return 0
 
 

@@ -118,6 +118,11 @@ class ContainerLayout:
         return [*self.learner, *self.robots]
 
     @property
+    def main(self) -> Container:
+        """The container hosting the trainer: the run ends with it."""
+        return next(container for container in self.learner if container.main)
+
+    @property
     def scenario_name(self) -> str:
         """File name of the plan's scenario file (``cartpole.yaml``)."""
         return Path(self.plan.config_file).name
@@ -220,6 +225,18 @@ def layout_from_values(values: dict[str, str], *, discovery: str,
     layout = container_layout(mode, robots, config=values.get("config", DEFAULT_CONFIG),
                               max_robots=max_robots, discovery=discovery, domain_id=domain_id)
     return mode, layout
+
+
+def image_from_values(values: dict[str, str]) -> str:
+    """The ``image:=`` of a command line (:data:`DEFAULT_IMAGE` when absent).
+
+    :raises ToolError: for an empty reference or one with spaces.
+    """
+    image = values.get("image", DEFAULT_IMAGE).strip()
+    if not image or any(character.isspace() for character in image):
+        raise ToolError(f"image:= must be an image reference such as {DEFAULT_IMAGE}, "
+                        f"got {image!r}")
+    return image
 
 
 def weights_key_file(directory: Path) -> Path:

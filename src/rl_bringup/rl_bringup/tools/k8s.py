@@ -49,7 +49,8 @@ from rl_core import weights_auth
 
 from rl_bringup.plan import parse_domain_id
 from rl_bringup.tools.containers import (DEFAULT_DOMAIN_ID, DEFAULT_IMAGE, ContainerLayout,
-                                         layout_from_values, weights_key_file)
+                                         image_from_values, layout_from_values,
+                                         weights_key_file)
 from rl_bringup.tools.k8s_objects import (DEFAULT_STORAGE, DISCOVERY_NAME, DISCOVERY_PORT,
                                           GPU_CHOICES, LEARNER_NAME, PARAMETERS_NAME, PART_OF,
                                           ROBOTS_NAME, WEIGHTS_KEY_NAME, K8sOptions, manifests)
@@ -142,10 +143,7 @@ def options_from_values(values: dict[str, str]) -> K8sOptions:
 
     :raises ToolError: naming the valid forms.
     """
-    image = values.get("image", DEFAULT_IMAGE).strip()
-    if not image or any(character.isspace() for character in image):
-        raise ToolError(f"image:= must be an image reference such as {DEFAULT_IMAGE}, "
-                        f"got {image!r}")
+    image = image_from_values(values)
     gpu = values.get("gpu", "none").strip().lower()
     if gpu not in GPU_CHOICES:
         raise ToolError(f"gpu:= must be one of {', '.join(GPU_CHOICES)}, got {gpu!r}")
