@@ -111,8 +111,9 @@ def robot_index(arguments: argparse.Namespace, environ: Mapping[str, str]) -> in
         index, _ = claim_index(arguments.claim_dir, arguments.max_robots)
     if index >= arguments.max_robots:
         raise ReplicaError(f"robot index {index} is not below max_robots {arguments.max_robots}: "
-                           f"the learner would refuse this robot's experience; scale to at most "
-                           f"{arguments.max_robots} robots or regenerate with a larger max_robots:=")
+                           "the learner would refuse this robot's experience; scale to at most "
+                           f"{arguments.max_robots} robots or regenerate with a larger "
+                           "max_robots:=")
     return index
 
 

@@ -92,7 +92,8 @@ def _scenario_path(layout: ContainerLayout) -> str:
 def _environment(container: Container) -> dict[str, str]:
     environment = dict(container.process.env)
     # One domain for every service, chosen when the project starts.
-    environment[DOMAIN_ID_VARIABLE] = f"${{{DOMAIN_ID_VARIABLE}:-{environment[DOMAIN_ID_VARIABLE]}}}"
+    default = environment[DOMAIN_ID_VARIABLE]
+    environment[DOMAIN_ID_VARIABLE] = f"${{{DOMAIN_ID_VARIABLE}:-{default}}}"
     return {**environment, **CONTAINER_ENVIRONMENT, weights_auth.KEY_FILE_VARIABLE: SECRET_PATH}
 
 

@@ -23,8 +23,8 @@ executables' paths in the image's colcon install, the parameter file and the ove
 the paths the generator mounts them. The executable runs directly, not through ``ros2 run``: it
 is then the process the orchestrator's SIGTERM reaches (rclpy shuts the nodes down on it), where
 ``ros2 run`` would stand in between and, as a container's process 1 without a SIGTERM handler,
-ignore it until the kill after the grace period. CPU pinning is left out (``cpus:=none``): host CPU numbers mean nothing
-inside a container, where the orchestrator's CPU limits apply.
+ignore it until the kill after the grace period. CPU pinning is left out (``cpus:=none``): host
+CPU numbers mean nothing inside a container, where the orchestrator's CPU limits apply.
 """
 
 from __future__ import annotations
@@ -52,8 +52,9 @@ DEFAULT_IMAGE = "rl_ros2:latest"
 DEFAULT_DOMAIN_ID = 42
 #: Environment every node container gets on top of the plan's.
 CONTAINER_ENVIRONMENT = {
-    # Containers (and pods) have separate IPC namespaces; Fast DDS's shared-memory transport
-    # cannot cross them, and the network policy covers UDP only. Use UDP, as separate hosts do.
+    # Compose containers and Kubernetes pods have IPC namespaces of their own; Fast DDS's
+    # shared-memory transport cannot cross them, and the network policy covers UDP only. Use
+    # UDP, as separate hosts do.
     "FASTDDS_BUILTIN_TRANSPORTS": "UDPv4",
 }
 #: The colcon install of the image (docker/Dockerfile: ``WORKDIR /ws``, ``colcon build``).

@@ -51,9 +51,10 @@ from rl_bringup.plan import parse_domain_id
 from rl_bringup.tools.containers import (DEFAULT_DOMAIN_ID, DEFAULT_IMAGE, ContainerLayout,
                                          image_from_values, layout_from_values,
                                          weights_key_file)
-from rl_bringup.tools.k8s_objects import (DEFAULT_STORAGE, DISCOVERY_NAME, DISCOVERY_PORT,
-                                          GPU_CHOICES, LEARNER_NAME, PARAMETERS_NAME, PART_OF,
-                                          ROBOTS_NAME, WEIGHTS_KEY_NAME, K8sOptions, manifests)
+from rl_bringup.tools.k8s_objects import (DEFAULT_STORAGE, DEPLOYMENT_LABELS, DISCOVERY_NAME,
+                                          DISCOVERY_PORT, GPU_CHOICES, LEARNER_NAME,
+                                          PARAMETERS_NAME, ROBOTS_NAME, WEIGHTS_KEY_NAME,
+                                          K8sOptions, manifests)
 from rl_bringup.tools.subcommand import EXIT_FAILURE, SubparsersAction, ToolError, add_tool
 
 COMMAND = "k8s"
@@ -89,7 +90,7 @@ def kustomization(resources: list[str], parameters: list[str], namespace: str) -
         document["namespace"] = namespace
     document["resources"] = list(resources)
     # Labelled like the other objects, so that a label selector finds the whole deployment.
-    options = {"labels": {"app.kubernetes.io/part-of": PART_OF}}
+    options = {"labels": DEPLOYMENT_LABELS}
     document["configMapGenerator"] = [
         {"name": PARAMETERS_NAME, "files": [f"{CONFIG_FOLDER}/{name}" for name in parameters],
          "options": options}]

@@ -28,6 +28,8 @@ GPU_CHOICES: tuple[str, ...] = ("none", "learner", "policy")
 GPU_RESOURCE = "nvidia.com/gpu"
 
 PART_OF = "rl-ros2"
+#: On every object and pod of the deployment: the network policy and label selectors use it.
+DEPLOYMENT_LABELS = {"app.kubernetes.io/part-of": PART_OF}
 DISCOVERY_NAME = "rl-discovery"
 LEARNER_NAME = "rl-learner"
 ROBOTS_NAME = "rl-robots"
@@ -88,7 +90,7 @@ class K8sOptions:
 
 def labels(component: str) -> dict[str, str]:
     """The labels of a deployment object; ``component`` tells the pods apart."""
-    return {"app.kubernetes.io/part-of": PART_OF, "app.kubernetes.io/component": component}
+    return {**DEPLOYMENT_LABELS, "app.kubernetes.io/component": component}
 
 
 def dds_ports(domain_id: int) -> tuple[int, int]:
@@ -119,14 +121,13 @@ def _wants_gpu(container: Container, gpu: str) -> bool:
     return wanted is not None and wanted in container.kinds
 
 
-def _environment(layout: ContainerLayout, container: Container) -> list[client.V1EnvVar]:
+def _environment(container: Container) -> list[client.V1EnvVar]:
     """The plan's environment, the container additions, the weights key and torch threads."""
     from kubernetes import client
 
-    process_env = {name: value for name, value in container.process.env.items()}
     trainer = NODE_RESOURCES[graph.TRAINER].cpus if graph.TRAINER in container.kinds else 1
     values = {
-        **process_env,
+        **container.process.env,
         **CONTAINER_ENVIRONMENT,
         weights_auth.KEY_FILE_VARIABLE: f"{WEIGHTS_KEY_MOUNT}/{weights_auth.KEY_FILE_NAME}",
         # Intra-op threads: the trainer's CPUs where it runs, 1 for acting (plan.assign_cpus).
@@ -162,7 +163,7 @@ def _node_container(layout: ContainerLayout, container: Container,
         image_pull_policy=IMAGE_PULL_POLICY,
         # args, not command: the image's entrypoint sources ROS and the workspace first.
         args=command,
-        env=_environment(layout, container),
+        env=_environment(container),
         resources=_resources(container.kinds, _wants_gpu(container, options.gpu)),
         volume_mounts=mounts,
         restart_policy="Always" if sidecar else None,
@@ -295,7 +296,7 @@ def network_policy(domain_id: int) -> Any:
     dds = [client.V1NetworkPolicyPort(protocol="UDP", port=DISCOVERY_PORT),
            client.V1NetworkPolicyPort(protocol="UDP", port=first, end_port=last)]
     deployment_pods = [client.V1NetworkPolicyPeer(pod_selector=client.V1LabelSelector(
-        match_labels={"app.kubernetes.io/part-of": PART_OF}))]
+        match_labels=DEPLOYMENT_LABELS))]
     dns = client.V1NetworkPolicyEgressRule(
         to=[client.V1NetworkPolicyPeer(namespace_selector=client.V1LabelSelector(
             match_labels={"kubernetes.io/metadata.name": "kube-system"}))],
@@ -304,10 +305,10 @@ def network_policy(domain_id: int) -> Any:
     return client.V1NetworkPolicy(
         api_version="networking.k8s.io/v1", kind="NetworkPolicy",
         metadata=client.V1ObjectMeta(name=NETWORK_POLICY_NAME,
-                                     labels={"app.kubernetes.io/part-of": PART_OF}),
+                                     labels=DEPLOYMENT_LABELS),
         spec=client.V1NetworkPolicySpec(
             pod_selector=client.V1LabelSelector(
-                match_labels={"app.kubernetes.io/part-of": PART_OF}),
+                match_labels=DEPLOYMENT_LABELS),
             policy_types=["Ingress", "Egress"],
             ingress=[client.V1NetworkPolicyIngressRule(_from=deployment_pods, ports=dds)],
             egress=[client.V1NetworkPolicyEgressRule(to=deployment_pods, ports=dds), dns],
