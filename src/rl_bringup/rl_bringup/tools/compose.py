@@ -167,6 +167,9 @@ def _header(layout: ContainerLayout, regenerate: str) -> str:
         "",
         f"Mode {layout.plan.mode}: services {', '.join(c.name for c in layout.containers)} on the "
         f"internal network {NETWORK}.",
+        f"DDS discovers by multicast (SUBNET) on {NETWORK} only, which has no route out of this "
+        "machine, and",
+        "runs over UDP only: shared memory cannot cross containers.",
         "",
         f"  ROS_DOMAIN_ID={DEFAULT_DOMAIN_ID} docker compose -f FILE up --build "
         f"--abort-on-container-exit --exit-code-from {main}" + (f" [{scale}]" if robots else ""),
