@@ -42,10 +42,11 @@ ROSDEP_KEYS: dict[str, str | None] = {
     "safetensors": None,
     "onnx": None,
     "mcap": None,
+    "kubernetes": None,
 }
 #: Pip distribution of each key-less import, as requirements.txt names it.
 PIP_DISTRIBUTIONS = {"torch": "torch", "gymnasium": "gymnasium", "safetensors": "safetensors",
-                     "onnx": "onnx", "mcap": "mcap"}
+                     "onnx": "onnx", "mcap": "mcap", "kubernetes": "kubernetes"}
 
 
 def imported_modules(package: str) -> set[str]:
