@@ -17,6 +17,7 @@ from rl_core.envs import (
     CARTPOLE_ID,
     KUKA_REACH_ID,
     CartPoleBalanceEnv,
+    EpisodeRecord,
     KukaReachEnv,
     PybulletRobotEnv,
     VectorEnv,
@@ -317,6 +318,11 @@ def test_env_step_rejects_non_finite_action(raw_env: PybulletRobotEnv) -> None:
 # ------------------------------------------------------------------ VectorEnv
 
 
+def _random_actions(env_id: str, steps: int, num_envs: int, seed: int = 0) -> np.ndarray:
+    shape = (steps, num_envs, ACTION_SIZES[env_id])
+    return np.random.default_rng(seed).uniform(-1, 1, shape).astype(np.float32)
+
+
 @pytest.mark.unit
 def test_vector_env_spaces_and_seeding() -> None:
     with VectorEnv(CARTPOLE_ID, 3) as vector_env:
@@ -331,6 +337,53 @@ def test_vector_env_spaces_and_seeding() -> None:
                 np.testing.assert_array_equal(obs[index], single.reset(seed=10 + index)[0])
         finally:
             single.close()
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("env_id", "env_kwargs", "expected_ends"),
+    [
+        (CARTPOLE_ID, {"max_episode_steps": 15}, {(True, False, None), (False, True, None)}),
+        (KUKA_REACH_ID, {"max_episode_steps": 4}, {(False, True, False)}),
+        (KUKA_REACH_ID, {"success_distance": 10.0}, {(True, False, True)}),
+    ],
+    ids=["cartpole-falls-or-times-out", "kuka-times-out", "kuka-succeeds"],
+)
+def test_vector_env_matches_single_envs_reset_when_their_episode_ends(
+    env_id: str, env_kwargs: dict[str, float], expected_ends: set[tuple[bool, bool, bool | None]]
+) -> None:
+    num_envs, seed = 3, 5
+    actions = _random_actions(env_id, 40, num_envs)
+    singles = [make_env(env_id, **env_kwargs) for _ in range(num_envs)]
+    ends = set()  # (terminated, truncated, is_success) of the episode ends seen
+    try:
+        expected_obs = [env.reset(seed=seed + index)[0] for index, env in enumerate(singles)]
+        returns, lengths = [0.0] * num_envs, [0] * num_envs
+        with VectorEnv(env_id, num_envs, **env_kwargs) as vector_env:
+            np.testing.assert_array_equal(vector_env.reset(seed=seed), expected_obs)
+            for batch in actions:
+                result = vector_env.step(batch)
+                expected_records = []
+                for index, env in enumerate(singles):
+                    observation, reward, terminated, truncated, info = env.step(batch[index])
+                    np.testing.assert_array_equal(result.next_obs[index], observation)
+                    assert result.rewards[index] == np.float32(reward)
+                    assert (result.terminated[index], result.truncated[index]) == (
+                        terminated, truncated)
+                    returns[index] += reward
+                    lengths[index] += 1
+                    if terminated or truncated:
+                        ends.add((terminated, truncated, info.get("is_success")))
+                        expected_records.append(EpisodeRecord(
+                            index, returns[index], lengths[index], info.get("is_success")))
+                        returns[index], lengths[index] = 0.0, 0
+                        observation, _ = env.reset()
+                    np.testing.assert_array_equal(result.obs[index], observation)
+                assert result.episodes == expected_records
+    finally:
+        for env in singles:
+            env.close()
+    assert ends == expected_ends
 
 
 @pytest.mark.unit
@@ -356,46 +409,68 @@ def test_vector_env_autoresets_in_the_same_step() -> None:
         # The observation to act on is a fresh reset observation.
         assert np.all(np.abs(result.obs[0]) <= limits.reset_noise + 1e-6)
         np.testing.assert_array_equal(result.next_obs[1], result.obs[1])
-        assert len(result.episodes) == 1
-        record = result.episodes[0]
-        assert record.env_index == 0
-        assert record.length == step
-        assert record.episode_return == pytest.approx(float(step))
-        assert record.is_success is None
+        assert result.episodes == [EpisodeRecord(0, float(step), step, None)]
         # The new episode of env 0 starts upright.
         second = vector_env.step(np.zeros((2, 1), np.float32))
         assert not second.terminated[0]
 
 
 @pytest.mark.unit
-def test_vector_env_records_truncation_and_success_flag() -> None:
-    with VectorEnv(KUKA_REACH_ID, 2, max_episode_steps=3) as vector_env:
-        vector_env.reset(seed=1)
-        actions = np.zeros((2, 7), np.float32)
-        for _ in range(2):
-            result = vector_env.step(actions)
-            assert not result.truncated.any()
-        result = vector_env.step(actions)
-        assert result.truncated.all() and not result.terminated.any()
-        assert [record.env_index for record in result.episodes] == [0, 1]
-        for record in result.episodes:
-            assert record.length == 3
-            assert record.is_success is False
-            assert record.episode_return < 0.0
-        # The reset drew new targets, so obs and next_obs differ there.
-        assert not np.array_equal(result.obs[:, 17:20], result.next_obs[:, 17:20])
+def test_vector_env_results_are_not_overwritten_by_later_steps() -> None:
+    # The simulator node keeps a step's obs until the next step's transition is published.
+    with VectorEnv(CARTPOLE_ID, 2) as vector_env:
+        first_obs = vector_env.reset(seed=0)
+        kept = first_obs.copy()
+        first = vector_env.step(np.ones((2, 1), np.float32))
+        kept_step = [array.copy() for array in first[:5]]
+        for _ in range(30):
+            vector_env.step(np.ones((2, 1), np.float32))
+        np.testing.assert_array_equal(first_obs, kept)
+        for array, copy in zip(first[:5], kept_step, strict=True):
+            np.testing.assert_array_equal(array, copy)
+
+
+@pytest.mark.unit
+def test_vector_env_reset_with_a_seed_restarts_every_random_stream() -> None:
+    actions = _random_actions(KUKA_REACH_ID, 12, 2)
+
+    def rollout(vector_env: VectorEnv, seed: int) -> list[np.ndarray]:
+        observations = [vector_env.reset(seed=seed)]
+        observations += [vector_env.step(batch).obs for batch in actions]
+        return observations
+
+    # Episodes of 5 steps, so the rollout includes unseeded autoresets.
+    with VectorEnv(KUKA_REACH_ID, 2, max_episode_steps=5) as vector_env:
+        first = rollout(vector_env, 3)
+        np.testing.assert_array_equal(first, rollout(vector_env, 3))
+        # A fresh seed (as a respawned simulator uses) gives fresh episodes.
+        other = rollout(vector_env, 3 + 1_000_003)
+        assert not any(np.array_equal(a, b) for a, b in zip(first, other, strict=True))
 
 
 @pytest.mark.unit
 @pytest.mark.parametrize(
     "actions",
-    [np.zeros((3, 1)), np.zeros((2,)), np.zeros((2, 2)), np.array([[0.0], [np.nan]])],
-    ids=["too-many-envs", "flat", "too-wide", "nan"],
+    [np.zeros((3, 1)), np.zeros((2,)), np.zeros((2, 2))],
+    ids=["too-many-envs", "flat", "too-wide"],
 )
-def test_vector_env_rejects_bad_actions(actions: np.ndarray) -> None:
-    with VectorEnv(CARTPOLE_ID, 2) as vector_env:
+def test_vector_env_rejects_misshaped_actions_before_any_env_steps(actions: np.ndarray) -> None:
+    valid = np.full((2, 1), 0.5, np.float32)
+    with VectorEnv(CARTPOLE_ID, 2) as vector_env, VectorEnv(CARTPOLE_ID, 2) as untouched:
         vector_env.reset(seed=0)
-        with pytest.raises(ValueError, match=r"\(2, 1\)|finite"):
+        untouched.reset(seed=0)
+        with pytest.raises(ValueError, match=r"\(2, 1\)"):
+            vector_env.step(actions)
+        np.testing.assert_array_equal(vector_env.step(valid).obs, untouched.step(valid).obs)
+
+
+@pytest.mark.unit
+def test_vector_env_step_raises_for_a_non_finite_action(env_id: str) -> None:
+    with VectorEnv(env_id, 2) as vector_env:
+        vector_env.reset(seed=0)
+        actions = np.zeros((2, ACTION_SIZES[env_id]), np.float32)
+        actions[1, 0] = np.nan
+        with pytest.raises(ValueError, match="finite"):
             vector_env.step(actions)
 
 
@@ -404,5 +479,6 @@ def test_vector_env_requires_reset_and_valid_size() -> None:
     with pytest.raises(ValueError, match="num_envs"):
         VectorEnv(CARTPOLE_ID, 0)
     with VectorEnv(CARTPOLE_ID, 1) as vector_env:
-        with pytest.raises(RuntimeError, match="reset"):
+        with pytest.raises(gymnasium.error.ResetNeeded):
             vector_env.step(np.zeros((1, 1), np.float32))
+    vector_env.close()  # a second close is harmless
