@@ -71,6 +71,23 @@ def _check_ranges(config: Any) -> None:
             raise ConfigError(f"{where} = {value!r} is outside its range [{low}, {high}]")
 
 
+#: Values of the ``device`` parameter (resolved to a torch device by :mod:`rl_core.device`).
+DEVICES = ("auto", "cpu", "cuda")
+
+
+def device_param(what: str) -> Any:
+    """The ``device`` parameter of a node whose ``what`` runs on torch."""
+    return param("auto", f"torch device of {what}: 'auto' (CUDA when torch sees a GPU, else "
+                 "CPU), 'cpu', or 'cuda' (a GPU is required; choose one with "
+                 "CUDA_VISIBLE_DEVICES).", read_only=True)
+
+
+def _check_device(config: Any) -> None:
+    if config.device not in DEVICES:
+        raise ConfigError(f"{type(config).__name__}.device must be one of {', '.join(DEVICES)}, "
+                          f"got {config.device!r}")
+
+
 @dataclasses.dataclass
 class SimulatorConfig:
     """Parameters of a simulator (one robot's vectorised environments)."""
@@ -117,9 +134,12 @@ class PolicyConfig:
                                    "observation batch waits for the other robots' batches before "
                                    "the forward pass runs without them (0 = answer each batch at "
                                    "once).", 0.0, 1000.0, 0.0)
+    device: str = device_param("the torch actor's inference (an onnx_model always runs on the "
+                               "CPU)")
 
     def __post_init__(self) -> None:
         _check_ranges(self)
+        _check_device(self)
 
 
 def deployment_robots_param(what: str) -> Any:
@@ -228,9 +248,11 @@ class TrainerConfig:
     keep_checkpoints: int = param(3, "Periodic checkpoints kept in output_dir/checkpoints (the "
                                   "final one also goes to output_dir/checkpoint).", 1, 1000, 1,
                                   read_only=True)
+    device: str = device_param("the learner's networks and gradient steps")
 
     def __post_init__(self) -> None:
         _check_ranges(self)
+        _check_device(self)
         if self.update_mode not in UPDATE_MODES:
             raise ConfigError(f"TrainerConfig.update_mode must be one of {', '.join(UPDATE_MODES)}, "
                               f"got {self.update_mode!r}")
