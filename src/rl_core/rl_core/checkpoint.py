@@ -262,8 +262,12 @@ def _read_tensors(directory: Path, meta: dict[str, Any]) -> dict[str, torch.Tens
     return tensors_from_bytes(path.read_bytes(), meta["tensors_sha256"])
 
 
-def load_checkpoint(directory: str | Path) -> tuple[SAC, dict[str, Any]]:
-    """Rebuild the learner saved in ``directory``; returns ``(sac, meta)``.
+def load_checkpoint(directory: str | Path, device: torch.device | str = "cpu"
+                    ) -> tuple[SAC, dict[str, Any]]:
+    """Rebuild the learner saved in ``directory`` on ``device``; returns ``(sac, meta)``.
+
+    The file holds CPU tensors whatever device wrote it; loading copies them to ``device`` (the
+    optimizers' moments follow their parameters).
 
     :raises FileNotFoundError: when the directory holds no checkpoint.
     :raises ValueError: when the files are corrupt or do not match each other.
@@ -272,7 +276,7 @@ def load_checkpoint(directory: str | Path) -> tuple[SAC, dict[str, Any]]:
     meta = read_checkpoint_meta(directory)
     tensors = _read_tensors(directory, meta)
     config = SACConfig(**meta["sac_config"])
-    sac = SAC(meta["obs_dim"], meta["action_dim"], config, seed=meta["seed"])
+    sac = SAC(meta["obs_dim"], meta["action_dim"], config, seed=meta["seed"], device=device)
     for name, module in sac.modules().items():
         prefix = name + "."
         _load_module_state(module, {k[len(prefix):]: v for k, v in tensors.items()

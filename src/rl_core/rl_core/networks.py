@@ -63,10 +63,14 @@ class SquashedGaussianActor(nn.Module):
 
     @torch.no_grad()
     def act(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:
-        """Actions for a batch of observations ``(N, obs_dim)`` as float32 numpy ``(N, action_dim)``."""
-        obs_tensor = torch.as_tensor(obs, dtype=torch.float32)
+        """Actions for a batch of observations ``(N, obs_dim)`` as float32 numpy ``(N, action_dim)``.
+
+        The observations go to the actor's device and the actions come back to the host, one
+        transfer each way (none on the CPU).
+        """
+        obs_tensor = torch.as_tensor(obs, dtype=torch.float32, device=self.mean.weight.device)
         action, _ = self.forward(obs_tensor, deterministic=deterministic, with_log_prob=False)
-        return action.numpy()
+        return action.cpu().numpy()
 
     def architecture(self) -> dict[str, object]:
         """Description of the network that receivers check before loading weights."""

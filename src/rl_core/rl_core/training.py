@@ -18,6 +18,7 @@ import torch
 
 from rl_core.algorithms.sac import SAC
 from rl_core.config import ConfigError, RunConfig, load_run_config
+from rl_core.device import describe, resolve_device
 from rl_core.envs import VectorEnv
 from rl_core.learner import Learner, TrainResult
 from rl_core.replay import RateLimitedReplay, ReplayBuffer
@@ -53,8 +54,10 @@ def train(config: RunConfig, output_dir: str | Path | None = None,
 
     :param output_dir: where the checkpoint and ``result.json`` go (nothing saved when None).
     :param log: receives one progress line every ``log_period_s`` seconds.
+    :raises ConfigError: when ``trainer.device`` asks for CUDA and torch has none.
     """
     sim, trainer = config.simulator, config.trainer
+    device = resolve_device(trainer.device)
     seed_everything(trainer.seed)
     if trainer.torch_threads:
         torch.set_num_threads(trainer.torch_threads)
@@ -62,7 +65,9 @@ def train(config: RunConfig, output_dir: str | Path | None = None,
     obs_shape = envs.single_observation_space.shape
     action_shape = envs.single_action_space.shape
     replay = make_replay(config, obs_shape, action_shape)
-    sac = SAC(int(np.prod(obs_shape)), int(np.prod(action_shape)), config.sac, seed=trainer.seed)
+    sac = SAC(int(np.prod(obs_shape)), int(np.prod(action_shape)), config.sac, seed=trainer.seed,
+              device=device)
+    log(f"[bare] learning and acting on {describe(device)}")
     learner = Learner(sac, sim.env_id, trainer.solve_return)
     action_rng = np.random.default_rng(sim.seed)
 
@@ -100,7 +105,7 @@ def train(config: RunConfig, output_dir: str | Path | None = None,
 
     result = learner.finish(env_steps, env_steps - config.replay.learning_starts, trainer.eval_episodes,
                             sim.seed, Path(output_dir) if output_dir is not None else None,
-                            title=f"{sim.env_id} (SAC, bare loop)")
+                            title=f"{sim.env_id} (SAC, bare loop)", extra={"device": device.type})
     log(f"[bare] done: {env_steps} steps, {sac.update_step} updates, {learner.episodes} episodes "
         f"in {result.wall_time_s:.0f} s | evaluation return {result.eval_mean_return:.1f} "
         f"± {result.eval_std_return:.1f} over {len(result.eval_returns)} episodes"
@@ -118,13 +123,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--total-env-steps", type=int, default=None, help="override the budget")
     args = parser.parse_args(argv)
     overrides = {"trainer": {"total_env_steps": args.total_env_steps}} if args.total_env_steps else None
+    output = args.output or f"runs/bare-{time.strftime('%Y%m%d-%H%M%S')}"
     try:
-        config = load_run_config(args.config, overrides)
+        train(load_run_config(args.config, overrides), output)
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    output = args.output or f"runs/bare-{time.strftime('%Y%m%d-%H%M%S')}"
-    train(config, output)
     return 0
 
 

@@ -4,6 +4,9 @@ Inside one process the zero-copy channel hands these plain objects from publishe
 only when a subscriber outside the process exists are they turned into ROS messages. Decoding
 checks every shape field against the array sizes, so a malformed message from the wire raises a
 ``ValueError`` that says what is wrong (the receiving node logs it, counts it and keeps going).
+
+torch is imported only where policy weights are encoded or decoded: a robot that acts with an
+ONNX model (requirements-edge.txt) has no torch and never receives weights.
 """
 
 from __future__ import annotations
@@ -11,17 +14,18 @@ from __future__ import annotations
 import array
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Generic, TypeVar
 
 import numpy as np
-import torch
 from builtin_interfaces.msg import Time
-from rl_core.checkpoint import tensors_from_bytes, tensors_to_bytes
 from rl_interfaces.msg import ActionBatch, EpisodeStatistics, ExperienceBatch, ObservationBatch
 from rl_interfaces.msg import PolicyWeights
 from rl_interfaces.srv import BufferFile, SampleBatch
 from rl_core.replay import Batch, PriorityUpdate
 from rl_core.weights_auth import signature, verify
+
+if TYPE_CHECKING:
+    import torch
 
 T = TypeVar("T")
 #: Largest PolicyWeights payload accepted from the wire (checked before it is decoded).
@@ -274,6 +278,8 @@ class Weights:
     def encoded(self) -> tuple[bytes, str]:
         """``(safetensors bytes, sha256)``, computed once per version."""
         if self._encoded is None:
+            from rl_core.checkpoint import tensors_to_bytes
+
             self._encoded = tensors_to_bytes(self.state)
         return self._encoded
 
@@ -317,6 +323,8 @@ def weights_from_msg(msg: PolicyWeights) -> Weights:
         architecture = json.loads(msg.architecture)
     except json.JSONDecodeError as error:
         raise ValueError(f"weights architecture is not JSON: {error}") from error
+    from rl_core.checkpoint import tensors_from_bytes
+
     blob = bytes(msg.data)
     state = tensors_from_bytes(blob, msg.checksum)
     return Weights(msg.version, msg.update_step, state, architecture, _stamp_ns(msg.header.stamp),

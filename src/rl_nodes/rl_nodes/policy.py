@@ -19,6 +19,16 @@ Two layouts, chosen by the ``robots`` parameter:
 The window deadline is one rclpy timer that runs only while a batch waits (reset when the first
 batch of a round arrives, cancelled by the forward pass): a free-running timer at the window
 period would wake the process 500 times a second (2 ms) even when every round fills at once.
+
+Two ways of acting, chosen by ``onnx_model``:
+
+* ``''`` (the default): the torch actor on ``device`` (``auto``: CUDA when present), following
+  ``/policy_weights``. Observations go to the device and actions come back once per forward pass.
+* a file written by ``rl-bringup export``: onnxruntime on the CPU, deterministic, fixed weights.
+  The node then takes its observation and action sizes from the model (checking the task the
+  model records against ``env_id``), does not subscribe to ``/policy_weights``, and imports
+  neither torch nor the simulator code, so it runs from the robot-side install of
+  requirements-edge.txt (README, "Robot-side install").
 """
 
 from __future__ import annotations
@@ -27,14 +37,11 @@ import functools
 import threading
 import time
 from dataclasses import dataclass, fields
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
-import torch
 from rl_core.config import ConfigError, PolicyConfig
-from rl_core.export import OnnxPolicy
-from rl_core.envs import space_shapes
-from rl_core.networks import SquashedGaussianActor
+from rl_core.onnx_policy import OnnxPolicy
 from rl_interfaces.srv import GetAction
 
 from rl_nodes import graph
@@ -46,6 +53,9 @@ from rl_nodes.conversions import Observations, Weights
 from rl_nodes.intra_process import IntraProcessPublisher
 from rl_nodes.parameters import declare_config, watch_config
 from rl_nodes.runtime import main_for
+
+if TYPE_CHECKING:
+    from rl_core.networks import SquashedGaussianActor
 
 
 class PendingBatch(NamedTuple):
@@ -101,20 +111,14 @@ class PolicyNode(RLNode):
         super().__init__("policy", namespace)
         self.config = declare_config(self, PolicyConfig)
         watch_config(self, lambda: self.config, self._apply_config)
-        obs_shape, action_shape = space_shapes(self.config.env_id)
-        self.obs_shape, self.action_shape = obs_shape, action_shape
-        torch.manual_seed(self.config.seed)
-        self.actor = SquashedGaussianActor(int(np.prod(obs_shape)), int(np.prod(action_shape)),
-                                           self.config.hidden_sizes)
+        self.obs_shape: tuple[int, ...] = ()
+        self.action_shape: tuple[int, ...] = ()
         self.onnx: OnnxPolicy | None = None
+        self.actor: SquashedGaussianActor | None = None
         if self.config.onnx_model:
-            self.onnx = OnnxPolicy(self.config.onnx_model)
-            if (self.onnx.obs_dim, self.onnx.action_dim) != (self.actor.obs_dim, self.actor.action_dim):
-                raise ConfigError(f"ONNX model {self.config.onnx_model} maps {self.onnx.obs_dim} -> "
-                                  f"{self.onnx.action_dim} values; {self.config.env_id} needs "
-                                  f"{self.actor.obs_dim} -> {self.actor.action_dim}")
-            self.get_logger().info(f"acting with ONNX model {self.config.onnx_model} "
-                                   "(onnxruntime, deterministic; /policy_weights ignored)")
+            self.onnx = self._load_onnx(self.config.onnx_model)
+        else:
+            self.actor = self._build_actor()
         self.version = 0
         self.epoch = 0  # run epoch of the trainer whose weights are loaded
         self.weights_key = load_weights_key(self.get_logger())
@@ -131,13 +135,58 @@ class PolicyNode(RLNode):
         else:
             self.actions_pubs.append(self.zc_publisher(ACTIONS, graph.ACTIONS))
             self.zc_subscription(OBSERVATIONS, graph.OBSERVATIONS, self._on_observations)
-        self.zc_subscription(WEIGHTS, graph.WEIGHTS, self._on_weights)
+        if self.actor is not None:  # an ONNX policy keeps its weights (and needs no torch)
+            self.zc_subscription(WEIGHTS, graph.WEIGHTS, self._on_weights)
         service = self.create_service(GetAction, graph.GET_ACTION.name, self._on_get_action)
         if self.robots:
             self.get_logger().info(
                 f"central policy for {robot_namespace(0)} .. {robot_namespace(self.robots - 1)}, "
                 f"batch window {self.config.batch_window_ms:g} ms; get_action at "
                 f"{service.service_name}")
+
+    def _load_onnx(self, path: str) -> OnnxPolicy:
+        """The exported policy at ``path``; the node's sizes come from it.
+
+        :raises ConfigError: when the file is missing or unreadable, or the model records
+            another task than ``env_id``.
+        """
+        try:
+            onnx = OnnxPolicy(path)
+        except (OSError, ValueError) as error:
+            raise ConfigError(f"onnx_model: {error}") from error
+        if onnx.env_id is not None and onnx.env_id != self.config.env_id:
+            raise ConfigError(f"ONNX model {path} was exported for {onnx.env_id}, this policy's "
+                              f"env_id is {self.config.env_id}; set env_id:={onnx.env_id} or "
+                              f"export a checkpoint of {self.config.env_id}")
+        self.obs_shape, self.action_shape = (onnx.obs_dim,), (onnx.action_dim,)
+        ignored = f"; device:={self.config.device} ignored" if self.config.device != "auto" else ""
+        self.get_logger().info(
+            f"acting with ONNX model {path} ({onnx.obs_dim} -> {onnx.action_dim}, task "
+            f"{onnx.env_id or 'not recorded'}; onnxruntime on the CPU, deterministic; "
+            f"/policy_weights not followed{ignored})")
+        return onnx
+
+    def _build_actor(self) -> SquashedGaussianActor:
+        """The torch actor on ``device``, randomly initialised (version 0) until weights come.
+
+        torch and the simulator code are imported here, not at module level: an ONNX policy
+        runs without them.
+
+        :raises ConfigError: when ``device:=cuda`` and torch has no CUDA.
+        """
+        import torch
+        from rl_core.device import describe, resolve_device
+        from rl_core.envs import space_shapes
+        from rl_core.networks import SquashedGaussianActor
+
+        device = resolve_device(self.config.device)
+        self.obs_shape, self.action_shape = space_shapes(self.config.env_id)
+        torch.manual_seed(self.config.seed)
+        actor = SquashedGaussianActor(int(np.prod(self.obs_shape)), int(np.prod(self.action_shape)),
+                                      self.config.hidden_sizes).to(device)
+        if device.type != "cpu":
+            self.get_logger().info(f"acting on {describe(device)}")
+        return actor
 
     def _apply_config(self, config: PolicyConfig) -> None:
         window_changed = config.batch_window_ms != self.config.batch_window_ms
@@ -151,6 +200,7 @@ class PolicyNode(RLNode):
         flat = obs.reshape(obs.shape[0], -1)
         if self.onnx is not None:
             return self.onnx.act(flat).reshape((obs.shape[0], *self.action_shape))
+        assert self.actor is not None
         with self._actor_lock:
             actions = self.actor.act(flat, deterministic=deterministic)
         return actions.reshape((obs.shape[0], *self.action_shape))
@@ -289,8 +339,11 @@ class PolicyNode(RLNode):
     # --- weights, diagnostics, get_action ---------------------------------------------------------
 
     def _on_weights(self, msg: Weights) -> None:
-        if self.onnx is not None or (msg.epoch, msg.version) == (self.epoch, self.version):
-            return  # ONNX policies ignore weights; the latched copy of the current ones again
+        import torch  # loaded by _build_actor already; an ONNX policy never subscribes
+
+        assert self.actor is not None
+        if (msg.epoch, msg.version) == (self.epoch, self.version):
+            return  # the latched copy of the current weights again
         if self.weights_key is not None and not msg.verify(self.weights_key):
             self.reject("policy weights", f"version {msg.version}: the signature does not verify "
                         "(unsigned, or signed with another run's key); ignored")

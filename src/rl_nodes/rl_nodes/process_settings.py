@@ -12,13 +12,16 @@ So :func:`apply_process_settings` pins every thread that exists, and the trainer
 thread calls :func:`pin_current_thread` with :func:`learner_cpus` as its first action; the OpenMP
 workers it then starts inherit its set.
 
-This module imports no rclpy, and torch only when it applies the thread count.
+This module imports no rclpy, and torch only when it applies the thread count. Where torch is
+not installed (the robot-side install of requirements-edge.txt, which acts with an ONNX model)
+there is no torch thread pool to size, and the thread count is left unapplied.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+import importlib.util
 import os
 
 from rl_core.cpus import (
@@ -39,13 +42,14 @@ class ProcessSettings:
     """What :func:`apply_process_settings` applied.
 
     :param cpus: the CPUs the process was pinned to; ``None`` when it was left unpinned.
-    :param torch_threads: the torch intra-op thread count that was set.
+    :param torch_threads: the torch intra-op thread count that was set; ``None`` where torch is
+        not installed.
     :param learner_cpus: the CPUs the trainer's learner thread is to pin itself to; ``None``
         when it runs on the process's CPUs.
     """
 
     cpus: frozenset[int] | None
-    torch_threads: int
+    torch_threads: int | None
     learner_cpus: frozenset[int] | None
 
 
@@ -149,7 +153,8 @@ def apply_process_settings(environ: Mapping[str, str] | None = None) -> ProcessS
 
     * ``RL_ROS2_CPUS``: every thread of the process is pinned to the set (unset: no pinning).
     * ``RL_ROS2_TORCH_THREADS``: ``torch.set_num_threads`` (unset: 1). A trainer's non-zero
-      ``torch_threads`` parameter, applied later, still wins.
+      ``torch_threads`` parameter, applied later, still wins. Validated, and not applied, where
+      torch is not installed.
     * ``RL_ROS2_LEARNER_CPUS``: validated (a subset of the process's CPUs) and returned; the
       learner thread applies it with :func:`pin_current_thread`.
 
@@ -177,6 +182,8 @@ def apply_process_settings(environ: Mapping[str, str] | None = None) -> ProcessS
             )
     if cpus is not None:
         _pin_all_threads(cpus)
+    if importlib.util.find_spec("torch") is None:
+        return ProcessSettings(cpus=cpus, torch_threads=None, learner_cpus=learner)
 
     import torch  # here, not at module level: the variables are validated without loading torch
 

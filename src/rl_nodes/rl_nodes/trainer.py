@@ -33,6 +33,7 @@ import torch
 from rl_core.algorithms.sac import SAC
 from rl_core.checkpoint import CheckpointStore, load_checkpoint, restore_rng
 from rl_core.config import SACConfig, TrainerConfig
+from rl_core.device import describe, resolve_device
 from rl_core.envs import space_shapes
 from rl_core.learner import Learner, TrainResult
 from rl_core.replay import PriorityFeedback
@@ -120,6 +121,7 @@ class TrainerNode(RLNode):
         watch_config(self, lambda: self.config, self._apply_config)
         if self.config.torch_threads:
             torch.set_num_threads(self.config.torch_threads)
+        self.device = resolve_device(self.config.device)
         seed_everything(self.config.seed)
         obs_shape, action_shape = space_shapes(self.config.env_id)
         stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -163,8 +165,8 @@ class TrainerNode(RLNode):
         resume = self.config.resume or self.checkpoints.newest_valid()
         if not resume:
             return SAC(int(np.prod(obs_shape)), int(np.prod(action_shape)), self.sac_config,
-                       seed=self.config.seed), {}
-        sac, meta = load_checkpoint(resume)
+                       seed=self.config.seed, device=self.device), {}
+        sac, meta = load_checkpoint(resume, self.device)
         restore_rng(meta, resume)
         counters = meta["counters"]
         self.get_logger().info(
@@ -212,9 +214,9 @@ class TrainerNode(RLNode):
                  "learner thread, sampling the local buffer" if self.sampler.is_local else
                  "learner thread, batches prefetched over DDS")
         self.get_logger().info(
-            f"update mode: {self.update_mode} ({where}); the replay buffer's rate limiter grants "
-            f"the batches; training until {self.config.total_env_steps} transitions; output in "
-            f"{self.output_dir}")
+            f"update mode: {self.update_mode} ({where}) on {describe(self.device)}; the replay "
+            f"buffer's rate limiter grants the batches; training until "
+            f"{self.config.total_env_steps} transitions; output in {self.output_dir}")
         if interleave:
             self.zc_subscription(EXPERIENCE, graph.EXPERIENCE, self._on_experience)
             return
@@ -304,8 +306,9 @@ class TrainerNode(RLNode):
     def _publish_weights(self) -> None:
         self._last_weights = time.monotonic()
         self.weights_version += 1
-        with self._update_lock:
-            state = {k: v.detach().clone() for k, v in self.sac.actor.state_dict().items()}
+        with self._update_lock:  # CPU copies: receivers and the wire format never see a GPU
+            state = {k: v.detach().to("cpu", copy=True)
+                     for k, v in self.sac.actor.state_dict().items()}
         weights = Weights(self.weights_version, self.sac.update_step, state,
                           self.sac.actor.architecture(), time.time_ns(), epoch=self.epoch)
         if self.weights_key is not None:
@@ -398,7 +401,8 @@ class TrainerNode(RLNode):
                 self.config.eval_episodes, self.config.seed, self.output_dir,
                 counters=self._counters(),
                 title=f"{self.config.env_id} (SAC, {self.update_mode})",
-                extra={"update_mode": self.update_mode, "weights_version": self.weights_version,
+                extra={"update_mode": self.update_mode, "device": self.device.type,
+                       "weights_version": self.weights_version,
                        **{name: value for name, value in self._replay_scalars().items()
                           if name != "updates_per_transition"}})
         self._last_checkpoint = time.monotonic()

@@ -57,7 +57,7 @@ class LoadedPolicy(NamedTuple):
 
 
 def _load_onnx(path: str) -> Any:
-    from rl_core.export import OnnxPolicy
+    from rl_core.onnx_policy import OnnxPolicy
 
     try:
         return OnnxPolicy(path)

@@ -50,7 +50,8 @@ def export(values: dict[str, str]) -> int:
                            given=values.get("env_id"), config_value=values.get("config"),
                            stored=stored_env_id(meta), required=False)
 
-    from rl_core.export import OnnxPolicy, export_onnx
+    from rl_core.export import export_onnx
+    from rl_core.onnx_policy import OnnxPolicy
 
     try:
         export_onnx(actor, target, env_id=choice.env_id if choice else None)

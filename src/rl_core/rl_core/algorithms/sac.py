@@ -3,6 +3,11 @@
 Haarnoja et al. 2018, "Soft Actor-Critic Algorithms and Applications". The algorithm is split
 SB3-style: construction builds the model, :meth:`SAC.update` does one gradient step on a batch and
 returns scalar metrics; the collection loop (bare loop or ROS trainer node) lives elsewhere.
+
+Networks, temperature and optimiser state live on one torch device (``device``; see
+:mod:`rl_core.device`). Each batch crosses to it once per update, as six tensors built straight
+from its numpy arrays; what comes back (TD errors, metrics) comes in one transfer each, so a GPU
+learner synchronises with the host a fixed, small number of times per gradient step.
 """
 
 from __future__ import annotations
@@ -18,6 +23,10 @@ from rl_core.networks import SquashedGaussianActor, TwinQ
 from rl_core.replay import Batch
 
 
+#: Keys of the metrics :meth:`SAC.update` returns, in order.
+METRIC_NAMES = ("critic_loss", "actor_loss", "alpha_loss", "alpha", "q_mean", "entropy")
+
+
 class SAC:
     """SAC learner for flat observation and action vectors (actions in [-1, 1]).
 
@@ -25,20 +34,25 @@ class SAC:
     :param action_dim: size of a flat action.
     :param config: hyperparameters.
     :param seed: seed of network initialisation and of the sampling noise in updates.
+    :param device: torch device of networks, temperature and updates (CPU by default).
     """
 
-    def __init__(self, obs_dim: int, action_dim: int, config: SACConfig, seed: int = 0) -> None:
+    def __init__(self, obs_dim: int, action_dim: int, config: SACConfig, seed: int = 0,
+                 device: torch.device | str = "cpu") -> None:
         if obs_dim <= 0 or action_dim <= 0:
             raise ValueError(f"obs_dim and action_dim must be positive, got {obs_dim}, {action_dim}")
         self.obs_dim = obs_dim
         self.action_dim = action_dim
         self.config = config
         self.seed = seed
+        self.device = torch.device(device)
         torch.manual_seed(seed)
-        self.actor = SquashedGaussianActor(obs_dim, action_dim, config.hidden_sizes)
-        self.critic = TwinQ(obs_dim, action_dim, config.hidden_sizes)
+        # Built on the CPU and then moved, so a seed gives the same initial weights on any device.
+        self.actor = SquashedGaussianActor(obs_dim, action_dim, config.hidden_sizes).to(self.device)
+        self.critic = TwinQ(obs_dim, action_dim, config.hidden_sizes).to(self.device)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
-        self.log_alpha = torch.tensor(float(np.log(config.init_alpha)), requires_grad=True)
+        self.log_alpha = torch.tensor(float(np.log(config.init_alpha)), device=self.device,
+                                      requires_grad=True)
         self.target_entropy = -config.target_entropy_scale * action_dim
         self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=config.actor_lr)
         self.critic_optimizer = torch.optim.Adam(self.critic.parameters(), lr=config.critic_lr)
@@ -71,12 +85,11 @@ class SAC:
         :returns: scalar metrics (losses, temperature, mean Q, entropy estimate).
         :raises ValueError: when the batch holds non-finite values.
         """
-        obs = torch.as_tensor(batch.obs, dtype=torch.float32)
-        actions = torch.as_tensor(batch.actions, dtype=torch.float32)
-        rewards = torch.as_tensor(batch.rewards, dtype=torch.float32)
-        next_obs = torch.as_tensor(batch.next_obs, dtype=torch.float32)
-        not_done = 1.0 - torch.as_tensor(batch.terminated, dtype=torch.float32)
-        weights = torch.as_tensor(batch.weights, dtype=torch.float32)
+        obs, actions, rewards, next_obs, terminated, weights = (
+            torch.as_tensor(array, dtype=torch.float32, device=self.device)
+            for array in (batch.obs, batch.actions, batch.rewards, batch.next_obs,
+                          batch.terminated, batch.weights))
+        not_done = 1.0 - terminated
         alpha = self.log_alpha.detach().exp()
 
         with torch.no_grad():
@@ -108,7 +121,7 @@ class SAC:
         self.actor_optimizer.step()
         self.critic.requires_grad_(True)
 
-        alpha_loss = torch.zeros(())
+        alpha_loss = torch.zeros((), device=self.device)
         if self.config.autotune_alpha:
             alpha_loss = -(self.log_alpha * (log_prob.detach() + self.target_entropy)).mean()
             if not torch.isfinite(alpha_loss):
@@ -121,16 +134,11 @@ class SAC:
             tau = self.config.tau
             for param, target in zip(self.critic.parameters(), self.critic_target.parameters()):
                 target.mul_(1.0 - tau).add_(param, alpha=tau)
+            self.last_td_errors = (0.5 * (td1.abs() + td2.abs())).cpu().numpy()
+            scalars = torch.stack([critic_loss, actor_loss, alpha_loss, alpha, q1.mean(),
+                                   -log_prob.mean()]).cpu().tolist()
         self.update_step += 1
-        self.last_td_errors = (0.5 * (td1.abs() + td2.abs())).detach().numpy().astype(np.float32)
-        return {
-            "critic_loss": float(critic_loss.detach()),
-            "actor_loss": float(actor_loss.detach()),
-            "alpha_loss": float(alpha_loss.detach()),
-            "alpha": float(alpha),
-            "q_mean": float(q1.detach().mean()),
-            "entropy": float(-log_prob.detach().mean()),
-        }
+        return dict(zip(METRIC_NAMES, scalars))
 
     def modules(self) -> dict[str, nn.Module]:
         """Networks whose parameters make up the learner's state."""
