@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 import threading
 import time
@@ -205,6 +206,31 @@ def test_policy_node_runs_an_exported_onnx_model(tmp_path: Path) -> None:
         obs = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)
         np.testing.assert_allclose(policy._act(obs, deterministic=True),
                                    actor.act(obs, deterministic=True), atol=1e-5)
+        # It acts on the model's sizes, with no torch actor and no /policy_weights subscription.
+        assert policy.actor is None and policy.obs_shape == (4,) and policy.action_shape == (1,)
+        assert not policy.get_subscriptions_info_by_topic("/policy_weights")
         policy.destroy_node()
+    finally:
+        rclpy.try_shutdown()
+
+
+@pytest.mark.parametrize("model_name, message", [
+    ("kuka.onnx", "was exported for rl_ros2/KukaReach-v0, this policy's env_id is "
+                  "rl_ros2/CartPoleBalance-v0; set env_id:=rl_ros2/KukaReach-v0"),
+    ("missing.onnx", "onnx_model: no ONNX model at"),
+])
+def test_policy_node_refuses_an_onnx_model_of_another_task_or_none(
+        tmp_path: Path, model_name: str, message: str) -> None:
+    from rl_core.config import ConfigError
+    from rl_core.export import export_onnx
+    from rl_core.networks import SquashedGaussianActor
+
+    export_onnx(SquashedGaussianActor(4, 1, (64, 64)), tmp_path / "kuka.onnx",
+                env_id="rl_ros2/KukaReach-v0")
+    overrides = overrides_file(tmp_path, {"policy": {"onnx_model": str(tmp_path / model_name)}})
+    rclpy.init(args=["--ros-args", "--params-file", str(CONFIG), "--params-file", str(overrides)])
+    try:
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            PolicyNode("/robot_0")
     finally:
         rclpy.try_shutdown()
