@@ -121,7 +121,8 @@ class PolicyNode(RLNode):
             self.actor = self._build_actor()
         self.version = 0
         self.epoch = 0  # run epoch of the trainer whose weights are loaded
-        self.weights_key = load_weights_key(self.get_logger())
+        # An ONNX policy follows no weights, so it needs no key (nor a warning about none).
+        self.weights_key = load_weights_key(self.get_logger()) if self.actor is not None else None
         self._weights_at = time.monotonic()  # when the current weights arrived (start: own init)
         self._started_at = time.monotonic()
         self._actor_lock = threading.Lock()  # get_action runs on the executor thread
