@@ -228,13 +228,14 @@ def test_torch_variant_build_arg_chooses_the_wheel_index_and_defaults_to_cpu() -
                 and instruction.arguments.split("=", 1)[0] == "TORCH_VARIANT"]
     assert len(declared) == 1, "TORCH_VARIANT is declared once"
     assert instructions[declared[0]].arguments == "TORCH_VARIANT=cpu"
-    (torch_install,) = [command for command in run_commands()
-                        if command[0] == "pip3" and any(word.startswith("torch==") for word in command)]
+    (torch_install,) = [command for command in run_commands() if command[0] == "pip3"
+                        and any(word.startswith("torch==") for word in command)]
     index_url = torch_install[torch_install.index("--index-url") + 1]
     assert index_url == "https://download.pytorch.org/whl/${TORCH_VARIANT}"
     # The ARG is in scope (after FROM) before the RUN that uses it.
     first_use = next(index for index, instruction in enumerate(instructions)
-                     if instruction.keyword == "RUN" and "${TORCH_VARIANT}" in instruction.arguments)
+                     if instruction.keyword == "RUN"
+                     and "${TORCH_VARIANT}" in instruction.arguments)
     from_index = next(index for index, instruction in enumerate(instructions)
                       if instruction.keyword == "FROM")
     assert from_index < declared[0] < first_use

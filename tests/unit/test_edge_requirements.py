@@ -39,5 +39,6 @@ def test_edge_requirements_are_the_full_pins_of_what_the_onnx_policy_needs() -> 
     assert set(edge) == NEEDED
     assert not set(edge) & HEAVY
     for package, version in edge.items():
-        assert full.get(package) == version, f"{package}: edge {version} != full {full.get(package)}"
+        assert full.get(package) == version, (
+            f"{package}: edge {version} != full {full.get(package)}")
 

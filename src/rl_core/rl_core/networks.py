@@ -63,7 +63,7 @@ class SquashedGaussianActor(nn.Module):
 
     @torch.no_grad()
     def act(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:
-        """Actions for a batch of observations ``(N, obs_dim)`` as float32 numpy ``(N, action_dim)``.
+        """Actions for observations ``(N, obs_dim)`` as a float32 numpy ``(N, action_dim)``.
 
         The observations go to the actor's device and the actions come back to the host, one
         transfer each way (none on the CPU).
