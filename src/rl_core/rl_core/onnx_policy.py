@@ -23,10 +23,11 @@ OUTPUT_NAME = "action"
 
 
 class OnnxPolicy:
-    """A policy exported by :func:`export_onnx`, run with onnxruntime on the CPU.
+    """A policy exported by :func:`rl_core.export.export_onnx`, run with onnxruntime on the CPU.
 
-    It acts like :meth:`SquashedGaussianActor.act` with ``deterministic=True``, so it can stand in
-    for the actor wherever only acting is needed (e.g. :func:`rl_core.evaluation.evaluate`).
+    It acts like :meth:`rl_core.networks.SquashedGaussianActor.act` with ``deterministic=True``,
+    so it can stand in for the actor wherever only acting is needed (e.g.
+    :func:`rl_core.evaluation.evaluate`).
 
     :param path: the ``.onnx`` file.
     :param intra_op_threads: onnxruntime intra-op threads; 1 by default, which is the fastest

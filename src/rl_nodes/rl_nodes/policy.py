@@ -28,7 +28,7 @@ Two ways of acting, chosen by ``onnx_model``:
   The node then takes its observation and action sizes from the model (checking the task the
   model records against ``env_id``), does not subscribe to ``/policy_weights``, and imports
   neither torch nor the simulator code, so it runs from the robot-side install of
-  requirements-edge.txt (README, "Robot-side install").
+  requirements-edge.txt (docs/tools.md, "On the robot: the edge install").
 """
 
 from __future__ import annotations
