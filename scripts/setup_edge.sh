@@ -43,17 +43,18 @@ say "installing requirements-edge.txt"
   2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
 
 # --- rl_interfaces: the files an ament install puts under the prefix -------------------------
+# Links are followed (cp -L): a colcon --symlink-install build links them into its build folder.
 say "copying rl_interfaces from $from"
 edge_site="$(site_of "$vpy")"
 mkdir -p "$edge/lib" "$edge/share/ament_index/resource_index" "$edge_site"
-cp -a "$from"/lib/librl_interfaces__*.so "$edge/lib/"
+cp -L "$from"/lib/librl_interfaces__*.so "$edge/lib/"
 rm -rf "$edge_site/rl_interfaces" "$edge/share/rl_interfaces"
-cp -a "$from_site/rl_interfaces" "$edge_site/"
-cp -a "$from/share/rl_interfaces" "$edge/share/"
+cp -rL "$from_site/rl_interfaces" "$edge_site/"
+cp -rL "$from/share/rl_interfaces" "$edge/share/"
 for entry in "$from"/share/ament_index/resource_index/*/rl_interfaces; do
   kind="$(basename "$(dirname "$entry")")"
   mkdir -p "$edge/share/ament_index/resource_index/$kind"
-  cp -a "$entry" "$edge/share/ament_index/resource_index/$kind/"
+  cp -L "$entry" "$edge/share/ament_index/resource_index/$kind/"
 done
 
 # --- rl_core and rl_nodes ----------------------------------------------------------------------
