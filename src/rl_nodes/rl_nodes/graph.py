@@ -46,6 +46,8 @@ LATCHED = QoS(1, latched=True)
 # --- nodes -------------------------------------------------------------------------------------
 
 SIMULATOR, POLICY, REPLAY_BUFFER, TRAINER = "simulator", "policy", "replay_buffer", "trainer"
+#: rl_nodes.gym_bridge's node: a gymnasium learner acting for robots in place of their policy.
+GYM_BRIDGE = "gym_bridge"
 #: Node kinds that run once per robot, in the robot's namespace.
 PER_ROBOT_KINDS = (SIMULATOR, POLICY)
 
