@@ -1,0 +1,131 @@
+"""rl_nodes.gym_bridge against simulator nodes in another process: spaces, same-step autoreset
+with the final observations in ``info``, several robots' namespaces, and clear errors when the
+simulator is missing, gone, or does not apply the bridge's actions."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+import os
+from pathlib import Path
+import sys
+import time
+
+import numpy as np
+import pytest
+import yaml
+
+from rl_nodes.gym_bridge import BridgeEnv, BridgeVectorEnv, SimulatorProtocolError
+from rl_nodes.gym_bridge import SimulatorTimeout
+from tests.processes import Child
+
+pytestmark = pytest.mark.integration
+BIN = Path(sys.executable).parent
+ENV_ID = "rl_ros2/CartPoleBalance-v0"
+#: Robot -> its simulator's parameters. Robot 2 keeps random actions for its first steps, which
+#: the bridge must refuse.
+SIMULATORS = {0: {"num_envs": 2}, 1: {"num_envs": 3}, 2: {"num_envs": 1, "random_steps": 1000},
+              3: {"num_envs": 1}}
+TIMEOUT_S = 20.0
+
+
+def simulators(tmp_path: Path, robots: list[int]) -> Child:
+    """One process running the simulators of ``robots`` (parameters from SIMULATORS)."""
+    parameters = {f"/robot_{robot}/simulator": {"ros__parameters": {
+        "env_id": ENV_ID, "random_steps": 0, "visualization_rate_hz": 0.0, **SIMULATORS[robot]}}
+        for robot in robots}
+    path = tmp_path / f"simulators_{'_'.join(map(str, robots))}.yaml"
+    path.write_text(yaml.safe_dump(parameters))
+    nodes = [argument for robot in robots for argument in ("--node", f"simulator@/robot_{robot}")]
+    return Child([str(BIN / "container"), *nodes, "--ros-args", "--params-file", str(path)],
+                 env=dict(os.environ))
+
+
+@pytest.fixture(scope="module")
+def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Child]:
+    child = simulators(tmp_path_factory.mktemp("bridge"), [0, 1, 2])
+    try:
+        yield child
+    finally:
+        child.stop()
+
+
+def test_vector_env_steps_two_robots_with_same_step_autoreset(running: Child) -> None:
+    envs = BridgeVectorEnv(ENV_ID, ["/robot_0", "/robot_1"], timeout_s=TIMEOUT_S)
+    try:
+        assert envs.num_envs == 5
+        assert envs.metadata["autoreset_mode"].name == "SAME_STEP"
+        obs, _ = envs.reset(seed=3)
+        assert obs.shape == (5, 4) and envs.observation_space.contains(obs)
+        ended = np.zeros(5, dtype=bool)
+        for _ in range(400):  # a random cart-pole episode lasts a few dozen steps
+            previous = obs
+            obs, rewards, terminated, truncated, info = envs.step(envs.action_space.sample())
+            assert obs.shape == (5, 4) and rewards.shape == (5,)
+            np.testing.assert_array_equal(rewards, 1.0)  # +1 per step, the last one included
+            done = terminated | truncated
+            if done.any():
+                np.testing.assert_array_equal(info["_final_obs"], done)
+                for index in np.flatnonzero(done):
+                    final = info["final_obs"][index]
+                    # The final observation is the failed state, the returned one a fresh start.
+                    assert np.abs(final[[0, 2]]).max() > np.abs(obs[index][[0, 2]]).max()
+                    assert np.abs(obs[index]).max() <= 0.05 + 1e-6  # reset noise
+            else:
+                assert "final_obs" not in info
+            assert not np.array_equal(obs, previous)
+            ended |= done
+            if ended[:2].any() and ended[2:].any():
+                break
+        assert ended[:2].any() and ended[2:].any(), "both robots should have finished episodes"
+    finally:
+        envs.close()
+
+
+def test_single_env_needs_a_simulator_with_one_environment(running: Child) -> None:
+    with pytest.raises(ValueError, match="num_envs: 1"):
+        BridgeEnv(ENV_ID, "/robot_1", timeout_s=TIMEOUT_S)
+
+
+def test_missing_simulator_is_a_clear_timeout() -> None:
+    start = time.monotonic()
+    with pytest.raises(SimulatorTimeout, match="is a simulator running in namespace /robot_7"):
+        BridgeEnv(ENV_ID, "/robot_7", timeout_s=2.0)
+    assert time.monotonic() - start < 10.0
+
+
+def test_actions_the_simulator_replaces_are_refused(running: Child) -> None:
+    env = BridgeEnv(ENV_ID, "/robot_2", timeout_s=TIMEOUT_S)
+    try:
+        env.reset()
+        with pytest.raises(SimulatorProtocolError, match="random_steps:=0"):
+            env.step(env.action_space.sample())
+    finally:
+        env.close()
+
+
+def test_single_env_episode_and_the_simulator_gone(tmp_path: Path) -> None:
+    child = simulators(tmp_path, [3])
+    env = None
+    try:
+        env = BridgeEnv(ENV_ID, "/robot_3", timeout_s=TIMEOUT_S)
+        obs, _ = env.reset(seed=0)
+        assert obs.shape == (4,) and env.observation_space.contains(obs)
+        for length in range(1, 201):
+            obs, reward, terminated, truncated, _ = env.step(np.array([1.0], np.float32))
+            assert reward == 1.0
+            if terminated or truncated:
+                break
+        assert terminated and length < 200  # full force one way topples the pole
+        assert np.abs(obs[[0, 2]]).max() > 0.19  # step returned the final state...
+        start, _ = env.reset()
+        assert np.abs(start).max() <= 0.05 + 1e-6  # ...and reset() the simulator's reset one
+        env.envs.link.timeout_s = 3.0
+        child.stop()
+        began = time.monotonic()
+        with pytest.raises(SimulatorTimeout, match="the simulator is gone"):
+            env.step(np.zeros(1, np.float32))
+        assert time.monotonic() - began < 10.0
+    finally:
+        if env is not None:
+            env.close()
+        child.stop()
