@@ -1,0 +1,62 @@
+"""Another learner through the gymnasium bridge: Stable-Baselines3's SAC solves cart-pole on a
+simulator node in another process, to the evaluation our own learner must reach.
+
+The budget, network and batch come from config/cartpole.yaml (what the bare loop and the ROS
+modes train with), so the comparison is like for like. Evaluation runs through the bridge too.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+import sys
+import time
+
+import numpy as np
+import pytest
+import torch
+from stable_baselines3 import SAC
+from stable_baselines3.common.evaluation import evaluate_policy
+from stable_baselines3.common.monitor import Monitor
+
+from rl_core.config import load_run_config
+from rl_nodes.gym_bridge import BridgeEnv
+from tests.processes import Child
+
+pytestmark = pytest.mark.system
+CONFIG = Path(__file__).resolve().parents[2] / "config" / "cartpole.yaml"
+BIN = Path(sys.executable).parent
+NAMESPACE = "/robot_0"
+
+
+def test_stable_baselines3_sac_solves_cartpole_through_the_bridge() -> None:
+    config = load_run_config(CONFIG)
+    torch.manual_seed(config.simulator.seed)
+    torch.set_num_threads(1)  # what our own learner uses on the shared 2-core machines
+    # The bridge acts in place of a policy node, and SAC explores with its own random actions.
+    simulator = Child([str(BIN / "simulator"), "--ros-args", "-r", f"__ns:={NAMESPACE}",
+                       "--params-file", str(CONFIG), "-p", "random_steps:=0",
+                       "-p", "visualization_rate_hz:=0.0"], env=dict(os.environ))
+    env = None
+    try:
+        env = Monitor(BridgeEnv(config.simulator.env_id, NAMESPACE, timeout_s=30.0))
+        model = SAC("MlpPolicy", env, learning_starts=config.replay.learning_starts,
+                    batch_size=config.trainer.batch_size, gamma=config.sac.gamma,
+                    tau=config.sac.tau, learning_rate=config.sac.actor_lr,
+                    policy_kwargs={"net_arch": list(config.sac.hidden_sizes)},
+                    seed=config.simulator.seed, device="cpu")
+        began = time.monotonic()
+        model.learn(total_timesteps=config.trainer.total_env_steps)
+        trained_s = time.monotonic() - began
+        # learn() stops in the middle of an episode, which a remote simulator cannot cut short
+        # (reset() continues it): evaluate one episode more and leave out that first one.
+        returns, _ = evaluate_policy(model, env, n_eval_episodes=config.trainer.eval_episodes + 1,
+                                     deterministic=True, return_episode_rewards=True)
+        mean, std = float(np.mean(returns[1:])), float(np.std(returns[1:]))
+        print(f"SAC through the bridge: {config.trainer.total_env_steps} env steps in "
+              f"{trained_s:.0f} s, evaluation {mean:.1f} +- {std:.1f}")
+        assert mean >= config.trainer.solve_return, (mean, std, simulator.output()[-2000:])
+    finally:
+        if env is not None:
+            env.close()
+        simulator.stop()
