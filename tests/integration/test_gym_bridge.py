@@ -8,12 +8,16 @@ from collections.abc import Iterator
 import os
 from pathlib import Path
 import sys
+import threading
 import time
 
 import numpy as np
 import pytest
+import rclpy
+from rl_interfaces.msg import ReplayStatus
 import yaml
 
+from rl_nodes import graph
 from rl_nodes.gym_bridge import BridgeEnv, BridgeVectorEnv, SimulatorProtocolError
 from rl_nodes.gym_bridge import SimulatorTimeout
 from tests.processes import Child
@@ -129,3 +133,48 @@ def test_single_env_episode_and_the_simulator_gone(tmp_path: Path) -> None:
         if env is not None:
             env.close()
         child.stop()
+
+
+def test_a_rate_limiter_pause_is_waited_out_not_a_timeout(running: Child) -> None:
+    """A replay buffer's rate limiter holds the simulator's observations: longer than the
+    bridge's timeout here, and the step still completes once acting resumes."""
+    envs = BridgeVectorEnv(ENV_ID, ["/robot_0"], timeout_s=TIMEOUT_S)
+    context = rclpy.Context()
+    rclpy.init(args=[], context=context)
+    node = rclpy.create_node("pausing_replay_buffer", context=context)
+    status = node.create_publisher(ReplayStatus, graph.REPLAY_STATUS.name,
+                                   graph.REPLAY_STATUS.qos.profile())
+    paused, stop, published = threading.Event(), threading.Event(), [0]
+    paused.set()
+
+    def publish() -> None:  # as a replay buffer does, a few times a second
+        while not stop.wait(0.2):
+            status.publish(ReplayStatus(rate_limited=True, acting_paused=paused.is_set()))
+            published[0] += 1
+
+    publisher = threading.Thread(target=publish, daemon=True)
+    publisher.start()
+    try:
+        envs.reset()
+        # The 3 simulators of the process and the bridge hear the pause.
+        envs.link.wait_until(lambda: status.get_subscription_count() >= 4, envs.robots[0],
+                             "the simulators' /replay_status subscriptions")
+        heard = published[0]
+        envs.link.wait_until(lambda: envs.link.acting_paused and published[0] >= heard + 2,
+                             envs.robots[0], "the pause")
+        envs.link.timeout_s = 1.0
+        resume = threading.Timer(3.0, paused.clear)
+        resume.start()
+        began = time.monotonic()
+        obs, *_ = envs.step(np.zeros((2, 1), np.float32))
+        waited = time.monotonic() - began
+        resume.join()
+        assert obs.shape == (2, 4)
+        assert waited >= 2.0, f"the simulator did not pause (step took {waited:.2f} s)"
+    finally:
+        paused.clear()
+        stop.set()
+        publisher.join(timeout=5.0)
+        node.destroy_node()
+        rclpy.try_shutdown(context=context)
+        envs.close()

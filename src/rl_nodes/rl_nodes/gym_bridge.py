@@ -43,11 +43,12 @@ process that also runs nodes: its messages always cross DDS, like a remote learn
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import gymnasium
 import numpy as np
@@ -59,13 +60,17 @@ from rl_interfaces.msg import ReplayStatus
 from rl_nodes import graph
 from rl_nodes.base import robot_id_from_namespace
 from rl_nodes.conversions import ACTIONS, EXPERIENCE, OBSERVATIONS, Actions, Experience
-from rl_nodes.conversions import Observations
+from rl_nodes.conversions import Observations, TopicType
 from rl_nodes.runtime import ensure_network_defaults
 
 __all__ = ["BridgeEnv", "BridgeVectorEnv", "SimulatorProtocolError", "SimulatorTimeout"]
 
+T = TypeVar("T")
 DEFAULT_TIMEOUT_S = 10.0
 _SPIN_SLICE_S = 0.05  # longest single wait for a message, so deadlines are checked often
+#: A pause announced on /replay_status holds for this long without a newer status (the replay
+#: buffer publishes at least every 2 s, graph.REPLAY_STATUS), so a vanished buffer stops counting.
+_PAUSE_HOLDS_S = 3.0
 
 
 class SimulatorTimeout(TimeoutError):
@@ -113,14 +118,19 @@ class _Link:
     :class:`_Robot` per namespace, and waiting with deadlines."""
 
     def __init__(self, namespaces: Sequence[str], timeout_s: float, domain_id: int | None) -> None:
+        namespaces = ["/" + namespace.strip("/") for namespace in namespaces]
+        robot_ids = [robot_id_from_namespace(namespace) for namespace in namespaces]
         if not namespaces:
             raise ValueError("namespaces must name at least one robot, e.g. ['/robot_0']")
-        if len(set(namespaces)) != len(namespaces):
-            raise ValueError(f"namespaces must be distinct, got {list(namespaces)}")
+        if len(set(robot_ids)) != len(robot_ids):
+            raise ValueError(f"namespaces must be distinct robots (/robot_k), got {namespaces}")
         if not timeout_s > 0:
             raise ValueError(f"timeout_s must be positive, got {timeout_s}")
         self.timeout_s = float(timeout_s)
         self.acting_paused = False
+        self._status_at = -math.inf
+        self.rejected_messages = 0
+        self._closed = False
         ensure_network_defaults()
         self.context = rclpy.Context()
         rclpy.init(args=[], context=self.context,
@@ -128,22 +138,15 @@ class _Link:
         self.node = rclpy.create_node(graph.GYM_BRIDGE, context=self.context)
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
-        self.robots: list[_Robot] = []
-        by_id: dict[int, _Robot] = {}
-        for namespace in namespaces:
-            namespace = "/" + namespace.strip("/")
-            robot = _Robot(namespace, robot_id_from_namespace(namespace), self.node.create_publisher(
-                ACTIONS.msg_type, self._topic(graph.ACTIONS, namespace), graph.ACTIONS.qos.profile()))
-            if robot.robot_id in by_id:
-                raise ValueError(f"{namespace} and {by_id[robot.robot_id].namespace} have the "
-                                 f"same robot id {robot.robot_id}")
-            by_id[robot.robot_id] = robot
-            self.robots.append(robot)
+        self.robots = [_Robot(namespace, robot_id, self.node.create_publisher(
+            ACTIONS.msg_type, self._topic(graph.ACTIONS, namespace), graph.ACTIONS.qos.profile()))
+            for namespace, robot_id in zip(namespaces, robot_ids)]
+        self._by_id = {robot.robot_id: robot for robot in self.robots}
+        for robot in self.robots:
             self.node.create_subscription(
-                OBSERVATIONS.msg_type, self._topic(graph.OBSERVATIONS, namespace),
+                OBSERVATIONS.msg_type, self._topic(graph.OBSERVATIONS, robot.namespace),
                 lambda msg, robot=robot: self._on_observations(robot, msg),
                 graph.OBSERVATIONS.qos.profile())
-        self._by_id = by_id
         self.node.create_subscription(EXPERIENCE.msg_type, graph.EXPERIENCE.name,
                                       self._on_experience, graph.EXPERIENCE.qos.profile())
         self.node.create_subscription(ReplayStatus, graph.REPLAY_STATUS.name,
@@ -155,34 +158,53 @@ class _Link:
 
     # --- callbacks: store, never decide ---------------------------------------------------------
 
+    def _decoded(self, topic_type: TopicType[T], msg: Any, topic: str) -> T | None:
+        """``msg`` decoded, or None (logged and counted) when it is malformed: a bad message
+        from the wire must not stop the learner."""
+        try:
+            return topic_type.from_msg(msg)
+        except ValueError as error:
+            self.rejected_messages += 1
+            self.node.get_logger().error(
+                f"rejected a message on {topic} ({self.rejected_messages} so far): {error}",
+                throttle_duration_sec=1.0)
+            return None
+
     def _on_observations(self, robot: _Robot, msg: Any) -> None:
-        batch = OBSERVATIONS.from_msg(msg)
-        if batch.robot_id == robot.robot_id:
+        batch = self._decoded(OBSERVATIONS, msg, self._topic(graph.OBSERVATIONS, robot.namespace))
+        if batch is not None and batch.robot_id == robot.robot_id:
             robot.latest = batch
 
     def _on_experience(self, msg: Any) -> None:
         robot = self._by_id.get(msg.robot_id)
         if robot is None or msg.stream < robot.stream:
             return  # another robot's, or from a simulator run that has since been replaced
+        rows = self._decoded(EXPERIENCE, msg, graph.EXPERIENCE.name)
+        if rows is None:
+            return
         if msg.stream > robot.stream:
             robot.stream, robot.experience = msg.stream, {}
-        robot.experience[msg.sequence] = EXPERIENCE.from_msg(msg)
+        robot.experience[msg.sequence] = rows
 
     def _on_replay_status(self, msg: ReplayStatus) -> None:
         self.acting_paused = bool(msg.rate_limited and msg.acting_paused)
+        self._status_at = time.monotonic()
 
     # --- waiting --------------------------------------------------------------------------------
 
-    def wait_until(self, done: Callable[[], bool], waiting_for: Callable[[], str]) -> None:
-        """Spin until ``done()``; raise :class:`SimulatorTimeout` after ``timeout_s`` without it
-        (a pause of acting by the replay buffer's rate limiter does not count)."""
+    def wait_until(self, done: Callable[[], bool], robot: _Robot, what: str) -> None:
+        """Spin until ``done()``; raise :class:`SimulatorTimeout` after ``timeout_s`` without it.
+        A pause of acting by a live replay buffer's rate limiter does not count while the
+        robot's simulator is still there."""
         deadline = time.monotonic() + self.timeout_s
         while not done():
             now = time.monotonic()
-            if self.acting_paused:
+            if self.acting_paused and now - self._status_at < _PAUSE_HOLDS_S and \
+                    self.node.count_publishers(self._topic(graph.OBSERVATIONS, robot.namespace)):
                 deadline = now + self.timeout_s
             if now >= deadline:
-                raise SimulatorTimeout(f"no answer within {self.timeout_s:g} s: {waiting_for()}")
+                raise SimulatorTimeout(f"no answer within {self.timeout_s:g} s: "
+                                       f"{self.silence(robot, what)}")
             self.executor.spin_once(timeout_sec=min(_SPIN_SLICE_S, deadline - now))
 
     def silence(self, robot: _Robot, what: str) -> str:
@@ -205,10 +227,9 @@ class _Link:
         simulator also hears our actions."""
         for robot in self.robots:
             topic = self._topic(graph.ACTIONS, robot.namespace)
-            self.wait_until(lambda: robot.latest is not None,
-                            lambda: self.silence(robot, "the first observations"))
-            self.wait_until(lambda: robot.actions_pub.get_subscription_count() > 0,
-                            lambda: self.silence(robot, f"a subscriber of {topic}"))
+            self.wait_until(lambda: robot.latest is not None, robot, "the first observations")
+            self.wait_until(lambda: robot.actions_pub.get_subscription_count() > 0, robot,
+                            f"a subscriber of {topic}")
         for robot in self.robots:
             assert robot.latest is not None
             robot.step, robot.sent = robot.latest.step, None
@@ -244,7 +265,7 @@ class _Link:
                     "(a policy) answering this robot")
             return latest.step == answered + 1 and answered in robot.experience
 
-        self.wait_until(arrived, lambda: self.silence(robot, f"step {answered + 1}"))
+        self.wait_until(arrived, robot, f"step {answered + 1}")
         experience = robot.experience.pop(answered)
         for sequence in [s for s in robot.experience if s < answered]:
             del robot.experience[sequence]
@@ -259,6 +280,9 @@ class _Link:
         return robot.latest, experience
 
     def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
         self.executor.shutdown(timeout_sec=1.0)
         self.node.destroy_node()
         rclpy.try_shutdown(context=self.context)
@@ -327,7 +351,10 @@ class BridgeVectorEnv(gymnasium.vector.VectorEnv):
 
     def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
                                                  dict[str, Any]]:
-        actions = np.asarray(actions, dtype=np.float32).reshape(self.action_space.shape)
+        actions = np.asarray(actions, dtype=np.float32)
+        if actions.shape != self.action_space.shape:
+            raise ValueError(f"actions must have shape {self.action_space.shape} (num_envs, "
+                             f"*action_shape), got {actions.shape}")
         if self.robots[0].step < 0:
             raise RuntimeError("call reset() before step()")
         for robot, start, end in zip(self.robots, self._bounds[:-1], self._bounds[1:]):
@@ -347,7 +374,9 @@ class BridgeVectorEnv(gymnasium.vector.VectorEnv):
         return self._observations(), rewards, terminated, truncated, infos
 
     def close_extras(self, **kwargs: Any) -> None:
-        self.link.close()
+        link = getattr(self, "link", None)  # absent when construction failed early
+        if link is not None:
+            link.close()
 
 
 class BridgeEnv(gymnasium.Env):
