@@ -216,8 +216,7 @@ class _Link:
                      f"running in namespace {robot.namespace}")
         else:
             cause = f"{topic} has a publisher, but it sent nothing for this step"
-        domain = os.environ.get("ROS_DOMAIN_ID", "0")
-        return (f"{what} of {robot.namespace}: {cause} (ROS_DOMAIN_ID={domain}, "
+        return (f"{what} of {robot.namespace}: {cause} (domain {self.context.get_domain_id()}, "
                 f"ROS_AUTOMATIC_DISCOVERY_RANGE={os.environ.get('ROS_AUTOMATIC_DISCOVERY_RANGE')})")
 
     # --- the protocol ---------------------------------------------------------------------------
