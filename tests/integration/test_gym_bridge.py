@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import rclpy
 from rl_interfaces.msg import ReplayStatus
+from stable_baselines3.common.env_checker import check_env
 import yaml
 
 from rl_nodes import graph
@@ -112,6 +113,9 @@ def test_single_env_episode_and_the_simulator_gone(tmp_path: Path) -> None:
     env = None
     try:
         env = BridgeEnv(ENV_ID, "/robot_3", timeout_s=TIMEOUT_S)
+        # Stable-Baselines3's conformance check passes. gymnasium's check_env cannot: it wants
+        # reset(seed) to repeat an episode, which a remote robot cannot do.
+        check_env(env)
         obs, _ = env.reset(seed=0)
         assert obs.shape == (4,) and env.observation_space.contains(obs)
         for length in range(1, 201):
