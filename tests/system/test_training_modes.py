@@ -58,10 +58,12 @@ def check_learned_like_the_bare_loop(tmp_path: Path, update_mode: str) -> dict:
     return result
 
 
-#: The distributed tests train 10,000 transitions instead of the config's 8,000: with two robots
-#: the timing of weight updates varies from run to run, and at 8,000 one run in a few evaluates
-#: just under 180 (measured: 179-200, see docs/benchmarks.md); the threshold stays 180.
-DISTRIBUTED_BUDGET = "total_env_steps:=10000"
+#: The distributed tests train 12,000 transitions instead of the config's 8,000: with two robots
+#: the timing of weight updates varies from run to run; at 8,000 one run in a few evaluated just
+#: under 180 (measured: 179-200, see docs/benchmarks.md), and at 10,000 a hybrid run on a heavily
+#: loaded 2-core machine evaluated 178.1. The threshold stays 180 (as in the fault and link-cut
+#: tests, which train 14,000 and 12,000).
+DISTRIBUTED_BUDGET = "total_env_steps:=12000"
 
 
 def test_decoupled_two_robots_solve_cartpole(tmp_path: Path, ros_env) -> None:
