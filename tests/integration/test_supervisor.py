@@ -23,7 +23,8 @@ import time
 import psutil
 import pytest
 
-from rl_bringup.supervisor import EXIT_CANNOT_START, Command, Supervisor
+from rl_bringup.supervisor import (EXIT_CANNOT_START, RETIRING, RUNNING, STANDBY, Command,
+                                  ProcessState, Supervisor)
 
 pytestmark = pytest.mark.integration
 
@@ -470,3 +471,85 @@ def test_second_stop_request_skips_the_grace_period(supervisors: list[Supervisor
     finally:
         if thread.is_alive():
             supervisor.request_stop()
+
+
+# ------------------------------------------------------------------ standby and retirement
+
+
+def wait_for_state(supervisor: Supervisor, name: str, state: str,
+                   timeout: float = DEADLINE_S) -> ProcessState:
+    """The state of ``name`` once it is ``state`` (fails after ``timeout`` seconds)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        current = supervisor.states()[name]
+        if current.state == state:
+            return current
+        if time.monotonic() >= deadline:
+            pytest.fail(f"{name} still {current.state}, not {state}, after {timeout} s")
+        time.sleep(0.02)
+
+
+def test_standby_processes_start_on_request_and_retire_without_respawn(
+    supervisors: list[Supervisor], tmp_path: Path
+) -> None:
+    done = tmp_path / "done"
+    commands = [
+        Command("robot_0", PYTHON + [SLEEPER, "-"], respawn=True),
+        Command("robot_1", PYTHON + [SLEEPER, "-"], respawn=True),
+        # Required: ends the run with 0 once the test writes one line to ``done``.
+        Command("learner", PYTHON + [WAIT_FOR_FILE_THEN_EXIT, str(done), "1", "0"],
+                required=True, respawn=True),
+    ]
+    supervisor, output = make_supervisor(supervisors, commands, standby=["robot_1"])
+    thread, result = start_on_thread(supervisor)
+    wait_for_state(supervisor, "robot_0", RUNNING)
+    assert supervisor.states()["robot_1"] == ProcessState(STANDBY, None, None)
+    supervisor.start_standby("robot_1")
+    first_pid = wait_for_state(supervisor, "robot_1", RUNNING).pid
+    output.wait_for(rf"\[robot_1\] ready pid={first_pid}")
+    supervisor.retire("robot_1")
+    # SIGINT first: the process stops cleanly (exit 0) and goes back to standby, not respawned.
+    retired = wait_for_state(supervisor, "robot_1", STANDBY)
+    assert retired.returncode == 0 and gone(first_pid)
+    output.wait_for(r"robot_1 retired: it exited with code 0")
+    assert "[robot_1] stopping on SIGINT" in output.lines
+    # A retired process can be started again.
+    supervisor.start_standby("robot_1")
+    assert wait_for_state(supervisor, "robot_1", RUNNING).pid != first_pid
+    assert supervisor.states()["robot_0"].state == RUNNING
+    done.write_text("finish\n")
+    thread.join(DEADLINE_S)
+    assert result == [0], output.text()
+    assert "restarting" not in output.text()
+
+
+def test_retiring_a_stubborn_process_escalates_to_sigkill(supervisors: list[Supervisor]) -> None:
+    commands = [
+        Command("stubborn", PYTHON + [SLEEPER, "-", "stubborn"], respawn=True),
+        Command("learner", PYTHON + [SLEEPER, "-"], required=True),
+    ]
+    supervisor, output = make_supervisor(supervisors, commands, grace_period=0.5,
+                                         terminate_timeout=0.5)
+    start_on_thread(supervisor)
+    pid = wait_for_state(supervisor, "stubborn", RUNNING).pid
+    output.wait_for(r"\[stubborn\] ready")
+    supervisor.retire("stubborn")
+    assert supervisor.states()["stubborn"].state in (RUNNING, RETIRING)
+    retired = wait_for_state(supervisor, "stubborn", STANDBY)
+    assert retired.returncode == -signal.SIGKILL and pid is not None and gone(pid)
+    text = output.text()
+    assert text.index("retiring stubborn: sending SIGINT") < text.index(
+        "retiring stubborn: sending SIGTERM") < text.index("retiring stubborn: sending SIGKILL")
+    assert supervisor.states()["learner"].state == RUNNING
+
+
+def test_retire_refuses_required_and_unknown_processes(supervisors: list[Supervisor]) -> None:
+    commands = [Command("learner", PYTHON + [SLEEPER, "-"], required=True),
+                Command("robot_0", PYTHON + [SLEEPER, "-"])]
+    supervisor, _ = make_supervisor(supervisors, commands)
+    with pytest.raises(ValueError, match="learner is required"):
+        supervisor.retire("learner")
+    with pytest.raises(ValueError, match="no process named 'robot_9'"):
+        supervisor.start_standby("robot_9")
+    with pytest.raises(ValueError, match="standby names no process: robot_9"):
+        make_supervisor(supervisors, commands, standby=["robot_9"])

@@ -645,6 +645,12 @@ def test_launch_with_a_bad_argument_raises_plan_error(fake_launch: None) -> None
         run_launch_file("hybrid.launch.py", {"robots": "100", "domain_id": "1"})
 
 
+def test_launch_refuses_elastic_robots(fake_launch: None) -> None:
+    # ros2 launch starts every process at once; only the rl-bringup supervisor can scale.
+    with pytest.raises(PlanError, match="robots:=auto needs `rl-bringup launch"):
+        run_launch_file("hybrid.launch.py", {"robots": "auto", "domain_id": "1"})
+
+
 # ---------------------------------------------------------------------------------- CPU sets
 
 CPU_VARIABLES = ("RL_ROS2_CPUS", "RL_ROS2_LEARNER_CPUS", "RL_ROS2_TORCH_THREADS", "OMP_NUM_THREADS")

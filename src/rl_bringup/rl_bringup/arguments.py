@@ -24,6 +24,8 @@ import yaml
 
 from rl_core.config import NODE_CONFIGS
 
+from rl_bringup.autoscale import KEY_PREFIX as AUTOSCALE_KEY_PREFIX
+from rl_bringup.autoscale import TUNING_FIELDS as AUTOSCALE_FIELDS
 from rl_bringup.plan import (
     DEFAULT_CONFIG,
     DEFAULT_DISCOVERY,
@@ -41,7 +43,8 @@ from rl_bringup.plan import (
 DEPLOYMENT_ARGUMENTS: dict[str, tuple[str, str]] = {
     "robots": (
         "1",
-        f"Number of robots ({MIN_ROBOTS}..{MAX_ROBOTS}); robot k runs in namespace /robot_k.",
+        f"Number of robots ({MIN_ROBOTS}..{MAX_ROBOTS}); robot k runs in namespace /robot_k. "
+        "rl-bringup launch also takes auto: elastic robots (hybrid; docs/elastic.md).",
     ),
     "config": (
         DEFAULT_CONFIG,
@@ -83,6 +86,10 @@ DEPLOYMENT_ARGUMENTS: dict[str, tuple[str, str]] = {
     ),
 }
 DEPLOYMENT_KEYS: tuple[str, ...] = tuple(DEPLOYMENT_ARGUMENTS)
+#: With ``robots:=auto`` (``rl-bringup launch|plan`` only: ``ros2 launch`` cannot scale): the
+#: elastic range and the autoscaler's settings (:class:`rl_bringup.autoscale.AutoscaleSettings`).
+ELASTIC_KEYS: tuple[str, ...] = ("min_robots", "max_robots",
+                                 *(AUTOSCALE_KEY_PREFIX + name for name in AUTOSCALE_FIELDS))
 
 #: Node parameters the plan sets itself (from ``robots``); not overridable.
 PLAN_PARAMETERS: frozenset[str] = frozenset({"deployment_robots"})
@@ -101,7 +108,7 @@ def _parameter_fields() -> dict[str, list[tuple[str, dataclasses.Field[Any]]]]:
 _PARAMETER_FIELDS = _parameter_fields()
 #: Node parameters that may be overridden as ``name:=value`` (``total_env_steps:=2000``).
 PARAMETER_KEYS: tuple[str, ...] = tuple(sorted(
-    set(_PARAMETER_FIELDS) - set(DEPLOYMENT_KEYS) - PLAN_PARAMETERS))
+    set(_PARAMETER_FIELDS) - set(DEPLOYMENT_KEYS) - set(ELASTIC_KEYS) - PLAN_PARAMETERS))
 
 
 def parameter_description(name: str) -> str:
@@ -128,8 +135,9 @@ def plan_from_arguments(mode: str, values: Mapping[str, str]) -> Plan:
     """Build the plan of ``MODE key:=value ...``.
 
     :param mode: the deployment mode.
-    :param values: text values by key: deployment arguments and node parameters; other keys are
-        ignored (the caller decides whether they are errors), and so are empty values.
+    :param values: text values by key: deployment arguments, elastic settings and node
+        parameters; other keys are ignored (the caller decides whether they are errors), and so
+        are empty values.
     :raises rl_bringup.plan.PlanError: for invalid values.
     """
     given = {key: value for key, value in values.items() if str(value).strip() != ""}
@@ -145,4 +153,5 @@ def plan_from_arguments(mode: str, values: Mapping[str, str]) -> Plan:
         extra_parameters=overrides or None,
         cpus=given.get("cpus"),
         policy_layout=given.get("policy_layout", DEFAULT_POLICY_LAYOUT),
+        autoscale={key: given[key] for key in ELASTIC_KEYS if key in given} or None,
     )

@@ -2,10 +2,11 @@
 
 Usage::
 
-    rl-bringup launch MODE [robots:=N] [config:=FILE] [output_dir:=DIR] [domain_id:=N]
+    rl-bringup launch MODE [robots:=N|auto] [config:=FILE] [output_dir:=DIR] [domain_id:=N]
                            [discovery:=localhost|subnet|server:HOST:PORT]
                            [cpus:=auto|none|'KIND=LIST;KIND=LIST...']
                            [policy_layout:=per_robot|central] [weights_key:=FILE]
+                           [min_robots:=N] [max_robots:=N] [autoscale_SETTING:=VALUE]
                            [PARAMETER:=VALUE ...]    # any node parameter: total_env_steps:=20000
     rl-bringup train [MODE] [key:=value ...]    # launch; mode colocated, config cartpole by default
     rl-bringup plan MODE [key:=value ...] [--format table|yaml]    # dry run: print the plan
@@ -36,7 +37,8 @@ import yaml
 from rl_core.cpus import format_cpu_list
 
 from rl_bringup import paths
-from rl_bringup.arguments import DEPLOYMENT_KEYS, PARAMETER_KEYS, plan_from_arguments
+from rl_bringup.arguments import (DEPLOYMENT_KEYS, ELASTIC_KEYS, PARAMETER_KEYS,
+                                  plan_from_arguments)
 from rl_bringup.tools import (advise, compare, compose, doctor, evaluate, export, k8s,
                               record, status)
 from rl_bringup.plan import DEFAULT_CONFIG, MODES, Plan, ProcessSpec
@@ -55,7 +57,8 @@ def _plan_from_tokens(tokens: Sequence[str], default_mode: str | None) -> Plan:
     :raises CliError: for a missing mode or bad tokens (unknown keys among them).
     :raises rl_bringup.plan.PlanError: for invalid values.
     """
-    mode, values = parse_key_values(tokens, DEPLOYMENT_KEYS + PARAMETER_KEYS, positional_mode=True)
+    mode, values = parse_key_values(tokens, DEPLOYMENT_KEYS + ELASTIC_KEYS + PARAMETER_KEYS,
+                                    positional_mode=True)
     if mode is None:
         if default_mode is None:
             raise CliError(f"missing MODE; valid modes: {', '.join(MODES)}")
@@ -105,8 +108,15 @@ def _run_plan(plan: Plan, arguments: argparse.Namespace, key_file: str | None = 
         environment=plan.environment,
         grace_period=arguments.grace_period,
         label=PROGRAM,
+        standby=plan.standby_processes(),
     )
-    return supervisor.run()
+    if plan.autoscale is None:
+        return supervisor.run()
+    # Only elastic runs load rclpy into this process (the autoscaler's ROS participant).
+    from rl_bringup.elastic import ElasticRobots  # noqa: PLC0415
+
+    with ElasticRobots(supervisor, plan):
+        return supervisor.run()
 
 
 def _weights_key_file(tokens: Sequence[str]) -> str | None:
@@ -137,12 +147,15 @@ def _process_cpus_text(process: ProcessSpec) -> str:
 
 def format_plan_table(plan: Plan) -> str:
     """The plan as an aligned, human-readable text table."""
+    robots = (plan.robots_text() if plan.autoscale is not None
+              else f"{plan.robots} robot{'s' if plan.robots != 1 else ''}")
     lines = [
-        f"mode         {plan.mode} ({plan.robots} robot{'s' if plan.robots != 1 else ''})",
+        f"mode         {plan.mode} ({robots})",
         f"config       {plan.config_file}",
         f"domain id    {plan.domain_id} ({plan.domain_id_source})",
         f"discovery    {plan.discovery}",
         f"cpus         {plan.cpus} ({plan.cpus_source})",
+        *([f"autoscale    {plan.autoscale.describe()}"] if plan.autoscale is not None else []),
         f"attach with  {plan.attach_command()}",
         "environment",
         *(f"  {name}={value}" for name, value in plan.environment.items()),
@@ -150,12 +163,15 @@ def format_plan_table(plan: Plan) -> str:
     ]
     name_width = max(len("NAME"), *(len(process.name) for process in plan.processes))
     lines.append(f"  {'NAME':<{name_width}}  RESPAWN  REQUIRED  NODES")
+    standby = set(plan.standby_processes())
     for process in plan.processes:
         nodes = ", ".join(f"{kind}@{namespace}" for kind, namespace in process.hosted_nodes())
         lines.append(
             f"  {process.name:<{name_width}}  {'yes' if process.respawn else 'no':<7}  "
             f"{'yes' if process.required else 'no':<8}  {nodes}"
         )
+        if process.name in standby:
+            lines.append(f"  {'':<{name_width}}  standby: started when the autoscaler adds it")
         if process.torch_threads is not None:
             lines.append(f"  {'':<{name_width}}  {_process_cpus_text(process)}")
         lines.append(f"  {'':<{name_width}}  $ {process.command_line()}")
@@ -176,7 +192,10 @@ def _handle_plan(arguments: argparse.Namespace, tokens: list[str]) -> int:
 
 
 _KEYS_HELP = (
-    "key:=value arguments: robots:=N (1..64), config:=NAME|PATH (default cartpole), "
+    "key:=value arguments: robots:=N (1..64) or robots:=auto (hybrid: robots are added while "
+    "they raise throughput, with min_robots:=N (default 1), max_robots:=N (default: the CPU "
+    "count) and autoscale_SETTING:=VALUE, see docs/elastic.md), "
+    "config:=NAME|PATH (default cartpole), "
     "output_dir:=DIR, domain_id:=N (0..101; default: $ROS_DOMAIN_ID or a random pick), "
     "discovery:=localhost|subnet|server:HOST:PORT (default localhost), "
     "cpus:=auto|none|'KIND=LIST;...' (CPU sets per node kind, e.g. "

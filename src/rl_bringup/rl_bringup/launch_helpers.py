@@ -20,7 +20,7 @@ from rl_bringup.arguments import (
     parameter_description,
     plan_from_arguments,
 )
-from rl_bringup.plan import MAX_RESPAWNS, MODES, RESPAWN_DELAY_S, Plan, ProcessSpec
+from rl_bringup.plan import MAX_RESPAWNS, MODES, RESPAWN_DELAY_S, Plan, PlanError, ProcessSpec
 from rl_bringup.run_key import with_weights_key
 
 MODE_ARGUMENT_DESCRIPTION = (
@@ -73,7 +73,12 @@ def plan_from_context(context: Any, mode: str | None) -> Plan:
     values = {name: str(configurations[name]) for name in DEPLOYMENT_KEYS + PARAMETER_KEYS
               if name in configurations}
     chosen_mode = mode if mode is not None else str(configurations.get("mode", MODES[0]))
-    return plan_from_arguments(chosen_mode, values)
+    plan = plan_from_arguments(chosen_mode, values)
+    if plan.autoscale is not None:
+        # Launch starts every action of the description at once and cannot hold robots back.
+        raise PlanError("robots:=auto needs `rl-bringup launch hybrid robots:=auto`: its "
+                        "supervisor starts and retires the robot processes; ros2 launch cannot")
+    return plan
 
 
 def node_action(process: ProcessSpec) -> Any:

@@ -15,6 +15,11 @@ hybrid        per robot one ``container`` (simulator + policy), one learner ``co
               (replay_buffer + trainer)
 ============  =================================================================================
 
+``robots:=auto`` (hybrid only) makes the robots elastic: the plan holds ``max_robots`` robot
+processes (and ``deployment_robots = max_robots``), the supervisor starts the learner and
+``min_robots`` of them and keeps the others on standby, and :mod:`rl_bringup.elastic` starts and
+retires them by the rule of :mod:`rl_bringup.autoscale` (:attr:`Plan.autoscale`).
+
 ``policy_layout:=central`` replaces the per-robot policies by one central policy node ``/policy``
 (parameter ``robots:=N``) that batches all robots' observations into one forward pass (SEED RL
 shape): decoupled runs it as one ``policy`` process, hybrid as one ``policy`` process beside the
@@ -36,6 +41,7 @@ at process start.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+import dataclasses
 from dataclasses import dataclass, field
 import hashlib
 import ipaddress
@@ -61,6 +67,7 @@ from rl_core.cpus import (
 )
 
 from rl_bringup import paths
+from rl_bringup.autoscale import AutoscaleSettings, settings_from_text
 from rl_nodes import graph
 from rl_nodes.graph import robot_namespace
 
@@ -89,6 +96,8 @@ CPUS_FORMS = (
 
 MIN_ROBOTS = 1
 MAX_ROBOTS = 64
+#: ``robots:=auto``: an elastic robot count (hybrid mode; see the module docstring).
+AUTO_ROBOTS = "auto"
 # 0..101 is the range ROS 2 documents as safe on Linux: higher ids push the DDS ports into the
 # ephemeral port range.
 MIN_DOMAIN_ID = 0
@@ -267,6 +276,8 @@ class Plan:
         ``"default"``.
     :param cpu_sets: CPUs of each pinned node kind; kinds not listed are not pinned.
     :param policy_layout: one of :data:`POLICY_LAYOUTS`.
+    :param autoscale: the elastic range and rule of ``robots:=auto``; ``None`` for a fixed
+        count. :attr:`robots` is then ``max_robots``.
     """
 
     mode: str
@@ -282,6 +293,20 @@ class Plan:
     cpus_source: str = "default"
     cpu_sets: dict[str, frozenset[int]] = field(default_factory=dict)
     policy_layout: str = DEFAULT_POLICY_LAYOUT
+    autoscale: AutoscaleSettings | None = None
+
+    def elastic_robot_processes(self) -> list[str]:
+        """Names of the robot processes an elastic run starts and retires, robot 0 first;
+        empty for a fixed robot count."""
+        if self.autoscale is None:
+            return []
+        return [robot_process_name(robot) for robot in range(self.robots)]
+
+    def standby_processes(self) -> list[str]:
+        """Processes the supervisor does not start with the run (robots past ``min_robots``)."""
+        if self.autoscale is None:
+            return []
+        return self.elastic_robot_processes()[self.autoscale.min_robots:]
 
     def hosted_nodes(self) -> list[tuple[str, str]]:
         """``(kind, namespace)`` of every node of the deployment, in process order."""
@@ -296,6 +321,12 @@ class Plan:
         assignments = (f"{name}={shlex.quote(value)}" for name, value in variables.items())
         return "export " + " ".join(assignments)
 
+    def robots_text(self) -> str:
+        """``3 robot(s)``, or ``robots auto (1..4)`` for an elastic count."""
+        if self.autoscale is None:
+            return f"{self.robots} robot(s)"
+        return f"robots auto ({self.autoscale.min_robots}..{self.autoscale.max_robots})"
+
     def header_lines(self) -> list[str]:
         """What both front ends print before a run starts: layout, domain id and where it came
         from, how to attach tools, and the notes."""
@@ -305,7 +336,8 @@ class Plan:
             "random": "no ROS_DOMAIN_ID set: picked at random for this run",
         }[self.domain_id_source]
         return [
-            f"mode {self.mode}, {self.robots} robot(s), config {self.config_file}",
+            f"mode {self.mode}, {self.robots_text()}, config {self.config_file}",
+            *([f"autoscale settings: {self.autoscale.describe()}"] if self.autoscale else []),
             f"ROS_DOMAIN_ID={self.domain_id} ({source})",
             f"attach ROS tools (ros2 topic, rviz2, rqt) with: {self.attach_command()}",
             *(f"note: {note}" for note in self.notes),
@@ -328,6 +360,8 @@ class Plan:
                 "source": self.cpus_source,
                 "sets": {kind: format_cpu_list(cpus) for kind, cpus in self.cpu_sets.items()},
             },
+            "autoscale": (dataclasses.asdict(self.autoscale) if self.autoscale is not None
+                          else None),
             "processes": [process.to_dict() for process in self.processes],
         }
 
@@ -377,6 +411,39 @@ def parse_robots(value: int | str) -> int:
     if not MIN_ROBOTS <= robots <= MAX_ROBOTS:
         raise PlanError(message)
     return robots
+
+
+def parse_elastic_robots(
+    mode: str, robots: int | str, policy_layout: str, autoscale: Mapping[str, Any] | None,
+    machine_cpus: Iterable[int] | None,
+) -> tuple[int, AutoscaleSettings | None]:
+    """The robot count of the plan and the autoscaler's settings when ``robots`` is ``auto``.
+
+    :param autoscale: ``min_robots``, ``max_robots`` and ``autoscale_<setting>`` values (text or
+        numbers); only with ``robots:=auto``. ``max_robots`` defaults to the run's CPU count.
+    :raises PlanError: for a fixed count out of range, ``auto`` outside hybrid per-robot mode,
+        or settings without ``auto``.
+    """
+    given = {key: value for key, value in (autoscale or {}).items()
+             if value is not None and str(value).strip() != ""}
+    if str(robots).strip().lower() != AUTO_ROBOTS:
+        if given:
+            raise PlanError(f"{', '.join(sorted(given))} need robots:={AUTO_ROBOTS}")
+        return parse_robots(robots), None
+    if mode != "hybrid" or policy_layout != DEFAULT_POLICY_LAYOUT:
+        raise PlanError(
+            f"robots:={AUTO_ROBOTS} scales hybrid deployments with a policy in each robot "
+            f"process (mode hybrid, policy_layout {DEFAULT_POLICY_LAYOUT}); got mode {mode}, "
+            f"policy_layout {policy_layout}")
+    machine = frozenset(machine_cpus) if machine_cpus is not None else available_cpus()
+    try:
+        settings = settings_from_text({key: str(value) for key, value in given.items()},
+                                      default_max_robots=min(MAX_ROBOTS, len(machine)))
+    except ValueError as error:
+        raise PlanError(str(error)) from None
+    if settings.max_robots > MAX_ROBOTS:
+        raise PlanError(f"max_robots must be at most {MAX_ROBOTS}, got {settings.max_robots}")
+    return settings.max_robots, settings
 
 
 def parse_domain_id(value: int | str, source: str = "domain_id",
@@ -693,6 +760,7 @@ def make_plan(
     extra_parameters: Mapping[str, Any] | None = None,
     cpus: str | None = None,
     policy_layout: str = DEFAULT_POLICY_LAYOUT,
+    autoscale: Mapping[str, Any] | None = None,
     *,
     environ: Mapping[str, str] | None = None,
     rng: random.Random | None = None,
@@ -704,7 +772,8 @@ def make_plan(
     arguments arrive as text); empty ``output_dir`` / ``domain_id`` mean "not given".
 
     :param mode: one of :data:`MODES`.
-    :param robots: number of robots, ``MIN_ROBOTS..MAX_ROBOTS``.
+    :param robots: number of robots, ``MIN_ROBOTS..MAX_ROBOTS``, or ``auto`` (hybrid only): an
+        elastic count between ``min_robots`` and ``max_robots`` (see ``autoscale``).
     :param config: parameter file: a path or a name in the config folder (``cartpole``).
     :param output_dir: where the trainer writes checkpoints and results (the ``output_dir``
         parameter of the learning processes);
@@ -722,6 +791,8 @@ def make_plan(
     :param policy_layout: ``per_robot`` (a policy node per robot, in its namespace) or
         ``central`` (one policy node ``/policy`` with ``robots:=N`` serving every robot with
         batched inference; see the module docstring for where each mode puts it).
+    :param autoscale: with ``robots:=auto``: ``min_robots``, ``max_robots`` and
+        ``autoscale_<setting>`` values (:func:`parse_elastic_robots`).
     :param environ: the caller's environment (``os.environ`` when ``None``); read for
         ``ROS_DOMAIN_ID`` and for variables that would contradict the plan.
     :param rng: random generator for the domain-id pick (tests pass a seeded one).
@@ -734,12 +805,13 @@ def make_plan(
     mode_text = str(mode).strip().lower()
     if mode_text not in MODES:
         raise PlanError(f"unknown mode {mode!r}; valid modes: {', '.join(MODES)}")
-    robot_count = parse_robots(robots)
     layout_text = str(policy_layout).strip().lower()
     if layout_text not in POLICY_LAYOUTS:
         raise PlanError(
             f"unknown policy_layout {policy_layout!r}; valid: {', '.join(POLICY_LAYOUTS)}"
         )
+    robot_count, autoscale_settings = parse_elastic_robots(mode_text, robots, layout_text,
+                                                           autoscale, machine_cpus)
     try:
         config_file = str(paths.resolve_config(config))
     except FileNotFoundError as error:
@@ -806,6 +878,7 @@ def make_plan(
         cpus_source=cpus_source,
         cpu_sets=sets,
         policy_layout=layout_text,
+        autoscale=autoscale_settings,
     )
 
 
@@ -891,6 +964,11 @@ def _decoupled_layout(robots: int, central: bool = False) -> list[ProcessSpec]:
     return processes
 
 
+def robot_process_name(robot: int) -> str:
+    """The hybrid process of robot ``robot`` (its simulator and policy)."""
+    return f"robot_{robot}"
+
+
 def _hybrid_layout(robots: int, central: bool = False) -> list[ProcessSpec]:
     """Per robot one respawning container, one required learner container.
 
@@ -907,7 +985,8 @@ def _hybrid_layout(robots: int, central: bool = False) -> list[ProcessSpec]:
     * CPU sets pin it with the acting kinds, apart from the learning ones.
     """
     processes = [
-        _container(f"robot_{robot}", _robot_nodes(robot, central), respawn=True, required=False)
+        _container(robot_process_name(robot), _robot_nodes(robot, central), respawn=True,
+                   required=False)
         for robot in range(robots)
     ]
     if central:

@@ -13,7 +13,12 @@ It does what the launch front end does for this project, with the standard libra
   (exit code 128 + signal number); a process both ``required`` and ``respawn`` ends the run only
   with a clean exit (0) or when it is given up, and is respawned after a crash;
 * stops in phases: the forwarded signal (SIGINT by default, which rclpy turns into a clean
-  shutdown), a grace period, SIGTERM, then SIGKILL.
+  shutdown), a grace period, SIGTERM, then SIGKILL;
+* holds ``standby`` processes back until another thread asks for them
+  (:meth:`Supervisor.start_standby`) and retires running ones on request
+  (:meth:`Supervisor.retire`: the same phases as a stop, and the process goes back to standby
+  instead of being respawned). The elastic robots of ``robots:=auto``
+  (:mod:`rl_bringup.elastic`) scale this way.
 
 Signals go only to the processes this supervisor started, by their process-group id (which equals
 the pid it started; :func:`signal_group`). A process group id cannot be handed to a new process
@@ -32,9 +37,10 @@ command lines (tests run tiny ``python -c`` scripts).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 import os
+import queue
 import signal
 import subprocess
 import sys
@@ -101,6 +107,26 @@ class Command:
         return list(self.command)
 
 
+STANDBY, RUNNING, RETIRING, RESTARTING, FINISHED = (
+    "standby", "running", "retiring", "restarting", "finished")
+
+
+@dataclass(frozen=True)
+class ProcessState:
+    """A supervised process as another thread sees it (:meth:`Supervisor.states`).
+
+    :param state: :data:`STANDBY` (not started, or retired), :data:`RUNNING`, :data:`RETIRING`
+        (asked to stop, not yet exited), :data:`RESTARTING` (waiting to be respawned) or
+        :data:`FINISHED` (exited for good, or not yet started while the run begins).
+    :param pid: the running process's pid; ``None`` when none runs.
+    :param returncode: the last exit's return code; ``None`` before any exit.
+    """
+
+    state: str
+    pid: int | None
+    returncode: int | None
+
+
 @dataclass
 class _Child:
     """Book-keeping for one supervised process across its restarts."""
@@ -114,6 +140,25 @@ class _Child:
     restart_at: float | None = None
     returncode: int | None = None
     finished: bool = False
+    standby: bool = False
+    #: Retirement: asked to stop for good, the signals still to send, when the next one is due.
+    retiring: bool = False
+    retire_phases: list[tuple[int, float]] = field(default_factory=list)
+    retire_next_at: float | None = None
+
+    def state(self) -> ProcessState:
+        process = self.process
+        if self.retiring and process is not None:
+            name = RETIRING
+        elif process is not None:
+            name = RUNNING
+        elif self.standby:
+            name = STANDBY
+        elif self.restart_at is not None:
+            name = RESTARTING
+        else:
+            name = FINISHED
+        return ProcessState(name, process.pid if process is not None else None, self.returncode)
 
 
 def exit_status(returncode: int) -> int:
@@ -150,6 +195,8 @@ class Supervisor:
     :param poll_interval: seconds between checks of the children (also the signal latency).
     :param cwd: working directory of the children (the supervisor's when ``None``).
     :param label: prefix of the supervisor's own lines.
+    :param standby: names of processes not to start with the others; they start when
+        :meth:`start_standby` asks for them.
     """
 
     def __init__(
@@ -169,6 +216,7 @@ class Supervisor:
         poll_interval: float = 0.05,
         cwd: str | os.PathLike[str] | None = None,
         label: str = "rl-bringup",
+        standby: Collection[str] = (),
     ) -> None:
         names = [process.name for process in processes]
         if not names:
@@ -176,11 +224,17 @@ class Supervisor:
         duplicates = sorted({name for name in names if names.count(name) > 1})
         if duplicates:
             raise ValueError(f"process names must be unique; repeated: {', '.join(duplicates)}")
+        if unknown := sorted(set(standby) - set(names)):
+            raise ValueError(f"standby names no process: {', '.join(unknown)}")
         if grace_period < 0 or terminate_timeout < 0 or kill_timeout < 0:
             raise ValueError("grace_period, terminate_timeout and kill_timeout must be >= 0")
         if respawn_delay < 0 or max_respawns < 0 or poll_interval <= 0:
             raise ValueError("respawn_delay and max_respawns must be >= 0, poll_interval > 0")
-        self._children = [_Child(spec=process) for process in processes]
+        self._children = [_Child(spec=process, standby=process.name in standby)
+                          for process in processes]
+        self._by_name = {child.spec.name: child for child in self._children}
+        # start_standby / retire requests from other threads, served by the supervising loop.
+        self._requests: queue.SimpleQueue[tuple[str, str]] = queue.SimpleQueue()
         self._environment = dict(environment or {})
         self._python_bin_dir = python_bin_dir
         self._output = output if output is not None else sys.stdout
@@ -198,6 +252,7 @@ class Supervisor:
         # Written by signal handlers and other threads; plain attribute stores are atomic, and a
         # signal handler must not take locks the interrupted main thread may hold.
         self._stop_signal: int | None = None
+        self._stopping = False
         self._escalate = False
         self._wake = threading.Event()
         self._started_pids: list[int] = []
@@ -209,6 +264,40 @@ class Supervisor:
     def started_pids(self) -> list[int]:
         """Pids of every process started so far (respawns included), oldest first."""
         return list(self._started_pids)
+
+    def start_standby(self, name: str) -> None:
+        """Start process ``name`` if it is on standby (else nothing happens). Thread-safe."""
+        self._request("start", name)
+
+    def retire(self, name: str) -> None:
+        """Stop process ``name`` like the run's stop (SIGINT, grace period, SIGTERM, SIGKILL)
+        and put it on standby instead of respawning it. Thread-safe.
+
+        :raises ValueError: for an unknown or a required process (its exit ends the run).
+        """
+        if name in self._by_name and self._by_name[name].spec.required:
+            raise ValueError(f"{name} is required: stopping it ends the run, it cannot retire")
+        self._request("retire", name)
+
+    @property
+    def stopping(self) -> bool:
+        """Whether the run is ending (interrupted, or a required process exited)."""
+        return self._stopping
+
+    def states(self) -> dict[str, ProcessState]:
+        """The state of every process by name, in start order. Thread-safe: a snapshot of
+        attributes only the supervising thread writes."""
+        return {child.spec.name: child.state() for child in self._children}
+
+    def log(self, message: str) -> None:
+        """A line of the supervisor's own (``[label] message``). Thread-safe."""
+        self._log(message)
+
+    def _request(self, action: str, name: str) -> None:
+        if name not in self._by_name:
+            raise ValueError(f"no process named {name!r}")
+        self._requests.put((action, name))
+        self._wake.set()
 
     def request_stop(self, signum: int = signal.SIGINT) -> None:
         """Stop the run as if ``signum`` had been received; a second call skips the grace period.
@@ -231,6 +320,7 @@ class Supervisor:
         try:
             result = self._supervise()
         finally:
+            self._stopping = True
             first_signal = self._stop_signal if self._stop_signal is not None else signal.SIGINT
             self._stop_all(first_signal)
             for signum, handler in previous_handlers.items():
@@ -245,16 +335,21 @@ class Supervisor:
     def _supervise(self) -> int:
         """The main loop; returns the run's exit code once the run should end."""
         for child in self._children:
-            result = self._start(child)
+            result = None if child.standby else self._start(child)
             if result is not None:
                 return result
         while True:
             if self._stop_signal is not None:
                 self._log(f"received {signal.Signals(self._stop_signal).name}; stopping")
                 return 128 + self._stop_signal
+            result = self._serve_requests()
+            if result is not None:
+                return result
             now = time.monotonic()
             for child in self._children:
                 result = None
+                if child.retire_next_at is not None and now >= child.retire_next_at:
+                    self._next_retire_signal(child, now)
                 if child.process is not None:
                     returncode = child.process.poll()
                     if returncode is not None:
@@ -264,13 +359,52 @@ class Supervisor:
                     result = self._start(child)
                 if result is not None:
                     return result
-            if all(child.finished for child in self._children):
-                failed = [child.spec.name for child in self._children if child.returncode != 0]
+            if all(child.finished or child.standby for child in self._children):
+                failed = [child.spec.name for child in self._children
+                          if child.finished and child.returncode != 0]
                 failures = f"; failed: {', '.join(failed)}" if failed else ""
                 self._log(f"all processes exited{failures}")
                 return 1 if failed else 0
             self._wake.wait(self._poll_interval)
             self._wake.clear()
+
+    def _serve_requests(self) -> int | None:
+        """Start and retire what other threads asked for; the run's exit code when it must end."""
+        while True:
+            try:
+                action, name = self._requests.get_nowait()
+            except queue.Empty:
+                return None
+            child = self._by_name[name]
+            if action == "start":
+                if not child.standby:
+                    continue  # already started: a repeated request
+                child.standby = False
+                child.restarts = 0
+                result = self._start(child)
+                if result is not None:
+                    return result
+            elif child.process is None:
+                if not child.standby and not child.finished:
+                    child.restart_at = None  # retired while waiting to be respawned
+                    child.standby = True
+                    self._log(f"{name} retired (it was waiting to restart)")
+            elif not child.retiring:
+                child.retiring = True
+                child.retire_phases = [(signal.SIGINT, self._grace_period),
+                                       (signal.SIGTERM, self._terminate_timeout),
+                                       (signal.SIGKILL, self._kill_timeout)]
+                self._next_retire_signal(child, time.monotonic())
+
+    def _next_retire_signal(self, child: _Child, now: float) -> None:
+        """Send a retiring child the next signal of its stop sequence."""
+        if child.process is None or not child.retire_phases:
+            child.retire_next_at = None  # SIGKILL sent: only the reaping is left
+            return
+        signum, timeout = child.retire_phases.pop(0)
+        self._log(f"retiring {child.spec.name}: sending {signal.Signals(signum).name}")
+        signal_group(child.process, signum, leader_exited=False)
+        child.retire_next_at = now + timeout
 
     def _start(self, child: _Child) -> int | None:
         """Start ``child``; a failure to start counts as an exit with :data:`EXIT_CANNOT_START`.
@@ -330,6 +464,11 @@ class Supervisor:
             if child.reader is not None:
                 child.reader.join(timeout=1.0)  # print its last lines before the exit message
         words = describe_exit(returncode)
+        if child.retiring:
+            child.retiring, child.retire_next_at, child.retire_phases = False, None, []
+            child.standby, child.restarts = True, 0
+            self._log(f"{spec.name} retired: it {words}")
+            return None
         if spec.required and (returncode == 0 or not spec.respawn):
             self._log(f"{spec.name} {words}; it is required, stopping everything")
             return exit_status(returncode)
@@ -358,7 +497,7 @@ class Supervisor:
     def _stop_all(self, first_signal: int) -> None:
         """Stop every running child: ``first_signal``, grace period, SIGTERM, SIGKILL."""
         for child in self._children:
-            child.restart_at = None
+            child.restart_at = child.retire_next_at = None
         phases: list[tuple[int, float]] = [(first_signal, self._grace_period)]
         if first_signal != signal.SIGTERM:
             phases.append((signal.SIGTERM, self._terminate_timeout))

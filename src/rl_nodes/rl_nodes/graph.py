@@ -100,6 +100,9 @@ JOINT_STATES = Topic("joint_states", "sensor_msgs/msg/JointState", (SIMULATOR,))
 MARKERS = Topic("markers", "visualization_msgs/msg/MarkerArray", (SIMULATOR,))
 DIAGNOSTICS = Topic("/diagnostics", "diagnostic_msgs/msg/DiagnosticArray", ("*",))
 DIAGNOSTICS_PERIOD_S = 1.0
+#: The DiagnosticStatus name under which ``robots:=auto`` publishes its decisions (from a tool
+#: participant in the supervisor process, not from a node of the deployment).
+AUTOSCALER_STATUS = "/rl_bringup/autoscaler"
 #: Published only where ``tf2_msgs`` imports (a full ROS 2 install); not part of the checked graph.
 TF = Topic("/tf", "tf2_msgs/msg/TFMessage", (SIMULATOR,))
 

@@ -255,6 +255,11 @@ class SimulatorNode(RLNode):
         self._next_step_at = max(now, self._next_step_at) + 1.0 / self.config.max_rate_hz
 
     def close(self) -> None:
+        # What this run published: a retired robot (SIGINT) can be checked against what the
+        # replay buffer received (tests/integration/test_retire_flush.py).
+        self.get_logger().info(f"closing: {self.sequence} experience messages "
+                               f"({self.total_env_steps} env steps) published in stream "
+                               f"{self.stream}")
         for lane in self.lanes:
             lane.envs.close()
 
