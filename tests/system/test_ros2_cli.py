@@ -208,7 +208,8 @@ def test_decoupled_two_robots_under_the_ros2_command_line(ros2_env, tmp_path: Pa
         expected_nodes = {graph.node_name(kind, graph.robot_namespace(robot))
                           for robot in range(2) for kind in (graph.SIMULATOR, graph.POLICY)}
         expected_nodes |= {graph.node_name(graph.REPLAY_BUFFER), graph.node_name(graph.TRAINER)}
-        nodes = poll(lambda: nodes_listed(ros2_env) >= expected_nodes and nodes_listed(ros2_env),
+        # One listing per try: two calls can disagree while discovery settles.
+        nodes = poll(lambda: (listed := nodes_listed(ros2_env)) >= expected_nodes and listed,
                      START_TIMEOUT_S, launched, "ros2 node list to show every node")
         assert nodes >= expected_nodes
 
