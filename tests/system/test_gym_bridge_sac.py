@@ -29,7 +29,9 @@ BIN = Path(sys.executable).parent
 NAMESPACE = "/robot_0"
 
 
-def test_stable_baselines3_sac_solves_cartpole_through_the_bridge() -> None:
+def test_stable_baselines3_sac_solves_cartpole_through_the_bridge(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SB3_LOGDIR", str(tmp_path / "sb3"))  # SB3's logger folder, else /tmp
     config = load_run_config(CONFIG)
     torch.manual_seed(config.simulator.seed)
     torch.set_num_threads(1)  # what our own learner uses on the shared 2-core machines
