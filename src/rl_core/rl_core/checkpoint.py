@@ -29,6 +29,7 @@ from safetensors.torch import save as save_safetensors_bytes
 
 from rl_core.algorithms.sac import SAC
 from rl_core.config import SACConfig
+from rl_core.encoders import EncodedActor, make_actor
 from rl_core.networks import SquashedGaussianActor
 
 FORMAT_VERSION = 1
@@ -125,7 +126,9 @@ def save_checkpoint(directory: str | Path, sac: SAC, counters: dict[str, Any] | 
     directory.parent.mkdir(parents=True, exist_ok=True)
     tensors: dict[str, torch.Tensor] = {}
     for name, module in sac.modules().items():
-        tensors.update({f"{name}.{k}": v for k, v in module.state_dict().items()})
+        # Cloned: with image observations actor and critic hold the same encoder, and
+        # safetensors refuses tensors that share memory.
+        tensors.update({f"{name}.{k}": v.clone() for k, v in module.state_dict().items()})
     tensors["log_alpha"] = sac.log_alpha.detach().reshape(1)
     tensors["rng.torch"] = torch.get_rng_state()
     groups = {}
@@ -138,6 +141,7 @@ def save_checkpoint(directory: str | Path, sac: SAC, counters: dict[str, Any] | 
         "algorithm": "sac",
         "env_id": env_id,
         "obs_dim": sac.obs_dim,
+        "obs_shape": list(sac.obs_shape),
         "action_dim": sac.action_dim,
         "seed": sac.seed,
         "update_step": sac.update_step,
@@ -276,7 +280,9 @@ def load_checkpoint(directory: str | Path, device: torch.device | str = "cpu"
     meta = read_checkpoint_meta(directory)
     tensors = _read_tensors(directory, meta)
     config = SACConfig(**meta["sac_config"])
-    sac = SAC(meta["obs_dim"], meta["action_dim"], config, seed=meta["seed"], device=device)
+    # Checkpoints from before image observations hold flat vectors and no obs_shape.
+    sac = SAC(meta.get("obs_shape", meta["obs_dim"]), meta["action_dim"], config,
+              seed=meta["seed"], device=device)
     for name, module in sac.modules().items():
         prefix = name + "."
         _load_module_state(module, {k[len(prefix):]: v for k, v in tensors.items()
@@ -290,13 +296,14 @@ def load_checkpoint(directory: str | Path, device: torch.device | str = "cpu"
     return sac, meta
 
 
-def load_actor(directory: str | Path) -> tuple[SquashedGaussianActor, dict[str, Any]]:
+def load_actor(directory: str | Path) -> tuple[SquashedGaussianActor | EncodedActor, dict[str, Any]]:
     """Load only the actor of a checkpoint (evaluation, export, robot-side policies)."""
     directory = Path(directory)
     meta = read_checkpoint_meta(directory)
     tensors = _read_tensors(directory, meta)
-    actor = SquashedGaussianActor(meta["obs_dim"], meta["action_dim"],
-                                  meta["sac_config"]["hidden_sizes"])
+    config = SACConfig(**meta["sac_config"])
+    actor = make_actor(meta.get("obs_shape", meta["obs_dim"]), meta["action_dim"],
+                       config.hidden_sizes, config.feature_dim, config.encoder_channels)
     _load_module_state(actor, {k[6:]: v for k, v in tensors.items() if k.startswith("actor.")},
                        "actor")
     return actor, meta

@@ -206,6 +206,12 @@ class SACConfig:
     autotune_alpha: bool = param(True, "Tune the entropy temperature towards the target entropy.")
     target_entropy_scale: float = param(1.0, "Target entropy = -scale * action size.", 0.0, 10.0,
                                         0.0)
+    feature_dim: int = param(50, "Features of the convolutional encoder that image observations "
+                             "get (ignored for state vectors).", 1, 4096, 1, read_only=True)
+    encoder_channels: int = param(32, "Filters of every convolution of that encoder (ignored for "
+                                  "state vectors).", 1, 1024, 1, read_only=True)
+    image_shift: int = param(4, "Largest random shift in pixels of the DrQ augmentation of image "
+                             "observations (0 = none; ignored for state vectors).", 0, 64, 1)
 
     def __post_init__(self) -> None:
         _check_ranges(self)

@@ -19,6 +19,7 @@ import torch
 from rl_core.algorithms.sac import SAC
 from rl_core.config import ConfigError, RunConfig, load_run_config
 from rl_core.device import describe, resolve_device
+from rl_core.encoders import is_image_shape
 from rl_core.envs import VectorEnv
 from rl_core.learner import Learner, TrainResult
 from rl_core.replay import RateLimitedReplay, ReplayBuffer
@@ -36,10 +37,14 @@ def seed_everything(seed: int) -> None:
 
 def make_replay(config: RunConfig, obs_shape: tuple[int, ...], action_shape: tuple[int, ...]
                 ) -> RateLimitedReplay:
-    """The rate-limited replay buffer of ``config`` (the replay node builds the same one)."""
+    """The rate-limited replay buffer of ``config`` (the replay node builds the same one).
+
+    Image observations are stored as the uint8 frames they are.
+    """
     replay = config.replay
     buffer = ReplayBuffer(obs_shape, action_shape, replay.capacity, prioritized=replay.prioritized,
-                          alpha=replay.priority_alpha, beta=replay.priority_beta, seed=replay.seed)
+                          alpha=replay.priority_alpha, beta=replay.priority_beta, seed=replay.seed,
+                          obs_dtype=np.uint8 if is_image_shape(obs_shape) else np.float32)
     return RateLimitedReplay(buffer, replay.updates_per_step, replay.learning_starts,
                              replay.error_buffer, enforce=replay.rate_limit)
 
@@ -65,7 +70,7 @@ def train(config: RunConfig, output_dir: str | Path | None = None,
     obs_shape = envs.single_observation_space.shape
     action_shape = envs.single_action_space.shape
     replay = make_replay(config, obs_shape, action_shape)
-    sac = SAC(int(np.prod(obs_shape)), int(np.prod(action_shape)), config.sac, seed=trainer.seed,
+    sac = SAC(obs_shape, int(np.prod(action_shape)), config.sac, seed=trainer.seed,
               device=device)
     log(f"[bare] learning and acting on {describe(device)}")
     learner = Learner(sac, sim.env_id, trainer.solve_return)
@@ -80,7 +85,8 @@ def train(config: RunConfig, output_dir: str | Path | None = None,
             if env_steps < sim.random_steps:
                 actions = action_rng.uniform(-1.0, 1.0, (sim.num_envs, *action_shape)).astype(np.float32)
             else:
-                actions = sac.act(obs.reshape(sim.num_envs, -1)).reshape(sim.num_envs, *action_shape)
+                actions = sac.act(obs if sac.pixels else obs.reshape(sim.num_envs, -1)
+                                  ).reshape(sim.num_envs, *action_shape)
             step = envs.step(actions)
             replay.add(obs, actions, step.rewards, step.next_obs, step.terminated, step.truncated)
             obs = step.obs

@@ -173,15 +173,22 @@ class PolicyNode(RLNode):
         torch and the simulator code are imported here, not at module level: an ONNX policy
         runs without them.
 
-        :raises ConfigError: when ``device:=cuda`` and torch has no CUDA.
+        :raises ConfigError: when ``device:=cuda`` and torch has no CUDA, or the task observes
+            images.
         """
         import torch
         from rl_core.device import describe, resolve_device
+        from rl_core.encoders import is_image_shape
         from rl_core.envs import space_shapes
         from rl_core.networks import SquashedGaussianActor
 
         device = resolve_device(self.config.device)
         self.obs_shape, self.action_shape = space_shapes(self.config.env_id)
+        if is_image_shape(self.obs_shape):
+            # Refused rather than silently run as an MLP on float32 pixels over DDS.
+            raise ConfigError(f"{self.config.env_id} observes images, which the nodes do not "
+                              "carry yet (observation_codec, issue 12); train it with "
+                              "rl-train-bare")
         torch.manual_seed(self.config.seed)
         actor = SquashedGaussianActor(int(np.prod(self.obs_shape)), int(np.prod(self.action_shape)),
                                       self.config.hidden_sizes).to(device)

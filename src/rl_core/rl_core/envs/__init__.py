@@ -14,11 +14,14 @@ import gymnasium
 from rl_core.envs.base import PybulletRobotEnv
 from rl_core.envs.cartpole import CartPoleBalanceEnv
 from rl_core.envs.kuka_reach import KukaReachEnv
+from rl_core.envs.pixels import CARTPOLE_ACTION_REPEAT, KUKA_REACH_ACTION_REPEAT
 from rl_core.envs.vector import EpisodeRecord, VectorEnv, VectorStep
 
 __all__ = [
     "CARTPOLE_ID",
+    "CARTPOLE_PIXELS_ID",
     "KUKA_REACH_ID",
+    "KUKA_REACH_PIXELS_ID",
     "CartPoleBalanceEnv",
     "EpisodeRecord",
     "KukaReachEnv",
@@ -32,11 +35,18 @@ __all__ = [
 
 CARTPOLE_ID = "rl_ros2/CartPoleBalance-v0"
 KUKA_REACH_ID = "rl_ros2/KukaReach-v0"
+#: Pixel variants (rl_core.envs.pixels): the same tasks seen through stacked rendered frames.
+CARTPOLE_PIXELS_ID = "rl_ros2/CartPoleBalancePixels-v0"
+KUKA_REACH_PIXELS_ID = "rl_ros2/KukaReachPixels-v0"
 
 #: id -> (entry point, max_episode_steps)
 _REGISTRATIONS: dict[str, tuple[str, int]] = {
     CARTPOLE_ID: ("rl_core.envs.cartpole:CartPoleBalanceEnv", 200),
     KUKA_REACH_ID: ("rl_core.envs.kuka_reach:KukaReachEnv", 100),
+    # Agent steps: the state task's limit over the pixel variant's action repeat.
+    CARTPOLE_PIXELS_ID: ("rl_core.envs.pixels:cartpole_pixels", 200 // CARTPOLE_ACTION_REPEAT),
+    KUKA_REACH_PIXELS_ID: ("rl_core.envs.pixels:kuka_reach_pixels",
+                           100 // KUKA_REACH_ACTION_REPEAT),
 }
 
 

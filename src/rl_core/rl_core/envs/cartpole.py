@@ -53,6 +53,8 @@ class CartPoleBalanceEnv(PybulletRobotEnv):
         angle_limit: float = 0.2,
         position_limit: float = 2.4,
         reset_noise: float = 0.05,
+        render_width: int = 320,
+        render_height: int = 240,
     ) -> None:
         """Creates the environment.
 
@@ -65,6 +67,8 @@ class CartPoleBalanceEnv(PybulletRobotEnv):
             position_limit: Cart position in m beyond which the episode terminates.
             reset_noise: Half-width of the uniform noise on every state
                 variable at reset.
+            render_width: Width in pixels of rendered images.
+            render_height: Height in pixels of rendered images.
 
         Raises:
             ValueError: If a limit or the force is not positive, or the noise is negative.
@@ -83,6 +87,8 @@ class CartPoleBalanceEnv(PybulletRobotEnv):
             control_period=control_period,
             physics_substeps=physics_substeps,
             render_mode=render_mode,
+            render_width=render_width,
+            render_height=render_height,
         )
         self.max_force = float(max_force)
         self.angle_limit = float(angle_limit)

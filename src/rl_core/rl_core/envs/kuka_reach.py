@@ -67,6 +67,8 @@ class KukaReachEnv(PybulletRobotEnv):
         home_noise: float = 0.05,
         target_low: Sequence[float] = (0.35, -0.3, 0.2),
         target_high: Sequence[float] = (0.7, 0.3, 0.7),
+        render_width: int = 320,
+        render_height: int = 240,
     ) -> None:
         """Creates the environment.
 
@@ -81,6 +83,8 @@ class KukaReachEnv(PybulletRobotEnv):
             home_noise: Half-width in rad of the uniform noise on the home pose.
             target_low: Lower corner (x, y, z) in m of the target sampling box.
             target_high: Upper corner (x, y, z) in m of the target sampling box.
+            render_width: Width in pixels of rendered images.
+            render_height: Height in pixels of rendered images.
 
         Raises:
             ValueError: If an argument is out of range.
@@ -112,6 +116,8 @@ class KukaReachEnv(PybulletRobotEnv):
             control_period=control_period,
             physics_substeps=physics_substeps,
             render_mode=render_mode,
+            render_width=render_width,
+            render_height=render_height,
         )
         if len(self._movable_joint_indices) != len(self.HOME_POSITIONS):
             raise ValueError(

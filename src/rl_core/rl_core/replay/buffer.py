@@ -8,6 +8,12 @@ record per index, which is about three times faster than gathering six separate
 arrays once the buffer no longer fits in cache. Nothing here imports ROS: nodes
 convert messages to arrays and call into this module.
 
+Image observations (``obs_dtype=np.uint8``) are the exception: a float32 copy of
+a stacked 64x64 RGB frame would take four times the memory of the frame itself,
+so obs and next_obs then live in two ``uint8`` rings of their own, written in the
+same slots as the float rows, and batches hand them out as ``uint8`` (the
+learner's encoder scales them).
+
 Prioritised mode follows Schaul et al. (2016), "Prioritized Experience Replay",
 proportional variant: ``P(i) = p_i^alpha / sum_k p_k^alpha`` with
 ``p_i = priority_i + epsilon``, and importance-sampling weights
@@ -39,6 +45,10 @@ _T = TypeVar("_T")
 
 _STATE_FORMAT_VERSION = 1
 _DATA_FIELDS = ("obs", "actions", "rewards", "next_obs", "terminated", "truncated")
+#: Fields kept out of the float rows (in uint8 rings) when observations are images.
+_IMAGE_FIELDS = ("obs", "next_obs")
+#: Observation dtypes a buffer can store.
+_OBS_DTYPES = (np.dtype(np.float32), np.dtype(np.uint8))
 _STATE_KEYS = (
     "format_version",
     "capacity",
@@ -80,10 +90,11 @@ class Batch(NamedTuple):
     """A sampled minibatch; every array has leading dimension ``B``.
 
     Attributes:
-        obs: ``float32 (B, *obs_shape)`` observations.
+        obs: ``float32 (B, *obs_shape)`` observations (``uint8`` in a buffer of images).
         actions: ``float32 (B, *action_shape)`` actions.
         rewards: ``float32 (B,)`` rewards.
-        next_obs: ``float32 (B, *obs_shape)`` next observations.
+        next_obs: ``float32 (B, *obs_shape)`` next observations (``uint8`` in a buffer of
+            images).
         terminated: ``float32 (B,)`` 1.0 where the episode terminated (no
             bootstrapping), else 0.0. Float rather than bool so it enters TD
             targets directly: ``target = r + gamma * (1 - terminated) * q_next``.
@@ -112,15 +123,20 @@ class _Field(NamedTuple):
 
 
 def _field_layout(
-    obs_shape: tuple[int, ...], action_shape: tuple[int, ...]
+    obs_shape: tuple[int, ...], action_shape: tuple[int, ...], images: bool = False
 ) -> dict[str, _Field]:
-    """Column ranges of every field; the two flags come last, next to each other."""
+    """Column ranges of the fields in a float row; the two flags come last, next to each other.
+
+    With ``images`` the observations are left out of the row (they have their own storage).
+    """
     shapes = dict(
         zip(_DATA_FIELDS, (obs_shape, action_shape, (), obs_shape, (), ()), strict=True)
     )
     layout: dict[str, _Field] = {}
     start = 0
     for name, shape in shapes.items():
+        if images and name in _IMAGE_FIELDS:
+            continue
         width = int(np.prod(shape, dtype=np.int64))  # 1 for scalar fields
         layout[name] = _Field(start, start + width, shape)
         start += width
@@ -166,6 +182,10 @@ class ReplayBuffer:
             via ``set_beta`` during training.
         epsilon: Added to every priority so no transition gets probability 0.
         seed: Seed of the buffer's own ``np.random.Generator``.
+        value_bound: Largest absolute value ``add`` accepts in the float fields (None: any
+            finite value).
+        obs_dtype: ``np.float32`` (state vectors) or ``np.uint8`` (images, stored as they
+            are, 4x smaller; ``add`` then requires ``uint8`` observations).
 
     Raises:
         ValueError: If any argument is out of range, with the reason.
@@ -183,6 +203,7 @@ class ReplayBuffer:
         epsilon: float = 1e-6,
         seed: int | None = None,
         value_bound: float | None = None,
+        obs_dtype: npt.DTypeLike = np.float32,
     ) -> None:
         #: Largest absolute value ``add`` accepts in obs, actions, rewards and next_obs
         #: (None: any finite value); checked in the same pass as finiteness.
@@ -210,11 +231,23 @@ class ReplayBuffer:
         self._beta = _check_unit_interval(beta, "beta")
         self._epsilon = float(epsilon)
         self._rng = np.random.default_rng(seed)
+        try:
+            self._obs_dtype = np.dtype(obs_dtype)
+        except TypeError as exc:
+            raise ValueError(f"obs_dtype must be float32 or uint8, got {obs_dtype!r}") from exc
+        if self._obs_dtype not in _OBS_DTYPES:
+            raise ValueError(f"obs_dtype must be float32 or uint8, got {self._obs_dtype}")
+        images = self._obs_dtype == np.uint8
 
-        self._fields = _field_layout(self._obs_shape, self._action_shape)
+        self._fields = _field_layout(self._obs_shape, self._action_shape, images)
         self._flags_start = self._fields["terminated"].start
         self._row_width = self._fields["truncated"].stop
         self._storage = np.zeros((self._capacity, self._row_width), dtype=np.float32)
+        #: uint8 rings of obs and next_obs, slot-aligned with ``_storage`` (images only).
+        self._images: dict[str, npt.NDArray[np.uint8]] = {
+            name: np.zeros((self._capacity, *self._obs_shape), dtype=np.uint8)
+            for name in (_IMAGE_FIELDS if images else ())
+        }
 
         self._position = 0  # next slot to write
         self._size = 0
@@ -248,6 +281,11 @@ class ReplayBuffer:
     def obs_shape(self) -> tuple[int, ...]:
         """Shape of one observation."""
         return self._obs_shape
+
+    @property
+    def obs_dtype(self) -> np.dtype:
+        """``float32``, or ``uint8`` for a buffer of images."""
+        return self._obs_dtype
 
     @property
     def action_shape(self) -> tuple[int, ...]:
@@ -342,6 +380,11 @@ class ReplayBuffer:
                 None if truncated is None else self._as_field(truncated, "truncated", count)
             ),
         }
+        images = {name: inputs.pop(name) for name in self._images}
+        for name, values in images.items():
+            if values.dtype != np.uint8:
+                raise ValueError(f"{name} has dtype {values.dtype}; this buffer stores images "
+                                 f"and takes uint8 only")
         # Assemble the rows in a scratch block first: validation then runs once
         # over contiguous memory, and storage is only touched once all is known good.
         block = np.empty((count, self._row_width), dtype=np.float32)
@@ -366,6 +409,10 @@ class ReplayBuffer:
         rows = block[count - kept :]
         self._storage[start : start + first] = rows[:first]
         self._storage[: kept - first] = rows[first:]
+        for name, values in images.items():
+            frames = values[count - kept :]
+            self._images[name][start : start + first] = frames[:first]
+            self._images[name][: kept - first] = frames[first:]
         self._position = (start + kept) % self._capacity
         self._size = min(self._size + kept, self._capacity)
         if self._tree is not None:
@@ -377,7 +424,7 @@ class ReplayBuffer:
     def _as_field(self, value: npt.ArrayLike, name: str, count: int | None = None) -> np.ndarray:
         """Check one input field's dtype, shape and batch size (no copy)."""
         array = self._as_numeric(value, name)
-        item_shape = self._fields[name].item_shape
+        item_shape = self._obs_shape if name in self._images else self._fields[name].item_shape
         if array.shape[1:] != item_shape or array.ndim != len(item_shape) + 1:
             expected = ("N" if count is None else count, *item_shape)
             hint = ""
@@ -402,6 +449,8 @@ class ReplayBuffer:
         if not finite.all():
             beyond = "" if self.value_bound is None else f" or beyond +-{self.value_bound:g}"
             for name in ("obs", "actions", "rewards", "next_obs"):
+                if name in self._images:
+                    continue
                 field = self._fields[name]
                 bad_rows = int(np.count_nonzero(~finite[:, field.start : field.stop].all(axis=1)))
                 if bad_rows:
@@ -466,17 +515,27 @@ class ReplayBuffer:
 
         rows = self._storage.take(indices, axis=0)
         return Batch(
-            obs=self._column(rows, "obs"),
+            obs=self._column(rows, "obs", indices),
             actions=self._column(rows, "actions"),
             rewards=self._column(rows, "rewards"),
-            next_obs=self._column(rows, "next_obs"),
+            next_obs=self._column(rows, "next_obs", indices),
             terminated=self._column(rows, "terminated"),
             indices=indices,
             weights=weights,
         )
 
-    def _column(self, rows: FloatArray, name: str) -> FloatArray:
-        """Extract one field from gathered rows as a contiguous, shaped array."""
+    def _column(self, rows: FloatArray, name: str,
+                slots: npt.NDArray[np.int64] | slice | None = None) -> np.ndarray:
+        """Extract one field from gathered rows as a contiguous, shaped array.
+
+        Images are not in the rows; they are gathered from their ring at ``slots`` (the
+        slots ``rows`` came from).
+        """
+        if name in self._images:
+            if slots is None:
+                raise ValueError(f"{name} is stored apart from the rows; pass its slots")
+            frames = self._images[name]
+            return frames[slots].copy() if isinstance(slots, slice) else frames.take(slots, axis=0)
         field = self._fields[name]
         columns = np.ascontiguousarray(rows[:, field.start : field.stop])
         return columns.reshape(rows.shape[0], *field.item_shape)
@@ -600,13 +659,15 @@ class ReplayBuffer:
             "max_priority": np.array(self._max_priority),
             "priorities": priorities,
             "rng_state": np.array(json.dumps(self._rng.bit_generator.state)),
-            **{name: self._column(self._storage[:size], name) for name in _DATA_FIELDS},
+            **({"obs_dtype": np.array(self._obs_dtype.str)} if self._images else {}),
+            **{name: self._column(self._storage[:size], name, slice(0, size))
+               for name in _DATA_FIELDS},
         }
 
     def load_state_dict(self, state: Mapping[str, np.ndarray]) -> None:
         """Restore a state produced by ``state_dict``.
 
-        Capacity, shapes and the prioritised flag must match this buffer;
+        Capacity, shapes, observation dtype and the prioritised flag must match this buffer;
         ``alpha``, ``beta`` and ``epsilon`` are taken from the state so sampling
         continues exactly as before. Validation is complete before any change.
 
@@ -634,6 +695,11 @@ class ReplayBuffer:
             saved = _shape(state, key)
             if saved != own:
                 raise ValueError(f"incompatible {key}: saved {saved}, this buffer has {own}")
+        # States written before image support carry no obs_dtype: they hold float32.
+        saved_dtype = str(np.asarray(state.get("obs_dtype", np.dtype(np.float32).str)))
+        if np.dtype(saved_dtype) != self._obs_dtype:
+            raise ValueError(f"incompatible obs_dtype: saved {np.dtype(saved_dtype)}, "
+                             f"this buffer has {self._obs_dtype}")
         prioritized = _scalar(state, "prioritized", bool)
         if prioritized != self._prioritized:
             raise ValueError(
@@ -674,6 +740,11 @@ class ReplayBuffer:
             if not np.all(np.isfinite(array)):
                 raise ValueError(f"{name} in state contains non-finite values")
             block[:, field.start : field.stop] = array.reshape(size, field.stop - field.start)
+        for name in self._images:
+            array = np.asarray(state[name])
+            if array.shape != (size, *self._obs_shape) or array.dtype != np.uint8:
+                raise ValueError(f"{name} in state is {array.dtype} {array.shape}, expected "
+                                 f"uint8 {(size, *self._obs_shape)}")
         flags = block[:, self._flags_start :]
         if np.any((flags != 0.0) & (flags != 1.0)):
             raise ValueError("terminated/truncated in state must be 0 or 1")
@@ -703,6 +774,9 @@ class ReplayBuffer:
         self._alpha, self._beta, self._epsilon = alpha, beta, epsilon
         self._storage[:size] = block
         self._storage[size:] = 0.0
+        for name, frames in self._images.items():
+            frames[:size] = state[name]
+            frames[size:] = 0
         self._size, self._position, self._total_added = size, position, total_added
         self._max_priority = max_priority
         if self._tree is not None:
@@ -797,6 +871,7 @@ class ReplayBuffer:
                 alpha=_scalar(state, "alpha", float),
                 beta=_scalar(state, "beta", float),
                 epsilon=_scalar(state, "epsilon", float),
+                obs_dtype=str(np.asarray(state.get("obs_dtype", np.dtype(np.float32).str))),
             )
             buffer.load_state_dict(state)
         except KeyError as exc:
