@@ -296,7 +296,8 @@ def load_checkpoint(directory: str | Path, device: torch.device | str = "cpu"
     return sac, meta
 
 
-def load_actor(directory: str | Path) -> tuple[SquashedGaussianActor | EncodedActor, dict[str, Any]]:
+def load_actor(directory: str | Path
+               ) -> tuple[SquashedGaussianActor | EncodedActor, dict[str, Any]]:
     """Load only the actor of a checkpoint (evaluation, export, robot-side policies)."""
     directory = Path(directory)
     meta = read_checkpoint_meta(directory)

@@ -85,7 +85,7 @@ class PixelEncoder(nn.Module):
                                         nn.LayerNorm(feature_dim), nn.Tanh())
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        """``float32 (N, 3 * stack, h, w)`` (see :func:`image_to_tensor`) -> ``(N, feature_dim)``."""
+        """``float32 (N, 3 * stack, h, w)`` (:func:`image_to_tensor`) -> ``(N, feature_dim)``."""
         return self.projection(self.convs(images))
 
 
