@@ -1,4 +1,4 @@
-"""Pixel variants of the tasks: conformance, shapes, resolution, seeding, the state task's dynamics."""
+"""Pixel variants of the tasks: conformance, shapes, resolution, seeding, same dynamics."""
 
 from __future__ import annotations
 
