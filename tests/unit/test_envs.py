@@ -15,7 +15,9 @@ from gymnasium.utils.env_checker import check_env
 
 from rl_core.envs import (
     CARTPOLE_ID,
+    CARTPOLE_PIXELS_ID,
     KUKA_REACH_ID,
+    KUKA_REACH_PIXELS_ID,
     CartPoleBalanceEnv,
     EpisodeRecord,
     KukaReachEnv,
@@ -80,8 +82,14 @@ def test_check_env_passes_on_unwrapped_env(env_id: str) -> None:
 
 
 @pytest.mark.unit
-def test_check_env_passes_on_made_env(env_id: str) -> None:
-    env = gymnasium.make(env_id, render_mode="rgb_array")
+@pytest.mark.parametrize("made_id, kwargs", [
+    (CARTPOLE_ID, {}), (KUKA_REACH_ID, {}),
+    # The pixel variants are wrappers by construction (rl_core.envs.pixels); small frames.
+    (CARTPOLE_PIXELS_ID, {"width": 24, "height": 16, "frame_stack": 2}),
+    (KUKA_REACH_PIXELS_ID, {"width": 24, "height": 16, "frame_stack": 2}),
+])
+def test_check_env_passes_on_made_env(made_id: str, kwargs: dict[str, int]) -> None:
+    env = gymnasium.make(made_id, render_mode="rgb_array", **kwargs)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error")
