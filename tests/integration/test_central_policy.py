@@ -27,6 +27,7 @@ from rl_nodes.conversions import ACTIONS, OBSERVATIONS, Actions, Observations
 from rl_nodes.intra_process import IntraProcessManager
 from rl_nodes.policy import PolicyNode
 from rl_nodes.simulator import SimulatorNode
+from tests.integration.in_process import spinning
 from tests.processes import REPO, Child
 
 pytestmark = pytest.mark.integration
@@ -62,23 +63,9 @@ def central_process(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[
                                 lambda msg, k=k: seen[f"obs{k}"].setdefault(msg.step, msg), 10)
         ipc.create_subscription(probe, ACTIONS, f"/robot_{k}/actions",
                                 lambda msg, k=k: seen[f"act{k}"].setdefault(msg.step, msg), 10)
-    nodes = [*simulators, policy]
-    executor = SingleThreadedExecutor()
-    for node in [*nodes, probe]:
-        executor.add_node(node)
-    threading.Thread(target=executor.spin, daemon=True).start()
-    for node in nodes:
-        node.start()
-    try:
+    with spinning([*simulators, policy], probe):
         yield {"simulators": simulators, "policy": policy, "probe": probe, "ipc": ipc,
                "seen": seen, "window_ms": window_ms}
-    finally:
-        for node in reversed(nodes):
-            node.close()
-        executor.shutdown(timeout_sec=1.0)
-        for node in [*nodes, probe]:
-            node.destroy_node()
-        rclpy.try_shutdown()
 
 
 @pytest.mark.parametrize("central_process", [2], indirect=True)
