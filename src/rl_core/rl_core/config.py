@@ -17,6 +17,8 @@ from typing import Any
 
 import yaml
 
+from rl_core.image_codecs import OBSERVATION_CODECS
+
 
 def param(default: Any, description: str, low: float | None = None, high: float | None = None,
           step: float | None = None, read_only: bool = False) -> Any:
@@ -82,6 +84,16 @@ def device_param(what: str) -> Any:
                  "CUDA_VISIBLE_DEVICES).", read_only=True)
 
 
+def feature_dim_param() -> Any:
+    return param(50, "Features of the convolutional encoder that image observations get (ignored "
+                 "for state vectors).", 1, 4096, 1, read_only=True)
+
+
+def encoder_channels_param() -> Any:
+    return param(32, "Filters of every convolution of that encoder (ignored for state vectors).",
+                 1, 1024, 1, read_only=True)
+
+
 def _check_device(config: Any) -> None:
     if config.device not in DEVICES:
         raise ConfigError(f"{type(config).__name__}.device must be one of {', '.join(DEVICES)}, "
@@ -107,9 +119,19 @@ class SimulatorConfig:
                            "sampling): one half steps while the other waits for its actions, so "
                            "physics overlaps transport and inference. Needs num_envs >= 2; pays "
                            "off when the policy runs in another process.", read_only=True)
+    observation_codec: str = param("raw", "How image observations cross DDS (state vectors "
+                                   "always travel as they are; colocated hand-offs never "
+                                   "encode): 'raw' (sensor_msgs/Image), 'png' or 'jpeg' "
+                                   "(sensor_msgs/CompressedImage), or 'latent' (the trainer's "
+                                   "encoder runs here and only its features reach the policy; "
+                                   "experience travels as png).", read_only=True)
+    jpeg_quality: int = param(90, "JPEG quality of observation_codec 'jpeg' (1-100).", 1, 100, 1)
 
     def __post_init__(self) -> None:
         _check_ranges(self)
+        if self.observation_codec not in OBSERVATION_CODECS:
+            raise ConfigError(f"SimulatorConfig.observation_codec must be one of "
+                              f"{', '.join(OBSERVATION_CODECS)}, got {self.observation_codec!r}")
 
 
 @dataclasses.dataclass
@@ -136,6 +158,8 @@ class PolicyConfig:
                                    "once).", 0.0, 1000.0, 0.0)
     device: str = device_param("the torch actor's inference (an onnx_model always runs on the "
                                "CPU)")
+    feature_dim: int = feature_dim_param()
+    encoder_channels: int = encoder_channels_param()
 
     def __post_init__(self) -> None:
         _check_ranges(self)
@@ -206,10 +230,8 @@ class SACConfig:
     autotune_alpha: bool = param(True, "Tune the entropy temperature towards the target entropy.")
     target_entropy_scale: float = param(1.0, "Target entropy = -scale * action size.", 0.0, 10.0,
                                         0.0)
-    feature_dim: int = param(50, "Features of the convolutional encoder that image observations "
-                             "get (ignored for state vectors).", 1, 4096, 1, read_only=True)
-    encoder_channels: int = param(32, "Filters of every convolution of that encoder (ignored for "
-                                  "state vectors).", 1, 1024, 1, read_only=True)
+    feature_dim: int = feature_dim_param()
+    encoder_channels: int = encoder_channels_param()
     image_shift: int = param(4, "Largest random shift in pixels of the DrQ augmentation of image "
                              "observations (0 = none; ignored for state vectors).", 0, 64, 1)
 

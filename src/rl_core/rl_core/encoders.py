@@ -18,15 +18,11 @@ import numpy as np
 import torch
 from torch import nn
 
+from rl_core.image_codecs import is_image_shape
 from rl_core.networks import SquashedGaussianActor, TwinQ
 
-__all__ = ["EncodedActor", "EncodedTwinQ", "PixelEncoder", "image_to_tensor", "is_image_shape",
-           "make_actor", "random_shift"]
-
-
-def is_image_shape(shape: Sequence[int]) -> bool:
-    """Whether an observation of ``shape`` is a stack of RGB frames ``(stack, h, w, 3)``."""
-    return len(shape) == 4 and shape[-1] == 3
+__all__ = ["EncodedActor", "EncodedTwinQ", "PixelEncoder", "actor_from_architecture",
+           "image_to_tensor", "is_image_shape", "make_actor", "random_shift"]
 
 
 def image_to_tensor(images: np.ndarray | torch.Tensor) -> torch.Tensor:
@@ -73,6 +69,7 @@ class PixelEncoder(nn.Module):
         stack, height, width, _ = obs_shape
         self.obs_shape = tuple(int(d) for d in obs_shape)
         self.feature_dim = int(feature_dim)
+        self.channels = int(channels)
         self.convs = nn.Sequential(
             nn.Conv2d(3 * stack, channels, 3, stride=2), nn.ReLU(),
             nn.Conv2d(channels, channels, 3, stride=2), nn.ReLU(),
@@ -126,6 +123,7 @@ class EncodedActor(nn.Module):
             "kind": "encoded_squashed_gaussian_actor",
             "obs_shape": list(self.obs_shape),
             "feature_dim": self.encoder.feature_dim,
+            "encoder_channels": self.encoder.channels,
             "action_dim": self.action_dim,
             "hidden_sizes": list(self.hidden_sizes),
         }
@@ -147,6 +145,24 @@ class EncodedTwinQ(nn.Module):
                 ) -> tuple[torch.Tensor, torch.Tensor]:
         """Both Q estimates for folded images, each of shape ``(N,)``."""
         return self.heads(self.encoder(images), action)
+
+
+def actor_from_architecture(architecture: dict[str, object]) -> EncodedActor:
+    """A randomly initialised encoded actor of ``architecture`` (the dict of
+    :meth:`EncodedActor.architecture` that travels with the weights), to load them into.
+
+    :raises ValueError: when ``architecture`` is not an encoded actor's.
+    """
+    if architecture.get("kind") != "encoded_squashed_gaussian_actor":
+        raise ValueError(f"weights of a {architecture.get('kind')!r} carry no image encoder")
+    try:
+        return EncodedActor(
+            PixelEncoder(architecture["obs_shape"], int(architecture["feature_dim"]),
+                         int(architecture["encoder_channels"])),
+            SquashedGaussianActor(int(architecture["feature_dim"]), int(architecture["action_dim"]),
+                                  [int(size) for size in architecture["hidden_sizes"]]))
+    except (KeyError, TypeError) as error:
+        raise ValueError(f"malformed encoded-actor architecture {architecture}: {error}") from error
 
 
 def make_actor(obs_shape: int | Sequence[int], action_dim: int, hidden_sizes: Sequence[int],

@@ -13,7 +13,7 @@ Pillow does the work: it is already a dependency, wraps libjpeg-turbo and zlib, 
 date. (``latent``, features of the policy's own encoder instead of images, needs no codec: the
 features are float32 vectors and travel like state observations.)
 
-Nothing here imports ROS; the nodes put the bytes into messages.
+Nothing here imports ROS or torch; the nodes put the bytes into messages (rl_nodes.conversions).
 """
 
 from __future__ import annotations
@@ -22,16 +22,22 @@ import io
 from collections.abc import Sequence
 
 import numpy as np
-from PIL import Image
 
-__all__ = ["IMAGE_CODECS", "OBSERVATION_CODECS", "decode_batch", "encode_batch"]
+__all__ = ["IMAGE_CODECS", "OBSERVATION_CODECS", "decode_batch", "decode_tall", "encode_batch",
+           "is_image_shape"]
 
 #: Codecs that send images.
 IMAGE_CODECS = ("raw", "png", "jpeg")
-#: Every value of the ``observation_codec`` parameter ("off": state vectors, no codec at all).
-OBSERVATION_CODECS = ("off", *IMAGE_CODECS, "latent")
+#: Every value of the ``observation_codec`` parameter (it applies to image observations only;
+#: state vectors always travel as they are).
+OBSERVATION_CODECS = (*IMAGE_CODECS, "latent")
 #: zlib level of PNG: the fastest; see the module docstring.
 PNG_COMPRESS_LEVEL = 1
+
+
+def is_image_shape(shape: Sequence[int]) -> bool:
+    """Whether an observation of ``shape`` is a stack of RGB frames ``(stack, h, w, 3)``."""
+    return len(shape) == 4 and shape[-1] == 3
 
 
 def _check_frames(frames: np.ndarray) -> None:
@@ -55,6 +61,8 @@ def encode_batch(frames: np.ndarray, codec: str, quality: int = 90) -> bytes:
         raise ValueError(f"codec must be one of {IMAGE_CODECS}, got {codec!r}")
     if not 1 <= quality <= 100:
         raise ValueError(f"quality must be in 1..100, got {quality}")
+    from PIL import Image  # imported on first use: config validation needs only the names
+
     width = frames.shape[3]
     tall = Image.fromarray(np.ascontiguousarray(frames).reshape(-1, width, 3), mode="RGB")
     out = io.BytesIO()
@@ -80,13 +88,26 @@ def decode_batch(data: bytes, codec: str, shape: Sequence[int]) -> np.ndarray:
         if len(data) != expected:
             raise ValueError(f"raw batch holds {len(data)} bytes, expected {expected} for {shape}")
         return np.frombuffer(data, dtype=np.uint8).reshape(shape).copy()
-    if codec not in IMAGE_CODECS:
-        raise ValueError(f"codec must be one of {IMAGE_CODECS}, got {codec!r}")
-    try:
-        with Image.open(io.BytesIO(data)) as image:
-            pixels = np.asarray(image.convert("RGB"))
-    except (OSError, ValueError) as error:  # PIL.UnidentifiedImageError is an OSError
-        raise ValueError(f"cannot decode {codec} batch: {error}") from error
+    pixels = decode_tall(data, codec)
     if pixels.size != expected:
         raise ValueError(f"{codec} batch decodes to {pixels.shape}, expected {shape}")
     return pixels.reshape(shape)
+
+
+def decode_tall(data: bytes, codec: str) -> np.ndarray:
+    """Decode a png or jpeg image to ``uint8 (rows, width, 3)``, before its batch shape is known
+    (a receiver joins it with the batch message that gives the shape).
+
+    :raises ValueError: on another codec or data that do not decode.
+    """
+    if codec not in IMAGE_CODECS[1:]:
+        raise ValueError(f"codec must be one of {IMAGE_CODECS[1:]}, got {codec!r}")
+    from PIL import Image
+
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            if image.format != codec.upper():
+                raise ValueError(f"the data are {image.format}, not {codec}")
+            return np.asarray(image.convert("RGB"))
+    except (OSError, SyntaxError) as error:  # PIL.UnidentifiedImageError is an OSError
+        raise ValueError(f"cannot decode {codec} batch: {error}") from error

@@ -45,6 +45,23 @@ def load_weights_key(logger: Any) -> bytes | None:
     return key
 
 
+def weights_refusal(msg: Any, key: bytes | None, current: tuple[int, int]) -> str | None:
+    """Why received weights ``msg`` (rl_nodes.conversions.Weights) must not replace the weights
+    of ``current`` ``(epoch, version)``: a signature that does not verify under the run's key, an
+    older version (a replay) or NaN; None when they may be loaded (architecture not checked)."""
+    import torch  # only nodes that follow weights call this
+
+    if key is not None and not msg.verify(key):
+        return (f"version {msg.version}: the signature does not verify (unsigned, or signed with "
+                "another run's key); ignored")
+    if (msg.epoch, msg.version) < current:
+        return (f"epoch {msg.epoch} version {msg.version} is older than the current epoch "
+                f"{current[0]} version {current[1]} (a replay); ignored")
+    if not all(bool(torch.isfinite(tensor).all()) for tensor in msg.state.values()):
+        return f"version {msg.version} holds NaN or infinite values; ignored"
+    return None
+
+
 def _name_and_qos(topic: graph.Topic | str, qos: QoSProfile | None) -> tuple[str, QoSProfile]:
     if isinstance(topic, graph.Topic):
         return topic.name, qos or topic.qos.profile()

@@ -12,8 +12,9 @@ ONNX model (requirements-edge.txt) has no torch and never receives weights.
 from __future__ import annotations
 
 import array
+import functools
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Generic, TypeVar
 
 import numpy as np
@@ -21,6 +22,7 @@ from builtin_interfaces.msg import Time
 from rl_interfaces.msg import ActionBatch, EpisodeStatistics, ExperienceBatch, ObservationBatch
 from rl_interfaces.msg import PolicyWeights
 from rl_interfaces.srv import BufferFile, SampleBatch
+from rl_core.image_codecs import is_image_shape
 from rl_core.replay import Batch, PriorityUpdate
 from rl_core.weights_auth import signature, verify
 
@@ -43,11 +45,14 @@ class TopicType(Generic[T]):
     :param msg_type: the ROS message class on the wire.
     :param to_msg: object -> message (used only when an outside subscriber exists).
     :param from_msg: message -> object (raises ValueError on malformed messages).
+    :param wire_bytes: message -> its payload bytes, for the publishers' byte counters.
     """
 
     msg_type: type
     to_msg: Callable[[T], Any]
     from_msg: Callable[[Any], T]
+    #: Payload bytes of a message of this type, counted per DDS publication (None: not counted).
+    wire_bytes: Callable[[Any], int] | None = None
 
 
 @dataclass(frozen=True)
@@ -93,6 +98,29 @@ def _shaped(flat: Any, rows: int, shape: tuple[int, ...], name: str) -> np.ndarr
     return values.reshape((rows, *shape))
 
 
+def message_bytes(msg: Any) -> int:
+    """Payload bytes of a ROS message: array and string data plus 8 per scalar field (CDR
+    alignment and the sequence length words are left out). Walks the fields without serialising,
+    so counting costs microseconds per message."""
+    total = 0
+    for name in msg.get_fields_and_field_types():
+        value = getattr(msg, name)
+        if isinstance(value, array.array):
+            total += len(value) * value.itemsize
+        elif isinstance(value, np.ndarray):
+            total += value.nbytes
+        elif isinstance(value, (bytes, str)):
+            total += len(value)
+        elif isinstance(value, list):
+            total += sum(message_bytes(item) if hasattr(item, "get_fields_and_field_types")
+                         else 1 if isinstance(item, bool) else 8 for item in value)
+        elif hasattr(value, "get_fields_and_field_types"):
+            total += message_bytes(value)
+        else:
+            total += 8
+    return total
+
+
 def _shape(values: Any, name: str) -> tuple[int, ...]:
     shape = tuple(int(v) for v in values)
     if not shape or any(v <= 0 for v in shape):
@@ -125,14 +153,58 @@ class Observations:
     stamp_ns: int = 0
 
 
+@dataclass
+class AwaitingImages(Generic[T]):
+    """A batch decoded from DDS without its images, which travel as one image message on the
+    batch topic's ``image`` side topic (rl_nodes.image_transport joins the two).
+
+    :param batch: the batch with empty placeholders in ``fields``.
+    :param fields: the image fields, in the order they are stacked in the image.
+    :param rows: rows of the batch.
+    :param shape: shape of one row's image observation ``(stack, h, w, 3)``.
+    """
+
+    batch: T
+    fields: tuple[str, ...]
+    rows: int
+    shape: tuple[int, ...]
+
+    def complete(self, pixels: np.ndarray) -> T:
+        """The batch with its image fields filled from ``pixels`` (the decoded image).
+
+        :raises ValueError: when the pixels do not hold exactly the batch's images.
+        """
+        count = len(self.fields)
+        expected = count * self.rows * int(np.prod(self.shape))
+        if pixels.size != expected:
+            raise ValueError(f"the image holds {pixels.size} values, but {count} x {self.rows} "
+                             f"observations of shape {list(self.shape)} need {expected}")
+        parts = pixels.reshape((count, self.rows, *self.shape))
+        return replace(self.batch, **{name: parts[k] for k, name in enumerate(self.fields)})
+
+
+def _image_rows(flat: Any, rows: int, shape: tuple[int, ...]) -> bool:
+    """Whether ``flat`` was left empty because the batch's images travel on the side topic."""
+    return len(flat) == 0 and rows > 0 and is_image_shape(shape)
+
+
+def _side_topic_error(name: str) -> ValueError:
+    return ValueError(f"field '{name}' is empty: the batch's images travel on the topic's "
+                      "image side topic (observation_codec); subscribe with "
+                      "rl_nodes.image_transport to receive them")
+
+
 def observations_to_msg(data: Observations) -> ObservationBatch:
+    """The message; uint8 image observations are left out (``obs`` empty), they travel as one
+    image message on the side topic (rl_nodes.image_transport)."""
     msg = ObservationBatch()
     msg.header.stamp = _stamp(data.stamp_ns)
     msg.robot_id = data.robot_id
     msg.step = data.step
     msg.num_envs = data.obs.shape[0]
     msg.obs_shape = _uint_array(data.obs.shape[1:])
-    msg.obs = _float_array(data.obs)
+    if data.obs.dtype != np.uint8:
+        msg.obs = _float_array(data.obs)
     msg.env_ids = _uint_array(np.arange(data.obs.shape[0]))
     return msg
 
@@ -145,13 +217,28 @@ def _finite(values: np.ndarray, name: str) -> np.ndarray:
     return values
 
 
-def observations_from_msg(msg: ObservationBatch) -> Observations:
+def observations_from_msg(msg: ObservationBatch, images: bool = False
+                          ) -> Observations | AwaitingImages[Observations]:
+    """The observations; with ``images``, a batch whose images travel on the side topic comes
+    back as :class:`AwaitingImages` (without, it is refused)."""
     shape = _shape(msg.obs_shape, "obs_shape")
+    stamp = _stamp_ns(msg.header.stamp)
+    if _image_rows(msg.obs, msg.num_envs, shape):
+        if not images:
+            raise _side_topic_error("obs")
+        empty = np.empty((0, *shape), dtype=np.uint8)
+        return AwaitingImages(Observations(msg.robot_id, msg.step, empty, stamp), ("obs",),
+                              int(msg.num_envs), shape)
     obs = _finite(_shaped(msg.obs, msg.num_envs, shape, "obs"), "obs")
-    return Observations(msg.robot_id, msg.step, obs, _stamp_ns(msg.header.stamp))
+    return Observations(msg.robot_id, msg.step, obs, stamp)
 
 
-OBSERVATIONS = TopicType(ObservationBatch, observations_to_msg, observations_from_msg)
+OBSERVATIONS = TopicType(ObservationBatch, observations_to_msg, observations_from_msg,
+                         message_bytes)
+#: Observations whose images may travel on the side topic (receivers that join them).
+OBSERVATIONS_WITH_IMAGES = TopicType(ObservationBatch, observations_to_msg,
+                                     functools.partial(observations_from_msg, images=True),
+                                     message_bytes)
 
 
 # --- action batches -----------------------------------------------------------------------------
@@ -212,6 +299,8 @@ class Experience:
 
 
 def experience_to_msg(data: Experience) -> ExperienceBatch:
+    """The message; uint8 image observations are left out (``obs``, ``next_obs`` empty): they
+    travel on the side topic, or in a sample answer's ``pixels``."""
     msg = ExperienceBatch()
     msg.header.stamp = _stamp(data.stamp_ns)
     msg.robot_id = data.robot_id
@@ -221,10 +310,11 @@ def experience_to_msg(data: Experience) -> ExperienceBatch:
     msg.batch_size = rows
     msg.obs_shape = _uint_array(data.obs.shape[1:])
     msg.action_shape = _uint_array(data.actions.shape[1:])
-    msg.obs = _float_array(data.obs)
+    if data.obs.dtype != np.uint8:
+        msg.obs = _float_array(data.obs)
+        msg.next_obs = _float_array(data.next_obs)
     msg.actions = _float_array(data.actions)
     msg.rewards = _float_array(data.rewards)
-    msg.next_obs = _float_array(data.next_obs)
     msg.terminated = np.asarray(data.terminated, dtype=bool).tolist()
     msg.truncated = np.asarray(data.truncated, dtype=bool).tolist()
     msg.env_ids = _uint_array(np.arange(rows) if data.env_ids is None else data.env_ids)
@@ -232,7 +322,10 @@ def experience_to_msg(data: Experience) -> ExperienceBatch:
     return msg
 
 
-def experience_from_msg(msg: ExperienceBatch) -> Experience:
+def experience_from_msg(msg: ExperienceBatch, images: bool = False
+                        ) -> Experience | AwaitingImages[Experience]:
+    """The experience; with ``images``, a batch whose images travel on the side topic comes
+    back as :class:`AwaitingImages` (without, it is refused)."""
     rows = int(msg.batch_size)
     if rows > MAX_EXPERIENCE_ROWS:
         raise ValueError(f"an experience batch of {rows} rows exceeds the cap of "
@@ -241,12 +334,19 @@ def experience_from_msg(msg: ExperienceBatch) -> Experience:
     action_shape = _shape(msg.action_shape, "action_shape")
     _length(msg.terminated, rows, "terminated")
     _length(msg.truncated, rows, "truncated")
-    return Experience(
+    awaiting = _image_rows(msg.obs, rows, obs_shape)
+    if awaiting and not images:
+        raise _side_topic_error("obs")
+    if awaiting and len(msg.next_obs):
+        raise ValueError("field 'obs' is empty but 'next_obs' is not; both travel inline or "
+                         "both on the image side topic")
+    empty = np.empty((0, *obs_shape), dtype=np.uint8)
+    experience = Experience(
         robot_id=msg.robot_id,
-        obs=_shaped(msg.obs, rows, obs_shape, "obs"),
+        obs=empty if awaiting else _shaped(msg.obs, rows, obs_shape, "obs"),
         actions=_shaped(msg.actions, rows, action_shape, "actions"),
         rewards=_shaped(msg.rewards, rows, (), "rewards").reshape(rows),
-        next_obs=_shaped(msg.next_obs, rows, obs_shape, "next_obs"),
+        next_obs=empty if awaiting else _shaped(msg.next_obs, rows, obs_shape, "next_obs"),
         terminated=np.asarray(msg.terminated, dtype=bool),
         truncated=np.asarray(msg.truncated, dtype=bool),
         policy_version=msg.policy_version,
@@ -255,9 +355,15 @@ def experience_from_msg(msg: ExperienceBatch) -> Experience:
         stream=msg.stream,
         sequence=msg.sequence,
     )
+    return AwaitingImages(experience, ("obs", "next_obs"), rows, obs_shape) if awaiting \
+        else experience
 
 
-EXPERIENCE = TopicType(ExperienceBatch, experience_to_msg, experience_from_msg)
+EXPERIENCE = TopicType(ExperienceBatch, experience_to_msg, experience_from_msg, message_bytes)
+#: Experience whose images may travel on the side topic (receivers that join them).
+EXPERIENCE_WITH_IMAGES = TopicType(ExperienceBatch, experience_to_msg,
+                                   functools.partial(experience_from_msg, images=True),
+                                   message_bytes)
 
 
 # --- policy weights -----------------------------------------------------------------------------
@@ -439,6 +545,8 @@ def _sample_response_to_msg(result: SampleResult) -> Any:
         response.batch = experience_to_msg(Experience(
             0, batch.obs, batch.actions, batch.rewards, batch.next_obs,
             np.asarray(batch.terminated) > 0.5, np.zeros(len(batch.rewards), dtype=bool)))
+        if batch.obs.dtype == np.uint8:  # image observations: as pixels, a quarter of float32
+            response.pixels = array.array("B", np.concatenate((batch.obs, batch.next_obs)).tobytes())
         response.indices = array.array("q", np.ascontiguousarray(batch.indices, np.int64).tobytes())
         response.weights = _float_array(batch.weights)
     return response
@@ -447,7 +555,9 @@ def _sample_response_to_msg(result: SampleResult) -> Any:
 def _sample_response_from_msg(msg: Any) -> SampleResult:
     batches: list[Batch] = []
     if msg.success and msg.batches > 0 and msg.batch.batch_size > 0:
-        experience = experience_from_msg(msg.batch)
+        experience = experience_from_msg(msg.batch, images=True)
+        if isinstance(experience, AwaitingImages):
+            experience = experience.complete(np.frombuffer(msg.pixels, dtype=np.uint8))
         rows = len(experience)
         if rows % msg.batches:
             raise ValueError(f"sample answer holds {rows} rows, not a multiple of its "

@@ -337,21 +337,34 @@ class IntraProcessPublisher(Generic[T]):
         #: Messages this publisher serialised and sent over DDS / that DDS failed to send.
         self.dds_publications = 0
         self.dds_failures = 0
+        #: Payload bytes of the messages sent over DDS (topic types that can count them).
+        self.dds_bytes = 0
         self._last_failure_log = 0.0
 
-    def publish(self, obj: T) -> None:
-        """Deliver ``obj`` to local subscribers (no copy) and over DDS if someone outside listens."""
+    def has_remote_subscribers(self) -> bool:
+        """Whether a subscriber outside this process is matched (DDS would carry a publication)."""
+        local = self.manager._topics[self.topic_name].subscriptions
+        return self.rcl_publisher.get_subscription_count() > len(local)
+
+    def publish(self, obj: T, local: bool = True) -> None:
+        """Deliver ``obj`` to local subscribers (no copy) and over DDS if someone outside listens.
+
+        :param local: False publishes over DDS only: for a side channel (an image message) whose
+            local subscribers get the same data whole on another topic.
+        """
         manager = self.manager
         entry = manager._topics[self.topic_name]
-        local = entry.subscriptions
-        for subscription in local:
-            manager.post(subscription.deliver, obj)
-        manager.stats["local_deliveries"] += len(local)
+        subscriptions = entry.subscriptions
+        if local:
+            for subscription in subscriptions:
+                manager.post(subscription.deliver, obj)
+            manager.stats["local_deliveries"] += len(subscriptions)
         if self._always_dds:
             entry.latest, entry.has_latest = obj, True
-        if self._always_dds or self.rcl_publisher.get_subscription_count() > len(local):
+        if self._always_dds or self.rcl_publisher.get_subscription_count() > len(subscriptions):
             try:
-                self.rcl_publisher.publish(self.topic_type.to_msg(obj))
+                msg = self.topic_type.to_msg(obj)
+                self.rcl_publisher.publish(msg)
             except _rclpy.RCLError as error:
                 # A reliable writer whose reader does not keep up can fail after blocking; the
                 # caller's loop (a stepping chain) must go on, so count and report it instead.
@@ -361,6 +374,8 @@ class IntraProcessPublisher(Generic[T]):
                 return
             self.dds_publications += 1
             manager.stats["dds_publications"] += 1
+            if self.topic_type.wire_bytes is not None:
+                self.dds_bytes += self.topic_type.wire_bytes(msg)
 
     def _report_failure(self, error: Exception) -> None:
         now = time.monotonic()

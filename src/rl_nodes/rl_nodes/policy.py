@@ -41,20 +41,23 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 from rl_core.config import ConfigError, PolicyConfig
+from rl_core.image_codecs import is_image_shape
 from rl_core.onnx_policy import OnnxPolicy
 from rl_interfaces.srv import GetAction
 
 from rl_nodes import graph
 from rl_nodes.graph import robot_namespace
 from rl_nodes.base import RLNode
-from rl_nodes.base import OK, WARN, load_weights_key
-from rl_nodes.conversions import ACTIONS, MAX_REQUEST_ROWS, OBSERVATIONS, WEIGHTS, Actions
-from rl_nodes.conversions import Observations, Weights
+from rl_nodes.base import OK, STREAM_QOS, WARN, load_weights_key, weights_refusal
+from rl_nodes.conversions import ACTIONS, MAX_REQUEST_ROWS, OBSERVATIONS, OBSERVATIONS_WITH_IMAGES
+from rl_nodes.conversions import WEIGHTS, Actions, Observations, Weights
+from rl_nodes.image_transport import subscribe_with_images
 from rl_nodes.intra_process import IntraProcessPublisher
 from rl_nodes.parameters import declare_config, watch_config
 from rl_nodes.runtime import main_for
 
 if TYPE_CHECKING:
+    from rl_core.encoders import EncodedActor
     from rl_core.networks import SquashedGaussianActor
 
 
@@ -114,7 +117,7 @@ class PolicyNode(RLNode):
         self.obs_shape: tuple[int, ...] = ()
         self.action_shape: tuple[int, ...] = ()
         self.onnx: OnnxPolicy | None = None
-        self.actor: SquashedGaussianActor | None = None
+        self.actor: SquashedGaussianActor | EncodedActor | None = None
         if self.config.onnx_model:
             self.onnx = self._load_onnx(self.config.onnx_model)
         else:
@@ -135,7 +138,7 @@ class PolicyNode(RLNode):
             self._serve_robots(self.robots)
         else:
             self.actions_pubs.append(self.zc_publisher(ACTIONS, graph.ACTIONS))
-            self.zc_subscription(OBSERVATIONS, graph.OBSERVATIONS, self._on_observations)
+            self._subscribe_observations(graph.OBSERVATIONS.name, self._on_observations)
         if self.actor is not None:  # an ONNX policy keeps its weights (and needs no torch)
             self.zc_subscription(WEIGHTS, graph.WEIGHTS, self._on_weights)
         service = self.create_service(GetAction, graph.GET_ACTION.name, self._on_get_action)
@@ -167,31 +170,25 @@ class PolicyNode(RLNode):
             f"/policy_weights not followed{ignored})")
         return onnx
 
-    def _build_actor(self) -> SquashedGaussianActor:
+    def _build_actor(self) -> SquashedGaussianActor | EncodedActor:
         """The torch actor on ``device``, randomly initialised (version 0) until weights come.
 
         torch and the simulator code are imported here, not at module level: an ONNX policy
         runs without them.
 
-        :raises ConfigError: when ``device:=cuda`` and torch has no CUDA, or the task observes
-            images.
+        :raises ConfigError: when ``device:=cuda`` and torch has no CUDA.
         """
         import torch
         from rl_core.device import describe, resolve_device
-        from rl_core.encoders import is_image_shape
+        from rl_core.encoders import make_actor
         from rl_core.envs import space_shapes
-        from rl_core.networks import SquashedGaussianActor
 
         device = resolve_device(self.config.device)
         self.obs_shape, self.action_shape = space_shapes(self.config.env_id)
-        if is_image_shape(self.obs_shape):
-            # Refused rather than silently run as an MLP on float32 pixels over DDS.
-            raise ConfigError(f"{self.config.env_id} observes images, which the nodes do not "
-                              "carry yet (observation_codec, issue 12); train it with "
-                              "rl-train-bare")
         torch.manual_seed(self.config.seed)
-        actor = SquashedGaussianActor(int(np.prod(self.obs_shape)), int(np.prod(self.action_shape)),
-                                      self.config.hidden_sizes).to(device)
+        actor = make_actor(self.obs_shape, int(np.prod(self.action_shape)),
+                           self.config.hidden_sizes, self.config.feature_dim,
+                           self.config.encoder_channels).to(device)
         if device.type != "cpu":
             self.get_logger().info(f"acting on {describe(device)}")
         return actor
@@ -204,22 +201,45 @@ class PolicyNode(RLNode):
             # the dispatch thread.
             self.ipc.post(self._set_window, config.batch_window_ms)
 
+    @property
+    def pixels(self) -> bool:
+        """Whether the task observes images (the torch actor then has an encoder)."""
+        return is_image_shape(self.obs_shape)
+
     def _act(self, obs: np.ndarray, deterministic: bool) -> np.ndarray:
-        flat = obs.reshape(obs.shape[0], -1)
+        """Actions for observations of ``self.obs_shape``, or for an image task also for the
+        encoder's features (``observation_codec`` latent: the robot ran the encoder)."""
         if self.onnx is not None:
-            return self.onnx.act(flat).reshape((obs.shape[0], *self.action_shape))
+            return self.onnx.act(obs.reshape(obs.shape[0], -1)).reshape(
+                (obs.shape[0], *self.action_shape))
         assert self.actor is not None
         with self._actor_lock:
-            actions = self.actor.act(flat, deterministic=deterministic)
+            if not self.pixels:
+                actions = self.actor.act(obs.reshape(obs.shape[0], -1), deterministic=deterministic)
+            elif obs.ndim == 2:  # features
+                actions = self.actor.head.act(obs, deterministic=deterministic)
+            else:
+                actions = self.actor.act(obs, deterministic=deterministic)
         return actions.reshape((obs.shape[0], *self.action_shape))
 
     def _valid_observations(self, msg: Observations) -> bool:
         # Values from the network were checked finite when decoded (rl_nodes.conversions).
-        if msg.obs.shape[1:] != self.obs_shape:
-            self.reject("observations", f"expected observations of shape "
-                        f"(N, {', '.join(map(str, self.obs_shape))}), got {msg.obs.shape}")
-            return False
-        return True
+        shape = msg.obs.shape[1:]
+        if shape == self.obs_shape or self.pixels and shape == (self.config.feature_dim,):
+            return True
+        features = (f" or encoder features (N, {self.config.feature_dim})" if self.pixels
+                    else "")
+        self.reject("observations", f"expected observations of shape "
+                    f"(N, {', '.join(map(str, self.obs_shape))}){features}, got {msg.obs.shape}")
+        return False
+
+    def _subscribe_observations(self, topic: str, callback: Any) -> None:
+        """Observations of ``topic``; for an image task with the images of its side topics."""
+        if self.pixels:
+            subscribe_with_images(self, OBSERVATIONS_WITH_IMAGES, topic, STREAM_QOS, callback,
+                                  "observations")
+        else:
+            self.zc_subscription(OBSERVATIONS, topic, callback)
 
     def _on_observations(self, msg: Observations) -> None:
         if not self._valid_observations(msg):
@@ -243,8 +263,8 @@ class PolicyNode(RLNode):
             namespace = robot_namespace(robot)
             self.actions_pubs.append(self.zc_publisher(ACTIONS, graph.resolve(
                 graph.ACTIONS.name, namespace)))
-            self.zc_subscription(OBSERVATIONS, graph.resolve(graph.OBSERVATIONS.name, namespace),
-                                 functools.partial(self._on_robot_observations, robot))
+            self._subscribe_observations(graph.resolve(graph.OBSERVATIONS.name, namespace),
+                                         functools.partial(self._on_robot_observations, robot))
         self._window_timer: Any = None
         self._window_s = 0.0
         self._set_window(self.config.batch_window_ms)
@@ -347,22 +367,12 @@ class PolicyNode(RLNode):
     # --- weights, diagnostics, get_action ---------------------------------------------------------
 
     def _on_weights(self, msg: Weights) -> None:
-        import torch  # loaded by _build_actor already; an ONNX policy never subscribes
-
-        assert self.actor is not None
+        assert self.actor is not None  # an ONNX policy never subscribes
         if (msg.epoch, msg.version) == (self.epoch, self.version):
             return  # the latched copy of the current weights again
-        if self.weights_key is not None and not msg.verify(self.weights_key):
-            self.reject("policy weights", f"version {msg.version}: the signature does not verify "
-                        "(unsigned, or signed with another run's key); ignored")
-            return
-        if (msg.epoch, msg.version) < (self.epoch, self.version):
-            self.reject("policy weights", f"epoch {msg.epoch} version {msg.version} is older than "
-                        f"the current epoch {self.epoch} version {self.version} (a replay); ignored")
-            return
-        if not all(bool(torch.isfinite(tensor).all()) for tensor in msg.state.values()):
-            self.reject("policy weights", f"version {msg.version} holds NaN or infinite values; "
-                        "ignored")
+        refusal = weights_refusal(msg, self.weights_key, (self.epoch, self.version))
+        if refusal is not None:
+            self.reject("policy weights", refusal)
             return
         if msg.architecture != self.actor.architecture():
             self.reject("policy weights", f"weights are for {msg.architecture}, this policy is "

@@ -22,16 +22,20 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 from rl_core.config import ReplayConfig
 from rl_core.envs import space_shapes
+from rl_core.image_codecs import is_image_shape
 from rl_core.replay import InvalidPriorities, OutOfBounds, PriorityUpdate, RateLimitedReplay
 from rl_core.replay import ReplayBuffer
 from rl_interfaces.msg import ReplayStatus
 
 from rl_nodes import graph
-from rl_nodes.base import OK, WARN, RLNode
-from rl_nodes.conversions import BUFFER_FILE_SERVICE, EXPERIENCE, SAMPLE_SERVICE
+from rl_nodes.base import EXPERIENCE_QOS, OK, WARN, RLNode
+from rl_nodes.conversions import BUFFER_FILE_SERVICE, EXPERIENCE, EXPERIENCE_WITH_IMAGES
 from rl_nodes.conversions import MAX_REQUEST_ROWS, Experience, SampleRequest, SampleResult, plain
+from rl_nodes.conversions import SAMPLE_SERVICE
+from rl_nodes.image_transport import subscribe_with_images
 from rl_nodes.intra_process import create_service
 from rl_nodes.parameters import declare_config, watch_config
 from rl_nodes.runtime import main_for
@@ -61,7 +65,11 @@ class ReplayBufferNode(RLNode):
         self.lost_messages = 0
         #: Priorities applied, and those skipped because their slot was written since the draw.
         self.priorities_applied = self.priorities_stale = 0
-        self.zc_subscription(EXPERIENCE, graph.EXPERIENCE, self._on_experience)
+        if is_image_shape(self.obs_shape):  # image batches: their frames on the side topics
+            subscribe_with_images(self, EXPERIENCE_WITH_IMAGES, graph.EXPERIENCE.name,
+                                  EXPERIENCE_QOS, self._on_experience, "experience")
+        else:
+            self.zc_subscription(EXPERIENCE, graph.EXPERIENCE, self._on_experience)
         self.status_pub = self.zc_publisher(plain(ReplayStatus), graph.REPLAY_STATUS)
         create_service(self.ipc, self, SAMPLE_SERVICE, graph.SAMPLE.name, self.sample)
         create_service(self.ipc, self, BUFFER_FILE_SERVICE, graph.SAVE.name, self.save)
@@ -93,7 +101,8 @@ class ReplayBufferNode(RLNode):
         return ReplayBuffer(self.obs_shape, self.action_shape, self.config.capacity,
                             prioritized=self.config.prioritized, alpha=self.config.priority_alpha,
                             beta=self.config.priority_beta, seed=self.config.seed,
-                            value_bound=self.config.value_bound)
+                            value_bound=self.config.value_bound,
+                            obs_dtype=np.uint8 if is_image_shape(self.obs_shape) else np.float32)
 
     def _new_replay(self, buffer: ReplayBuffer) -> RateLimitedReplay:
         return RateLimitedReplay(buffer, self.config.updates_per_step, self.config.learning_starts,

@@ -13,6 +13,11 @@ carry step numbers ``count * lanes + lane``, so the answer tells which lane it i
 The replay buffer's rate limiter pauses acting through ``/replay_status`` (``acting_paused``): a
 lane that finishes a step while acting is paused holds its next observations until a status
 without the pause arrives. No transition is dropped; the robot only waits for the learner.
+
+A task that observes images sends them across DDS as ``observation_codec`` says (raw, png, jpeg:
+one image message per batch on the batch topic's side topic; latent: the trainer's encoder runs
+here and only features reach a policy in another process), see rl_nodes.image_transport. The
+payload bytes sent over DDS are counted on ``/diagnostics``.
 """
 
 from __future__ import annotations
@@ -20,9 +25,11 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from rl_core.config import SimulatorConfig
+from rl_core.image_codecs import is_image_shape
 from rl_core.envs import VectorEnv
 from rl_interfaces.msg import ReplayStatus
 from sensor_msgs.msg import JointState
@@ -31,10 +38,12 @@ from visualization_msgs.msg import MarkerArray
 
 from rl_nodes import visualization
 from rl_nodes import graph
-from rl_nodes.base import OK, WARN
-from rl_nodes.base import RLNode, robot_id_from_namespace
-from rl_nodes.conversions import ACTIONS, EPISODES, EXPERIENCE, OBSERVATIONS, plain
-from rl_nodes.conversions import Actions, Episodes, Experience, Observations
+from rl_nodes.base import EXPERIENCE_QOS, OK, STREAM_QOS, WARN
+from rl_nodes.base import RLNode, load_weights_key, robot_id_from_namespace
+from rl_nodes.conversions import ACTIONS, EPISODES, EXPERIENCE, OBSERVATIONS, WEIGHTS, plain
+from rl_nodes.conversions import Actions, Episodes, Experience, Observations, Weights
+from rl_nodes.image_transport import LatentEncoder, image_publisher
+from rl_nodes.intra_process import IntraProcessPublisher
 from rl_nodes.parameters import declare_config, watch_config
 from rl_nodes.runtime import main_for
 
@@ -82,6 +91,7 @@ class SimulatorNode(RLNode):
         self._next_step_at = 0.0
         self.observations_pub = self.zc_publisher(OBSERVATIONS, graph.OBSERVATIONS)
         self.experience_pub = self.zc_publisher(EXPERIENCE, graph.EXPERIENCE)
+        self._setup_images()
         self.episodes_pub = self.zc_publisher(EPISODES, graph.EPISODES)
         self.zc_subscription(ACTIONS, graph.ACTIONS, self._on_actions)
         self.zc_subscription(plain(ReplayStatus), graph.REPLAY_STATUS, self._on_replay_status)
@@ -107,6 +117,49 @@ class SimulatorNode(RLNode):
                               envs.reset(seed=seed + offset)))
             offset += size
         return lanes
+
+    def _setup_images(self) -> None:
+        """Image side-topic publishers and the latent encoder, for a task that observes images
+        (rl_nodes.image_transport); none for state vectors, whose path stays as it is."""
+        self.pixels = is_image_shape(self.envs.single_observation_space.shape)
+        self.codec = self.config.observation_codec
+        self.image_pubs: list[IntraProcessPublisher[Any]] = []
+        self.obs_image_pub = self.experience_image_pub = self.latent = None
+        if not self.pixels:
+            if self.codec != "raw":
+                self.get_logger().warn(f"observation_codec {self.codec!r} ignored: "
+                                       f"{self.config.env_id} observes state vectors")
+            return
+        quality = self.config.jpeg_quality
+        if self.codec == "latent":
+            self.latent = LatentEncoder(self, self.envs.single_observation_space.shape,
+                                        load_weights_key(self.get_logger()))
+            self.zc_subscription(WEIGHTS, graph.WEIGHTS, self._on_weights)
+        else:
+            self.obs_image_pub = image_publisher(self, graph.OBSERVATIONS.name, self.codec,
+                                                 quality, STREAM_QOS)
+            self.image_pubs.append(self.obs_image_pub)
+        # The learner trains its encoder on the frames themselves: latent sends them as png.
+        self.experience_image_pub = image_publisher(
+            self, graph.EXPERIENCE.name, "png" if self.codec == "latent" else self.codec,
+            quality, EXPERIENCE_QOS)
+        self.image_pubs.append(self.experience_image_pub)
+
+    def _on_weights(self, msg: Weights) -> None:
+        assert self.latent is not None
+        first = not self.latent.ready
+        if self.latent.on_weights(msg) and first:
+            self.get_logger().info(f"latent observations: encoder of weights version "
+                                   f"{msg.version} loaded")
+            for lane in self.lanes:
+                if lane.held and not self.acting_paused:
+                    self._publish_observations(lane)
+
+    @property
+    def dds_bytes(self) -> int:
+        """Payload bytes this simulator sent over DDS (batches and their images)."""
+        return sum(publisher.dds_bytes for publisher in (
+            self.observations_pub, self.experience_pub, self.episodes_pub, *self.image_pubs))
 
     @property
     def envs(self) -> VectorEnv:
@@ -156,11 +209,18 @@ class SimulatorNode(RLNode):
         then, steps_then = self._rate_window
         self._rate_window = (now, self.total_env_steps)
         self.steps_per_second = (self.total_env_steps - steps_then) / max(now - then, 1e-9)
+        dds_bytes = self.dds_bytes
         values = {"env steps/s": f"{self.steps_per_second:.1f}", "env steps": self.total_env_steps,
+                  "dds bytes": dds_bytes,
+                  "dds bytes per env step": f"{dds_bytes / max(self.total_env_steps, 1):.0f}",
                   "episodes": self.total_episodes, "policy version": self.policy_version,
                   "lanes": len(self.lanes), "acting paused": self.acting_paused,
                   "paused s": f"{self._paused_total(now):.1f}"}
         target = self.config.max_rate_hz * self.config.num_envs
+        if self.pixels:
+            values["observation codec"] = self.codec
+        if self.latent is not None and not self.latent.ready:
+            return WARN, "latent observations: waiting for the trainer's encoder weights", values
         if self.acting_paused:
             return OK, "paused by the replay buffer's rate limiter (learner catching up)", values
         if any(now - lane.sent_at > RESEND_AFTER_S for lane in self.lanes):
@@ -176,10 +236,19 @@ class SimulatorNode(RLNode):
     # --- stepping -------------------------------------------------------------------------------
 
     def _publish_observations(self, lane: Lane) -> None:
+        obs = lane.obs
+        if self.latent is not None and self.observations_pub.has_remote_subscribers():
+            if not self.latent.ready:
+                lane.held = True  # until the trainer's first weights bring the encoder
+                return
+            obs = self.latent.encode(obs)
         lane.held = False
         lane.sent_at = time.monotonic()
-        self.observations_pub.publish(Observations(
-            self.robot_id, lane.count * len(self.lanes) + lane.index, lane.obs, time.time_ns()))
+        data = Observations(self.robot_id, lane.count * len(self.lanes) + lane.index, obs,
+                            time.time_ns())
+        self.observations_pub.publish(data)
+        if self.obs_image_pub is not None:
+            self.obs_image_pub.publish(data, local=False)
 
     def _watchdog(self) -> None:
         now = time.monotonic()
@@ -211,10 +280,13 @@ class SimulatorNode(RLNode):
         if self.total_env_steps < self.config.random_steps:
             actions = self._rng.uniform(-1.0, 1.0, actions.shape).astype(np.float32)
         step = lane.envs.step(actions)
-        self.experience_pub.publish(Experience(
+        experience = Experience(
             self.robot_id, lane.obs, actions, step.rewards, step.next_obs, step.terminated,
             step.truncated, policy_version, time.time_ns(), lane.env_ids, self.stream,
-            self.sequence))
+            self.sequence)
+        self.experience_pub.publish(experience)
+        if self.experience_image_pub is not None:
+            self.experience_image_pub.publish(experience, local=False)
         self.sequence += 1
         lane.obs = step.obs
         lane.count += 1

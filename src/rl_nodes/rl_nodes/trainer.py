@@ -35,6 +35,7 @@ from rl_core.checkpoint import CheckpointStore, load_checkpoint, restore_rng
 from rl_core.config import SACConfig, TrainerConfig
 from rl_core.device import describe, resolve_device
 from rl_core.envs import space_shapes
+from rl_core.image_codecs import is_image_shape
 from rl_core.learner import Learner, TrainResult
 from rl_core.replay import PriorityFeedback
 from rl_core.training import UNLIMITED_BATCHES, seed_everything
@@ -164,7 +165,8 @@ class TrainerNode(RLNode):
         this run (a respawned trainer), with its counters and random-number generator states."""
         resume = self.config.resume or self.checkpoints.newest_valid()
         if not resume:
-            return SAC(int(np.prod(obs_shape)), int(np.prod(action_shape)), self.sac_config,
+            return SAC(obs_shape if is_image_shape(obs_shape) else int(np.prod(obs_shape)),
+                       int(np.prod(action_shape)), self.sac_config,
                        seed=self.config.seed, device=self.device), {}
         sac, meta = load_checkpoint(resume, self.device)
         restore_rng(meta, resume)

@@ -1,0 +1,184 @@
+"""Image observations on the wire: batch messages without their frames, side-topic images, the
+join of the two, sample answers carrying pixels, and the byte count."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from rclpy.serialization import serialize_message
+
+from rl_core.replay import Batch
+from rl_nodes import image_transport
+from rl_nodes.conversions import (EXPERIENCE, EXPERIENCE_WITH_IMAGES, OBSERVATIONS,
+                                  OBSERVATIONS_WITH_IMAGES, SAMPLE_SERVICE, AwaitingImages,
+                                  Experience, Observations, SampleResult, message_bytes)
+from rl_nodes.image_transport import (COMPRESSED_IMAGES, RAW_IMAGES, Frames, ImageJoin,
+                                      camera_frame, image_topic_type, side_topic)
+
+pytestmark = pytest.mark.unit
+
+SHAPE = (3, 16, 16, 3)  # (stack, h, w, rgb)
+
+
+def frames(rows: int, seed: int = 0) -> np.ndarray:
+    """A flat colour per frame with a gentle gradient, like the renders (compressible)."""
+    rng = np.random.default_rng(seed)
+    colours = rng.integers(0, 200, (rows, SHAPE[0], 1, 1, 3))
+    gradient = np.arange(SHAPE[2]).reshape(1, 1, 1, -1, 1) * 3
+    return np.broadcast_to(colours + gradient, (rows, *SHAPE)).astype(np.uint8)
+
+
+def observations(rows: int = 2, robot: int = 1, stamp: int = 1_700_000_000_123_456_789
+                 ) -> Observations:
+    return Observations(robot, 7, frames(rows), stamp)
+
+
+def experience(rows: int = 2, robot: int = 0) -> Experience:
+    return Experience(robot, frames(rows, 1), np.zeros((rows, 1), np.float32),
+                      np.ones(rows, np.float32), frames(rows, 2), np.zeros(rows, bool),
+                      np.zeros(rows, bool), 3, 1_700_000_000_000_000_001, np.arange(rows),
+                      11, 4)
+
+
+class Collected:
+    """A join's outputs and rejections."""
+
+    def __init__(self, what: str = "observations") -> None:
+        self.delivered: list[object] = []
+        self.rejected: list[tuple[str, str]] = []
+        self.join = ImageJoin(self.delivered.append, lambda *reason: self.rejected.append(reason),
+                              what)
+
+
+def over_dds(data: Observations | Experience, codec: str, batch_type, quality: int = 90
+             ) -> tuple[object, Frames]:
+    """What a receiver decodes from the batch message and the side-topic image of ``data``."""
+    image_msg = image_topic_type(codec, quality).to_msg(data)
+    receiving = RAW_IMAGES if codec == "raw" else COMPRESSED_IMAGES
+    return batch_type.from_msg(batch_type.to_msg(data)), receiving.from_msg(image_msg)
+
+
+@pytest.mark.parametrize("codec", ["raw", "png"])
+def test_observations_join_back_exactly_with_a_lossless_codec(codec: str) -> None:
+    data = observations()
+    msg = OBSERVATIONS.to_msg(data)
+    assert len(msg.obs) == 0 and list(msg.obs_shape) == list(SHAPE), "frames leave the batch"
+    batch, image = over_dds(data, codec, OBSERVATIONS_WITH_IMAGES)
+    assert isinstance(batch, AwaitingImages)
+    assert image.frame_id == camera_frame(1) and image.stamp_ns == data.stamp_ns
+    out = Collected()
+    out.join.on_batch(batch)
+    assert out.delivered == [], "the batch waits for its image"
+    out.join.on_frames(image)
+    (joined,) = out.delivered
+    np.testing.assert_array_equal(joined.obs, data.obs)
+    assert (joined.robot_id, joined.step, joined.stamp_ns) == (1, 7, data.stamp_ns)
+    assert out.rejected == [] and out.join.joined == 1
+
+
+def test_experience_joins_image_first_and_jpeg_stays_close() -> None:
+    data = experience()
+    batch, image = over_dds(data, "jpeg", EXPERIENCE_WITH_IMAGES, quality=95)
+    out = Collected("experience")
+    out.join.on_frames(image)
+    out.join.on_batch(batch)
+    (joined,) = out.delivered
+    for name in ("obs", "next_obs"):
+        assert getattr(joined, name).shape == (2, *SHAPE)
+        assert np.abs(getattr(joined, name).astype(int) - getattr(data, name)).mean() < 4.0
+    np.testing.assert_array_equal(joined.rewards, data.rewards)
+    assert (joined.stream, joined.sequence) == (11, 4)
+
+
+def test_local_objects_pass_the_join_whole_and_state_batches_stay_inline() -> None:
+    out = Collected()
+    local = observations()
+    out.join.on_batch(local)
+    out.join.on_frames(local)  # a local object on the side topic is ignored
+    assert out.delivered == [local]
+    state = Observations(0, 1, np.arange(8, dtype=np.float32).reshape(2, 4), 5)
+    msg = OBSERVATIONS.to_msg(state)
+    np.testing.assert_array_equal(OBSERVATIONS_WITH_IMAGES.from_msg(msg).obs, state.obs)
+
+
+def test_a_receiver_without_the_join_refuses_image_batches_with_the_reason() -> None:
+    with pytest.raises(ValueError, match="image side topic.*image_transport"):
+        OBSERVATIONS.from_msg(OBSERVATIONS.to_msg(observations()))
+    with pytest.raises(ValueError, match="image side topic"):
+        EXPERIENCE.from_msg(EXPERIENCE.to_msg(experience()))
+
+
+def test_an_image_of_another_size_is_refused_and_nothing_is_delivered() -> None:
+    batch, _ = over_dds(observations(rows=2), "raw", OBSERVATIONS_WITH_IMAGES)
+    _, wrong = over_dds(observations(rows=3), "raw", OBSERVATIONS_WITH_IMAGES)
+    out = Collected()
+    out.join.on_batch(batch)
+    out.join.on_frames(wrong)
+    assert out.delivered == []
+    (what, reason), = out.rejected
+    assert what == "observations image" and "1 x 2 observations" in reason
+
+
+def test_halves_without_a_partner_are_given_up_after_the_capacity(monkeypatch) -> None:
+    monkeypatch.setattr(image_transport, "JOIN_CAPACITY", 2)
+    out = Collected()
+    for stamp in (1, 2, 3):
+        batch, _ = over_dds(observations(stamp=stamp), "raw", OBSERVATIONS_WITH_IMAGES)
+        out.join.on_batch(batch)
+    assert [what for what, _ in out.rejected] == ["observations (unmatched)"]
+    assert "its image did not arrive" in out.rejected[0][1]
+    _, image = over_dds(observations(stamp=3), "raw", OBSERVATIONS_WITH_IMAGES)
+    out.join.on_frames(image)
+    assert len(out.delivered) == 1, "the newest batch still joins"
+
+
+@pytest.mark.parametrize("bad", ["format", "data", "encoding"])
+def test_malformed_images_are_refused_when_decoded(bad: str) -> None:
+    data = observations()
+    if bad == "encoding":
+        msg = image_topic_type("raw").to_msg(data)
+        msg.encoding = "bgr16"
+        with pytest.raises(ValueError, match="rgb8"):
+            RAW_IMAGES.from_msg(msg)
+        return
+    msg = image_topic_type("png").to_msg(data)
+    if bad == "format":
+        msg.format = "rgb8; webp compressed bgr8"
+        match = "neither png nor jpeg"
+    else:
+        msg.data = msg.data[: len(msg.data) // 2]
+        match = "cannot decode png"
+    with pytest.raises(ValueError, match=match):
+        COMPRESSED_IMAGES.from_msg(msg)
+
+
+def test_side_topics_follow_image_transport_naming() -> None:
+    assert side_topic("observations", "raw") == "observations/image"
+    assert side_topic("/experience", "jpeg") == "/experience/image/compressed"
+    assert image_topic_type("jpeg").to_msg(observations()).format == "rgb8; jpeg compressed bgr8"
+
+
+def test_sample_answers_carry_image_batches_as_uint8_pixels() -> None:
+    rows = 4
+    batch = Batch(frames(rows, 3), np.zeros((rows, 1), np.float32), np.ones(rows, np.float32),
+                  frames(rows, 4), np.zeros(rows, np.float32), np.arange(rows),
+                  np.ones(rows, np.float32))
+    msg = SAMPLE_SERVICE.response_to_msg(SampleResult(True, "", [batch], 10, 10))
+    assert len(msg.batch.obs) == 0 and len(msg.pixels) == 2 * batch.obs.nbytes
+    (back,) = SAMPLE_SERVICE.response_from_msg(msg).batches
+    assert back.obs.dtype == np.uint8
+    np.testing.assert_array_equal(back.obs, batch.obs)
+    np.testing.assert_array_equal(back.next_obs, batch.next_obs)
+    msg.pixels = msg.pixels[:-1]
+    with pytest.raises(ValueError, match="need"):
+        SAMPLE_SERVICE.response_from_msg(msg)
+
+
+def test_counted_bytes_are_close_to_the_serialised_size() -> None:
+    for msg in (OBSERVATIONS.to_msg(Observations(0, 1, np.ones((4, 64), np.float32), 5)),
+                EXPERIENCE.to_msg(experience()),
+                image_topic_type("raw").to_msg(observations()),
+                image_topic_type("png").to_msg(observations())):
+        counted, serialised = message_bytes(msg), len(serialize_message(msg))
+        assert abs(counted - serialised) <= 0.1 * serialised + 160, (type(msg), counted,
+                                                                     serialised)
