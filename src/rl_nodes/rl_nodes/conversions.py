@@ -14,6 +14,7 @@ from __future__ import annotations
 import array
 import functools
 import json
+import zlib
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Generic, TypeVar
 
@@ -36,6 +37,8 @@ MAX_WEIGHTS_BYTES = 256 * 1024 * 1024
 MAX_EXPERIENCE_ROWS = 65536
 #: Most rows a sample request or a get_action request may ask for.
 MAX_REQUEST_ROWS = 1 << 20
+#: zlib level of a sample answer's image pixels (SampleBatch.srv): the fastest.
+PIXELS_ZLIB_LEVEL = 1
 
 
 @dataclass(frozen=True)
@@ -169,16 +172,20 @@ class AwaitingImages(Generic[T]):
     rows: int
     shape: tuple[int, ...]
 
+    @property
+    def size(self) -> int:
+        """Pixel values the batch's images hold (every image field of every row)."""
+        return len(self.fields) * self.rows * int(np.prod(self.shape))
+
     def complete(self, pixels: np.ndarray) -> T:
         """The batch with its image fields filled from ``pixels`` (the decoded image).
 
         :raises ValueError: when the pixels do not hold exactly the batch's images.
         """
         count = len(self.fields)
-        expected = count * self.rows * int(np.prod(self.shape))
-        if pixels.size != expected:
+        if pixels.size != self.size:
             raise ValueError(f"the image holds {pixels.size} values, but {count} x {self.rows} "
-                             f"observations of shape {list(self.shape)} need {expected}")
+                             f"observations of shape {list(self.shape)} need {self.size}")
         parts = pixels.reshape((count, self.rows, *self.shape))
         return replace(self.batch, **{name: parts[k] for k, name in enumerate(self.fields)})
 
@@ -545,8 +552,9 @@ def _sample_response_to_msg(result: SampleResult) -> Any:
         response.batch = experience_to_msg(Experience(
             0, batch.obs, batch.actions, batch.rewards, batch.next_obs,
             np.asarray(batch.terminated) > 0.5, np.zeros(len(batch.rewards), dtype=bool)))
-        if batch.obs.dtype == np.uint8:  # image observations: as pixels, a quarter of float32
-            response.pixels = array.array("B", np.concatenate((batch.obs, batch.next_obs)).tobytes())
+        if batch.obs.dtype == np.uint8:  # image observations: compressed uint8 pixels
+            response.pixels = array.array("B", zlib.compress(
+                np.concatenate((batch.obs, batch.next_obs)).tobytes(), PIXELS_ZLIB_LEVEL))
         response.indices = array.array("q", np.ascontiguousarray(batch.indices, np.int64).tobytes())
         response.weights = _float_array(batch.weights)
     return response
@@ -557,7 +565,7 @@ def _sample_response_from_msg(msg: Any) -> SampleResult:
     if msg.success and msg.batches > 0 and msg.batch.batch_size > 0:
         experience = experience_from_msg(msg.batch, images=True)
         if isinstance(experience, AwaitingImages):
-            experience = experience.complete(np.frombuffer(msg.pixels, dtype=np.uint8))
+            experience = experience.complete(_inflate(msg.pixels, experience.size))
         rows = len(experience)
         if rows % msg.batches:
             raise ValueError(f"sample answer holds {rows} rows, not a multiple of its "
@@ -573,6 +581,20 @@ def _sample_response_from_msg(msg: Any) -> SampleResult:
                    for k in range(msg.batches)]
     return SampleResult(msg.success, msg.message, batches, msg.buffer_size, msg.total_inserted,
                         msg.prioritized)
+
+
+def _inflate(data: Any, size: int) -> np.ndarray:
+    """zlib ``data`` -> ``size`` uint8 values; refuses data that do not inflate to exactly that
+    (never inflating more than ``size`` bytes, whatever the data claim)."""
+    inflater = zlib.decompressobj()
+    try:
+        raw = inflater.decompress(bytes(data), size)
+    except zlib.error as error:
+        raise ValueError(f"field 'pixels' is not zlib data: {error}") from error
+    if len(raw) != size or inflater.unconsumed_tail or not inflater.eof:
+        raise ValueError(f"field 'pixels' does not inflate to the {size} bytes of the batch's "
+                         "images")
+    return np.frombuffer(raw, dtype=np.uint8)
 
 
 #: ``sample``: request = :class:`SampleRequest`, response = :class:`SampleResult`.

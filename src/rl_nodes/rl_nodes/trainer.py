@@ -57,6 +57,9 @@ SAMPLE_SERVICE_NAME = graph.service_name(graph.SAMPLE)
 METRICS = graph.TRAINER_METRICS
 #: Batches asked for per sample request: over DDS one round trip costs about a gradient step.
 BATCHES_PER_REQUEST = 8
+#: ... but an answer over DDS stays below this many observation bytes: Fast DDS moves a
+#: message of tens of MB (8 batches of stacked frames) slower than the service timeout.
+MAX_ANSWER_OBS_BYTES = 4 * 1024 * 1024
 #: Back-off of the learner thread while the rate limiter grants nothing (learner ahead of data).
 IDLE_WAIT_S = 0.002
 PROGRESS_PERIOD_S = 2.0
@@ -125,6 +128,7 @@ class TrainerNode(RLNode):
         self.device = resolve_device(self.config.device)
         seed_everything(self.config.seed)
         obs_shape, action_shape = space_shapes(self.config.env_id)
+        self._obs_bytes = 2 * int(np.prod(obs_shape)) * (1 if is_image_shape(obs_shape) else 4)
         stamp = time.strftime("%Y%m%d-%H%M%S")
         self.output_dir = Path(self.config.output_dir or f"runs/train-{stamp}")
         self.checkpoints = CheckpointStore(self.output_dir / "checkpoints",
@@ -224,13 +228,21 @@ class TrainerNode(RLNode):
             return
         if not self.sampler.is_local:
             self._prefetcher = PrefetchingSampler(
-                lambda: self.sampler.call(self._request(BATCHES_PER_REQUEST)),
+                lambda: self.sampler.call(self._request(self._batches_per_request())),
                 lambda reason: self.reject("sample service", reason))
         self._learner_thread = threading.Thread(target=self._learner_loop, name="learner",
                                                 daemon=True)
         self._learner_thread.start()
 
     # --- updates --------------------------------------------------------------------------------
+
+    def _batches_per_request(self) -> int:
+        """:data:`BATCHES_PER_REQUEST`, fewer where batches of images would make the answer too
+        large for DDS (``obs`` and ``next_obs`` of every row; a local call copies nothing)."""
+        if self.sampler.is_local:
+            return BATCHES_PER_REQUEST
+        batch_bytes = self.config.batch_size * self._obs_bytes
+        return max(1, min(BATCHES_PER_REQUEST, MAX_ANSWER_OBS_BYTES // batch_bytes))
 
     def _request(self, batches: int) -> SampleRequest:
         return SampleRequest(self.config.batch_size, batches, self.weights_version,
@@ -288,7 +300,7 @@ class TrainerNode(RLNode):
             if result is None:
                 return False
         else:
-            result = self.sampler.call(self._request(BATCHES_PER_REQUEST))
+            result = self.sampler.call(self._request(self._batches_per_request()))
         learned = self._learn(result)
         self._periodic()
         if not learned:
