@@ -123,8 +123,9 @@ class SimulatorNode(RLNode):
         (rl_nodes.image_transport); none for state vectors, whose path stays as it is."""
         self.pixels = is_image_shape(self.envs.single_observation_space.shape)
         self.codec = self.config.observation_codec
-        self.image_pubs: list[IntraProcessPublisher[Any]] = []
-        self.obs_image_pub = self.experience_image_pub = self.latent = None
+        self.obs_image_pub: IntraProcessPublisher[Any] | None = None
+        self.experience_image_pub: IntraProcessPublisher[Any] | None = None
+        self.latent: LatentEncoder | None = None
         if not self.pixels:
             if self.codec != "raw":
                 self.get_logger().warn(f"observation_codec {self.codec!r} ignored: "
@@ -138,12 +139,10 @@ class SimulatorNode(RLNode):
         else:
             self.obs_image_pub = image_publisher(self, graph.OBSERVATIONS.name, self.codec,
                                                  quality, STREAM_QOS)
-            self.image_pubs.append(self.obs_image_pub)
         # The learner trains its encoder on the frames themselves: latent sends them as png.
         self.experience_image_pub = image_publisher(
             self, graph.EXPERIENCE.name, "png" if self.codec == "latent" else self.codec,
             quality, EXPERIENCE_QOS)
-        self.image_pubs.append(self.experience_image_pub)
 
     def _on_weights(self, msg: Weights) -> None:
         assert self.latent is not None
@@ -155,11 +154,15 @@ class SimulatorNode(RLNode):
                 if lane.held and not self.acting_paused:
                     self._publish_observations(lane)
 
-    @property
-    def dds_bytes(self) -> int:
-        """Payload bytes this simulator sent over DDS (batches and their images)."""
-        return sum(publisher.dds_bytes for publisher in (
-            self.observations_pub, self.experience_pub, self.episodes_pub, *self.image_pubs))
+    def dds_bytes(self) -> dict[str, int]:
+        """Payload bytes this simulator sent over DDS: on the acting path (observations and
+        their images), with the experience (batches, images, episode statistics) and in all."""
+        acting = [self.observations_pub, self.obs_image_pub]
+        experience = [self.experience_pub, self.experience_image_pub, self.episodes_pub]
+        counts = {name: sum(publisher.dds_bytes for publisher in publishers
+                                 if publisher is not None)
+                  for name, publishers in (("acting", acting), ("experience", experience))}
+        return {**counts, "all": counts["acting"] + counts["experience"]}
 
     @property
     def envs(self) -> VectorEnv:
@@ -209,10 +212,11 @@ class SimulatorNode(RLNode):
         then, steps_then = self._rate_window
         self._rate_window = (now, self.total_env_steps)
         self.steps_per_second = (self.total_env_steps - steps_then) / max(now - then, 1e-9)
-        dds_bytes = self.dds_bytes
+        dds_bytes = self.dds_bytes()
         values = {"env steps/s": f"{self.steps_per_second:.1f}", "env steps": self.total_env_steps,
-                  "dds bytes": dds_bytes,
-                  "dds bytes per env step": f"{dds_bytes / max(self.total_env_steps, 1):.0f}",
+                  "dds bytes": dds_bytes["all"], "dds bytes acting": dds_bytes["acting"],
+                  "dds bytes experience": dds_bytes["experience"],
+                  "dds bytes per env step": f"{dds_bytes['all'] / max(self.total_env_steps, 1):.0f}",
                   "episodes": self.total_episodes, "policy version": self.policy_version,
                   "lanes": len(self.lanes), "acting paused": self.acting_paused,
                   "paused s": f"{self._paused_total(now):.1f}"}
