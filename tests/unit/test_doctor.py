@@ -14,6 +14,7 @@ from rl_bringup.tools.doctor.graph import (PARTICIPANT_PREFIX_BYTES, ROSOUT_TOPI
                                            check_services, expected_graph)
 from rl_bringup.tools.doctor.rates import check_rates
 from rl_bringup.tools.doctor.report import Check, Level, format_report
+from rl_nodes import graph
 
 pytestmark = pytest.mark.unit
 
@@ -42,6 +43,14 @@ def test_expected_graph_is_the_documented_graph(mode: str) -> None:
     assert {service.name: service.type for service in graph.services} == \
         documented("Services", ROBOTS)
     assert set().union(*graph.processes) == set(graph.nodes)
+
+
+def test_image_side_topics_are_the_documented_ones() -> None:
+    expected = {graph.resolve(topic.name, "/robot_{k}") if topic.per_robot else topic.name:
+                topic.type for topic in graph.IMAGE_TOPICS}
+    expected = {name.replace("{k}", str(k)): kind for name, kind in expected.items()
+                for k in range(ROBOTS)}
+    assert expected == documented("Image topics", ROBOTS)
 
 
 def test_process_layouts_differ_by_mode() -> None:

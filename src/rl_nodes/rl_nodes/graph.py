@@ -106,6 +106,25 @@ AUTOSCALER_STATUS = "/rl_bringup/autoscaler"
 #: Published only where ``tf2_msgs`` imports (a full ROS 2 install); not part of the checked graph.
 TF = Topic("/tf", "tf2_msgs/msg/TFMessage", (SIMULATOR,))
 
+#: Image side topics (rl_nodes.image_transport, image_transport's naming): a task that observes
+#: images sends each observation and experience batch's frames as one image beside the batch,
+#: ``<batch topic>/image`` (raw) or ``<batch topic>/image/compressed`` (png, jpeg). Only pixel
+#: tasks have them, so the checked graph (:data:`TOPICS`) leaves them out.
+RAW_IMAGE_SUFFIX, COMPRESSED_IMAGE_SUFFIX = "image", "image/compressed"
+
+
+def image_topic(batch: Topic, compressed: bool) -> Topic:
+    """The image side topic of ``batch`` (:data:`OBSERVATIONS` or :data:`EXPERIENCE`)."""
+    suffix = COMPRESSED_IMAGE_SUFFIX if compressed else RAW_IMAGE_SUFFIX
+    kind = "CompressedImage" if compressed else "Image"
+    return Topic(f"{batch.name}/{suffix}", f"sensor_msgs/msg/{kind}", batch.publishers,
+                 batch.subscribers, batch.qos, batch.rate_hz)
+
+
+IMAGE_TOPICS: tuple[Topic, ...] = tuple(image_topic(batch, compressed)
+                                        for batch in (OBSERVATIONS, EXPERIENCE)
+                                        for compressed in (False, True))
+
 #: Scalars the trainer publishes as ``~/<name>`` (``/trainer/<name>``, std_msgs/Float64).
 TRAINER_METRICS = ("critic_loss", "actor_loss", "alpha", "q_mean", "entropy", "mean_return",
                    "updates_per_s", "env_steps_per_s", "updates_per_transition", "policy_lag",

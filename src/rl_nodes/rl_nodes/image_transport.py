@@ -32,13 +32,12 @@ import numpy as np
 from rl_core.image_codecs import decode_tall, encode_batch
 from sensor_msgs.msg import CompressedImage, Image
 
+from rl_nodes import graph
 from rl_nodes.conversions import AwaitingImages, Experience, Observations, TopicType, _stamp
 from rl_nodes.conversions import _stamp_ns
 
 T = TypeVar("T")
 
-RAW_SUFFIX = "image"
-COMPRESSED_SUFFIX = "image/compressed"
 #: Halves a join keeps waiting for their other half before it gives up on the oldest: the
 #: experience topics' queue depth, since a reliable image topic may lag its small batch topic by
 #: that much while the receiver is busy.
@@ -51,8 +50,9 @@ def camera_frame(robot_id: int) -> str:
 
 
 def side_topic(topic: str, codec: str) -> str:
-    """The image side topic of batch topic ``topic`` for ``codec``."""
-    return f"{topic}/{RAW_SUFFIX if codec == 'raw' else COMPRESSED_SUFFIX}"
+    """The image side topic of batch topic ``topic`` for ``codec`` (rl_nodes.graph)."""
+    suffix = graph.RAW_IMAGE_SUFFIX if codec == "raw" else graph.COMPRESSED_IMAGE_SUFFIX
+    return f"{topic}/{suffix}"
 
 
 def batch_frames(data: Observations | Experience) -> np.ndarray:
