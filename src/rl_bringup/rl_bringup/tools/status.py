@@ -157,8 +157,12 @@ class StatusModel:
 
     def complete(self, now: float) -> bool:
         """Whether everything the table can show is known (``once`` stops waiting then)."""
+        # A stepping robot has its nodes running: wait until discovery shows them too (a
+        # central policy, /policy, serves every robot).
+        central = "/policy" in self.nodes
         robots_known = bool(self.robots) and all(
-            robot.steps_per_second(now) is not None for robot in self.robots.values())
+            robot.steps_per_second(now) is not None and robot.simulator_up
+            and (robot.policy_up or central) for robot in self.robots.values())
         return robots_known and self.replay is not None and self.weights_version is not None
 
     def render(self, domain_id: int, now: float, wall_time: float | None = None) -> str:
