@@ -6,7 +6,8 @@ Two measurements of the pixel cart-pole, both per codec, codecs interleaved:
 1. **Codec work, no ROS.** A random-action rollout for ``--robots`` robots (the batch one DDS hop
    carries per step) is encoded and decoded batch by batch; bytes per env step and CPU µs per env
    step on each side. ``latent`` runs the policy's convolutional encoder on the robot side (its
-   cost is the encoder forward pass) and sends ``feature_dim`` float32 per observation.
+   cost is the encoder forward pass; sized as in config/cartpole_pixels.yaml) and sends
+   ``feature_dim`` float32 per observation.
 2. **Through DDS** (``--dds``, the default): ``rl-bringup launch decoupled robots:=2
    config:=cartpole_pixels observation_codec:=CODEC`` with the learner idle (``rate_limit:=false``
    and no update before the window ends), so acting runs free and the figures are the transport
@@ -43,10 +44,11 @@ import numpy as np
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
+PIXELS_CONFIG = REPO / "config" / "cartpole_pixels.yaml"
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from rl_core.config import SACConfig
+from rl_core.config import load_run_config
 from rl_core.encoders import PixelEncoder, image_to_tensor
 from rl_core.envs import CARTPOLE_PIXELS_ID, VectorEnv
 from rl_core.image_codecs import decode_batch, encode_batch
@@ -67,7 +69,7 @@ def rollout(robots: int, steps: int, seed: int) -> list[np.ndarray]:
 
 def measure(batches: list[np.ndarray], quality: int) -> dict[str, dict[str, float]]:
     """Per codec: bytes, encode and decode CPU µs, all per env step (one robot's observation)."""
-    config = SACConfig()
+    config = load_run_config(PIXELS_CONFIG).sac  # the encoder the DDS runs use
     encoder = PixelEncoder(batches[0].shape[1:], config.feature_dim, config.encoder_channels)
     codecs = {
         "raw": lambda b: encode_batch(b, "raw"),

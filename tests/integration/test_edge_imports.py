@@ -19,7 +19,8 @@ from rl_core.export import export_onnx
 from rl_core.networks import SquashedGaussianActor
 
 pytestmark = pytest.mark.integration
-ABSENT = ("torch", "pybullet", "pybullet_data", "gymnasium", "safetensors", "onnx")
+ABSENT = ("torch", "pybullet", "pybullet_data", "gymnasium", "safetensors", "onnx", "sensor_msgs",
+          "PIL")
 
 PROBE = """
 import sys

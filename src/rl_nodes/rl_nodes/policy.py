@@ -51,7 +51,6 @@ from rl_nodes.base import RLNode
 from rl_nodes.base import OK, STREAM_QOS, WARN, load_weights_key, weights_refusal
 from rl_nodes.conversions import ACTIONS, MAX_REQUEST_ROWS, OBSERVATIONS, OBSERVATIONS_WITH_IMAGES
 from rl_nodes.conversions import WEIGHTS, Actions, Observations, Weights
-from rl_nodes.image_transport import subscribe_with_images
 from rl_nodes.intra_process import IntraProcessPublisher
 from rl_nodes.parameters import declare_config, watch_config
 from rl_nodes.runtime import main_for
@@ -236,6 +235,10 @@ class PolicyNode(RLNode):
     def _subscribe_observations(self, topic: str, callback: Any) -> None:
         """Observations of ``topic``; for an image task with the images of its side topics."""
         if self.pixels:
+            # sensor_msgs is imported only here: the edge install (an ONNX policy on state
+            # vectors) does not have it.
+            from rl_nodes.image_transport import subscribe_with_images
+
             subscribe_with_images(self, OBSERVATIONS_WITH_IMAGES, topic, STREAM_QOS, callback,
                                   "observations")
         else:
