@@ -182,3 +182,30 @@ def test_a_rate_limiter_pause_is_waited_out_not_a_timeout(running: Child) -> Non
         node.destroy_node()
         rclpy.try_shutdown(context=context)
         envs.close()
+
+
+def test_a_pixel_task_crosses_as_compressed_images(tmp_path: Path) -> None:
+    """The frames of a pixel task's simulator (observation_codec png) reach the bridge as
+    ``uint8`` observations, joined from the batch and image topics; the experience too."""
+    pixels_id = "rl_ros2/CartPoleBalancePixels-v0"
+    path = tmp_path / "pixels.yaml"
+    path.write_text(yaml.safe_dump({"/robot_5/simulator": {"ros__parameters": {
+        "env_id": pixels_id, "num_envs": 2, "random_steps": 0, "visualization_rate_hz": 0.0,
+        "observation_codec": "png"}}}))
+    child = Child([str(BIN / "container"), "--node", "simulator@/robot_5", "--ros-args",
+                   "--params-file", str(path)], env=dict(os.environ))
+    try:
+        envs = BridgeVectorEnv(pixels_id, ["/robot_5"], timeout_s=TIMEOUT_S)
+        try:
+            assert envs.single_observation_space.dtype == np.uint8
+            obs, _ = envs.reset(seed=0)
+            assert obs.shape == (2, *envs.single_observation_space.shape) and obs.dtype == np.uint8
+            assert obs.max() > obs.min(), "rendered frames, not an empty placeholder"
+            for _ in range(4):
+                obs, rewards, terminated, truncated, _ = envs.step(envs.action_space.sample())
+            assert obs.shape[0] == 2 and rewards.shape == (2,) and np.all(rewards >= 0)
+            assert envs.link.rejected_messages == 0
+        finally:
+            envs.close()
+    finally:
+        child.stop()

@@ -32,6 +32,11 @@ How the simulator's protocol maps onto gymnasium:
   :class:`SimulatorTimeout`, saying whether the simulator's topic lost its publisher (the
   simulator is gone) or it is silent. A simulator that restarted (its step counter went back)
   raises :class:`SimulatorProtocolError`; ``reset()`` then resynchronises.
+* **Camera tasks.** For a task that observes images the bridge also subscribes to the image
+  side topics of the observations and the experience and joins them with their batches
+  (rl_nodes.image_transport), whichever ``observation_codec`` (raw, png, jpeg) the simulator
+  uses; observations are ``uint8`` frames as the task's space says. (``latent`` sends encoder
+  features meant for our policy node's actor head; a bridged learner needs the frames.)
 * **What the simulator must be.** Non-pipelined (``pipeline: false``) and ``random_steps: 0``:
   the simulator replaces the first ``random_steps`` actions by random ones, which would feed the
   learner transitions it did not choose, so the bridge refuses experience whose actions are not
@@ -59,8 +64,11 @@ from rl_interfaces.msg import ReplayStatus
 
 from rl_nodes import graph
 from rl_nodes.base import robot_id_from_namespace
-from rl_nodes.conversions import ACTIONS, EXPERIENCE, OBSERVATIONS, Actions, Experience
-from rl_nodes.conversions import Observations, TopicType
+from rl_core.image_codecs import is_image_shape
+
+from rl_nodes.conversions import ACTIONS, EXPERIENCE, EXPERIENCE_WITH_IMAGES, OBSERVATIONS
+from rl_nodes.conversions import OBSERVATIONS_WITH_IMAGES, Actions, Experience, Observations
+from rl_nodes.conversions import TopicType
 from rl_nodes.runtime import ensure_network_defaults
 
 __all__ = ["BridgeEnv", "BridgeVectorEnv", "SimulatorProtocolError", "SimulatorTimeout"]
@@ -117,7 +125,8 @@ class _Link:
     """The ROS side shared by both environments: a node in a context of its own, one
     :class:`_Robot` per namespace, and waiting with deadlines."""
 
-    def __init__(self, namespaces: Sequence[str], timeout_s: float, domain_id: int | None) -> None:
+    def __init__(self, namespaces: Sequence[str], timeout_s: float, domain_id: int | None,
+                 images: bool = False) -> None:
         namespaces = ["/" + namespace.strip("/") for namespace in namespaces]
         robot_ids = [robot_id_from_namespace(namespace) for namespace in namespaces]
         if not namespaces:
@@ -143,18 +152,47 @@ class _Link:
             for namespace, robot_id in zip(namespaces, robot_ids)]
         self._by_id = {robot.robot_id: robot for robot in self.robots}
         for robot in self.robots:
-            self.node.create_subscription(
-                OBSERVATIONS.msg_type, self._topic(graph.OBSERVATIONS, robot.namespace),
-                lambda msg, robot=robot: self._on_observations(robot, msg),
-                graph.OBSERVATIONS.qos.profile())
-        self.node.create_subscription(EXPERIENCE.msg_type, graph.EXPERIENCE.name,
-                                      self._on_experience, graph.EXPERIENCE.qos.profile())
+            self._subscribe(graph.OBSERVATIONS, self._topic(graph.OBSERVATIONS, robot.namespace),
+                            images, lambda batch, robot=robot: self._on_observations(robot, batch))
+        self._subscribe(graph.EXPERIENCE, graph.EXPERIENCE.name, images, self._on_experience)
         self.node.create_subscription(ReplayStatus, graph.REPLAY_STATUS.name,
                                       self._on_replay_status, graph.REPLAY_STATUS.qos.profile())
 
     @staticmethod
     def _topic(topic: graph.Topic, namespace: str) -> str:
         return graph.resolve(topic.name, namespace)
+
+    def _subscribe(self, topic: graph.Topic, name: str, images: bool,
+                   deliver: Callable[[Any], None]) -> None:
+        """Subscribe batch topic ``name`` (observations or experience), handing decoded batches
+        to ``deliver``; with ``images`` also its image side topics, joined with the batches
+        (rl_nodes.image_transport), as a pixel task's simulator sends its frames."""
+        batch_type = {graph.OBSERVATIONS: (OBSERVATIONS, OBSERVATIONS_WITH_IMAGES),
+                      graph.EXPERIENCE: (EXPERIENCE, EXPERIENCE_WITH_IMAGES)}[topic][images]
+        qos = topic.qos.profile()
+        if not images:
+            self.node.create_subscription(
+                batch_type.msg_type, name,
+                lambda msg: self._deliver(batch_type, msg, name, deliver), qos)
+            return
+        from rl_nodes.image_transport import ImageJoin, image_receivers
+
+        join = ImageJoin(deliver, lambda what, reason: self._count_rejection(name, reason),
+                         topic.name.strip("/"))
+        self.node.create_subscription(
+            batch_type.msg_type, name,
+            lambda msg: self._deliver(batch_type, msg, name, join.on_batch), qos)
+        for side_name, side_type in image_receivers(name):
+            self.node.create_subscription(
+                side_type.msg_type, side_name,
+                lambda msg, side_type=side_type, side_name=side_name: self._deliver(
+                    side_type, msg, side_name, join.on_frames), qos)
+
+    def _deliver(self, topic_type: TopicType[T], msg: Any, topic: str,
+                 deliver: Callable[[T], None]) -> None:
+        decoded = self._decoded(topic_type, msg, topic)
+        if decoded is not None:
+            deliver(decoded)
 
     # --- callbacks: store, never decide ---------------------------------------------------------
 
@@ -164,27 +202,26 @@ class _Link:
         try:
             return topic_type.from_msg(msg)
         except ValueError as error:
-            self.rejected_messages += 1
-            self.node.get_logger().error(
-                f"rejected a message on {topic} ({self.rejected_messages} so far): {error}",
-                throttle_duration_sec=1.0)
+            self._count_rejection(topic, str(error))
             return None
 
-    def _on_observations(self, robot: _Robot, msg: Any) -> None:
-        batch = self._decoded(OBSERVATIONS, msg, self._topic(graph.OBSERVATIONS, robot.namespace))
-        if batch is not None and batch.robot_id == robot.robot_id:
+    def _count_rejection(self, topic: str, reason: str) -> None:
+        self.rejected_messages += 1
+        self.node.get_logger().error(
+            f"rejected a message on {topic} ({self.rejected_messages} so far): {reason}",
+            throttle_duration_sec=1.0)
+
+    def _on_observations(self, robot: _Robot, batch: Observations) -> None:
+        if batch.robot_id == robot.robot_id:
             robot.latest = batch
 
-    def _on_experience(self, msg: Any) -> None:
-        robot = self._by_id.get(msg.robot_id)
-        if robot is None or msg.stream < robot.stream:
+    def _on_experience(self, rows: Experience) -> None:
+        robot = self._by_id.get(rows.robot_id)
+        if robot is None or rows.stream < robot.stream:
             return  # another robot's, or from a simulator run that has since been replaced
-        rows = self._decoded(EXPERIENCE, msg, graph.EXPERIENCE.name)
-        if rows is None:
-            return
-        if msg.stream > robot.stream:
-            robot.stream, robot.experience = msg.stream, {}
-        robot.experience[msg.sequence] = rows
+        if rows.stream > robot.stream:
+            robot.stream, robot.experience = rows.stream, {}
+        robot.experience[rows.sequence] = rows
 
     def _on_replay_status(self, msg: ReplayStatus) -> None:
         self.acting_paused = bool(msg.rate_limited and msg.acting_paused)
@@ -305,7 +342,8 @@ class BridgeVectorEnv(gymnasium.vector.VectorEnv):
     def __init__(self, env_id: str, namespaces: Sequence[str] = (graph.robot_namespace(0),),
                  timeout_s: float = DEFAULT_TIMEOUT_S, domain_id: int | None = None) -> None:
         observation_space, action_space = _spaces_of(env_id)
-        self.link = _Link(namespaces, timeout_s, domain_id)
+        self.link = _Link(namespaces, timeout_s, domain_id,
+                          images=is_image_shape(observation_space.shape))
         try:
             self.link.synchronise()
         except BaseException:

@@ -138,6 +138,12 @@ RAW_IMAGES = image_topic_type("raw")
 COMPRESSED_IMAGES = image_topic_type("png")
 
 
+def image_receivers(topic: str) -> tuple[tuple[str, TopicType[Any]], ...]:
+    """``(side topic, its type)`` of both image side topics of batch topic ``topic``; a receiver
+    subscribes to both, whichever codec the sender uses."""
+    return ((side_topic(topic, "raw"), RAW_IMAGES), (side_topic(topic, "png"), COMPRESSED_IMAGES))
+
+
 # --- receiving: joining batches and images -----------------------------------------------------
 
 class ImageJoin(Generic[T]):
@@ -213,8 +219,8 @@ def subscribe_with_images(node: Any, topic_type: TopicType[Any], topic: str, qos
     """
     join: ImageJoin[Any] = ImageJoin(callback, node.reject, what)
     node.zc_subscription(topic_type, topic, join.on_batch, qos)
-    for codec, side_type in (("raw", RAW_IMAGES), ("png", COMPRESSED_IMAGES)):
-        node.zc_subscription(side_type, side_topic(topic, codec), join.on_frames, qos)
+    for side_name, side_type in image_receivers(topic):
+        node.zc_subscription(side_type, side_name, join.on_frames, qos)
     return join
 
 
