@@ -25,9 +25,13 @@ __all__ = ["EncodedActor", "EncodedTwinQ", "PixelEncoder", "actor_from_architect
            "image_to_tensor", "is_image_shape", "make_actor", "random_shift"]
 
 
-def image_to_tensor(images: np.ndarray | torch.Tensor) -> torch.Tensor:
-    """``uint8 (N, stack, h, w, 3)`` frames -> ``float32 (N, 3 * stack, h, w)`` in [-0.5, 0.5]."""
-    frames = torch.as_tensor(images)
+def image_to_tensor(images: np.ndarray | torch.Tensor,
+                    device: torch.device | None = None) -> torch.Tensor:
+    """``uint8 (N, stack, h, w, 3)`` frames -> ``float32 (N, 3 * stack, h, w)`` in [-0.5, 0.5]
+    on ``device`` (the frames cross as uint8, a quarter of the bytes)."""
+    if isinstance(images, np.ndarray) and not images.flags.writeable:
+        images = images.copy()  # frames decoded from a message are read-only views; torch warns
+    frames = torch.as_tensor(images, device=device)
     count, stack, height, width, channels = frames.shape
     folded = frames.permute(0, 1, 4, 2, 3).reshape(count, stack * channels, height, width)
     return folded.to(torch.float32).div_(255.0).sub_(0.5)
@@ -113,8 +117,8 @@ class EncodedActor(nn.Module):
     @torch.no_grad()
     def act(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:
         """Actions ``float32 (N, action_dim)`` for ``uint8 (N, stack, h, w, 3)`` frames."""
-        frames = torch.as_tensor(obs, device=self.head.mean.weight.device)
-        action, _ = self.forward(image_to_tensor(frames), deterministic, with_log_prob=False)
+        images = image_to_tensor(obs, self.head.mean.weight.device)
+        action, _ = self.forward(images, deterministic, with_log_prob=False)
         return action.cpu().numpy()
 
     def architecture(self) -> dict[str, object]:

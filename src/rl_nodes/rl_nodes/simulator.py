@@ -29,8 +29,8 @@ from typing import Any
 
 import numpy as np
 from rl_core.config import SimulatorConfig
-from rl_core.image_codecs import is_image_shape
 from rl_core.envs import VectorEnv
+from rl_core.image_codecs import is_image_shape
 from rl_interfaces.msg import ReplayStatus
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
@@ -91,8 +91,8 @@ class SimulatorNode(RLNode):
         self._next_step_at = 0.0
         self.observations_pub = self.zc_publisher(OBSERVATIONS, graph.OBSERVATIONS)
         self.experience_pub = self.zc_publisher(EXPERIENCE, graph.EXPERIENCE)
-        self._setup_images()
         self.episodes_pub = self.zc_publisher(EPISODES, graph.EPISODES)
+        self._setup_images()
         self.zc_subscription(ACTIONS, graph.ACTIONS, self._on_actions)
         self.zc_subscription(plain(ReplayStatus), graph.REPLAY_STATUS, self._on_replay_status)
         self.zc_timer(RESEND_AFTER_S / 2, self._watchdog)
@@ -157,10 +157,10 @@ class SimulatorNode(RLNode):
     def dds_bytes(self) -> dict[str, int]:
         """Payload bytes this simulator sent over DDS: on the acting path (observations and
         their images), with the experience (batches, images, episode statistics) and in all."""
+        # (an image publisher is None for state tasks, and the observations' one for latent)
         acting = [self.observations_pub, self.obs_image_pub]
         experience = [self.experience_pub, self.experience_image_pub, self.episodes_pub]
-        counts = {name: sum(publisher.dds_bytes for publisher in publishers
-                                 if publisher is not None)
+        counts = {name: sum(publisher.dds_bytes for publisher in publishers if publisher)
                   for name, publishers in (("acting", acting), ("experience", experience))}
         return {**counts, "all": counts["acting"] + counts["experience"]}
 
