@@ -23,7 +23,7 @@ Usage::
     .venv/bin/python benchmarks/image_codecs.py --no-dds          # codec work only (seconds)
 
 ROS runs with ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`` and a ``ROS_DOMAIN_ID`` of its own;
-processes are stopped by PID (the launch's process group). tests/system/test_image_transport.py
+processes are stopped by PID (the launch's process group). tests/system/test_codecs_through_dds.py
 asserts on the same measurement.
 """
 
