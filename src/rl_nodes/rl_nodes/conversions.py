@@ -131,11 +131,12 @@ def _shape(values: Any, name: str) -> tuple[int, ...]:
     return shape
 
 
-def _stamp(stamp_ns: int) -> Time:
+def ns_to_stamp(stamp_ns: int) -> Time:
+    """Nanoseconds -> a header stamp (exact both ways with :func:`stamp_to_ns`)."""
     return Time(sec=stamp_ns // 1_000_000_000, nanosec=stamp_ns % 1_000_000_000)
 
 
-def _stamp_ns(stamp: Time) -> int:
+def stamp_to_ns(stamp: Time) -> int:
     return stamp.sec * 1_000_000_000 + stamp.nanosec
 
 
@@ -205,7 +206,7 @@ def observations_to_msg(data: Observations) -> ObservationBatch:
     """The message; uint8 image observations are left out (``obs`` empty), they travel as one
     image message on the side topic (rl_nodes.image_transport)."""
     msg = ObservationBatch()
-    msg.header.stamp = _stamp(data.stamp_ns)
+    msg.header.stamp = ns_to_stamp(data.stamp_ns)
     msg.robot_id = data.robot_id
     msg.step = data.step
     msg.num_envs = data.obs.shape[0]
@@ -229,7 +230,7 @@ def observations_from_msg(msg: ObservationBatch, images: bool = False
     """The observations; with ``images``, a batch whose images travel on the side topic comes
     back as :class:`AwaitingImages` (without, it is refused)."""
     shape = _shape(msg.obs_shape, "obs_shape")
-    stamp = _stamp_ns(msg.header.stamp)
+    stamp = stamp_to_ns(msg.header.stamp)
     if _image_rows(msg.obs, msg.num_envs, shape):
         if not images:
             raise _side_topic_error("obs")
@@ -263,7 +264,7 @@ class Actions:
 
 def actions_to_msg(data: Actions) -> ActionBatch:
     msg = ActionBatch()
-    msg.header.stamp = _stamp(data.stamp_ns)
+    msg.header.stamp = ns_to_stamp(data.stamp_ns)
     msg.robot_id = data.robot_id
     msg.step = data.step
     msg.num_envs = data.actions.shape[0]
@@ -276,7 +277,7 @@ def actions_to_msg(data: Actions) -> ActionBatch:
 def actions_from_msg(msg: ActionBatch) -> Actions:
     shape = _shape(msg.action_shape, "action_shape")
     actions = _finite(_shaped(msg.actions, msg.num_envs, shape, "actions"), "actions")
-    return Actions(msg.robot_id, msg.step, actions, msg.policy_version, _stamp_ns(msg.header.stamp))
+    return Actions(msg.robot_id, msg.step, actions, msg.policy_version, stamp_to_ns(msg.header.stamp))
 
 
 ACTIONS = TopicType(ActionBatch, actions_to_msg, actions_from_msg)
@@ -309,7 +310,7 @@ def experience_to_msg(data: Experience) -> ExperienceBatch:
     """The message; uint8 image observations are left out (``obs``, ``next_obs`` empty): they
     travel on the side topic, or in a sample answer's ``pixels``."""
     msg = ExperienceBatch()
-    msg.header.stamp = _stamp(data.stamp_ns)
+    msg.header.stamp = ns_to_stamp(data.stamp_ns)
     msg.robot_id = data.robot_id
     msg.stream = data.stream
     msg.sequence = data.sequence
@@ -357,7 +358,7 @@ def experience_from_msg(msg: ExperienceBatch, images: bool = False
         terminated=np.asarray(msg.terminated, dtype=bool),
         truncated=np.asarray(msg.truncated, dtype=bool),
         policy_version=msg.policy_version,
-        stamp_ns=_stamp_ns(msg.header.stamp),
+        stamp_ns=stamp_to_ns(msg.header.stamp),
         env_ids=np.frombuffer(msg.env_ids, dtype=np.uint32) if len(msg.env_ids) == rows else None,
         stream=msg.stream,
         sequence=msg.sequence,
@@ -415,7 +416,7 @@ class Weights:
 def weights_to_msg(data: Weights) -> PolicyWeights:
     blob, digest = data.encoded()
     msg = PolicyWeights()
-    msg.header.stamp = _stamp(data.stamp_ns)
+    msg.header.stamp = ns_to_stamp(data.stamp_ns)
     msg.version = data.version
     msg.update_step = data.update_step
     msg.format = "safetensors"
@@ -440,7 +441,7 @@ def weights_from_msg(msg: PolicyWeights) -> Weights:
 
     blob = bytes(msg.data)
     state = tensors_from_bytes(blob, msg.checksum)
-    return Weights(msg.version, msg.update_step, state, architecture, _stamp_ns(msg.header.stamp),
+    return Weights(msg.version, msg.update_step, state, architecture, stamp_to_ns(msg.header.stamp),
                    (blob, msg.checksum), msg.epoch, msg.signature)
 
 
@@ -466,7 +467,7 @@ class Episodes:
 
 def episodes_to_msg(data: Episodes) -> EpisodeStatistics:
     msg = EpisodeStatistics()
-    msg.header.stamp = _stamp(data.stamp_ns)
+    msg.header.stamp = ns_to_stamp(data.stamp_ns)
     msg.robot_id = data.robot_id
     msg.env_ids = data.env_ids
     msg.returns = [float(r) for r in data.returns]
@@ -487,7 +488,7 @@ def episodes_from_msg(msg: EpisodeStatistics) -> Episodes:
         _length(getattr(msg, name), rows, name)
     return Episodes(msg.robot_id, list(msg.env_ids), list(msg.returns), list(msg.lengths),
                     list(msg.successes), msg.total_episodes, msg.total_env_steps,
-                    msg.policy_version, _stamp_ns(msg.header.stamp))
+                    msg.policy_version, stamp_to_ns(msg.header.stamp))
 
 
 EPISODES = TopicType(EpisodeStatistics, episodes_to_msg, episodes_from_msg)

@@ -33,8 +33,8 @@ from rl_core.image_codecs import decode_tall, encode_batch
 from sensor_msgs.msg import CompressedImage, Image
 
 from rl_nodes import graph
-from rl_nodes.conversions import AwaitingImages, Experience, Observations, TopicType, _stamp
-from rl_nodes.conversions import _stamp_ns
+from rl_nodes.conversions import AwaitingImages, Experience, Observations, TopicType
+from rl_nodes.conversions import ns_to_stamp, stamp_to_ns
 
 T = TypeVar("T")
 
@@ -87,7 +87,7 @@ def image_topic_type(codec: str, quality: int = 90) -> TopicType[Any]:
 
     def to_msg(data: Observations | Experience) -> CompressedImage:
         msg = CompressedImage()
-        msg.header.stamp = _stamp(data.stamp_ns)
+        msg.header.stamp = ns_to_stamp(data.stamp_ns)
         msg.header.frame_id = camera_frame(data.robot_id)
         msg.format = _compressed_format(codec)
         msg.data = array.array("B", encode_batch(batch_frames(data), codec, quality))
@@ -103,7 +103,7 @@ def _image_bytes(msg: Image | CompressedImage) -> int:
 def _raw_to_msg(data: Observations | Experience) -> Image:
     frames = batch_frames(data)
     msg = Image()
-    msg.header.stamp = _stamp(data.stamp_ns)
+    msg.header.stamp = ns_to_stamp(data.stamp_ns)
     msg.header.frame_id = camera_frame(data.robot_id)
     msg.width = frames.shape[3]
     msg.height = frames.size // (3 * msg.width)
@@ -121,7 +121,7 @@ def _raw_from_msg(msg: Image) -> Frames:
     if pixels.size != msg.height * msg.step:
         raise ValueError(f"image of {msg.height} x {msg.width} holds {pixels.size} bytes, "
                          f"expected {msg.height * msg.step}")
-    return Frames(msg.header.frame_id, _stamp_ns(msg.header.stamp),
+    return Frames(msg.header.frame_id, stamp_to_ns(msg.header.stamp),
                   pixels.reshape(msg.height, msg.width, 3))
 
 
@@ -129,7 +129,7 @@ def _compressed_from_msg(msg: CompressedImage) -> Frames:
     codecs = [codec for codec in ("png", "jpeg") if codec in msg.format.lower()]
     if len(codecs) != 1:
         raise ValueError(f"compressed image format {msg.format!r} names neither png nor jpeg")
-    return Frames(msg.header.frame_id, _stamp_ns(msg.header.stamp),
+    return Frames(msg.header.frame_id, stamp_to_ns(msg.header.stamp),
                   decode_tall(bytes(msg.data), codecs[0]))
 
 
