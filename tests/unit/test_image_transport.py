@@ -12,9 +12,9 @@ from rclpy.serialization import serialize_message
 
 from rl_core.replay import Batch
 from rl_nodes import image_transport
-from rl_nodes.conversions import (EXPERIENCE, EXPERIENCE_WITH_IMAGES, OBSERVATIONS,
+from rl_nodes.conversions import (EPISODES, EXPERIENCE, EXPERIENCE_WITH_IMAGES, OBSERVATIONS,
                                   OBSERVATIONS_WITH_IMAGES, SAMPLE_SERVICE, AwaitingImages,
-                                  Experience, Observations, SampleResult, message_bytes)
+                                  Episodes, Experience, Observations, SampleResult)
 from rl_nodes.image_transport import (COMPRESSED_IMAGES, RAW_IMAGES, Frames, ImageJoin,
                                       camera_frame, image_topic_type, side_topic)
 
@@ -181,10 +181,13 @@ def test_sample_answers_carry_image_batches_as_uint8_pixels() -> None:
 
 
 def test_counted_bytes_are_close_to_the_serialised_size() -> None:
-    for msg in (OBSERVATIONS.to_msg(Observations(0, 1, np.ones((4, 64), np.float32), 5)),
-                EXPERIENCE.to_msg(experience()),
-                image_topic_type("raw").to_msg(observations()),
-                image_topic_type("png").to_msg(observations())):
-        counted, serialised = message_bytes(msg), len(serialize_message(msg))
-        assert abs(counted - serialised) <= 0.1 * serialised + 160, (type(msg), counted,
-                                                                     serialised)
+    state = Observations(0, 1, np.ones((4, 64), np.float32), 5)
+    episodes = Episodes(0, [0, 1], [10.0, 12.0], [10, 12], [False, True], 2, 22, 1, 5)
+    for topic_type, data in ((OBSERVATIONS, state), (OBSERVATIONS, observations()),
+                             (EXPERIENCE, experience()), (EPISODES, episodes),
+                             (image_topic_type("raw"), observations()),
+                             (image_topic_type("png"), observations())):
+        msg = topic_type.to_msg(data)
+        counted, serialised = topic_type.wire_bytes(msg), len(serialize_message(msg))
+        assert abs(counted - serialised) <= 0.1 * serialised + 64, (type(msg), counted,
+                                                                    serialised)

@@ -97,7 +97,7 @@ def image_topic_type(codec: str, quality: int = 90) -> TopicType[Any]:
 
 
 def _image_bytes(msg: Image | CompressedImage) -> int:
-    return len(msg.data)
+    return 48 + len(msg.data)  # header, format or sizes, and the data
 
 
 def _raw_to_msg(data: Observations | Experience) -> Image:

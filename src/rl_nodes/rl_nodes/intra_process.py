@@ -361,7 +361,7 @@ class IntraProcessPublisher(Generic[T]):
             manager.stats["local_deliveries"] += len(subscriptions)
         if self._always_dds:
             entry.latest, entry.has_latest = obj, True
-        if self._always_dds or self.rcl_publisher.get_subscription_count() > len(subscriptions):
+        if self._always_dds or self.has_remote_subscribers():
             try:
                 msg = self.topic_type.to_msg(obj)
                 self.rcl_publisher.publish(msg)

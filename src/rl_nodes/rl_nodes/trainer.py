@@ -57,8 +57,9 @@ SAMPLE_SERVICE_NAME = graph.service_name(graph.SAMPLE)
 METRICS = graph.TRAINER_METRICS
 #: Batches asked for per sample request: over DDS one round trip costs about a gradient step.
 BATCHES_PER_REQUEST = 8
-#: ... but an answer over DDS stays below this many observation bytes: Fast DDS moves a
-#: message of tens of MB (8 batches of stacked frames) slower than the service timeout.
+#: ... but an answer over DDS stays below this many observation bytes, counted uncompressed
+#: (camera frames compress far less than renders): Fast DDS took seconds, beyond the service
+#: timeout, for answers of tens of MB (8 batches of stacked frames) while experience streamed.
 MAX_ANSWER_OBS_BYTES = 4 * 1024 * 1024
 #: Back-off of the learner thread while the rate limiter grants nothing (learner ahead of data).
 IDLE_WAIT_S = 0.002
