@@ -4,7 +4,6 @@ signed weights of its camera's shape."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,7 +11,6 @@ import numpy as np
 import pytest
 import rclpy
 import torch
-from rclpy.executors import SingleThreadedExecutor
 
 from rl_core.encoders import image_to_tensor, make_actor
 from rl_core.envs import CARTPOLE_PIXELS_ID, space_shapes
@@ -25,7 +23,7 @@ from rl_nodes.policy import PolicyNode
 from rl_nodes.replay_buffer import ReplayBufferNode
 from rl_nodes.simulator import SimulatorNode
 from rl_nodes.trainer import TrainerNode
-from tests.integration.in_process import overrides_file
+from tests.integration.in_process import overrides_file, spinning
 from tests.processes import REPO
 
 pytestmark = pytest.mark.integration
@@ -64,21 +62,9 @@ def pixel_nodes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     rclpy.init(args=["--ros-args", "--params-file", str(CONFIG), "--params-file", str(overrides)])
     nodes = {"simulator": SimulatorNode("/robot_0"), "policy": PolicyNode("/robot_0"),
              "replay": ReplayBufferNode("/"), "trainer": TrainerNode("/")}
-    executor = SingleThreadedExecutor()
-    for node in nodes.values():
-        executor.add_node(node)
-    threading.Thread(target=executor.spin, daemon=True).start()
-    for node in nodes.values():
-        node.start()
-    try:
-        yield {**nodes, "ipc": IntraProcessManager.for_context(nodes["policy"].context)}
-    finally:
-        for node in reversed(list(nodes.values())):
-            node.close()
-        executor.shutdown(timeout_sec=1.0)
-        for node in nodes.values():
-            node.destroy_node()
-        rclpy.try_shutdown()
+    probe = rclpy.create_node("probe")
+    with spinning(list(nodes.values()), probe):
+        yield {**nodes, "ipc": IntraProcessManager.for_context(probe.context)}
 
 
 def test_colocated_pixel_training_never_encodes(pixel_nodes, encodes: list[str]) -> None:
@@ -167,3 +153,8 @@ def test_the_robot_side_encoder_follows_only_signed_weights_of_its_camera() -> N
     np.testing.assert_allclose(latent.encode(images), expected, atol=1e-6)
     assert not latent.on_weights(signed_weights(actor, 1)), "an older version is a replay"
     assert "replay" in node.reasons[-1]
+    newer = make_actor(shape, 1, (16,), 50, 8)  # same network, other weights
+    assert latent.on_weights(signed_weights(newer, 3))
+    with torch.no_grad():
+        expected = newer.encoder(image_to_tensor(images)).numpy()
+    np.testing.assert_allclose(latent.encode(images), expected, atol=1e-6)

@@ -102,25 +102,25 @@ def _shaped(flat: Any, rows: int, shape: tuple[int, ...], name: str) -> np.ndarr
 
 
 #: Bytes of a message's header and scalar fields (stamp, frame_id, ids, counters), roughly.
-_FIXED_BYTES = 48
+FIXED_BYTES = 48
 
 
 def _observations_bytes(msg: ObservationBatch) -> int:
     """Payload bytes of an observation batch (array data plus its fixed fields; counted from
     the arrays' lengths, so counting costs well under a microsecond)."""
-    return _FIXED_BYTES + 4 * (len(msg.obs) + len(msg.env_ids) + len(msg.obs_shape))
+    return FIXED_BYTES + 4 * (len(msg.obs) + len(msg.env_ids) + len(msg.obs_shape))
 
 
 def _experience_bytes(msg: ExperienceBatch) -> int:
     """Payload bytes of an experience batch, as :func:`_observations_bytes`."""
-    return _FIXED_BYTES + len(msg.terminated) + len(msg.truncated) + 4 * (
+    return FIXED_BYTES + len(msg.terminated) + len(msg.truncated) + 4 * (
         len(msg.obs) + len(msg.next_obs) + len(msg.actions) + len(msg.rewards)
         + len(msg.env_ids) + len(msg.obs_shape) + len(msg.action_shape))
 
 
 def _episodes_bytes(msg: EpisodeStatistics) -> int:
     """Payload bytes of episode statistics, as :func:`_observations_bytes`."""
-    return _FIXED_BYTES + len(msg.env_ids) * (4 + 4 + 4 + 1)
+    return FIXED_BYTES + len(msg.env_ids) * (4 + 4 + 4 + 1)
 
 
 def _shape(values: Any, name: str) -> tuple[int, ...]:

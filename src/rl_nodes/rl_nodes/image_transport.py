@@ -33,7 +33,8 @@ from rl_core.image_codecs import decode_tall, encode_batch
 from sensor_msgs.msg import CompressedImage, Image
 
 from rl_nodes import graph
-from rl_nodes.conversions import AwaitingImages, Experience, Observations, TopicType
+from rl_nodes.conversions import FIXED_BYTES, AwaitingImages, Experience, Observations
+from rl_nodes.conversions import TopicType
 from rl_nodes.conversions import ns_to_stamp, stamp_to_ns
 
 T = TypeVar("T")
@@ -97,7 +98,7 @@ def image_topic_type(codec: str, quality: int = 90) -> TopicType[Any]:
 
 
 def _image_bytes(msg: Image | CompressedImage) -> int:
-    return 48 + len(msg.data)  # header, format or sizes, and the data
+    return FIXED_BYTES + len(msg.data)  # header, format or sizes, and the data
 
 
 def _raw_to_msg(data: Observations | Experience) -> Image:
@@ -254,6 +255,7 @@ class LatentEncoder:
         self.obs_shape = tuple(obs_shape)
         self.key = key
         self.encoder: Any = None
+        self._actor: Any = None  # the encoded actor the encoder belongs to, reused per version
         self.current = (0, 0)  # (epoch, version) of the loaded weights
 
     @property
@@ -273,14 +275,17 @@ class LatentEncoder:
             refusal = (f"weights are for observations {msg.architecture.get('obs_shape')}, this "
                        f"robot's camera gives {list(self.obs_shape)}; use the same env_id")
         if refusal is None:
+            actor = self._actor
             try:
-                actor = actor_from_architecture(msg.architecture)
+                if actor is None or actor.architecture() != msg.architecture:
+                    actor = actor_from_architecture(msg.architecture)
                 actor.load_state_dict(msg.state)
             except (ValueError, RuntimeError) as error:
                 refusal = f"the weights hold no usable encoder: {error}"
         if refusal is not None:
             self.node.reject("policy weights", refusal)
             return False
+        self._actor = actor
         self.encoder = actor.encoder.eval()
         self.current = (msg.epoch, msg.version)
         return True
