@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from rl_core.algorithms.sac import SAC
-from rl_core.config import ConfigError, RunConfig, load_run_config
+from rl_core.config import NODE_CONFIGS, ConfigError, RunConfig, load_run_config
 from rl_core.device import describe, resolve_device
 from rl_core.encoders import is_image_shape
 from rl_core.envs import VectorEnv
@@ -121,14 +121,23 @@ def train(config: RunConfig, output_dir: str | Path | None = None,
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command line: ``rl-train-bare --config FILE [--output DIR] [--total-env-steps N]``."""
+    """Command line: ``rl-train-bare --config FILE [--output DIR] [--total-env-steps N]
+    [--seed S]``."""
     parser = argparse.ArgumentParser(description="Train SAC with the bare (no ROS) loop.")
     parser.add_argument("--config", required=True, help="scenario YAML (config/*.yaml)")
     parser.add_argument("--output", default=None, help="directory for checkpoint and result.json "
                         "(default runs/bare-<time>)")
     parser.add_argument("--total-env-steps", type=int, default=None, help="override the budget")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="override the seed of every node (environments, exploration, "
+                        "sampler, networks)")
     args = parser.parse_args(argv)
-    overrides = {"trainer": {"total_env_steps": args.total_env_steps}} if args.total_env_steps else None
+    overrides: dict[str, dict[str, int]] = {node: {} for node in NODE_CONFIGS}
+    if args.total_env_steps:
+        overrides["trainer"]["total_env_steps"] = args.total_env_steps
+    if args.seed is not None:
+        for node in overrides:
+            overrides[node]["seed"] = args.seed
     output = args.output or f"runs/bare-{time.strftime('%Y%m%d-%H%M%S')}"
     try:
         train(load_run_config(args.config, overrides), output)
