@@ -157,9 +157,10 @@ def run_deployment(network: Network, discovery: str, env: dict[str, str], tmp_pa
                    budget: int = BUDGET, rate_hz: float = RATE_HZ,
                    eval_episodes: int | None = 2, deadline_s: float = TRAINER_DEADLINE_S,
                    during: Callable[[Child], None] | None = None
-                   ) -> tuple[dict[str, Any], list[str]]:
+                   ) -> tuple[dict[str, Any], dict[str, list[str]]]:
     """Start learner, observer and two robots in their namespaces; run ``during(observer)``
-    while they train; check the run; stop all. Returns result.json and the observer's lines."""
+    while they train; check the run; stop all. Returns result.json and every process's output
+    lines by name (``observer``, ``learner``, ``robot_0``, ...)."""
     output_dir = tmp_path / "run"
     overrides = write_overrides(tmp_path / "overrides.yaml", output_dir, budget, rate_hz,
                                 eval_episodes)
@@ -219,7 +220,7 @@ def run_deployment(network: Network, discovery: str, env: dict[str, str], tmp_pa
             assert sent >= MIN_PORT_BYTES and received >= MIN_PORT_BYTES, (robot_id, sent, received)
         summary = {key: result[key] for key in ("env_steps", "updates", "episodes")}
         print(f"{discovery}: {json.dumps(summary)}")
-        return result, list(observer.lines)
+        return result, {name: list(child.lines) for name, child in children.items()}
     finally:
         for child in reversed(children.values()):
             child.stop(grace_s=5.0)
@@ -251,7 +252,8 @@ def test_training_survives_a_cut_link(network: Network, ros_env: dict[str, str],
                                       tmp_path: Path) -> None:
     """Unplug robot_0's cable for LINK_CUT_S in the middle of training, then plug it back: the
     robot must rejoin (its episodes reach the learner again, played with weights published after
-    the cut) and the run must still solve cart-pole."""
+    the cut) and the run must still solve cart-pole. Cut off from the replay buffer, robot_0 pauses
+    acting (experience sent then would be lost) and resumes once the link is back."""
     env = process_environment(ros_env, "subnet")
     marks: dict[str, int] = {}
 
@@ -271,9 +273,10 @@ def test_training_survives_a_cut_link(network: Network, ros_env: dict[str, str],
         marks["version_at_restore"] = max(episode_versions(observer.lines, 1), default=0)
         marks["restored"] = len(observer.lines)
 
-    result, lines = run_deployment(network, "subnet", env, tmp_path, budget=LINK_CUT_BUDGET,
-                                   rate_hz=0.0, eval_episodes=None, deadline_s=480.0,
-                                   during=cut_link)
+    result, outputs = run_deployment(network, "subnet", env, tmp_path, budget=LINK_CUT_BUDGET,
+                                     rate_hz=0.0, eval_episodes=None, deadline_s=480.0,
+                                     during=cut_link)
+    lines = outputs["observer"]
     assert episode_versions(lines[marks["cut"]:marks["silent"]], 0) == [], \
         "robot_0's episodes reached the learner through a cut link"
     rejoined = episode_versions(lines[marks["restored"]:], 0)
@@ -282,4 +285,7 @@ def test_training_survives_a_cut_link(network: Network, ros_env: dict[str, str],
           f"evaluation {result['eval_mean_return']:.1f}")
     assert rejoined and max(rejoined) > marks["version_at_restore"], \
         f"robot_0 did not rejoin with new weights: {rejoined[-5:]}, {marks}"
+    robot_0 = "\n".join(outputs["robot_0"])
+    assert "no /replay_status" in robot_0 and "the replay buffer reports again" in robot_0, \
+        "robot_0 did not pause while cut off from the replay buffer, or never resumed:\n" + robot_0
     assert result["eval_mean_return"] >= SOLVED, result

@@ -13,6 +13,9 @@ carry step numbers ``count * lanes + lane``, so the answer tells which lane it i
 The replay buffer's rate limiter pauses acting through ``/replay_status`` (``acting_paused``): a
 lane that finishes a step while acting is paused holds its next observations until a status
 without the pause arrives. No transition is dropped; the robot only waits for the learner.
+While the limiter is on, a replay buffer that falls silent (its host unreachable: a cut link, a
+crashed process) pauses acting too, after ``STATUS_SILENCE_S``: experience sent then would be lost,
+or reach the learner late as a burst played with stale weights. The next status resumes it.
 
 A task that observes images sends them across DDS as ``observation_codec`` says (raw, png, jpeg:
 one image message per batch on the batch topic's side topic; latent: the trainer's encoder runs
@@ -48,6 +51,9 @@ from rl_nodes.parameters import declare_config, watch_config
 from rl_nodes.runtime import main_for
 
 RESEND_AFTER_S = 1.0  # watchdog: republish observations unanswered for this long
+#: With the rate limiter on, acting pauses when no /replay_status came for this long: twice the
+#: longest interval between statuses that the graph accepts.
+STATUS_SILENCE_S = 2.0 / graph.REPLAY_STATUS.rate_hz[0]
 RESTART_VARIABLE = "RL_ROS2_RESTART_COUNT"  # set by the rl-bringup supervisor on respawn
 RESTART_SEED_STRIDE = 1_000_003
 
@@ -87,6 +93,10 @@ class SimulatorNode(RLNode):
         self.policy_version = 0
         self.acting_paused = False
         self.paused_s = 0.0
+        # The last /replay_status: when it came, and whether it said the rate limiter is on.
+        self._status_at: float | None = None
+        self._rate_limited = False
+        self.replay_silent = False  # acting paused because the replay buffer fell silent
         self._paused_since: float | None = None
         self._next_step_at = 0.0
         self.observations_pub = self.zc_publisher(OBSERVATIONS, graph.OBSERVATIONS)
@@ -225,6 +235,9 @@ class SimulatorNode(RLNode):
             values["observation codec"] = self.codec
         if self.latent is not None and not self.latent.ready:
             return WARN, "latent observations: waiting for the trainer's encoder weights", values
+        if self.replay_silent:
+            return WARN, (f"paused: no /replay_status for {now - (self._status_at or now):.0f} s "
+                          "(is the replay buffer's host reachable?)"), values
         if self.acting_paused:
             return OK, "paused by the replay buffer's rate limiter (learner catching up)", values
         if any(now - lane.sent_at > RESEND_AFTER_S for lane in self.lanes):
@@ -256,6 +269,14 @@ class SimulatorNode(RLNode):
 
     def _watchdog(self) -> None:
         now = time.monotonic()
+        if (self._rate_limited and not self.replay_silent and self._status_at is not None
+                and now - self._status_at > STATUS_SILENCE_S):
+            self.replay_silent = True
+            self.get_logger().warning(
+                f"no /replay_status for {now - self._status_at:.1f} s: the replay buffer is "
+                "unreachable, and experience sent now would be lost; acting paused until it "
+                "reports again (check the learner host and the network)")
+            self._set_acting_paused(True)
         for lane in self.lanes:
             if not lane.held and now - lane.sent_at > RESEND_AFTER_S:
                 self._publish_observations(lane)
@@ -306,7 +327,15 @@ class SimulatorNode(RLNode):
 
     def _on_replay_status(self, msg: ReplayStatus) -> None:
         """Follow the rate limiter: hold stepping while acting is paused, resume after."""
-        paused = bool(msg.rate_limited and msg.acting_paused)
+        self._status_at = time.monotonic()
+        self._rate_limited = bool(msg.rate_limited)
+        if self.replay_silent:
+            self.replay_silent = False
+            self.get_logger().info("the replay buffer reports again; acting follows its rate "
+                                   "limiter")
+        self._set_acting_paused(bool(msg.rate_limited and msg.acting_paused))
+
+    def _set_acting_paused(self, paused: bool) -> None:
         if paused == self.acting_paused:
             return
         self.acting_paused = paused

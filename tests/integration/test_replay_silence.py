@@ -1,0 +1,99 @@
+"""A robot stops acting while its replay buffer is silent (the learner's host unreachable) and
+resumes when it reports again; without a rate limiter, or without any replay buffer (the gym
+bridge's deployments), silence changes nothing."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import rclpy
+
+from rl_interfaces.msg import ReplayStatus
+from rl_nodes import simulator as simulator_module
+from rl_nodes.intra_process import IntraProcessManager
+from rl_nodes.policy import PolicyNode
+from rl_nodes.simulator import SimulatorNode
+from tests.integration.in_process import overrides_file, spinning
+from tests.processes import REPO
+
+pytestmark = pytest.mark.integration
+CONFIG = REPO / "config" / "cartpole.yaml"
+SILENCE_S = 1.0  # the simulator's STATUS_SILENCE_S, shortened for the test
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return condition()
+
+
+@pytest.fixture
+def robot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, object]]:
+    """robot_0's simulator and policy spinning in this process, and a probe that publishes
+    /replay_status as a replay buffer would."""
+    monkeypatch.setattr(simulator_module, "STATUS_SILENCE_S", SILENCE_S)
+    overrides = overrides_file(tmp_path, {"simulator": {"random_steps": 0}})
+    rclpy.init(args=["--ros-args", "--params-file", str(CONFIG), "--params-file", str(overrides)])
+    sim, policy = SimulatorNode("/robot_0"), PolicyNode("/robot_0")
+    probe = rclpy.create_node("replay_probe")
+    status = probe.create_publisher(ReplayStatus, "/replay_status", 10)
+    with spinning([sim, policy], probe):
+        # The container's main thread: deliver the intra-process hand-offs (observations, actions).
+        done = threading.Event()
+        ipc = IntraProcessManager.for_context(probe.context)
+        drain = threading.Thread(target=ipc.spin_until, args=(done.is_set, 120.0), daemon=True)
+        drain.start()
+        try:
+            yield {"sim": sim, "status": status}
+        finally:
+            done.set()
+            drain.join(5.0)
+
+
+def report(status: object, rate_limited: bool, duration_s: float) -> None:
+    """Publish a status without the pause every 0.1 s for ``duration_s``."""
+    deadline = time.monotonic() + duration_s
+    while time.monotonic() < deadline:
+        status.publish(ReplayStatus(rate_limited=rate_limited, acting_paused=False))
+        time.sleep(0.1)
+
+
+def stepping(sim: SimulatorNode, over_s: float = 1.0) -> bool:
+    before = sim.total_env_steps
+    time.sleep(over_s)
+    return sim.total_env_steps > before
+
+
+def test_silent_replay_buffer_pauses_acting_until_it_reports_again(robot) -> None:
+    sim, status = robot["sim"], robot["status"]
+    report(status, rate_limited=True, duration_s=1.0)
+    assert stepping(sim, 0.5) and not sim.replay_silent, "the robot should step while heard"
+
+    assert wait_until(lambda: sim.replay_silent, SILENCE_S + 3.0), \
+        "acting went on with the replay buffer silent"
+    assert sim.acting_paused
+    assert not stepping(sim), "the robot stepped while its replay buffer was silent"
+    level, message, _ = sim.diagnose()
+    assert "no /replay_status" in message, message
+
+    report(status, rate_limited=True, duration_s=0.5)
+    assert not sim.replay_silent and not sim.acting_paused
+    assert stepping(sim), "acting did not resume when the replay buffer reported again"
+
+
+def test_silence_does_not_pause_without_a_rate_limiter_or_a_replay_buffer(robot) -> None:
+    sim, status = robot["sim"], robot["status"]
+    # No replay buffer ever reported (a gym bridge deployment): the robot steps on.
+    time.sleep(SILENCE_S + 1.0)
+    assert stepping(sim) and not sim.replay_silent
+    # A replay buffer without the rate limiter: acting is not coupled to it, silence or not.
+    report(status, rate_limited=False, duration_s=0.5)
+    time.sleep(SILENCE_S + 1.0)
+    assert stepping(sim) and not sim.replay_silent and not sim.acting_paused
