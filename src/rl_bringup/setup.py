@@ -62,7 +62,7 @@ setup(
         ("share/" + package_name + "/launch", _package_files("launch/*.launch.py")),
         (
             "share/" + package_name + "/config",
-            _package_files("config/*.yaml", "config/*.rviz", "config/*.json"),
+            _package_files("config/*.yaml", "config/*.rviz", "config/*.json", "config/*.xml"),
         ),
     ],
     install_requires=["setuptools"],

@@ -15,6 +15,7 @@ import random
 import sys
 import types
 from typing import Any
+from xml.etree import ElementTree
 
 import pytest
 import yaml
@@ -26,6 +27,7 @@ from rl_bringup.plan import (
     MAX_RESPAWNS,
     MODES,
     RESPAWN_DELAY_S,
+    PROFILES_VARIABLE,
     Plan,
     PlanError,
     ProcessSpec,
@@ -258,6 +260,36 @@ def test_discovery_settings(discovery: str, expected: dict[str, str]) -> None:
     assert expected.items() <= plan.environment.items()
     if discovery.startswith("server:"):
         assert any("fastdds discovery" in note for note in plan.notes)
+
+
+@pytest.mark.parametrize("discovery", ["subnet", "server:127.0.0.1:11811"])
+def test_multi_host_processes_send_without_blocking(discovery: str) -> None:
+    """A multi-host plan gives every process the Fast DDS profile whose UDP sends never block
+    (a robot whose link drops must keep running); a localhost plan leaves the transports alone."""
+    plan = make_plan("hybrid", robots=2, discovery=discovery, domain_id=3, environ={})
+    profile = Path(plan.environment[PROFILES_VARIABLE])
+    assert profile == CONFIG_DIR / "fastdds_multihost.xml"
+    assert all(process.env[PROFILES_VARIABLE] == str(profile) for process in plan.processes)
+    namespace = {"dds": "http://www.eprosima.com"}
+    root = ElementTree.parse(profile).getroot()
+    transport = root.find("dds:profiles/dds:transport_descriptors/dds:transport_descriptor", namespace)
+    assert transport.findtext("dds:type", namespaces=namespace) == "UDPv4"
+    assert transport.findtext("dds:non_blocking_send", namespaces=namespace) == "true"
+    participant = root.find("dds:profiles/dds:participant", namespace)
+    assert participant.get("is_default_profile") == "true"
+    rtps = participant.find("dds:rtps", namespace)
+    assert rtps.findtext("dds:useBuiltinTransports", namespaces=namespace) == "false"
+    assert rtps.findtext("dds:userTransports/dds:transport_id", namespaces=namespace) == \
+        transport.findtext("dds:transport_id", namespaces=namespace)
+    assert PROFILES_VARIABLE not in make_plan("hybrid", robots=2, domain_id=3, environ={}).environment
+
+
+def test_a_users_fast_dds_profile_is_kept_with_a_note() -> None:
+    plan = make_plan("hybrid", robots=2, discovery="subnet", domain_id=3,
+                     environ={"FASTRTPS_DEFAULT_PROFILES_FILE": "/etc/mine.xml"})
+    assert PROFILES_VARIABLE not in plan.environment
+    assert any("FASTRTPS_DEFAULT_PROFILES_FILE" in note and "non_blocking_send" in note
+               for note in plan.notes)
 
 
 def test_inherited_discovery_server_is_flagged() -> None:

@@ -24,6 +24,7 @@ import sys
 PACKAGE_NAME = "rl_bringup"
 NODES_PACKAGE = "rl_nodes"
 CONFIG_SUFFIXES = (".yaml", ".yml")
+FASTDDS_MULTIHOST_PROFILE = "fastdds_multihost.xml"
 
 
 def source_root() -> Path | None:
@@ -82,6 +83,18 @@ def config_directory() -> Path:
     :raises FileNotFoundError: when no config folder can be found.
     """
     return _data_directory("config")
+
+
+def fastdds_multihost_profile() -> Path:
+    """The Fast DDS profile of multi-host deployments (``config/fastdds_multihost.xml``: UDPv4
+    with non-blocking sends).
+
+    :raises FileNotFoundError: when no config folder holds it.
+    """
+    path = config_directory() / FASTDDS_MULTIHOST_PROFILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing: rebuild rl_bringup (colcon build)")
+    return path
 
 
 def launch_directory() -> Path:

@@ -114,6 +114,9 @@ MAX_RESPAWNS = 5
 
 DISCOVERY_RANGE_VARIABLE = "ROS_AUTOMATIC_DISCOVERY_RANGE"
 DISCOVERY_SERVER_VARIABLE = "ROS_DISCOVERY_SERVER"
+PROFILES_VARIABLE = "FASTDDS_DEFAULT_PROFILES_FILE"
+#: Fast DDS profile variables a user may have set (the second is Fast DDS 2's name).
+USER_PROFILES_VARIABLES = (PROFILES_VARIABLE, "FASTRTPS_DEFAULT_PROFILES_FILE")
 DOMAIN_ID_VARIABLE = "ROS_DOMAIN_ID"
 RMW_IMPLEMENTATION = "rmw_fastrtps_cpp"
 
@@ -481,6 +484,10 @@ def discovery_environment(discovery: str) -> tuple[dict[str, str], list[str]]:
       with a ``LOCALHOST`` range still reached the server, but what the range means with a
       discovery server is the middleware's business, so the plan states none.)
 
+    Both multi-host settings also set ``FASTDDS_DEFAULT_PROFILES_FILE`` to
+    ``config/fastdds_multihost.xml``: UDPv4 with non-blocking sends, so that a process whose link
+    drops keeps running (see the file).
+
     :raises PlanError: naming the valid forms.
     """
     valid = "valid: localhost, subnet, server:HOST:PORT (e.g. server:127.0.0.1:11811)"
@@ -489,7 +496,7 @@ def discovery_environment(discovery: str) -> tuple[dict[str, str], list[str]]:
     if lowered == "localhost":
         return {DISCOVERY_RANGE_VARIABLE: "LOCALHOST"}, []
     if lowered == "subnet":
-        return {DISCOVERY_RANGE_VARIABLE: "SUBNET"}, [
+        return {DISCOVERY_RANGE_VARIABLE: "SUBNET", **_multihost_profile()}, [
             "discovery:=subnet: DDS discovery multicasts on the local subnet (multi-host); "
             "use it only on a network meant for this run"
         ]
@@ -512,6 +519,7 @@ def discovery_environment(discovery: str) -> tuple[dict[str, str], list[str]]:
         environment = {
             DISCOVERY_SERVER_VARIABLE: f"{host}:{port}",
             DISCOVERY_RANGE_VARIABLE: "SYSTEM_DEFAULT",
+            **_multihost_profile(),
         }
         return environment, [
             f"discovery:={text}: start the Fast DDS discovery server first, on {host}: "
@@ -520,6 +528,14 @@ def discovery_environment(discovery: str) -> tuple[dict[str, str], list[str]]:
             f"(and ROS_SUPER_CLIENT=TRUE for ros2 topic list / rqt_graph)",
         ]
     raise PlanError(f"bad discovery {discovery!r}; {valid}")
+
+
+def _multihost_profile() -> dict[str, str]:
+    """``FASTDDS_DEFAULT_PROFILES_FILE`` of multi-host discovery settings."""
+    try:
+        return {PROFILES_VARIABLE: str(paths.fastdds_multihost_profile())}
+    except FileNotFoundError as error:
+        raise PlanError(str(error)) from None
 
 
 def discovery_server_argv(listen_address: str, port: int) -> list[str]:
@@ -832,6 +848,15 @@ def make_plan(
         "PYTHONUNBUFFERED": "1",
         **discovery_env,
     }
+    user_profiles = [name for name in USER_PROFILES_VARIABLES if environ.get(name)]
+    if PROFILES_VARIABLE in discovery_env and user_profiles:
+        del environment[PROFILES_VARIABLE]
+        notes.append(
+            f"{user_profiles[0]} is set in your environment: your Fast DDS profile is kept instead "
+            f"of {discovery_env[PROFILES_VARIABLE]}; give its UDP transport "
+            f"<non_blocking_send>true</non_blocking_send>, or a robot whose link drops stops "
+            f"inside its next publish until the link returns"
+        )
     if DISCOVERY_SERVER_VARIABLE not in discovery_env and environ.get(DISCOVERY_SERVER_VARIABLE):
         notes.append(
             f"{DISCOVERY_SERVER_VARIABLE} is set in your environment and is inherited by every "

@@ -36,9 +36,9 @@ from pathlib import Path
 
 from rl_core import weights_auth
 
-from rl_bringup import replica
-from rl_bringup.plan import (DEFAULT_CONFIG, MAX_ROBOTS, MODES, Plan, PlanError, ProcessSpec,
-                             make_plan, parse_robots)
+from rl_bringup import paths, replica
+from rl_bringup.plan import (DEFAULT_CONFIG, MAX_ROBOTS, MODES, PROFILES_VARIABLE, Plan, PlanError,
+                             ProcessSpec, make_plan, parse_robots)
 from rl_bringup.tools.subcommand import ToolError, int_value
 from rl_nodes import graph
 from rl_nodes.graph import robot_namespace
@@ -50,17 +50,19 @@ DEFAULT_IMAGE = "rl_ros2:latest"
 #: Kubernetes network policy and discovery server) keeps other ROS systems out, so a fixed id
 #: keeps the generated files reproducible.
 DEFAULT_DOMAIN_ID = 42
+#: The colcon install of the image (docker/Dockerfile: ``WORKDIR /ws``, ``colcon build``).
+IMAGE_INSTALL = "/ws/install"
+#: The scenario files in the image (rl_bringup's share folder).
+IMAGE_CONFIG_DIR = f"{IMAGE_INSTALL}/rl_bringup/share/rl_bringup/config"
 #: Environment every node container gets on top of the plan's.
 CONTAINER_ENVIRONMENT = {
     # Compose containers and Kubernetes pods have IPC namespaces of their own; Fast DDS's
     # shared-memory transport cannot cross them, and the network policy covers UDP only. Use
     # UDP, as separate hosts do.
     "FASTDDS_BUILTIN_TRANSPORTS": "UDPv4",
+    # The multi-host profile (UDPv4, sends that never block a node), at its place in the image.
+    PROFILES_VARIABLE: f"{IMAGE_CONFIG_DIR}/{paths.FASTDDS_MULTIHOST_PROFILE}",
 }
-#: The colcon install of the image (docker/Dockerfile: ``WORKDIR /ws``, ``colcon build``).
-IMAGE_INSTALL = "/ws/install"
-#: The scenario files in the image (rl_bringup's share folder).
-IMAGE_CONFIG_DIR = f"{IMAGE_INSTALL}/rl_bringup/share/rl_bringup/config"
 #: The replica step that every robot container runs first (see :mod:`rl_bringup.replica`).
 REPLICA_MODULE = "rl_bringup.replica"
 LEARNING_KINDS = (graph.REPLAY_BUFFER, graph.TRAINER)
