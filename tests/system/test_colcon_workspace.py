@@ -25,7 +25,7 @@ BIN = Path(sys.executable).parent
 COLCON = BIN / "colcon"
 ROS2 = BIN / "ros2"
 LAUNCH_FILES = sorted(path.name for path in (REPO / "launch").glob("*.launch.py"))
-CONFIG_FILES = sorted(path.name for pattern in ("*.yaml", "*.rviz", "*.json")
+CONFIG_FILES = sorted(path.name for pattern in ("*.yaml", "*.rviz", "*.json", "*.xml")
                       for path in (REPO / "config").glob(pattern))
 BUILD_TREES = ("build", "install", "log")
 
