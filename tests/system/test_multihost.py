@@ -121,7 +121,7 @@ def process_environment(base: dict[str, str], discovery: str) -> dict[str, str]:
                       "ROS_SUPER_CLIENT", "FASTDDS_DEFAULT_PROFILES_FILE",
                       "FASTRTPS_DEFAULT_PROFILES_FILE"):
         env.pop(inherited, None)
-    variables, _notes = discovery_environment(discovery)
+    variables, _notes = discovery_environment(discovery, env)
     env.update(variables)
     env.update(FASTDDS_BUILTIN_TRANSPORTS="UDPv4", PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
     return env

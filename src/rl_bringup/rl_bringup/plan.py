@@ -471,7 +471,8 @@ def parse_domain_id(value: int | str, source: str = "domain_id",
     return domain_id
 
 
-def discovery_environment(discovery: str) -> tuple[dict[str, str], list[str]]:
+def discovery_environment(discovery: str, environ: Mapping[str, str] | None = None
+                          ) -> tuple[dict[str, str], list[str]]:
     """Environment variables and notes for a discovery setting.
 
     * ``localhost`` (default): ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``; nothing leaves the
@@ -486,19 +487,22 @@ def discovery_environment(discovery: str) -> tuple[dict[str, str], list[str]]:
 
     Both multi-host settings also set ``FASTDDS_DEFAULT_PROFILES_FILE`` to
     ``config/fastdds_multihost.xml``: UDPv4 with non-blocking sends, so that a process whose link
-    drops keeps running (see the file).
+    drops keeps running (see the file). A Fast DDS profile the user set in ``environ`` (default
+    ``os.environ``) is kept instead, with a note.
 
     :raises PlanError: naming the valid forms.
     """
+    environ = os.environ if environ is None else environ
     valid = "valid: localhost, subnet, server:HOST:PORT (e.g. server:127.0.0.1:11811)"
     text = discovery.strip()
     lowered = text.lower()
     if lowered == "localhost":
         return {DISCOVERY_RANGE_VARIABLE: "LOCALHOST"}, []
     if lowered == "subnet":
-        return {DISCOVERY_RANGE_VARIABLE: "SUBNET", **_multihost_profile()}, [
+        profile, notes = _multihost_profile(environ)
+        return {DISCOVERY_RANGE_VARIABLE: "SUBNET", **profile}, [
             "discovery:=subnet: DDS discovery multicasts on the local subnet (multi-host); "
-            "use it only on a network meant for this run"
+            "use it only on a network meant for this run", *notes
         ]
     if lowered.startswith("server:"):
         parts = text.split(":")
@@ -516,26 +520,37 @@ def discovery_environment(discovery: str) -> tuple[dict[str, str], list[str]]:
             port = -1
         if not 1 <= port <= 65535:
             raise PlanError(f"bad discovery {discovery!r}: port must be 1..65535; {valid}")
+        profile, notes = _multihost_profile(environ)
         environment = {
             DISCOVERY_SERVER_VARIABLE: f"{host}:{port}",
             DISCOVERY_RANGE_VARIABLE: "SYSTEM_DEFAULT",
-            **_multihost_profile(),
+            **profile,
         }
         return environment, [
             f"discovery:={text}: start the Fast DDS discovery server first, on {host}: "
             f"{shlex.join(discovery_server_argv(host, port))}",
             f"tools attaching to this run need {DISCOVERY_SERVER_VARIABLE}={host}:{port} "
             f"(and ROS_SUPER_CLIENT=TRUE for ros2 topic list / rqt_graph)",
+            *notes,
         ]
     raise PlanError(f"bad discovery {discovery!r}; {valid}")
 
 
-def _multihost_profile() -> dict[str, str]:
-    """``FASTDDS_DEFAULT_PROFILES_FILE`` of multi-host discovery settings."""
+def _multihost_profile(environ: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
+    """``FASTDDS_DEFAULT_PROFILES_FILE`` of multi-host discovery settings, or, when ``environ``
+    holds a profile of the user's, nothing and a note."""
     try:
-        return {PROFILES_VARIABLE: str(paths.fastdds_multihost_profile())}
+        profile = str(paths.fastdds_multihost_profile())
     except FileNotFoundError as error:
         raise PlanError(str(error)) from None
+    users = [name for name in USER_PROFILES_VARIABLES if environ.get(name)]
+    if not users:
+        return {PROFILES_VARIABLE: profile}, []
+    return {}, [
+        f"{users[0]} is set in your environment: your Fast DDS profile is kept instead of "
+        f"{profile}; give its UDP transport <non_blocking_send>true</non_blocking_send>, or a "
+        f"robot whose link drops stops inside its next publish until the link returns"
+    ]
 
 
 def discovery_server_argv(listen_address: str, port: int) -> list[str]:
@@ -832,7 +847,7 @@ def make_plan(
         config_file = str(paths.resolve_config(config))
     except FileNotFoundError as error:
         raise PlanError(str(error)) from None
-    discovery_env, notes = discovery_environment(str(discovery))
+    discovery_env, notes = discovery_environment(str(discovery), environ)
     chosen_domain_id, domain_id_source = _choose_domain_id(domain_id, environ, rng)
     if chosen_domain_id > MAX_DOMAIN_ID:
         notes.append(
@@ -848,15 +863,6 @@ def make_plan(
         "PYTHONUNBUFFERED": "1",
         **discovery_env,
     }
-    user_profiles = [name for name in USER_PROFILES_VARIABLES if environ.get(name)]
-    if PROFILES_VARIABLE in discovery_env and user_profiles:
-        del environment[PROFILES_VARIABLE]
-        notes.append(
-            f"{user_profiles[0]} is set in your environment: your Fast DDS profile is kept instead "
-            f"of {discovery_env[PROFILES_VARIABLE]}; give its UDP transport "
-            f"<non_blocking_send>true</non_blocking_send>, or a robot whose link drops stops "
-            f"inside its next publish until the link returns"
-        )
     if DISCOVERY_SERVER_VARIABLE not in discovery_env and environ.get(DISCOVERY_SERVER_VARIABLE):
         notes.append(
             f"{DISCOVERY_SERVER_VARIABLE} is set in your environment and is inherited by every "

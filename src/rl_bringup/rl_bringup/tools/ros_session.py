@@ -79,7 +79,7 @@ def attach_settings(values: Mapping[str, str],
         domain_id, source = ROS_DEFAULT_DOMAIN_ID, "default"
     applied: dict[str, str] = {}
     if values.get("discovery", "").strip():
-        applied, _ = discovery_environment(values["discovery"])
+        applied, _ = discovery_environment(values["discovery"], environ)
         if DISCOVERY_SERVER_VARIABLE in applied:
             # A plain discovery-server client only learns about the endpoints it matches;
             # graph introspection (node lists, endpoint info) needs a super client.
