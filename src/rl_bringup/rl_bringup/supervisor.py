@@ -107,6 +107,12 @@ class Command:
         return list(self.command)
 
 
+def _steps_a_robot(spec: Any) -> bool:
+    """Whether a supervised process hosts a simulator node (a plan's ProcessSpec does)."""
+    hosted = getattr(spec, "hosted_nodes", None)
+    return hosted is not None and any(kind == "simulator" for kind, _ in hosted())
+
+
 STANDBY, RUNNING, RETIRING, RESTARTING, FINISHED = (
     "standby", "running", "retiring", "restarting", "finished")
 
@@ -481,7 +487,9 @@ class Supervisor:
         if child.restarts >= self._max_respawns:
             child.finished = True
             self._log(f"{spec.name} {words}; giving up after {self._max_respawns} restarts")
-            return exit_status(returncode) if spec.required else None
+            if spec.required:
+                return exit_status(returncode)
+            return self._check_robots_left(returncode)
         delay = min(self._respawn_delay * 2**child.restarts, self._max_respawn_delay)
         child.restarts += 1
         child.total_restarts += 1
@@ -491,6 +499,17 @@ class Supervisor:
             f"(restart {child.restarts}/{self._max_respawns})"
         )
         return None
+
+    def _check_robots_left(self, returncode: int) -> int | None:
+        """End the run (with the last robot's exit status) once every process that steps a
+        robot has been given up: the learner would otherwise wait for experience forever."""
+        robots = [child for child in self._children if _steps_a_robot(child.spec)]
+        if not robots or not all(child.finished for child in robots):
+            return None
+        self._log(f"every robot process ({', '.join(child.spec.name for child in robots)}) "
+                  "has been given up after repeated crashes, so no experience can come; "
+                  "stopping the run (their last lines above say why)")
+        return exit_status(returncode) or 1
 
     # ------------------------------------------------------------------------------ stopping
 

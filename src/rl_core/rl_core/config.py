@@ -134,6 +134,73 @@ class SimulatorConfig:
                               f"{', '.join(OBSERVATION_CODECS)}, got {self.observation_codec!r}")
 
 
+#: Values of ``robot_interface``: the simulator steps its envs itself, or talks to a robot
+#: through ros2_control's topics (rl_core.robot.boundary).
+ROBOT_INTERFACES = ("in_process", "ros2_control")
+
+
+@dataclasses.dataclass
+class BoundaryConfig:
+    """Parameters of a simulator that drives a robot through ros2_control's topics
+    (``robot_interface: ros2_control``; docs/robots.md). ``env_id`` then names the task: a
+    built-in env's id, or a task's entry point ``module:TaskClass``."""
+
+    robot_interface: str = param("in_process", "'in_process': step num_envs gymnasium envs in "
+                                 "this node (the fastest path); 'ros2_control': drive the robot "
+                                 "in this namespace through joint_states and a ros2_control "
+                                 "controller's command topic (docs/robots.md).", read_only=True)
+    controller: str = param("", "ros2_control controller that takes the commands ('' = "
+                            "<command_interface>_controller).", read_only=True)
+    command_topic: str = param("commands", "'commands' (forward_command_controller, "
+                               "std_msgs/Float64MultiArray) or 'joint_trajectory' "
+                               "(joint_trajectory_controller, trajectory_msgs/JointTrajectory).",
+                               read_only=True)
+    command_interface: str = param("", "position, velocity or effort ('' = the task's).",
+                                   read_only=True)
+    joints: str = param("", "Comma-separated names the robot gives the task's joints, in the "
+                        "task's order ('' = the task's own names).", read_only=True)
+    action_scale: float = param(0.0, "Command in physical units (REP-103: rad, m, rad/s, m/s, "
+                                "N m, N) for a normalised action of 1, every commanded joint "
+                                "(0 = the task's per-joint scale).", 0.0, 1e6, 0.0,
+                                read_only=True)
+    control_rate_hz: float = param(0.0, "Control rate the boundary expects and reports against "
+                                   "(0 = the task's, 1 / control period).", 0.0, 10000.0, 0.0,
+                                   read_only=True)
+    command_timeout: float = param(0.5, "Seconds without a fresh action after which the robot "
+                                   "is held (position: where it is; velocity, effort: zero).",
+                                   0.001, 60.0, 0.0)
+    max_command_change: float = param(1.0, "Largest change of a command from one control "
+                                      "period to the next, as a fraction of the action scale.",
+                                      0.01, 2.0, 0.0)
+    reset: str = param("service", "How an episode's start state is set: 'service' (the robot's "
+                       "reset service, reset_service) or 'homing' (position or velocity "
+                       "commands towards it).", read_only=True)
+    reset_service: str = param("sim_robot/reset", "rl_interfaces/srv/ResetRobot service of the "
+                               "robot (relative to the namespace).", read_only=True)
+
+    def __post_init__(self) -> None:
+        _check_ranges(self)
+        choices = {"robot_interface": ROBOT_INTERFACES,
+                   "command_topic": ("commands", "joint_trajectory"),
+                   "command_interface": ("", "position", "velocity", "effort"),
+                   "reset": ("service", "homing")}
+        for name, valid in choices.items():
+            if getattr(self, name) not in valid:
+                raise ConfigError(f"BoundaryConfig.{name} must be one of "
+                                  f"{', '.join(repr(v) for v in valid)}, got "
+                                  f"{getattr(self, name)!r}")
+
+    def joint_names(self, task_joints: tuple[str, ...]) -> tuple[str, ...]:
+        """The robot's names of the task's joints."""
+        if not self.joints.strip():
+            return task_joints
+        names = tuple(name.strip() for name in self.joints.split(","))
+        if len(names) != len(task_joints) or not all(names):
+            raise ConfigError(f"joints must name the task's {len(task_joints)} joints "
+                              f"({', '.join(task_joints)}) in order, got {self.joints!r}")
+        return names
+
+
 @dataclasses.dataclass
 class PolicyConfig:
     """Parameters of the policy (inference) node."""
@@ -290,7 +357,7 @@ UPDATE_MODES = ("auto", "interleaved", "thread")
 
 # Which dataclasses each node's parameter block fills. The trainer owns SAC and the schedule.
 NODE_CONFIGS: dict[str, tuple[type, ...]] = {
-    "simulator": (SimulatorConfig,),
+    "simulator": (SimulatorConfig, BoundaryConfig),
     "policy": (PolicyConfig,),
     "replay_buffer": (ReplayConfig,),
     "trainer": (SACConfig, TrainerConfig),

@@ -50,6 +50,9 @@ SIMULATOR, POLICY, REPLAY_BUFFER, TRAINER = "simulator", "policy", "replay_buffe
 GYM_BRIDGE = "gym_bridge"
 #: Node kinds that run once per robot, in the robot's namespace.
 PER_ROBOT_KINDS = (SIMULATOR, POLICY)
+#: rl_nodes.sim_robot: a pybullet robot behind ros2_control's topics (robot_interface:
+#: ros2_control); a real robot, Gazebo or ros2_control's mock hardware takes its place.
+SIM_ROBOT = "sim_robot"
 
 # --- topics ------------------------------------------------------------------------------------
 
@@ -141,6 +144,39 @@ TOPICS: tuple[Topic, ...] = (
     OBSERVATIONS, ACTIONS, EXPERIENCE, EPISODES, WEIGHTS, REPLAY_STATUS, ROBOT_DESCRIPTION,
     JOINT_STATES, MARKERS, DIAGNOSTICS, *(metric_topic(metric) for metric in TRAINER_METRICS),
 )
+
+# --- the robot boundary (robot_interface: ros2_control) -------------------------------------------
+# ros2_control's conventions, in the robot's namespace: joint_state_broadcaster publishes
+# ``joint_states`` (JOINT_STATES above, published by the robot instead of the simulator), a
+# forward command controller takes ``<controller>/commands``, joint_trajectory_controller
+# ``<controller>/joint_trajectory``. QoS: reliable, volatile, depth 10 (rclcpp's system default,
+# which the controllers use).
+
+COMMAND_TYPE = "std_msgs/msg/Float64MultiArray"
+TRAJECTORY_TYPE = "trajectory_msgs/msg/JointTrajectory"
+#: How the boundary sends commands: a forward command controller or joint_trajectory_controller.
+COMMAND_TOPIC_KINDS = ("commands", "joint_trajectory")
+
+
+def command_topic(controller: str, kind: str = "commands") -> Topic:
+    """The command topic of ``controller`` (``kind``: one of :data:`COMMAND_TOPIC_KINDS`)."""
+    if kind not in COMMAND_TOPIC_KINDS:
+        raise ValueError(f"unknown command topic kind {kind!r}; one of "
+                         f"{', '.join(COMMAND_TOPIC_KINDS)}")
+    return Topic(f"{controller}/{kind}", COMMAND_TYPE if kind == "commands" else TRAJECTORY_TYPE,
+                 (SIMULATOR,), (SIM_ROBOT,))
+
+
+#: A robot's state, as the boundary reads it (joint_state_broadcaster publishes it).
+ROBOT_JOINT_STATES = Topic("joint_states", "sensor_msgs/msg/JointState", (SIM_ROBOT,),
+                           (SIMULATOR,))
+#: Emergency stop: ``true`` holds the robot within one control period and pauses acting until
+#: ``false`` comes.
+ESTOP = Topic("estop", "std_msgs/msg/Bool", (), (SIMULATOR,))
+#: Simulated time (sim_robot with publish_clock; Gazebo through ros_gz_bridge).
+CLOCK = Topic("/clock", "rosgraph_msgs/msg/Clock", (SIM_ROBOT,))
+#: sim_robot's reset: put the joints in a state (the task's start state).
+RESET_ROBOT_TYPE = "rl_interfaces/srv/ResetRobot"
 
 # --- services ----------------------------------------------------------------------------------
 

@@ -31,8 +31,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from rl_core.config import SimulatorConfig
-from rl_core.envs import VectorEnv
+from rl_core.config import BoundaryConfig, SimulatorConfig
+from rl_core.envs import PybulletRobotEnv, VectorEnv
+from rl_core.config import ConfigError
 from rl_core.image_codecs import is_image_shape
 from rl_interfaces.msg import ReplayStatus
 from sensor_msgs.msg import JointState
@@ -48,6 +49,7 @@ from rl_nodes.conversions import Actions, Episodes, Experience, Observations, We
 from rl_nodes.image_transport import LatentEncoder, image_publisher
 from rl_nodes.intra_process import IntraProcessPublisher
 from rl_nodes.parameters import declare_config, watch_config
+from rl_nodes.robot_boundary import RobotBoundary
 from rl_nodes.runtime import main_for
 
 RESEND_AFTER_S = 1.0  # watchdog: republish observations unanswered for this long
@@ -77,13 +79,17 @@ class SimulatorNode(RLNode):
     def __init__(self, namespace: str = "") -> None:
         super().__init__("simulator", namespace)
         self.config = declare_config(self, SimulatorConfig)
+        self.boundary_config = declare_config(self, BoundaryConfig)
         watch_config(self, lambda: self.config, self._apply_config)
+        watch_config(self, lambda: self.boundary_config, self._apply_boundary_config)
         self.robot_id = robot_id_from_namespace(self.get_namespace())
         # A respawned simulator (the supervisor counts restarts) continues with a fresh seed
         # stream instead of repeating the data of its first run.
         restarts = int(os.environ.get(RESTART_VARIABLE, "0") or 0)
         seed = self.config.seed + 1000 * self.robot_id + RESTART_SEED_STRIDE * restarts
-        self.lanes = self._make_lanes(seed)
+        self.boundary: RobotBoundary | None = None
+        self.lanes = ([] if self.boundary_config.robot_interface == "ros2_control"
+                      else self._make_lanes(seed))
         self._rng = np.random.default_rng(seed)
         self.step_count = 0
         self.stream = time.time_ns()  # this run of the simulator; a respawn starts a newer one
@@ -102,16 +108,39 @@ class SimulatorNode(RLNode):
         self.observations_pub = self.zc_publisher(OBSERVATIONS, graph.OBSERVATIONS)
         self.experience_pub = self.zc_publisher(EXPERIENCE, graph.EXPERIENCE)
         self.episodes_pub = self.zc_publisher(EPISODES, graph.EPISODES)
-        self._setup_images()
         self.zc_subscription(ACTIONS, graph.ACTIONS, self._on_actions)
         self.zc_subscription(plain(ReplayStatus), graph.REPLAY_STATUS, self._on_replay_status)
         self.zc_timer(RESEND_AFTER_S / 2, self._watchdog)
         self._rate_window = (time.monotonic(), 0)
         self.steps_per_second = 0.0
+        if not self.lanes:
+            self._setup_boundary(seed)
+            return
+        self._setup_images()
         self._setup_visualization()
         self.get_logger().info(
             f"robot {self.robot_id}: {self.config.num_envs} x {self.config.env_id}, seed {seed}, "
             f"{len(self.lanes)} lane{'s' if len(self.lanes) > 1 else ''}")
+
+    def _setup_boundary(self, seed: int) -> None:
+        """robot_interface ros2_control: drive the robot in this namespace (rl_nodes.robot_boundary)."""
+        from rl_core.robot.tasks import load_task
+
+        try:
+            task = load_task(self.config.env_id)
+        except ValueError as error:
+            raise ConfigError(f"robot_interface ros2_control needs a task: {error}") from error
+        if self.config.num_envs != 1 or self.config.pipeline:
+            self.get_logger().warn("robot_interface ros2_control drives one robot: num_envs and "
+                                   "pipeline are ignored")
+        self.pixels, self.latent, self._shown_env = False, None, None
+        self.obs_image_pub = self.experience_image_pub = None
+        self.env_ids = np.zeros(1, dtype=np.uint32)
+        self.boundary = RobotBoundary(self, task, self.boundary_config, seed)
+        self.get_logger().info(
+            f"robot {self.robot_id}: task {type(task).__name__} ({self.config.env_id}) through "
+            f"ros2_control: joint_states in, {self.boundary.controller}/"
+            f"{self.boundary_config.command_topic} out ({self.boundary.interface}), seed {seed}")
 
     def _make_lanes(self, seed: int) -> list[Lane]:
         num_envs = self.config.num_envs
@@ -179,23 +208,33 @@ class SimulatorNode(RLNode):
         """The first lane's environments (all of them without pipelining)."""
         return self.lanes[0].envs
 
+    def _apply_boundary_config(self, config: BoundaryConfig) -> None:
+        self.boundary_config = config
+        if self.boundary is not None:
+            self.boundary.config = config
+
     def _apply_config(self, config: SimulatorConfig) -> None:
         rate_changed = config.visualization_rate_hz != self.config.visualization_rate_hz
         self.config = config
-        if rate_changed:
+        if rate_changed and isinstance(self._shown_env, PybulletRobotEnv):
             self._start_visualization_timer()
 
     # --- rviz: robot_description, joint_states, markers, TF ---------------------------------------
 
     def _setup_visualization(self) -> None:
+        self._visualization_timer = None
         self._shown_env = self.envs.envs[0].unwrapped
+        if not isinstance(self._shown_env, PybulletRobotEnv):
+            # Any gymnasium env trains; only our pybullet robots have a URDF to show.
+            self.get_logger().info(f"{self.config.env_id} has no robot model (URDF): no "
+                                   "robot_description, joint_states or markers for rviz")
+            return
         description = self.zc_publisher(plain(String), graph.ROBOT_DESCRIPTION)
         description.publish(String(data=visualization.urdf_for_rviz(self._shown_env.urdf_path)))
         self.joint_states_pub = self.zc_publisher(plain(JointState), graph.JOINT_STATES)
         self.markers_pub = self.zc_publisher(plain(MarkerArray), graph.MARKERS)
         self.tf_pub = (self.zc_publisher(plain(visualization.TFMessage), graph.TF)
                        if visualization.TFMessage is not None else None)
-        self._visualization_timer = None
         self._start_visualization_timer()
 
     def _start_visualization_timer(self) -> None:
@@ -231,6 +270,11 @@ class SimulatorNode(RLNode):
                   "lanes": len(self.lanes), "acting paused": self.acting_paused,
                   "paused s": f"{self._paused_total(now):.1f}"}
         target = self.config.max_rate_hz * self.config.num_envs
+        if self.boundary is not None:
+            warning = self.boundary.diagnose(values)
+            if warning is not None:
+                return WARN, warning, values
+            target = 0.0
         if self.pixels:
             values["observation codec"] = self.codec
         if self.latent is not None and not self.latent.ready:
@@ -247,6 +291,8 @@ class SimulatorNode(RLNode):
         return OK, "stepping", values
 
     def start(self) -> None:
+        if self.boundary is not None:
+            self.boundary.start()
         for lane in self.lanes:
             self._publish_observations(lane)
 
@@ -282,6 +328,9 @@ class SimulatorNode(RLNode):
                 self._publish_observations(lane)
 
     def _on_actions(self, msg: Actions) -> None:
+        if self.boundary is not None:
+            self._on_boundary_actions(msg)
+            return
         lane = self.lanes[msg.step % len(self.lanes)]
         if msg.robot_id != self.robot_id or msg.step // len(self.lanes) != lane.count or lane.held:
             return  # an answer to a republished or another robot's batch: already handled
@@ -325,6 +374,47 @@ class SimulatorNode(RLNode):
                 [bool(e.is_success) for e in step.episodes], self.total_episodes,
                 self.total_env_steps, self.policy_version, time.time_ns()))
 
+    # --- the ros2_control boundary (rl_nodes.robot_boundary calls these) -------------------
+
+    def _on_boundary_actions(self, msg: Actions) -> None:
+        assert self.boundary is not None
+        if msg.robot_id != self.robot_id or msg.step != self.boundary.observation_step - 1:
+            return  # an answer to an older observation or another robot's
+        shape = (1, *self.boundary.task.action_space.shape)
+        if msg.actions.shape != shape:
+            self.reject("actions", f"expected actions of shape {shape}, got shape "
+                        f"{msg.actions.shape}")
+            return
+        self.policy_version = msg.policy_version
+        if self.total_env_steps < self.config.random_steps:
+            actions = self._rng.uniform(-1.0, 1.0, shape[1:])
+        else:
+            actions = msg.actions[0]
+        self.boundary.on_action(actions)
+
+    def publish_boundary_observation(self, obs: np.ndarray, step: int) -> None:
+        self.observations_pub.publish(Observations(self.robot_id, step, obs[None].astype(
+            np.float32), self.get_clock().now().nanoseconds))
+
+    def publish_boundary_transition(self, transition: Any) -> None:
+        experience = Experience(
+            self.robot_id, transition.obs[None].astype(np.float32), transition.action[None],
+            np.asarray([transition.reward], dtype=np.float32),
+            transition.next_obs[None].astype(np.float32), np.asarray([transition.terminated]),
+            np.asarray([transition.truncated]), self.policy_version,
+            self.get_clock().now().nanoseconds, self.env_ids, self.stream, self.sequence)
+        self.experience_pub.publish(experience)
+        self.sequence += 1
+        self.step_count += 1
+        self.total_env_steps += 1
+
+    def publish_boundary_episode(self, episode: Any) -> None:
+        self.total_episodes += 1
+        self.episodes_pub.publish(Episodes(
+            self.robot_id, [0], [episode.episode_return], [episode.length],
+            [bool(episode.success)], self.total_episodes, self.total_env_steps,
+            self.policy_version, self.get_clock().now().nanoseconds))
+
     def _on_replay_status(self, msg: ReplayStatus) -> None:
         """Follow the rate limiter: hold stepping while acting is paused, resume after."""
         self._status_at = time.monotonic()
@@ -345,6 +435,8 @@ class SimulatorNode(RLNode):
             return
         self.paused_s = self._paused_total(now)
         self._paused_since = None
+        if self.boundary is not None:
+            self.boundary.resume()
         for lane in self.lanes:
             if lane.held:
                 self._publish_observations(lane)

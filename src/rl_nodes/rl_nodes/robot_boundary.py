@@ -1,0 +1,332 @@
+"""The simulator node's endpoints towards a ros2_control robot (``robot_interface: ros2_control``).
+
+ROS wiring around :class:`rl_core.robot.boundary.RobotLoop`: joint states in
+(``<namespace>/joint_states``, joint_state_broadcaster's), commands out
+(``<namespace>/<controller>/commands`` as ``std_msgs/Float64MultiArray`` for a forward command
+controller, or ``<namespace>/<controller>/joint_trajectory`` for joint_trajectory_controller),
+the e-stop (``<namespace>/estop``, ``std_msgs/Bool``) and the robot's reset service. The command
+deadline runs on a steady-clock timer, so it keeps watching when simulated time stops.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from builtin_interfaces.msg import Duration
+from rclpy.clock import Clock, ClockType
+from rl_core.config import BoundaryConfig, ConfigError
+from rl_core.robot import JointLimits, JointSample
+from rl_core.robot.boundary import RobotLoop, Transition
+from rl_core.robot.safety import INTERVENTIONS, SafetyLayer
+from rl_core.robot.task import Task
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Bool, Float64MultiArray
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+from rl_nodes import graph
+from rl_nodes.conversions import plain
+
+if TYPE_CHECKING:
+    from rl_nodes.simulator import SimulatorNode
+
+#: Latencies kept for the percentiles on /diagnostics.
+LATENCY_WINDOW = 1000
+#: A robot whose clock (joint state stamps) has not moved for this long while the boundary
+#: waits for it is reported on /diagnostics.
+FROZEN_CLOCK_S = 2.0
+
+
+def _limits_of(task: Task, names: tuple[str, ...]) -> JointLimits:
+    """The commanded joints' limits from the task's URDF (unbounded without one)."""
+    if task.urdf_path:
+        from rl_core.robot.urdf import UrdfModel
+
+        return UrdfModel.from_file(task.urdf_path).limits(list(names))
+    inf = np.full(len(names), np.inf)
+    return JointLimits(tuple(names), -inf, inf.copy(), inf.copy(), inf.copy())
+
+
+class RobotBoundary:
+    """One robot behind ros2_control's topics, driven for ``node`` (a simulator node).
+
+    :param node: the simulator node; its publishers carry observations, experience, episodes.
+    :param task: the task (rl_core.robot.tasks.load_task of the node's env_id).
+    :param config: the node's boundary parameters.
+    :param seed: the robot's seed (start states and goals).
+    """
+
+    def __init__(self, node: SimulatorNode, task: Task, config: BoundaryConfig, seed: int) -> None:
+        self.node = node
+        self.task = task
+        self.config = config
+        self.interface = config.command_interface or task.command_interface
+        if self.interface != task.command_interface:
+            raise ConfigError(f"task {type(task).__name__} acts through the "
+                              f"{task.command_interface} interface, command_interface is "
+                              f"{self.interface!r}; a task's actions mean one interface")
+        self.robot_joints = config.joint_names(task.joint_names)
+        to_robot = dict(zip(task.joint_names, self.robot_joints))
+        self.command_joints = [to_robot[name] for name in task.commanded]
+        self.period = 1.0 / config.control_rate_hz if config.control_rate_hz else task.control_period
+        scale = (np.full(len(task.commanded), config.action_scale) if config.action_scale
+                 else np.asarray(task.action_scale, dtype=np.float64))
+        task_limits = _limits_of(task, tuple(task.commanded))
+        indices = np.asarray([task.joint_names.index(name) for name in task.commanded])
+        self.safety = SafetyLayer(self.interface, task_limits, indices, self.period,
+                                  config.max_command_change * scale,
+                                  task.end_effector if task.workspace else None, task.workspace)
+        self.loop = RobotLoop(task, self.safety, np.random.default_rng(seed), config.reset,
+                              action_scale=scale)
+        self.controller = config.controller or f"{self.interface}_controller"
+        topic = graph.command_topic(self.controller, config.command_topic)
+        message_type = Float64MultiArray if config.command_topic == "commands" else JointTrajectory
+        self.command_pub = node.zc_publisher(plain(message_type), topic)
+        node.zc_subscription(plain(JointState), graph.ROBOT_JOINT_STATES, self._on_joint_state)
+        node.zc_subscription(plain(Bool), graph.ESTOP, self._on_estop)
+        from rl_interfaces.srv import ResetRobot
+
+        self._reset_type = ResetRobot
+        self.reset_client = (node.create_client(ResetRobot, config.reset_service)
+                             if config.reset == "service" else None)
+        self._reset_pending: Any = None
+        self._reset_asked_at = 0.0
+        # Steady clock: the command deadline must hold when simulated time stops.
+        self._timer = node.create_timer(min(self.period, 0.05), self._tick,
+                                        clock=Clock(clock_type=ClockType.STEADY_TIME))
+        self._last_command_at = time.monotonic()
+        self._observed_at = 0.0  # when the state of the observation in flight was received
+        self._last_state_at: float | None = None
+        self._last_stamp_change_at = time.monotonic()
+        self._last_stamp = -1.0
+        self.latencies: collections.deque[float] = collections.deque(maxlen=LATENCY_WINDOW)
+        self.commands_sent = 0
+        self._rate_window = (time.monotonic(), 0)
+        self.control_rate_hz = 0.0
+        self.observation_step = 0
+        self._index_of: dict[tuple[str, ...], np.ndarray] = {}
+        self._started = False
+        self._withheld = False  # an observation held back while acting is paused
+        self._held_for_pause = False
+
+    # --- start and episodes ------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._started = True
+        self._begin_episode()
+
+    def _begin_episode(self) -> None:
+        target = self.loop.begin_episode()
+        if self.reset_client is None:
+            return  # homing: driven by the joint states that come
+        if not self.reset_client.service_is_ready():
+            self._reset_pending = "waiting"  # the tick asks again once the service is there
+            return
+        request = self._reset_type.Request()
+        request.name = list(self.robot_joints)
+        request.position = [float(v) for v in target.position]
+        request.velocity = [float(v) for v in target.velocity]
+        self._reset_asked_at = time.monotonic()
+        future = self.reset_client.call_async(request)
+        self._reset_pending = future
+        future.add_done_callback(lambda done: self.node.ipc.post(self._on_reset, done))
+
+    def _on_reset(self, future: Any) -> None:
+        if future is not self._reset_pending:
+            return
+        self._reset_pending = None
+        response = future.result()
+        if response is None or not response.success:
+            reason = getattr(response, "message", "no answer")
+            self.node.reject("robot reset", f"{self.config.reset_service} refused: {reason}; "
+                             "asking again")
+            self._begin_episode()
+            return
+        self._publish_observation(self.loop.reset_done())
+
+    # --- inputs -------------------------------------------------------------------------------
+
+    def _sample(self, msg: JointState) -> JointSample | None:
+        names = tuple(msg.name)
+        index = self._index_of.get(names)
+        if index is None:
+            missing = [name for name in self.robot_joints if name not in names]
+            if missing:
+                self.node.reject("joint states", f"joint_states lacks {missing} (it has "
+                                 f"{list(names)}); set joints:= to the robot's joint names")
+                return None
+            index = np.asarray([names.index(name) for name in self.robot_joints])
+            self._index_of[names] = index
+        count = len(names)
+
+        def field(values: Any) -> np.ndarray:
+            array = np.asarray(values, dtype=np.float64)
+            return array[index] if len(array) == count else np.zeros(len(index))
+
+        position = np.asarray(msg.position, dtype=np.float64)
+        if len(position) != count:
+            self.node.reject("joint states", f"{len(position)} positions for {count} names")
+            return None
+        sample = JointSample(msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec,
+                             position[index], field(msg.velocity), field(msg.effort))
+        if not (np.all(np.isfinite(sample.position)) and np.all(np.isfinite(sample.velocity))):
+            self.node.reject("joint states", "non-finite joint positions or velocities")
+            return None
+        return sample
+
+    def _on_joint_state(self, msg: JointState) -> None:
+        sample = self._sample(msg)
+        if sample is None or not self._started:
+            return
+        now = time.monotonic()
+        self._last_state_at = now
+        if sample.stamp != self._last_stamp:
+            self._last_stamp, self._last_stamp_change_at = sample.stamp, now
+        obs, transition, episode = self.loop.on_state(sample)
+        if transition is not None:
+            self.node.publish_boundary_transition(transition)
+        if episode is not None:
+            self.node.publish_boundary_episode(episode)
+            self._begin_episode()
+        elif self.loop.phase == "resetting" and self.reset_client is None:
+            self._home()
+        self._publish_observation(obs, now)
+
+    def _home(self) -> None:
+        command = self.loop.homing_command()
+        if command is None:
+            self._publish_observation(self.loop.reset_done())
+        else:
+            self._send(command)
+
+    def on_action(self, action: np.ndarray) -> None:
+        command = self.loop.on_action(action)
+        if command is None:
+            return
+        self.latencies.append(time.monotonic() - self._observed_at)
+        self._send(command)
+
+    def _on_estop(self, msg: Bool) -> None:
+        engaged = bool(msg.data)
+        hold = self.loop.set_estop(engaged)
+        if hold is not None:
+            self._send(hold)
+            self.node.get_logger().warning("e-stop: robot held, acting paused until released")
+        elif not engaged:
+            self.node.get_logger().info("e-stop released: acting resumes")
+            self.resume()
+
+    # --- outputs ------------------------------------------------------------------------------
+
+    def _publish_observation(self, obs: np.ndarray | None, received_at: float | None = None
+                             ) -> None:
+        if obs is None:
+            return
+        if self.node.acting_paused:
+            self._withheld = True  # resume() observes again when the pause ends
+            return
+        self._observed_at = received_at if received_at is not None else time.monotonic()
+        self.node.publish_boundary_observation(obs, self.observation_step)
+        self.observation_step += 1
+        self._last_command_at = time.monotonic()  # the deadline runs from the observation
+
+    def resume(self) -> None:
+        """Acting may go on (pause over, e-stop released): observe the newest state."""
+        if self._withheld or self.loop.phase == "acting":
+            self.loop.phase = "waiting"
+        self._withheld = self._held_for_pause = False
+        self._publish_observation(self.loop.resume_observation())
+
+    def _send(self, command: np.ndarray) -> None:
+        values = [float(v) for v in command]
+        if self.config.command_topic == "commands":
+            msg: Any = Float64MultiArray(data=values)
+        else:
+            msg = JointTrajectory(joint_names=list(self.command_joints))
+            point = JointTrajectoryPoint()
+            seconds = self.period
+            point.time_from_start = Duration(sec=int(seconds), nanosec=int(seconds % 1 * 1e9))
+            if self.interface == "position":
+                point.positions = values
+            elif self.interface == "velocity":
+                point.velocities = values
+            else:
+                point.effort = values
+            msg.points = [point]
+            msg.header.stamp = self.node.get_clock().now().to_msg()
+        self.command_pub.publish(msg)
+        self.commands_sent += 1
+        self._last_command_at = time.monotonic()
+
+    def _tick(self) -> None:
+        self.node.ipc.post(self._check_deadline)
+
+    def _check_deadline(self) -> None:
+        now = time.monotonic()
+        if self._reset_pending == "waiting":
+            self._begin_episode()
+        if self._withheld:
+            # The learner pauses acting: a robot must not go on with its last command meanwhile.
+            if not self._held_for_pause and now - self._last_command_at > self.config.command_timeout:
+                self._held_for_pause = True
+                if self.loop.latest is not None:
+                    self._send(self.safety.hold(self.loop.latest))
+            return
+        if (self.loop.phase == "acting" and not self.loop.estopped
+                and now - self._last_command_at > self.config.command_timeout):
+            hold = self.loop.timed_out()
+            if hold is not None:
+                self._send(hold)
+                self.node.get_logger().warning(
+                    f"no action within command_timeout {self.config.command_timeout} s: robot "
+                    "held (is the policy running?)", throttle_duration_sec=5.0)
+
+    # --- reporting ----------------------------------------------------------------------------
+
+    def diagnose(self, values: dict[str, object]) -> str | None:
+        """Add the boundary's figures to ``values``; a warning message, or ``None``."""
+        now = time.monotonic()
+        then, sent_then = self._rate_window
+        self._rate_window = (now, self.commands_sent)
+        self.control_rate_hz = (self.commands_sent - sent_then) / max(now - then, 1e-9)
+        latency = self.latency_percentiles()
+        values.update({
+            "robot interface": f"ros2_control ({self.controller}/{self.config.command_topic}, "
+                               f"{self.interface})",
+            "control rate hz": f"{self.control_rate_hz:.1f}",
+            "target control rate hz": f"{1.0 / self.period:.1f}",
+            "command latency p50 ms": f"{1e3 * latency[0]:.2f}",
+            "command latency p99 ms": f"{1e3 * latency[1]:.2f}",
+            "phase": self.loop.phase, "e-stop": self.loop.estopped,
+            **{f"safety {kind}": count for kind, count in self.safety.interventions.items()},
+        })
+        if self.loop.estopped:
+            return "e-stop engaged: robot held, acting paused"
+        if self._last_state_at is None:
+            return f"no joint_states from the robot yet (is it running in {self.node.get_namespace()}?)"
+        if self._reset_pending == "waiting":
+            return f"waiting for the robot's reset service {self.config.reset_service}"
+        if (self.loop.phase in ("stepping", "waiting")
+                and now - self._last_stamp_change_at > FROZEN_CLOCK_S):
+            return (f"the robot's clock is frozen: joint_states stamps have not moved for "
+                    f"{now - self._last_stamp_change_at:.0f} s")
+        return None
+
+    def latency_percentiles(self) -> tuple[float, float]:
+        """(p50, p99) seconds from receiving a joint state to sending the command for it."""
+        if not self.latencies:
+            return 0.0, 0.0
+        p50, p99 = np.percentile(np.asarray(self.latencies), [50, 99])
+        return float(p50), float(p99)
+
+    def summary(self) -> dict[str, float]:
+        p50, p99 = self.latency_percentiles()
+        return {"command_latency_p50_ms": 1e3 * p50, "command_latency_p99_ms": 1e3 * p99,
+                "control_rate_hz": self.control_rate_hz,
+                **{f"safety_{kind.replace(' ', '_').replace(':', '')}": float(count)
+                   for kind, count in self.safety.interventions.items()}}
+
+
+__all__ = ["RobotBoundary", "Transition", "INTERVENTIONS"]
