@@ -78,6 +78,27 @@ DEPLOYMENT_ARGUMENTS: dict[str, tuple[str, str]] = {
         "robot's namespace; central, one policy node /policy serving every robot with one "
         "batched forward pass (get_action at /policy/get_action).",
     ),
+    "robot_interface": (
+        "",
+        "How simulators reach their robots: in_process (step gymnasium envs in the node, the "
+        "fastest path) or ros2_control (joint_states in, a ros2_control controller's commands "
+        "out; docs/robots.md); empty: the config's, else in_process.",
+    ),
+    "sim_robot": (
+        "true",
+        "With robot_interface:=ros2_control: start a pybullet sim_robot per robot behind "
+        "ros2_control's topics (true), or bring your own robots (false: mock hardware, Gazebo, "
+        "real arms).",
+    ),
+    "task": (
+        "",
+        "What every node learns (their env_id): a gymnasium id, 'module:Id', or a task's entry "
+        "point 'my_package.tasks:Reach' (robot_interface:=ros2_control); empty: the config's.",
+    ),
+    "use_sim_time": (
+        "false",
+        "Every node follows /clock (robot 0's sim_robot, or Gazebo through ros_gz_bridge).",
+    ),
     "weights_key": (
         "",
         "File holding the hex key that signs the policy weights (give every host of a multi-host "
@@ -154,4 +175,8 @@ def plan_from_arguments(mode: str, values: Mapping[str, str]) -> Plan:
         cpus=given.get("cpus"),
         policy_layout=given.get("policy_layout", DEFAULT_POLICY_LAYOUT),
         autoscale={key: given[key] for key in ELASTIC_KEYS if key in given} or None,
+        robot_interface=given.get("robot_interface"),
+        sim_robot=given.get("sim_robot", "true"),
+        task=given.get("task"),
+        use_sim_time=given.get("use_sim_time", "false"),
     )

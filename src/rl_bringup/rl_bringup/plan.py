@@ -66,7 +66,7 @@ from rl_core.cpus import (
     parse_cpu_list,
 )
 
-from rl_bringup import paths
+from rl_bringup import paths, robot_plan
 from rl_bringup.autoscale import AutoscaleSettings, settings_from_text
 from rl_nodes import graph
 from rl_nodes.graph import robot_namespace
@@ -792,6 +792,10 @@ def make_plan(
     cpus: str | None = None,
     policy_layout: str = DEFAULT_POLICY_LAYOUT,
     autoscale: Mapping[str, Any] | None = None,
+    robot_interface: str | None = None,
+    sim_robot: bool | str = True,
+    task: str | None = None,
+    use_sim_time: bool | str = False,
     *,
     environ: Mapping[str, str] | None = None,
     rng: random.Random | None = None,
@@ -824,6 +828,13 @@ def make_plan(
         batched inference; see the module docstring for where each mode puts it).
     :param autoscale: with ``robots:=auto``: ``min_robots``, ``max_robots`` and
         ``autoscale_<setting>`` values (:func:`parse_elastic_robots`).
+    :param robot_interface: ``in_process`` or ``ros2_control`` (the simulators drive robots
+        through ros2_control's topics); ``None``: the scenario file's, else ``in_process``.
+    :param sim_robot: with ros2_control, start a pybullet ``sim_robot`` per robot
+        (:mod:`rl_bringup.robot_plan`); false: the robots come from elsewhere.
+    :param task: the task every node learns (their ``env_id``): a gymnasium id or a task's
+        entry point ``module:TaskClass``; ``None``: the scenario file's.
+    :param use_sim_time: every node follows ``/clock`` (robot 0's sim_robot publishes it).
     :param environ: the caller's environment (``os.environ`` when ``None``); read for
         ``ROS_DOMAIN_ID`` and for variables that would contradict the plan.
     :param rng: random generator for the domain-id pick (tests pass a seeded one).
@@ -870,6 +881,21 @@ def make_plan(
         )
 
     shared_parameters = _check_parameters(extra_parameters or {})
+    try:
+        use_sim_time = robot_plan.parse_flag("use_sim_time", use_sim_time)
+        start_sim_robots = robot_plan.parse_flag("sim_robot", sim_robot)
+    except ConfigError as error:
+        raise PlanError(str(error)) from None
+    if task is not None and str(task).strip():
+        shared_parameters["env_id"] = str(task).strip()
+    if robot_interface is not None and str(robot_interface).strip():
+        interface = str(robot_interface).strip()
+        if interface not in robot_plan.ROBOT_INTERFACES:
+            raise PlanError(f"unknown robot_interface {robot_interface!r}; valid: "
+                            f"{', '.join(robot_plan.ROBOT_INTERFACES)}")
+        shared_parameters["robot_interface"] = interface
+    if use_sim_time:
+        shared_parameters["use_sim_time"] = True
     trainer_parameters = dict(shared_parameters)
     if output_dir is not None and str(output_dir).strip() != "":
         absolute = os.path.abspath(os.path.expanduser(os.fspath(output_dir)))
@@ -895,6 +921,25 @@ def make_plan(
         }
         assign_cpus(process, sets)
         process.env = {**environment, **cpu_environment(process)}
+    interface = robot_plan.effective_simulator_parameter(
+        "robot_interface", config_file, shared_parameters, robot_plan.DEFAULT_ROBOT_INTERFACE)
+    if interface == "ros2_control" and start_sim_robots:
+        env_id = robot_plan.effective_simulator_parameter("env_id", config_file,
+                                                          shared_parameters, "")
+        for robot in range(robot_count):
+            try:
+                parameters = robot_plan.sim_robot_parameters(env_id, robot,
+                                                             publish_clock=robot == 0)
+            except ConfigError as error:
+                raise PlanError(str(error)) from None
+            process = ProcessSpec(name=f"sim_robot_robot_{robot}", executable=graph.SIM_ROBOT,
+                                  namespace=robot_namespace(robot), parameters=parameters,
+                                  respawn=True)
+            process.env = dict(environment)
+            processes.append(process)
+        notes.append(f"robot_interface:=ros2_control: {robot_count} sim_robot process"
+                     f"{'es' if robot_count > 1 else ''} ({robot_plan.SIM_ROBOT_MODE}) behind "
+                     "ros2_control's topics; sim_robot:=false to bring your own robots")
     return Plan(
         mode=mode_text,
         robots=robot_count,

@@ -1,0 +1,77 @@
+"""What a deployment with ``robot_interface:=ros2_control`` adds to the plan.
+
+Each robot's simulator node then drives a robot through ros2_control's topics. With
+``sim_robot:=true`` (the default) the plan starts, per robot, a ``sim_robot`` process in the
+robot's namespace: a pybullet robot behind those topics, set up from the task (its URDF, joints,
+command interface and control period). With ``sim_robot:=false`` the robots come from elsewhere:
+ros2_control's mock hardware, Gazebo (gz_ros2_control) or real arms (docs/robots.md).
+
+Leaf module: imports neither the plan nor launch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rl_core.config import ROBOT_INTERFACES, ConfigError, load_yaml, node_parameters
+
+#: sim_robot's built-in robot models, by the URDF file a task names (rl_core.robot.tasks).
+_BUILT_IN_MODELS = {"cartpole.urdf": "cartpole", "kuka_iiwa/model.urdf": "kuka_iiwa"}
+DEFAULT_ROBOT_INTERFACE = ROBOT_INTERFACES[0]
+#: How sim_robot advances: one control period per command (as fast as the learner acts).
+SIM_ROBOT_MODE = "lockstep"
+
+
+def effective_simulator_parameter(name: str, config_file: str,
+                                  overrides: Mapping[str, Any], default: Any) -> Any:
+    """A simulator parameter as the node will see it: the override, else the scenario file's
+    simulator block, else ``default``."""
+    if name in overrides:
+        return overrides[name]
+    try:
+        return node_parameters(load_yaml(config_file), "simulator").get(name, default)
+    except ConfigError:
+        return default
+
+
+def sim_robot_parameters(env_id: str, robot: int, publish_clock: bool) -> dict[str, Any]:
+    """The parameters of robot ``robot``'s sim_robot for the task ``env_id``.
+
+    :raises ConfigError: when ``env_id`` names no task, or a task without a URDF.
+    """
+    from rl_core.robot.tasks import load_task
+
+    try:
+        task = load_task(env_id)
+    except ValueError as error:
+        raise ConfigError(f"robot_interface:=ros2_control needs a task: {error}") from error
+    if not task.urdf_path:
+        raise ConfigError(f"task {type(task).__name__} has no URDF, so sim_robot cannot simulate "
+                          "it; start your robot yourself and pass sim_robot:=false")
+    path = task.urdf_path.replace("\\", "/")
+    model = next((name for suffix, name in _BUILT_IN_MODELS.items() if path.endswith(suffix)),
+                 task.urdf_path)
+    return {
+        "robot": model,
+        "joints": list(task.joint_names),
+        "command_joints": list(task.commanded),
+        "controller": f"{task.command_interface}_controller",
+        "command_interface": task.command_interface,
+        "control_period": float(task.control_period),
+        "mode": SIM_ROBOT_MODE,
+        "publish_clock": publish_clock,
+        "seed": robot,
+    }
+
+
+def parse_flag(name: str, value: Any) -> bool:
+    """``true``/``false`` (any case, or a YAML boolean) as a bool; ConfigError otherwise."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off"):
+        return False
+    raise ConfigError(f"{name} must be true or false, got {value!r}")
