@@ -64,6 +64,10 @@ setup(
             "share/" + package_name + "/config",
             _package_files("config/*.yaml", "config/*.rviz", "config/*.json", "config/*.xml"),
         ),
+        (
+            "share/" + package_name + "/config/robots",
+            _package_files("config/robots/*.xml", "config/robots/*.yaml"),
+        ),
     ],
     install_requires=["setuptools"],
     zip_safe=True,

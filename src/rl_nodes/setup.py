@@ -23,6 +23,7 @@ setup(
             "replay_buffer = rl_nodes.replay_buffer:main",
             "trainer = rl_nodes.trainer:main",
             "container = rl_nodes.container:main",
+            "sim_robot = rl_nodes.sim_robot:main",
         ],
     },
 )

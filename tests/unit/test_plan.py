@@ -502,7 +502,8 @@ def test_launch_file_parses_and_defines_generate_launch_description(file_name: s
 def test_launch_arguments_are_declared_with_descriptions(fake_launch: None, file_name: str) -> None:
     declared, _ = run_launch_file(file_name, {"domain_id": "9"})
     deployment = {"robots", "config", "output_dir", "domain_id", "discovery", "cpus",
-                  "policy_layout", "weights_key"}
+                  "policy_layout", "weights_key", "robot_interface", "sim_robot", "task",
+                  "use_sim_time"}
     # Every node parameter too, so that --show-args lists what name:=value overrides (robots is
     # the central policy's parameter and the deployment argument; the plan sets it).
     parameters = {name for classes in NODE_CONFIGS.values() for cls in classes

@@ -35,14 +35,32 @@ class EvalResult(NamedTuple):
         return float(self.returns.std()) if len(self.returns) else float("nan")
 
 
+def evaluation_env_id(env_id: str) -> str | None:
+    """The gymnasium id to evaluate a policy for ``env_id`` on: ``env_id`` itself, or the
+    in-process twin of a robot task (rl_core.robot.tasks); None for a task that exists only on
+    a robot (nothing to evaluate on here)."""
+    from rl_core.robot.tasks import is_task_name, load_task
+
+    if is_task_name(env_id):
+        return load_task(env_id).env_id
+    return env_id
+
+
 def evaluate(actor: SquashedGaussianActor, env_id: str, episodes: int, seed: int = 0,
              env: gym.Env | None = None) -> EvalResult:
     """Run ``episodes`` deterministic episodes (mean action) and return their returns.
 
+    :param env_id: a gymnasium id, or a robot task's name (evaluated on its in-process twin;
+        no episodes for a task without one).
     :param env: an environment to reuse (e.g. one with ``render_mode``); made from ``env_id``
         when omitted, and closed afterwards only then.
     """
     own_env = env is None
+    if env is None:
+        twin = evaluation_env_id(env_id)
+        if twin is None:
+            return EvalResult(np.zeros(0), np.zeros(0, dtype=np.int64))
+        env_id = twin
     env = env if env is not None else make_env(env_id)
     returns, lengths, successes = [], [], []
     try:

@@ -27,6 +27,8 @@ LATCHED_QOS = graph.LATCHED.profile()
 
 #: Diagnostic levels (diagnostic_msgs/DiagnosticStatus), for rqt_robot_monitor.
 OK, WARN, ERROR = DiagnosticStatus.OK, DiagnosticStatus.WARN, DiagnosticStatus.ERROR
+#: A node under use_sim_time whose clock stands still this long says so on /diagnostics.
+CLOCK_FROZEN_S = 2.0
 
 
 def load_weights_key(logger: Any) -> bytes | None:
@@ -89,6 +91,7 @@ class RLNode(Node):
         #: Rejected inputs per source ("experience from robot 3", "policy weights", ...).
         self.rejections: dict[str, int] = {}
         self._last_reject_log: dict[str, float] = {}
+        self._clock_seen = (self.get_clock().now().nanoseconds, time.monotonic())
         self._diagnostics_pub = self.zc_publisher(plain(DiagnosticArray), graph.DIAGNOSTICS)
         self.zc_timer(graph.DIAGNOSTICS_PERIOD_S, self._publish_diagnostics)
 
@@ -132,8 +135,23 @@ class RLNode(Node):
         """``(level, message, values)`` for ``/diagnostics``; nodes override it."""
         return OK, "running", {}
 
+    def _clock_frozen_s(self) -> float:
+        """Seconds the node's clock has stood still under ``use_sim_time`` (0: it moves, or the
+        node runs on the system clock). Diagnostics run on a steady timer, so they see it."""
+        now_ns = self.get_clock().now().nanoseconds
+        steady = time.monotonic()
+        if not self.get_parameter("use_sim_time").value or now_ns != self._clock_seen[0]:
+            self._clock_seen = (now_ns, steady)
+            return 0.0
+        return steady - self._clock_seen[1]
+
     def _publish_diagnostics(self) -> None:
         level, message, values = self.diagnose()
+        frozen_s = self._clock_frozen_s()
+        if frozen_s >= CLOCK_FROZEN_S:
+            level = max(level, WARN)
+            message = (f"use_sim_time: the clock has not moved for {frozen_s:.0f} s (is /clock "
+                       f"published?); {message}")
         values = {**values, "rejected inputs": self.rejected_messages,
                   **{f"rejected {what}": count for what, count in self.rejections.items()}}
         status = DiagnosticStatus(level=level, name=self.get_fully_qualified_name(),

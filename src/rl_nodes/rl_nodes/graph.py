@@ -177,6 +177,13 @@ ESTOP = Topic("estop", "std_msgs/msg/Bool", (), (SIMULATOR,))
 CLOCK = Topic("/clock", "rosgraph_msgs/msg/Clock", (SIM_ROBOT,))
 #: sim_robot's reset: put the joints in a state (the task's start state).
 RESET_ROBOT_TYPE = "rl_interfaces/srv/ResetRobot"
+#: The boundary's figures on a simulator's /diagnostics, which the trainer copies into
+#: result.json (``robots``): latency from a joint state's arrival to the command sent for it,
+#: and the achieved control rate.
+LATENCY_P50_KEY, LATENCY_P99_KEY = "command latency p50 ms", "command latency p99 ms"
+CONTROL_RATE_KEY = "control rate hz"
+#: Prefix of the safety layer's intervention counts on /diagnostics.
+SAFETY_KEY_PREFIX = "safety "
 
 # --- services ----------------------------------------------------------------------------------
 
@@ -195,6 +202,9 @@ SAMPLE = Service("~/sample", "rl_interfaces/srv/SampleBatch", REPLAY_BUFFER)
 SAVE = Service("~/save", "rl_interfaces/srv/BufferFile", REPLAY_BUFFER)
 LOAD = Service("~/load", "rl_interfaces/srv/BufferFile", REPLAY_BUFFER)
 SERVICES: tuple[Service, ...] = (GET_ACTION, SAMPLE, SAVE, LOAD)
+#: sim_robot's reset (robot_interface ros2_control): put the joints in the task's start state.
+#: Not in the checked graph: only ros2_control deployments with sim_robot have it.
+RESET_ROBOT = Service("~/reset", RESET_ROBOT_TYPE, SIM_ROBOT)
 
 
 # --- resolution --------------------------------------------------------------------------------

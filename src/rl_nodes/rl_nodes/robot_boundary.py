@@ -19,8 +19,8 @@ from builtin_interfaces.msg import Duration
 from rclpy.clock import Clock, ClockType
 from rl_core.config import BoundaryConfig, ConfigError
 from rl_core.robot import JointLimits, JointSample
-from rl_core.robot.boundary import RobotLoop, Transition
-from rl_core.robot.safety import INTERVENTIONS, SafetyLayer
+from rl_core.robot.boundary import RobotLoop
+from rl_core.robot.safety import SafetyLayer
 from rl_core.robot.task import Task
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, Float64MultiArray
@@ -108,6 +108,7 @@ class RobotBoundary:
         self.observation_step = 0
         self._index_of: dict[tuple[str, ...], np.ndarray] = {}
         self._started = False
+        self._pending_transition: Any = None  # published once the next command is out
         self._withheld = False  # an observation held back while acting is paused
         self._held_for_pause = False
 
@@ -185,14 +186,24 @@ class RobotBoundary:
         if sample.stamp != self._last_stamp:
             self._last_stamp, self._last_stamp_change_at = sample.stamp, now
         obs, transition, episode = self.loop.on_state(sample)
-        if transition is not None:
-            self.node.publish_boundary_transition(transition)
+        self._flush_transition()
+        self._pending_transition = transition
         if episode is not None:
+            self._flush_transition()
             self.node.publish_boundary_episode(episode)
             self._begin_episode()
         elif self.loop.phase == "resetting" and self.reset_client is None:
             self._home()
         self._publish_observation(obs, now)
+        if self.loop.phase != "acting":
+            self._flush_transition()
+
+    def _flush_transition(self) -> None:
+        """Publish the transition held back until the command for the next state went out: in
+        one process the learner's work on it would otherwise delay that command."""
+        if self._pending_transition is not None:
+            transition, self._pending_transition = self._pending_transition, None
+            self.node.publish_boundary_transition(transition)
 
     def _home(self) -> None:
         command = self.loop.homing_command()
@@ -207,12 +218,14 @@ class RobotBoundary:
             return
         self.latencies.append(time.monotonic() - self._observed_at)
         self._send(command)
+        self._flush_transition()
 
     def _on_estop(self, msg: Bool) -> None:
         engaged = bool(msg.data)
         hold = self.loop.set_estop(engaged)
         if hold is not None:
             self._send(hold)
+            self._flush_transition()
             self.node.get_logger().warning("e-stop: robot held, acting paused until released")
         elif not engaged:
             self.node.get_logger().info("e-stop released: acting resumes")
@@ -226,6 +239,7 @@ class RobotBoundary:
             return
         if self.node.acting_paused:
             self._withheld = True  # resume() observes again when the pause ends
+            self._flush_transition()
             return
         self._observed_at = received_at if received_at is not None else time.monotonic()
         self.node.publish_boundary_observation(obs, self.observation_step)
@@ -279,6 +293,7 @@ class RobotBoundary:
             hold = self.loop.timed_out()
             if hold is not None:
                 self._send(hold)
+                self._flush_transition()
                 self.node.get_logger().warning(
                     f"no action within command_timeout {self.config.command_timeout} s: robot "
                     "held (is the policy running?)", throttle_duration_sec=5.0)
@@ -295,12 +310,13 @@ class RobotBoundary:
         values.update({
             "robot interface": f"ros2_control ({self.controller}/{self.config.command_topic}, "
                                f"{self.interface})",
-            "control rate hz": f"{self.control_rate_hz:.1f}",
+            graph.CONTROL_RATE_KEY: f"{self.control_rate_hz:.1f}",
             "target control rate hz": f"{1.0 / self.period:.1f}",
-            "command latency p50 ms": f"{1e3 * latency[0]:.2f}",
-            "command latency p99 ms": f"{1e3 * latency[1]:.2f}",
+            graph.LATENCY_P50_KEY: f"{1e3 * latency[0]:.2f}",
+            graph.LATENCY_P99_KEY: f"{1e3 * latency[1]:.2f}",
             "phase": self.loop.phase, "e-stop": self.loop.estopped,
-            **{f"safety {kind}": count for kind, count in self.safety.interventions.items()},
+            **{f"{graph.SAFETY_KEY_PREFIX}{kind}": count
+               for kind, count in self.safety.interventions.items()},
         })
         if self.loop.estopped:
             return "e-stop engaged: robot held, acting paused"
@@ -321,12 +337,5 @@ class RobotBoundary:
         p50, p99 = np.percentile(np.asarray(self.latencies), [50, 99])
         return float(p50), float(p99)
 
-    def summary(self) -> dict[str, float]:
-        p50, p99 = self.latency_percentiles()
-        return {"command_latency_p50_ms": 1e3 * p50, "command_latency_p99_ms": 1e3 * p99,
-                "control_rate_hz": self.control_rate_hz,
-                **{f"safety_{kind.replace(' ', '_').replace(':', '')}": float(count)
-                   for kind, count in self.safety.interventions.items()}}
 
-
-__all__ = ["RobotBoundary", "Transition", "INTERVENTIONS"]
+__all__ = ["RobotBoundary"]

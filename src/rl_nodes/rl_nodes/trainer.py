@@ -39,6 +39,7 @@ from rl_core.image_codecs import is_image_shape
 from rl_core.learner import Learner, TrainResult
 from rl_core.replay import PriorityFeedback
 from rl_core.training import UNLIMITED_BATCHES, seed_everything
+from diagnostic_msgs.msg import DiagnosticArray
 from rl_interfaces.msg import ReplayStatus
 from std_msgs.msg import Float64
 
@@ -147,6 +148,9 @@ class TrainerNode(RLNode):
         self.priorities = PriorityFeedback(MAX_REQUEST_ROWS)
         self.zc_subscription(EPISODES, graph.EPISODES, self._on_episodes)
         self.zc_subscription(plain(ReplayStatus), graph.REPLAY_STATUS, self._on_replay_status)
+        self.zc_subscription(plain(DiagnosticArray), graph.DIAGNOSTICS, self._on_diagnostics)
+        #: The latest boundary figures of each robot (robot_interface ros2_control), by namespace.
+        self.robot_figures: dict[str, dict[str, str]] = {}
         self.zc_timer(PROGRESS_PERIOD_S, self._log_progress)
         self.total_inserted = 0
         self.replay_status: ReplayStatus | None = None
@@ -356,6 +360,16 @@ class TrainerNode(RLNode):
         for episode_return in returns:
             self.learner.record_episode(float(episode_return), self.total_inserted)
 
+    def _on_diagnostics(self, msg: DiagnosticArray) -> None:
+        """Keep each robot boundary's latency, rate and safety counts for result.json."""
+        for status in msg.status:
+            values = {item.key: item.value for item in status.values}
+            if graph.LATENCY_P50_KEY in values:
+                self.robot_figures[status.hardware_id] = {
+                    key: value for key, value in values.items()
+                    if key in (graph.LATENCY_P50_KEY, graph.LATENCY_P99_KEY,
+                               graph.CONTROL_RATE_KEY) or key.startswith(graph.SAFETY_KEY_PREFIX)}
+
     def _on_replay_status(self, msg: ReplayStatus) -> None:
         self.replay_status = msg
 
@@ -418,6 +432,8 @@ class TrainerNode(RLNode):
                 title=f"{self.config.env_id} (SAC, {self.update_mode})",
                 extra={"update_mode": self.update_mode, "device": self.device.type,
                        "weights_version": self.weights_version,
+                       **({"robots": dict(sorted(self.robot_figures.items()))}
+                          if self.robot_figures else {}),
                        **{name: value for name, value in self._replay_scalars().items()
                           if name != "updates_per_transition"}})
         self._last_checkpoint = time.monotonic()

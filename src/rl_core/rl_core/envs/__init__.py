@@ -117,14 +117,3 @@ def space_shapes(env_id: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
 
 
 register_envs()
-    if env_id not in gymnasium.registry:
-        known = ", ".join(sorted(k for k in gymnasium.registry if k.startswith("rl_ros2/")))
-        raise ValueError(f"unknown env_id {env_id!r}; rl_ros2 provides: {known}")
-    env = gymnasium.make(env_id)
-    try:
-        return tuple(env.observation_space.shape), tuple(env.action_space.shape)
-    finally:
-        env.close()
-
-
-register_envs()
