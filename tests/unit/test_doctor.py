@@ -53,6 +53,16 @@ def test_image_side_topics_are_the_documented_ones() -> None:
     assert expected == documented("Image topics", ROBOTS)
 
 
+def test_robot_boundary_endpoints_are_the_documented_ones() -> None:
+    expected = {graph.resolve(topic.name, "/robot_{k}") if topic.per_robot else topic.name:
+                topic.type for topic in graph.boundary_topics("{controller}")}
+    expected[graph.resolve(graph.RESET_ROBOT.name, "/robot_{k}", graph.SIM_ROBOT)] = \
+        graph.RESET_ROBOT.type
+    expected = {name.replace("{k}", str(k)): kind for name, kind in expected.items()
+                for k in range(ROBOTS)}
+    assert expected == documented("Robot boundary", ROBOTS)
+
+
 def test_process_layouts_differ_by_mode() -> None:
     layouts = {mode: set(expected_graph(ROBOTS, mode).processes)
                for mode in ("colocated", "decoupled", "hybrid")}

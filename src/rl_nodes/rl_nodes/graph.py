@@ -175,6 +175,13 @@ ROBOT_JOINT_STATES = Topic("joint_states", "sensor_msgs/msg/JointState", (SIM_RO
 ESTOP = Topic("estop", "std_msgs/msg/Bool", (), (SIMULATOR,))
 #: Simulated time (sim_robot with publish_clock; Gazebo through ros_gz_bridge).
 CLOCK = Topic("/clock", "rosgraph_msgs/msg/Clock", (SIM_ROBOT,))
+#: The boundary's topics, in the order of docs/graph.md ("Robot boundary"), for a controller
+#: name (``{controller}`` in the docs).
+def boundary_topics(controller: str) -> tuple[Topic, ...]:
+    return (ROBOT_JOINT_STATES, command_topic(controller),
+            command_topic(controller, "joint_trajectory"), ESTOP, CLOCK)
+
+
 #: sim_robot's reset: put the joints in a state (the task's start state).
 RESET_ROBOT_TYPE = "rl_interfaces/srv/ResetRobot"
 #: The boundary's figures on a simulator's /diagnostics, which the trainer copies into

@@ -1,0 +1,50 @@
+"""Learning across the ros2_control boundary: the simulators drive sim_robot processes through
+joint_states and a forward command controller, as they would drive Gazebo or a real arm."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.system.test_training_modes import MAX_RETURN, finish, launch
+
+pytestmark = pytest.mark.system
+BOUNDARY = "robot_interface:=ros2_control"
+#: config/kuka_reach.yaml's success criterion.
+KUKA_SUCCESS_RATE = 0.8
+
+
+def check_boundary_figures(result: dict, robots: int) -> None:
+    """result.json reports each robot's control latency, rate and safety counts."""
+    figures = result["robots"]
+    assert sorted(figures) == [f"/robot_{k}" for k in range(robots)], figures
+    for robot in figures.values():
+        assert 0.0 < float(robot["command latency p50 ms"]) <= float(robot["command latency p99 ms"])
+        assert float(robot["control rate hz"]) > 0.0
+        assert int(robot["safety held: e-stop"]) == 0
+
+
+def test_cartpole_effort_interface_colocated(tmp_path: Path, ros_env) -> None:
+    """Cart-pole through effort_controller/commands, config/cartpole.yaml's budget."""
+    run = launch("colocated", tmp_path, ros_env, BOUNDARY)
+    code = finish(run, 600.0)
+    assert code == 0, run.output()[-4000:]
+    result = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert result["eval_mean_return"] >= 0.9 * MAX_RETURN, result
+    check_boundary_figures(result, 1)
+    assert any("sim_robot_robot_0" in line and "effort_controller/commands" in line
+               for line in run.lines), "sim_robot did not take effort commands"
+
+
+def test_kuka_reach_velocity_interface_hybrid_two_robots(tmp_path: Path, ros_env) -> None:
+    """KukaReach through velocity_controller/commands on two robots, config/kuka_reach.yaml's
+    budget and success criterion (>= 80 % of 20 evaluation episodes)."""
+    run = launch("hybrid", tmp_path, ros_env, BOUNDARY, "robots:=2", "config:=kuka_reach")
+    code = finish(run, 1200.0)
+    assert code == 0, run.output()[-4000:]
+    result = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert len(result["eval_returns"]) == 20, result
+    assert result["eval_success_rate"] >= KUKA_SUCCESS_RATE, result
+    check_boundary_figures(result, 2)
