@@ -32,6 +32,9 @@ from rl_nodes.conversions import plain
 if TYPE_CHECKING:
     from rl_nodes.simulator import SimulatorNode
 
+#: A gap between two commands longer than this many control periods is a pause, left out of
+#: the achieved control rate.
+PAUSE_PERIODS = 5
 #: Latencies kept for the percentiles on /diagnostics.
 LATENCY_WINDOW = 1000
 #: A robot whose clock (joint state stamps) has not moved for this long while the boundary
@@ -103,8 +106,7 @@ class RobotBoundary:
         self._last_stamp = -1.0
         self.latencies: collections.deque[float] = collections.deque(maxlen=LATENCY_WINDOW)
         self.commands_sent = 0
-        self._rate_window = (time.monotonic(), 0)
-        self.control_rate_hz = 0.0
+        self._driven_s, self._driven_commands = 0.0, 0
         self.observation_step = 0
         self._index_of: dict[tuple[str, ...], np.ndarray] = {}
         self._started = False
@@ -271,8 +273,15 @@ class RobotBoundary:
             msg.points = [point]
             msg.header.stamp = self.node.get_clock().now().to_msg()
         self.command_pub.publish(msg)
+        now = time.monotonic()
         self.commands_sent += 1
-        self._last_command_at = time.monotonic()
+        # The achieved rate counts the time the robot is driven: gaps longer than a few periods
+        # are pauses (rate limiter, e-stop, resets), not a slow loop.
+        gap = now - self._last_command_at
+        if gap < max(PAUSE_PERIODS * self.period, 0.1):
+            self._driven_s += gap
+            self._driven_commands += 1
+        self._last_command_at = now
 
     def _tick(self) -> None:
         self.node.ipc.post(self._check_deadline)
@@ -303,9 +312,6 @@ class RobotBoundary:
     def diagnose(self, values: dict[str, object]) -> str | None:
         """Add the boundary's figures to ``values``; a warning message, or ``None``."""
         now = time.monotonic()
-        then, sent_then = self._rate_window
-        self._rate_window = (now, self.commands_sent)
-        self.control_rate_hz = (self.commands_sent - sent_then) / max(now - then, 1e-9)
         latency = self.latency_percentiles()
         values.update({
             "robot interface": f"ros2_control ({self.controller}/{self.config.command_topic}, "
@@ -329,6 +335,11 @@ class RobotBoundary:
             return (f"the robot's clock is frozen: joint_states stamps have not moved for "
                     f"{now - self._last_stamp_change_at:.0f} s")
         return None
+
+    @property
+    def control_rate_hz(self) -> float:
+        """Commands per second while the robot is driven (pauses left out), since the start."""
+        return self._driven_commands / self._driven_s if self._driven_s > 0 else 0.0
 
     def latency_percentiles(self) -> tuple[float, float]:
         """(p50, p99) seconds from receiving a joint state to sending the command for it."""
