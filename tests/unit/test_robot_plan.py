@@ -70,3 +70,11 @@ def test_deployment_arguments_reach_the_plan() -> None:
 def test_bad_deployment_arguments_say_what_to_fix(arguments: dict, message: str) -> None:
     with pytest.raises(PlanError, match=message):
         plan_from_arguments("colocated", {"domain_id": "5", **arguments})
+
+
+def test_list_overrides_reach_every_node_of_a_container_without_yaml_aliases() -> None:
+    """rcl refuses parameter files with YAML aliases ("Will not support aliasing")."""
+    plan = plan_from_arguments("colocated", {"hidden_sizes": "[64, 64]", "domain_id": "5"})
+    document = plan.processes[0].overrides_document()
+    assert "&" not in document and "*id" not in document
+    assert document.count("- 64") == 2 * 4  # four node kinds, two widths each

@@ -41,6 +41,7 @@ at process start.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+import copy
 import dataclasses
 from dataclasses import dataclass, field
 import hashlib
@@ -202,7 +203,8 @@ class ProcessSpec:
         of the scenario file (``/**/trainer``) would beat it. A later file with the same
         node-specific keys wins instead.
         """
-        document = {f"/**/{kind}": {"ros__parameters": dict(self.parameters)}
+        # A copy per block: one shared list would be dumped as a YAML alias, which rcl refuses.
+        document = {f"/**/{kind}": {"ros__parameters": copy.deepcopy(dict(self.parameters))}
                     for kind in sorted({kind for kind, _ in self.hosted_nodes()})}
         return yaml.safe_dump(document, sort_keys=True)
 

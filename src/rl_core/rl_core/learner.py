@@ -11,6 +11,7 @@ replay's rate limiter decides how many updates the data pays for, in every mode.
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections import deque
 from dataclasses import asdict, dataclass
@@ -128,8 +129,12 @@ class Learner:
                              self.sac.update_step / max(paying_transitions, 1), self.solved_at_s,
                              self.solved_at_env_steps, evaluation.success_rate)
         if output_dir is not None:
-            (output_dir / "result.json").write_text(
-                json.dumps({**asdict(result), **(extra or {})}, indent=2))
+            document = {**asdict(result), **(extra or {})}
+            # No evaluation episodes (a task with no in-process twin): null, not NaN (strict JSON).
+            for key in ("eval_mean_return", "eval_std_return"):
+                if not math.isfinite(document[key]):
+                    document[key] = None
+            (output_dir / "result.json").write_text(json.dumps(document, indent=2))
             steps, returns = zip(*self.curve) if self.curve else ((), ())
             plot_training_curve(steps, returns, output_dir / "training_curve.png",
                                 title=title or f"{self.env_id} (SAC)", evaluation=evaluation.mean)
