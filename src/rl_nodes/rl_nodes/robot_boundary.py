@@ -11,12 +11,17 @@ deadline runs on a steady-clock timer, so it keeps watching when simulated time 
 from __future__ import annotations
 
 import collections
+import functools
+import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import rclpy
 from builtin_interfaces.msg import Duration
 from rclpy.clock import Clock, ClockType
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rl_core.config import BoundaryConfig, ConfigError
 from rl_core.robot import JointLimits, JointSample
 from rl_core.robot.boundary import RobotLoop
@@ -35,11 +40,25 @@ if TYPE_CHECKING:
 #: A gap between two commands longer than this many control periods is a pause, left out of
 #: the achieved control rate.
 PAUSE_PERIODS = 5
+#: A reset service call unanswered this long is made again (the robot may have restarted).
+RESET_TIMEOUT_S = 5.0
 #: Latencies kept for the percentiles on /diagnostics.
 LATENCY_WINDOW = 1000
 #: A robot whose clock (joint state stamps) has not moved for this long while the boundary
 #: waits for it is reported on /diagnostics.
 FROZEN_CLOCK_S = 2.0
+
+
+def _locked(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Run a method of RobotBoundary under its lock: the e-stop thread and the dispatch thread
+    both drive the loop and send commands."""
+
+    @functools.wraps(method)
+    def locked(self: RobotBoundary, *args: Any) -> Any:
+        with self._lock:
+            return method(self, *args)
+
+    return locked
 
 
 def _limits_of(task: Task, names: tuple[str, ...]) -> JointLimits:
@@ -88,7 +107,8 @@ class RobotBoundary:
         message_type = Float64MultiArray if config.command_topic == "commands" else JointTrajectory
         self.command_pub = node.zc_publisher(plain(message_type), topic)
         node.zc_subscription(plain(JointState), graph.ROBOT_JOINT_STATES, self._on_joint_state)
-        node.zc_subscription(plain(Bool), graph.ESTOP, self._on_estop)
+        self._lock = threading.RLock()
+        self._estop_executor = self._start_estop_listener()
         from rl_interfaces.srv import ResetRobot
 
         self._reset_type = ResetRobot
@@ -114,8 +134,35 @@ class RobotBoundary:
         self._withheld = False  # an observation held back while acting is paused
         self._held_for_pause = False
 
+    def _start_estop_listener(self) -> SingleThreadedExecutor:
+        """The e-stop is taken by a node of its own, ``<simulator>_estop``, spun on a thread of
+        its own: in one process with the learner, the dispatch thread may be inside a gradient
+        step, and the hold must go out within one control period all the same."""
+        node = self.node
+        self._estop_node = rclpy.create_node(f"{node.get_name()}_estop",
+                                             namespace=node.get_namespace(),
+                                             context=node.context)
+        self._estop_node.create_subscription(Bool, graph.ESTOP.name, self._on_estop,
+                                             graph.ESTOP.qos.profile())
+        executor = SingleThreadedExecutor(context=node.context)
+        executor.add_node(self._estop_node)
+
+        def spin() -> None:
+            try:
+                executor.spin()
+            except (ExternalShutdownException, RuntimeError):
+                pass  # the process is shutting down
+
+        threading.Thread(target=spin, name="estop", daemon=True).start()
+        return executor
+
+    def close(self) -> None:
+        self._estop_executor.shutdown(timeout_sec=1.0)
+        self._estop_node.destroy_node()
+
     # --- start and episodes ------------------------------------------------------------------
 
+    @_locked
     def start(self) -> None:
         self._started = True
         self._begin_episode()
@@ -136,6 +183,7 @@ class RobotBoundary:
         self._reset_pending = future
         future.add_done_callback(lambda done: self.node.ipc.post(self._on_reset, done))
 
+    @_locked
     def _on_reset(self, future: Any) -> None:
         if future is not self._reset_pending:
             return
@@ -179,12 +227,19 @@ class RobotBoundary:
             return None
         return sample
 
+    @_locked
     def _on_joint_state(self, msg: JointState) -> None:
         sample = self._sample(msg)
         if sample is None or not self._started:
             return
         now = time.monotonic()
         self._last_state_at = now
+        if sample.stamp < self._last_stamp and self.loop.phase != "resetting":
+            self.node.get_logger().warning(
+                f"the robot's clock went back ({self._last_stamp:.3f} -> {sample.stamp:.3f} s: "
+                "restarted?); the episode in progress ends here, a new one begins")
+            self._flush_transition()
+            self._begin_episode()
         if sample.stamp != self._last_stamp:
             self._last_stamp, self._last_stamp_change_at = sample.stamp, now
         obs, transition, episode = self.loop.on_state(sample)
@@ -194,7 +249,8 @@ class RobotBoundary:
             self._flush_transition()
             self.node.publish_boundary_episode(episode)
             self._begin_episode()
-        elif self.loop.phase == "resetting" and self.reset_client is None:
+        elif (self.loop.phase == "resetting" and self.reset_client is None
+              and not self.loop.estopped):
             self._home()
         self._publish_observation(obs, now)
         if self.loop.phase != "acting":
@@ -214,6 +270,7 @@ class RobotBoundary:
         else:
             self._send(command)
 
+    @_locked
     def on_action(self, action: np.ndarray) -> None:
         command = self.loop.on_action(action)
         if command is None:
@@ -222,16 +279,20 @@ class RobotBoundary:
         self._send(command)
         self._flush_transition()
 
+    @_locked
     def _on_estop(self, msg: Bool) -> None:
+        """On the e-stop thread: hold at once; a release resumes on the dispatch thread."""
         engaged = bool(msg.data)
+        was = self.loop.estopped
         hold = self.loop.set_estop(engaged)
         if hold is not None:
             self._send(hold)
             self._flush_transition()
+        if engaged and not was:
             self.node.get_logger().warning("e-stop: robot held, acting paused until released")
-        elif not engaged:
+        elif was and not engaged:
             self.node.get_logger().info("e-stop released: acting resumes")
-            self.resume()
+            self.node.ipc.post(self.resume)
 
     # --- outputs ------------------------------------------------------------------------------
 
@@ -248,11 +309,17 @@ class RobotBoundary:
         self.observation_step += 1
         self._last_command_at = time.monotonic()  # the deadline runs from the observation
 
+    @_locked
     def resume(self) -> None:
         """Acting may go on (pause over, e-stop released): observe the newest state."""
+        if self.loop.estopped:
+            return
         if self._withheld or self.loop.phase == "acting":
             self.loop.phase = "waiting"
         self._withheld = self._held_for_pause = False
+        if self.loop.phase == "resetting" and self.reset_client is None and self.loop.latest:
+            self._home()  # homing stopped by the e-stop goes on
+            return
         self._publish_observation(self.loop.resume_observation())
 
     def _send(self, command: np.ndarray) -> None:
@@ -286,9 +353,15 @@ class RobotBoundary:
     def _tick(self) -> None:
         self.node.ipc.post(self._check_deadline)
 
+    @_locked
     def _check_deadline(self) -> None:
         now = time.monotonic()
         if self._reset_pending == "waiting":
+            self._begin_episode()
+        elif (self._reset_pending is not None
+              and now - self._reset_asked_at > RESET_TIMEOUT_S):
+            self.node.reject("robot reset", f"{self.config.reset_service} did not answer within "
+                             f"{RESET_TIMEOUT_S:.0f} s; asking again")
             self._begin_episode()
         if self._withheld:
             # The learner pauses acting: a robot must not go on with its last command meanwhile.
@@ -306,6 +379,19 @@ class RobotBoundary:
                 self.node.get_logger().warning(
                     f"no action within command_timeout {self.config.command_timeout} s: robot "
                     "held (is the policy running?)", throttle_duration_sec=5.0)
+        elif (self.loop.phase in ("stepping", "waiting") and not self.loop.estopped
+              and self.loop.latest is not None
+              and now - max(self._last_command_at, self._last_state_at or 0.0)
+              > self.config.command_timeout):
+            # No joint state answered the last command (lost, or the robot restarted): hold,
+            # which a lockstep robot answers with a state, and observe that state.
+            hold = self.loop.timed_out()
+            if hold is not None:
+                self._send(hold)
+                self._flush_transition()
+                self.node.get_logger().warning(
+                    f"no joint state within command_timeout {self.config.command_timeout} s of "
+                    "the last command: robot held (is it running?)", throttle_duration_sec=5.0)
 
     # --- reporting ----------------------------------------------------------------------------
 

@@ -459,6 +459,8 @@ class SimulatorNode(RLNode):
                                f"{self.stream}")
         for lane in self.lanes:
             lane.envs.close()
+        if self.boundary is not None:
+            self.boundary.close()
 
 
 def main() -> int:

@@ -122,7 +122,7 @@ class RobotLoop:
         """The robot's reset service answered: the episode's first observation, when a joint
         state came since the reset was asked for (else the next one gives it)."""
         self.phase = WAITING
-        if self._fresh_after_reset and self.latest is not None:
+        if self._fresh_after_reset and self.latest is not None and not self.estopped:
             return self._observe(self.latest)
         return None
 
@@ -193,9 +193,10 @@ class RobotLoop:
         return command
 
     def timed_out(self) -> np.ndarray | None:
-        """No action came within the command deadline: the hold command to send, and the
-        observation in flight is dropped (the next fresh joint state is observed again)."""
-        if self.latest is None or self.phase not in (ACTING, STEPPING):
+        """No action came within the command deadline, or no joint state answered a command:
+        the hold command to send; the step in flight is dropped (the next fresh joint state is
+        observed again)."""
+        if self.latest is None or self.phase not in (ACTING, STEPPING, WAITING):
             return None
         self.safety.count(TIMEOUT)
         self.phase = WAITING
