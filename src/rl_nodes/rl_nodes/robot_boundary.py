@@ -370,28 +370,25 @@ class RobotBoundary:
                 if self.loop.latest is not None:
                     self._send(self.safety.hold(self.loop.latest))
             return
-        if (self.loop.phase == "acting" and not self.loop.estopped
-                and now - self._last_command_at > self.config.command_timeout):
+        if self.loop.estopped or self.loop.latest is None:
+            return
+        if self.loop.phase == "acting":
+            late, what = now - self._last_command_at, "no action"
+        elif self.loop.phase in ("stepping", "waiting"):
+            # No joint state answered the last command (lost, or the robot restarted): the
+            # hold makes a lockstep robot answer with a state, which is observed afresh.
+            late = now - max(self._last_command_at, self._last_state_at or 0.0)
+            what = "no joint state after the last command"
+        else:
+            return
+        if late > self.config.command_timeout:
             hold = self.loop.timed_out()
             if hold is not None:
                 self._send(hold)
                 self._flush_transition()
                 self.node.get_logger().warning(
-                    f"no action within command_timeout {self.config.command_timeout} s: robot "
-                    "held (is the policy running?)", throttle_duration_sec=5.0)
-        elif (self.loop.phase in ("stepping", "waiting") and not self.loop.estopped
-              and self.loop.latest is not None
-              and now - max(self._last_command_at, self._last_state_at or 0.0)
-              > self.config.command_timeout):
-            # No joint state answered the last command (lost, or the robot restarted): hold,
-            # which a lockstep robot answers with a state, and observe that state.
-            hold = self.loop.timed_out()
-            if hold is not None:
-                self._send(hold)
-                self._flush_transition()
-                self.node.get_logger().warning(
-                    f"no joint state within command_timeout {self.config.command_timeout} s of "
-                    "the last command: robot held (is it running?)", throttle_duration_sec=5.0)
+                    f"{what} within command_timeout {self.config.command_timeout} s: robot held "
+                    "(are the policy and the robot running?)", throttle_duration_sec=5.0)
 
     # --- reporting ----------------------------------------------------------------------------
 

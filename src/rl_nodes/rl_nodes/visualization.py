@@ -7,8 +7,6 @@ messages; the simulator node publishes them at a limited rate. Robot ``k`` is dr
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -17,6 +15,7 @@ from geometry_msgs.msg import Point, Pose, Quaternion, Vector3
 from sensor_msgs.msg import JointState
 from std_msgs.msg import ColorRGBA
 from visualization_msgs.msg import Marker, MarkerArray
+from rl_core.robot.description import urdf_with_absolute_meshes
 
 try:  # TF exists in a full ROS 2 install; the PyPI wheels lack tf2_msgs.
     from geometry_msgs.msg import TransformStamped
@@ -39,16 +38,7 @@ def frame_prefix(robot_id: int) -> str:
 
 def urdf_for_rviz(urdf_path: str) -> str:
     """URDF text with relative mesh file names made absolute ``file://`` URIs for rviz."""
-    base = Path(urdf_path).resolve().parent
-    text = Path(urdf_path).read_text(encoding="utf-8")
-
-    def absolute(match: re.Match[str]) -> str:
-        name = match.group(2)
-        if "://" in name or name.startswith("/"):
-            return match.group(0)
-        return f'{match.group(1)}"file://{(base / name).resolve()}"'
-
-    return re.sub(r'(filename=)"([^"]+)"', absolute, text)
+    return urdf_with_absolute_meshes(urdf_path)
 
 
 def joint_state(env: Any, stamp: Time) -> JointState:

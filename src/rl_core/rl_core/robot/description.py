@@ -13,8 +13,7 @@ resolve next to pybullet_data's file), and appends the robot's ``<ros2_control>`
 * anything else: a real robot's plugin name (``package/Class`` or ``namespace::Class``).
 
 For a URDF of the user's, :func:`describe_urdf` writes the block from a joint list. Nothing here
-imports rclpy. (rl_nodes.visualization's ``urdf_for_rviz`` does the same mesh rewrite but lives
-in rl_nodes beside message code, which rl_core must not import.)
+imports rclpy; rl_nodes.visualization's ``urdf_for_rviz`` uses its mesh rewrite.
 """
 
 from __future__ import annotations
