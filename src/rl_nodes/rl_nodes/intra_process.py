@@ -38,6 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from rclpy.clock import Clock, ClockType
 from rclpy.context import Context
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.executors import Executor, ExternalShutdownException
@@ -141,8 +142,11 @@ class IntraProcessManager:
         return ipc_sub
 
     def create_timer(self, node: Node, period_s: float, callback: Callable[[], None]) -> Any:
-        """An rclpy timer whose callback runs on the dispatch thread (no locking needed)."""
-        return node.create_timer(period_s, lambda: self.post(callback))
+        """An rclpy timer on the steady clock whose callback runs on the dispatch thread (no
+        locking needed). Steady: status, watchdogs and deadlines must go on when /clock stops
+        under use_sim_time (stamps still come from the node's clock)."""
+        return node.create_timer(period_s, lambda: self.post(callback),
+                                 clock=Clock(clock_type=ClockType.STEADY_TIME))
 
     def has_local_publisher(self, topic: str) -> bool:
         """Whether a node of this process publishes ``topic`` (a fully qualified name)."""
