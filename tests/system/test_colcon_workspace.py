@@ -27,6 +27,9 @@ ROS2 = BIN / "ros2"
 LAUNCH_FILES = sorted(path.name for path in (REPO / "launch").glob("*.launch.py"))
 CONFIG_FILES = sorted(path.name for pattern in ("*.yaml", "*.rviz", "*.json", "*.xml")
                       for path in (REPO / "config").glob(pattern))
+#: The robots' ros2_control blocks and controller file (docs/robots.md), in config/robots.
+ROBOT_FILES = sorted(path.name for pattern in ("*.xml", "*.yaml")
+                     for path in (REPO / "config" / "robots").glob(pattern))
 BUILD_TREES = ("build", "install", "log")
 
 
@@ -77,8 +80,11 @@ def test_launch_and_config_files_land_in_share_and_nothing_outside_the_build_tre
 
     share = workspace / "install" / "rl_bringup" / "share" / "rl_bringup"
     assert sorted(path.name for path in (share / "launch").iterdir()) == LAUNCH_FILES
-    assert sorted(path.name for path in (share / "config").iterdir()) == CONFIG_FILES
-    for folder, names in (("launch", LAUNCH_FILES), ("config", CONFIG_FILES)):
+    assert sorted(path.name for path in (share / "config").iterdir()) == sorted(
+        [*CONFIG_FILES, "robots"])
+    assert sorted(path.name for path in (share / "config" / "robots").iterdir()) == ROBOT_FILES
+    for folder, names in (("launch", LAUNCH_FILES), ("config", CONFIG_FILES),
+                          ("config/robots", ROBOT_FILES)):
         for name in names:
             installed = share / folder / name
             assert installed.read_bytes() == (REPO / folder / name).read_bytes(), installed
