@@ -64,7 +64,8 @@ def start(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[A
                             start_new_session=True)
 
 
-def simulator_figures(domain_id: int, wait_s: float, window_s: float) -> dict[str, str]:
+def simulator_figures(domain_id: int, wait_s: float, window_s: float,
+                      run: subprocess.Popen[Any]) -> dict[str, str]:
     """The last /diagnostics values of /robot_0/simulator after ``window_s`` seconds of
     stepping past the learning start (waiting up to ``wait_s`` for stepping to begin)."""
     os.environ.update(ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST", ROS_DOMAIN_ID=str(domain_id))
@@ -88,6 +89,8 @@ def simulator_figures(domain_id: int, wait_s: float, window_s: float) -> dict[st
     try:
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline and int(latest.get("env steps", "0")) < 600:
+            if run.poll() is not None:
+                return {}  # the run ended (its log says why)
             executor.spin_once(timeout_sec=0.2)
         end = time.monotonic() + window_s
         while time.monotonic() < end:
@@ -116,7 +119,7 @@ def timing(modes: list[str], rates: list[float], window_s: float, domain_id: int
                          "total_env_steps:=1000000", f"output_dir:={run_dir}",
                          f"domain_id:={domain_id}"], env, run_dir / "run.log")
             try:
-                figures = simulator_figures(domain_id, 120.0, window_s)
+                figures = simulator_figures(domain_id, 120.0, window_s, run)
             finally:
                 stop(run)
                 stop(robot)
@@ -168,7 +171,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds of busy training over which the figures are taken")
     parser.add_argument("--total-env-steps", type=int, default=None,
                         help="budget of the KukaReach runs (default: config/kuka_reach.yaml's)")
-    parser.add_argument("--domain-id", type=int, default=60)
+    parser.add_argument("--domain-id", type=int, default=60,
+                        help="ROS_DOMAIN_ID before the first run's; each run takes the next "
+                        "(timing: up to 9 runs, cost: the 21st and 22nd; at most 101)")
     parser.add_argument("--output", default=None)
     parser.add_argument("--json", default=None)
     arguments = parser.parse_args(argv)

@@ -127,6 +127,7 @@ class RobotBoundary:
         self.latencies: collections.deque[float] = collections.deque(maxlen=LATENCY_WINDOW)
         self.commands_sent = 0
         self._driven_s, self._driven_commands = 0.0, 0
+        self._last_sent_at = -float("inf")  # when the last command went out
         self.observation_step = 0
         self._index_of: dict[tuple[str, ...], np.ndarray] = {}
         self._started = False
@@ -344,11 +345,11 @@ class RobotBoundary:
         self.commands_sent += 1
         # The achieved rate counts the time the robot is driven: gaps longer than a few periods
         # are pauses (rate limiter, e-stop, resets), not a slow loop.
-        gap = now - self._last_command_at
+        gap = now - self._last_sent_at
         if gap < max(PAUSE_PERIODS * self.period, 0.1):
             self._driven_s += gap
             self._driven_commands += 1
-        self._last_command_at = now
+        self._last_command_at = self._last_sent_at = now
 
     def _tick(self) -> None:
         self.node.ipc.post(self._check_deadline)
