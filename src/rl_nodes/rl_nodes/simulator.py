@@ -31,9 +31,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from rl_core.config import BoundaryConfig, SimulatorConfig
+from rl_core.config import BoundaryConfig, ConfigError, SimulatorConfig
 from rl_core.envs import PybulletRobotEnv, VectorEnv
-from rl_core.config import ConfigError
 from rl_core.image_codecs import is_image_shape
 from rl_interfaces.msg import ReplayStatus
 from sensor_msgs.msg import JointState
