@@ -42,13 +42,12 @@ from std_msgs.msg import Bool, Float64MultiArray
 
 from rl_nodes import graph
 from tests.processes import REPO, Child
+from tests.system.test_ros2_cli import ROS2, ROS2_CLI_DIR, ros2
 
 pytestmark = pytest.mark.system
 
 BIN = Path(sys.executable).parent
 RL_BRINGUP = str(BIN / "rl-bringup")
-ROS2_CLI_DIR = Path(os.environ.get("ROS2_CLI_DIR", REPO.parent / "shared" / "ros2-cli"))
-ROS2 = BIN / "ros2"
 
 NAMESPACE = graph.robot_namespace(0)
 TASK = CartPoleBalanceTask
@@ -379,19 +378,11 @@ def test_ros2_cli_sees_ros2_control_topics(deployments: Deployments,
         filter(None, [sys.prefix, env.get("AMENT_PREFIX_PATH", "")]))
     env["ROS_LOG_DIR"] = str(tmp_path / "ros_log")
 
-    def ros2(*arguments: str, timeout_s: float = 60.0) -> tuple[int | None, str]:
-        command = Child([str(ROS2), *arguments], env=env)
-        try:
-            code = command.wait(timeout_s)
-        finally:
-            command.stop(grace_s=5.0)
-        return code, command.output()
-
     expected = [f"{JOINT_STATES} [{graph.ROBOT_JOINT_STATES.type}]",
                 f"{COMMANDS} [{graph.command_topic(CONTROLLER).type}]"]
 
     def listed() -> str | None:
-        code, output = ros2("topic", "list", "-t", "--no-daemon", "--spin-time", "3")
+        code, output = ros2(env, "topic", "list", "-t", "--no-daemon", "--spin-time", "3")
         return output if code == 0 and all(line in output.splitlines() for line in expected) \
             else None
 
@@ -401,7 +392,7 @@ def test_ros2_cli_sees_ros2_control_topics(deployments: Deployments,
 
     def echoed() -> str | None:
         # With the type given, echo does not depend on having discovered the publisher yet.
-        code, output = ros2("topic", "echo", "--once", "--no-daemon", "--timeout", "20",
+        code, output = ros2(env, "topic", "echo", "--once", "--no-daemon", "--timeout", "20",
                             JOINT_STATES, graph.ROBOT_JOINT_STATES.type, timeout_s=40.0)
         return output if code == 0 and "name:" in output else None
 
