@@ -20,12 +20,16 @@ Local subscribers must treat received objects as read-only: the publisher and ev
 subscriber see the same object.
 
 Threading: one thread drives :meth:`IntraProcessManager.spin`, which drains the dispatch queue
-and also turns the rclpy executor (timers, services, parameters, DDS traffic): it waits in the
-executor while the queue is empty (a post from another thread wakes it) and gives the executor a
-non-blocking turn at least every ``EXECUTOR_POLL_S`` while the queue stays busy. A DDS message
-thus reaches its subscriber on the thread that took it, with no thread hand-off. Subscription,
-timer and service callbacks all run on that thread, so node code needs no locks except around
-state it shares with its own worker threads (or with local service callers on other threads).
+and also runs every rclpy executor callback (timers, services, parameters, DDS traffic). While
+the queue is empty it waits in the executor itself (a post from another thread wakes it), so a
+DDS message reaches its subscriber on the thread that took it, with no thread hand-off. While
+the queue stays busy for longer than ``EXECUTOR_HANDOVER_S`` (a colocated stepping loop with
+gradient steps), an :class:`_ExecutorWatcher` thread waits in the executor on its behalf (rcl
+releases the GIL while it waits) and hands each ready callback over; the dispatch thread runs it
+after the callback in progress. Polling instead would cost one wait-set build per poll, about
+1 ms for a colocated container's four nodes. Subscription, timer and service callbacks all run
+on the dispatch thread, so node code needs no locks except around state it shares with its own
+worker threads (or with local service callers on other threads).
 """
 
 from __future__ import annotations
@@ -34,16 +38,25 @@ import queue
 import threading
 import time
 import weakref
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from rcl_interfaces.srv import DescribeParameters, GetParameters, GetParameterTypes, ListParameters
 from rclpy.clock import Clock, ClockType
 from rclpy.context import Context
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
-from rclpy.executors import Executor, ExternalShutdownException
+from rclpy.executors import (ConditionReachedException, Executor, ExternalShutdownException,
+                              ShutdownException, TimeoutException)
 from rclpy.node import Node
+from rclpy.parameter_service import ParameterService
 from rclpy.qos import DurabilityPolicy, QoSProfile
+from rclpy.service import Service
+from rclpy.task import Task
+from rclpy.timer import Timer
+from rclpy.type_description_service import TypeDescriptionService
+from type_description_interfaces.srv import GetTypeDescription
 
 from rl_nodes.conversions import ServiceType, TopicType
 
@@ -51,7 +64,12 @@ T = TypeVar("T")
 BURST = 64  # dispatch items run between two shutdown/deadline checks
 #: Messages from DDS queued for the dispatch thread before further ones are dropped (counted).
 MAX_QUEUED_RECEPTIONS = 10_000
-EXECUTOR_POLL_S = 0.005  # longest gap between two executor turns while the queue stays busy
+#: Busy time of the dispatch queue after which the watcher thread waits in the executor for it.
+#: Short busy spells (a decoupled node handling one message or stepping 64 environments) never
+#: start it: a start and stop cost a wait-set build and two thread switches (~0.5 ms). A
+#: colocated stepping loop stays busy, so the watcher starts once and stays; an outside request
+#: waits at most this long, plus the callback in progress, at the start of a busy spell.
+EXECUTOR_HANDOVER_S = 0.01
 _GUID_PREFIX_BYTES = 12  # DDS GUID prefix: identifies the participant, i.e. the process' context
 
 
@@ -91,6 +109,10 @@ class IntraProcessManager:
         self._local_prefix: bytes | None = None
         self._shutdown = threading.Event()
         self._executor: Executor | None = None  # set while spin() drives it
+        self._watcher: _ExecutorWatcher | None = None  # set while spin() drives an executor
+        #: Timers of :meth:`create_timer`: their rclpy callback only posts, so any thread may run
+        #: it (the executor watcher does).
+        self._posting_timers: weakref.WeakSet[Timer] = weakref.WeakSet()
         self._executor_waiting = False
         self._in_executor = False
         self._dispatch_thread: int | None = None
@@ -145,8 +167,10 @@ class IntraProcessManager:
         """An rclpy timer on the steady clock whose callback runs on the dispatch thread (no
         locking needed). Steady: status, watchdogs and deadlines must go on when /clock stops
         under use_sim_time (stamps still come from the node's clock)."""
-        return node.create_timer(period_s, lambda: self.post(callback),
-                                 clock=Clock(clock_type=ClockType.STEADY_TIME))
+        timer = node.create_timer(period_s, lambda: self.post(callback),
+                                  clock=Clock(clock_type=ClockType.STEADY_TIME))
+        self._posting_timers.add(timer)
+        return timer
 
     def has_local_publisher(self, topic: str) -> bool:
         """Whether a node of this process publishes ``topic`` (a fully qualified name)."""
@@ -190,47 +214,58 @@ class IntraProcessManager:
             (dispatch callbacks, and executor callbacks when ``executor`` is given), and the
             loop goes on; without it exceptions propagate.
         :param executor: the rclpy executor of this process' nodes. When given, this thread also
-            drives it: it waits in the executor while the queue is empty (a post from another
-            thread wakes it) and gives it a non-blocking turn at least every
-            ``EXECUTOR_POLL_S`` while the queue stays busy, so timers, services and parameters
-            stay responsive. DDS callbacks then queue their messages on the thread that drains
-            the queue: no thread hand-off per message. Without it, another thread must spin the
-            executor.
+            runs its callbacks: it waits in the executor while the queue is empty (a post from
+            another thread wakes it), and once the queue has stayed busy for
+            ``EXECUTOR_HANDOVER_S`` a watcher thread waits for it and hands each ready callback
+            over, which this thread runs after the callback in progress. So timers, services and
+            parameters stay responsive, and DDS callbacks queue their messages on the thread
+            that drains the queue: no thread hand-off per message. Without it, another thread
+            must spin the executor.
         """
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         get, get_nowait = self._queue.get, self._queue.get_nowait
+        monotonic = time.monotonic
         self._dispatch_thread = threading.get_ident()
         self._executor = executor
         self._on_error = on_error
-        last_poll = time.monotonic()
+        watcher = self._watcher = (_ExecutorWatcher(executor, self._posting_timers)
+                                   if executor is not None else None)
+        handover_at = monotonic() + EXECUTOR_HANDOVER_S  # when a busy spell gets the watcher
         try:
             while not self._shutdown.is_set() and self.context.ok():
-                now = time.monotonic()
+                now = monotonic()
                 wait = 0.1 if deadline is None else min(0.1, deadline - now)
                 if wait <= 0:
                     break
-                if executor is not None and now - last_poll >= EXECUTOR_POLL_S:
-                    last_poll = now
-                    self._spin_executor(executor, 0.0)
+                if watcher is not None:
+                    if watcher.news:
+                        self._run_handed_over(watcher)
+                    if not watcher.active and now >= handover_at and not self._queue.empty():
+                        watcher.wait_on_behalf()
                 try:
                     item = get_nowait()
                 except queue.Empty:
-                    if executor is None:
+                    if watcher is None:
                         try:
                             item = get(timeout=wait)
                         except queue.Empty:
                             continue
                     else:
-                        last_poll = now
+                        if watcher.active:  # idle now: wait in the executor here, not there
+                            watcher.reclaim()
+                            self._run_handed_over(watcher)
                         self._executor_waiting = True
                         try:
                             if self._queue.empty():  # re-check: a post may have come before the flag
-                                self._spin_executor(executor, wait)
+                                self._spin_executor(watcher.executor, wait)
                         finally:
                             self._executor_waiting = False
+                        handover_at = monotonic() + EXECUTOR_HANDOVER_S
                         continue
                 # Drain a burst before the next shutdown/deadline check: those checks cost about
-                # as much as a hand-off, and a stepping loop keeps the queue busy.
+                # as much as a hand-off, and a stepping loop keeps the queue busy. What the
+                # watcher hands over runs after the callback in progress, not after the burst:
+                # one callback may carry a gradient step (milliseconds).
                 for count in range(1, BURST + 1):
                     function, args = item
                     try:
@@ -241,29 +276,74 @@ class IntraProcessManager:
                         on_error(callback_name(function), error)
                     if count == BURST or self._shutdown.is_set():
                         break
+                    if watcher is not None and (watcher.news or (
+                            not watcher.active and monotonic() >= handover_at)):
+                        break
                     try:
                         item = get_nowait()
                     except queue.Empty:
                         break
         finally:
+            if watcher is not None:
+                watcher.close()
+                self._run_leftovers(watcher)
+            self._watcher = None
             self._executor = None
             self._dispatch_thread = None
             self._on_error = None
         return self.exit_code
 
+    def _run_handed_over(self, watcher: _ExecutorWatcher) -> None:
+        """Run the executor callbacks the watcher handed over and report every failure it saw."""
+        watcher.news = False
+        if watcher.active and watcher.parked:
+            watcher.active = False  # it handed a callback over and waits no more
+        handlers = watcher.handlers
+        while handlers:
+            handler = handlers.popleft()
+            if handler.done():  # handed over twice (rclpy yields an unfinished task again)
+                continue
+            self._in_executor = True
+            try:
+                handler()
+                error = handler.exception()
+            finally:
+                self._in_executor = False
+            if error is not None:
+                self._report_executor_error(error)
+        while watcher.failed:
+            failure = watcher.failed.popleft().exception()
+            if failure is not None:
+                self._report_executor_error(failure)
+        if watcher.error is not None:
+            error, watcher.error = watcher.error, None
+            watcher.reclaim()
+            self._report_executor_error(error)
+
+    def _run_leftovers(self, watcher: _ExecutorWatcher) -> None:
+        """Run what the watcher handed over just before the loop ended: rclpy made a task of
+        it, which must run (a service request is answered, a message taken) rather than be
+        dropped unawaited."""
+        try:
+            self._run_handed_over(watcher)
+        except Exception:  # noqa: BLE001 - ending anyway: the error that ended it is reported
+            pass
+
+    def _report_executor_error(self, error: BaseException) -> None:
+        shut_down = isinstance(error, (ExternalShutdownException, ShutdownException))
+        if shut_down or not self.context.ok():
+            self.request_shutdown(self.exit_code)  # the context was shut down (SIGINT/SIGTERM)
+        elif self._on_error is not None and isinstance(error, Exception):
+            self._on_error("executor callback", error)  # a service, timer or parameter callback
+        else:
+            raise error
+
     def _spin_executor(self, executor: Executor, timeout_s: float) -> None:
         self._in_executor = True
         try:
             executor.spin_once(timeout_sec=timeout_s)
-        except ExternalShutdownException:
-            self.request_shutdown(self.exit_code)
         except Exception as error:
-            if not self.context.ok():  # the context was shut down (SIGINT/SIGTERM)
-                self.request_shutdown(self.exit_code)
-            elif self._on_error is not None:  # a service, timer or parameter callback failed
-                self._on_error("executor callback", error)
-            else:
-                raise
+            self._report_executor_error(error)
         finally:
             self._in_executor = False
 
@@ -282,6 +362,10 @@ class IntraProcessManager:
         if self._in_executor:
             raise RuntimeError("a service handler or parameter callback cannot wait for a remote "
                                "service answer on the dispatch thread; call it from a worker thread")
+        watcher = self._watcher
+        if watcher is not None and watcher.active:  # this thread waits in the executor now
+            watcher.reclaim()
+            self._run_handed_over(watcher)
         deadline = time.monotonic() + timeout_s
         while not done.is_set():
             remaining = deadline - time.monotonic()
@@ -325,6 +409,168 @@ class IntraProcessManager:
             if (info.node_name, info.node_namespace) in local_nodes:
                 return bytes(info.endpoint_gid)[:_GUID_PREFIX_BYTES]
         return None
+
+
+#: rclpy's own read-only services (``get_parameters`` and kin on its ParameterService, and
+#: ``~/get_type_description``): answering them reads rclpy's state only, on any thread.
+_READ_ONLY_SERVICES = {DescribeParameters: ParameterService, GetParameters: ParameterService,
+                       GetParameterTypes: ParameterService, ListParameters: ParameterService,
+                       GetTypeDescription: TypeDescriptionService}
+
+
+class _ExecutorWatcher:
+    """Waits in the rclpy executor for the dispatch thread while that thread is busy.
+
+    rclpy's executor finds ready callbacks only by building a wait set of every entity of every
+    node and waiting on it: about 1 ms of Python for a colocated container's four nodes (32
+    services, 74 event handlers). Polling it often enough for prompt answers takes a large share
+    of a busy loop (measured: 15-20 % at one poll per 5 ms), and polling it rarely left outside
+    requests waiting (one callback per poll, a poll every ~100 ms: ~1 s for ``get_parameters``).
+    This thread instead blocks in the wait (rcl releases the GIL there), so it costs only when
+    something is ready. Two kinds of callback it runs itself, because they touch no node state:
+    the timers of :meth:`IntraProcessManager.create_timer` (their callback only posts) and
+    rclpy's read-only services (``get_parameters`` and kin, ``get_type_description``), which
+    thus answer even while a dispatch callback runs a gradient step. Any other ready callback
+    it hands over (:attr:`handlers`) and stops waiting until the dispatch thread has run it and
+    calls :meth:`wait_on_behalf` again: with a subscription's message pending, a wait that
+    leaves the subscription out returns at once (its QoS events stay in), so waiting on would
+    spin (measured: ~500 empty wake-ups a second, the dispatch thread 30 % slower on the GIL).
+    The executor is thus used by one thread at a time.
+    """
+
+    def __init__(self, executor: Executor, posting_timers: weakref.WeakSet[Timer]) -> None:
+        self.executor = executor
+        self._posting_timers = posting_timers
+        #: The watcher waits (or is about to) on the dispatch thread's behalf; owned by that thread.
+        self.active = False
+        #: Set by the watcher after it queued something for the dispatch thread; cleared there.
+        self.news = False
+        #: A ready callback for the dispatch thread to run, and callbacks the watcher ran that
+        #: failed (for the dispatch thread to report).
+        self.handlers: deque[Task[None]] = deque()
+        self.failed: deque[Task[None]] = deque()
+        #: What stopped the watcher's waiting early (the context shut down, rclpy failed).
+        self.error: BaseException | None = None
+        self._stop = False
+        self._closed = False
+        self._go = threading.Event()  # dispatch thread -> watcher: wait now
+        self._parked = threading.Event()  # watcher -> dispatch thread: out of the executor
+        self._parked.set()
+        self._guard, self._guard_wait = self._make_guard_wait(executor)
+        self._thread = threading.Thread(target=self._run, name="executor-watcher", daemon=True)
+        self._thread.start()
+
+    @staticmethod
+    def _make_guard_wait(executor: Executor) -> tuple[Any, Any]:
+        """The executor's guard condition (rclpy triggers it whenever a callback was taken or
+        ran, and on :meth:`Executor.wake`) and a wait set holding only it, or ``(None, None)``
+        where this rclpy keeps it elsewhere."""
+        guard = getattr(executor, "_guard", None)
+        context = getattr(executor, "_context", None)
+        if guard is None or context is None or context.handle is None:
+            return None, None
+        with context.handle:
+            return guard, _rclpy.WaitSet(0, 1, 0, 0, 0, 0, context.handle)
+
+    def _clear_guard(self) -> None:
+        """Clear the executor's guard condition before a wait: every callback rclpy runs
+        triggers it twice, so the next full wait (~0.7 ms of Python for a colocated container's
+        entities) would return at once and find nothing. A wait on the guard alone costs
+        microseconds. The full wait is built afterwards, so what a trigger announces (an entity
+        that may be waited on again, a new one, a stop request checked first) is not lost."""
+        guard, wait_set = self._guard, self._guard_wait
+        if wait_set is None:
+            return
+        try:
+            with guard.handle:
+                wait_set.clear_entities()
+                wait_set.add_guard_condition(guard.handle)
+                wait_set.wait(0)
+        except Exception:  # noqa: BLE001 - a destroyed handle (shutdown): the full wait reports it
+            pass
+
+    @property
+    def parked(self) -> bool:
+        """Whether the watcher is out of the executor (the dispatch thread may use it)."""
+        return self._parked.is_set()
+
+    def wait_on_behalf(self) -> None:
+        """Dispatch thread: let the watcher wait in the executor."""
+        self._stop = False
+        self.active = True
+        self._parked.clear()
+        self._go.set()
+
+    def reclaim(self) -> None:
+        """Dispatch thread: stop the watcher's wait and return once it is out of the executor
+        (what it queued stays in :attr:`handlers`)."""
+        if not self.active:
+            return
+        self._stop = True
+        if not self._parked.is_set():
+            self.executor.wake()  # the wait returns and sees the stop condition
+        while not self._parked.wait(0.05) and self._thread.is_alive():
+            self.executor.wake()  # defensive: a wake-up that came before the wait was consumed
+        self.active = False
+
+    def close(self) -> None:
+        self.reclaim()
+        self._closed = True
+        self._go.set()
+        self._thread.join(timeout=1.0)
+        if self._guard_wait is not None and not self._thread.is_alive():
+            self._guard_wait.destroy_when_not_in_use()
+            self._guard_wait = None
+
+    def _stop_requested(self) -> bool:
+        return self._stop
+
+    def _runs_here(self, entity: object) -> bool:
+        if isinstance(entity, Timer):
+            return entity in self._posting_timers
+        if not isinstance(entity, Service):
+            return False
+        owner = _READ_ONLY_SERVICES.get(entity.srv_type)
+        return owner is not None and isinstance(getattr(entity.callback, "__self__", None), owner)
+
+    def _run(self) -> None:
+        wait_for_ready_callbacks = self.executor.wait_for_ready_callbacks
+        while True:
+            self._go.wait()
+            self._go.clear()
+            if self._closed:
+                return
+            handed_over: Task[None] | None = None
+            try:
+                while not self._stop:
+                    self._clear_guard()
+                    try:
+                        # Same arguments every time: rclpy yields every entity one wait found
+                        # ready before it waits again.
+                        handler, entity, _ = wait_for_ready_callbacks(
+                            None, None, self._stop_requested)
+                    except TimeoutException:
+                        continue
+                    if handler.done():  # rclpy yields an unfinished task again; this one ran
+                        continue
+                    if not self._runs_here(entity):
+                        handed_over = handler
+                        break
+                    handler()
+                    if handler.exception() is not None:
+                        self.failed.append(handler)
+                        self.news = True
+            except (ConditionReachedException, ShutdownException):
+                pass
+            except BaseException as exception:  # context shut down, or rclpy failed: report it
+                self.error = exception
+                self.news = True
+            # Out of the executor before the dispatch thread learns of the handler: it may then
+            # take the executor back at once.
+            self._parked.set()
+            if handed_over is not None:
+                self.handlers.append(handed_over)
+                self.news = True
 
 
 class IntraProcessPublisher(Generic[T]):
