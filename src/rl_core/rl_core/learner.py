@@ -3,7 +3,8 @@
 One update step (:meth:`Learner.update`: a SAC gradient step on a granted batch, with non-finite
 failures counted instead of crashing), the bookkeeping of finished episodes (progress, training
 curve, when the task was first solved) and one end of run (:meth:`Learner.finish`: evaluate,
-checkpoint, curve, ``result.json``). How batches are obtained — from a local
+checkpoint, curve, ``result.json``), with the periodic evaluations and the best checkpoint of
+:class:`rl_core.periodic_evaluation.PeriodicEvaluator` when one is given. How batches are obtained — from a local
 :class:`rl_core.replay.RateLimitedReplay` or prefetched over ROS — is the caller's business; the
 replay's rate limiter decides how many updates the data pays for, in every mode.
 """
@@ -14,7 +15,7 @@ import json
 import math
 import time
 from collections import deque
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,8 @@ import numpy as np
 
 from rl_core.algorithms.sac import SAC
 from rl_core.checkpoint import save_checkpoint
-from rl_core.evaluation import evaluate
+from rl_core.evaluation import EvalResult, evaluate
+from rl_core.periodic_evaluation import PeriodicEvaluator
 from rl_core.plotting import plot_training_curve
 from rl_core.replay import Batch
 
@@ -52,6 +54,16 @@ class TrainResult:
     solved_at_env_steps: int | None = None
     #: Fraction of evaluation episodes that reached the task's goal (None: no success signal).
     eval_success_rate: float | None = None
+    #: The best checkpoint (periodic evaluation, ``eval_period``; None: no periodic
+    #: evaluation): its directory, the transitions it was taken at, and its final evaluation on
+    #: the same episodes as the final weights' (``eval_*``), which did not select it.
+    best_checkpoint_dir: str | None = None
+    best_env_steps: int | None = None
+    best_eval_mean_return: float | None = None
+    best_eval_std_return: float | None = None
+    best_eval_success_rate: float | None = None
+    #: Every periodic evaluation: env_steps, mean_return, success_rate (selection episodes).
+    evaluations: list[dict[str, Any]] = field(default_factory=list)
 
 
 class Learner:
@@ -60,12 +72,15 @@ class Learner:
     :param sac: the learner's networks and optimisers.
     :param env_id: task of the final evaluation.
     :param solve_return: mean training return that counts as solved (0: not tracked).
+    :param evaluator: periodic evaluation and the best checkpoint (None: the final one only).
     """
 
-    def __init__(self, sac: SAC, env_id: str, solve_return: float = 0.0) -> None:
+    def __init__(self, sac: SAC, env_id: str, solve_return: float = 0.0,
+                 evaluator: PeriodicEvaluator | None = None) -> None:
         self.sac = sac
         self.env_id = env_id
         self.solve_return = solve_return
+        self.evaluator = evaluator
         self.metrics: dict[str, float] = {}
         self.failed_updates = 0
         self.last_error = ""
@@ -99,6 +114,12 @@ class Learner:
             self.solved_at_s = time.monotonic() - self.started
             self.solved_at_env_steps = env_steps
 
+    def evaluate_if_due(self, env_steps: int, counters: dict[str, Any] | None = None) -> None:
+        """Hand a snapshot to the periodic evaluation when one is due (call it from the thread
+        that updates the networks, between two updates)."""
+        if self.evaluator is not None:
+            self.evaluator.submit(self.sac, env_steps, counters)
+
     @property
     def mean_return(self) -> float:
         return float(np.mean(self.recent_returns)) if self.recent_returns else float("nan")
@@ -116,18 +137,19 @@ class Learner:
         :param extra: extra keys for ``result.json`` (update mode, weights version, ...).
         """
         evaluation = evaluate(self.sac.actor, self.env_id, eval_episodes, seed=seed)
+        counters = {"env_steps": env_steps, "episodes": self.episodes, **(counters or {})}
         checkpoint_dir = None
         if output_dir is not None:
             output_dir.mkdir(parents=True, exist_ok=True)
-            checkpoint_dir = str(save_checkpoint(
-                output_dir / "checkpoint", self.sac,
-                {"env_steps": env_steps, "episodes": self.episodes, **(counters or {})},
-                env_id=self.env_id))
+            checkpoint_dir = str(save_checkpoint(output_dir / "checkpoint", self.sac, counters,
+                                                 env_id=self.env_id))
         result = TrainResult(env_steps, self.sac.update_step, self.episodes,
                              time.monotonic() - self.started, evaluation.mean, evaluation.std,
                              evaluation.returns.tolist(), checkpoint_dir,
                              self.sac.update_step / max(paying_transitions, 1), self.solved_at_s,
                              self.solved_at_env_steps, evaluation.success_rate)
+        if self.evaluator is not None:
+            self._finish_best(result, evaluation, env_steps, counters, eval_episodes, seed)
         if output_dir is not None:
             document = {**asdict(result), **(extra or {})}
             # No evaluation episodes (a task with no in-process twin): null, not NaN (strict JSON).
@@ -139,3 +161,28 @@ class Learner:
             plot_training_curve(steps, returns, output_dir / "training_curve.png",
                                 title=title or f"{self.env_id} (SAC)", evaluation=evaluation.mean)
         return result
+
+    def _finish_best(self, result: TrainResult, final: EvalResult, env_steps: int,
+                     counters: dict[str, Any], eval_episodes: int, seed: int) -> None:
+        """The final weights compete with the periodic snapshots; the winner gets the final
+        evaluation's episodes (the final weights' figures, where they won)."""
+        evaluator = self.evaluator
+        assert evaluator is not None
+        final_selection = evaluator.evaluate_now(self.sac, env_steps, counters)
+        evaluator.close()
+        result.evaluations = [evaluation.as_dict() for evaluation in evaluator.history]
+        best = evaluator.best
+        if best is None:
+            return
+        if best is final_selection:
+            figures = final
+        else:
+            actor = evaluator.best_actor()
+            figures = evaluate(actor, self.env_id, eval_episodes, seed=seed)
+        result.best_env_steps = best.env_steps
+        result.best_checkpoint_dir = (str(evaluator.best_checkpoint)
+                                      if evaluator.best_checkpoint is not None else None)
+        if len(figures.returns):
+            result.best_eval_mean_return = figures.mean
+            result.best_eval_std_return = figures.std
+        result.best_eval_success_rate = figures.success_rate

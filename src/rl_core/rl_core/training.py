@@ -22,6 +22,7 @@ from rl_core.device import describe, resolve_device
 from rl_core.encoders import is_image_shape
 from rl_core.envs import VectorEnv
 from rl_core.learner import Learner, TrainResult
+from rl_core.periodic_evaluation import PeriodicEvaluator
 from rl_core.replay import RateLimitedReplay, ReplayBuffer
 
 #: The bare loop takes every batch the rate limiter grants after each step.
@@ -73,7 +74,9 @@ def train(config: RunConfig, output_dir: str | Path | None = None,
     sac = SAC(obs_shape, int(np.prod(action_shape)), config.sac, seed=trainer.seed,
               device=device)
     log(f"[bare] learning and acting on {describe(device)}")
-    learner = Learner(sac, sim.env_id, trainer.solve_return)
+    evaluator = PeriodicEvaluator(sim.env_id, trainer.eval_period, trainer.eval_episodes,
+                                  sim.seed, Path(output_dir) if output_dir is not None else None)
+    learner = Learner(sac, sim.env_id, trainer.solve_return, evaluator)
     action_rng = np.random.default_rng(sim.seed)
 
     env_steps = 0
@@ -98,6 +101,7 @@ def train(config: RunConfig, output_dir: str | Path | None = None,
                 learner.update(batch)
                 if config.replay.prioritized:
                     replay.buffer.update_priorities(batch.indices, sac.last_td_errors)
+            learner.evaluate_if_due(env_steps)
             now = time.perf_counter()
             if now - last_log >= log_period_s:
                 rate = (env_steps - last_log_steps) / (now - last_log)
@@ -116,7 +120,9 @@ def train(config: RunConfig, output_dir: str | Path | None = None,
         f"in {result.wall_time_s:.0f} s | evaluation return {result.eval_mean_return:.1f} "
         f"± {result.eval_std_return:.1f} over {len(result.eval_returns)} episodes"
         + (f" | success {result.eval_success_rate:.0%}" if result.eval_success_rate is not None else "")
-        + (f" | checkpoint {result.checkpoint_dir}" if result.checkpoint_dir else ""))
+        + (f" | checkpoint {result.checkpoint_dir}" if result.checkpoint_dir else "")
+        + (f" | best: {result.best_eval_mean_return:.1f} at {result.best_env_steps} steps"
+           if result.best_eval_mean_return is not None else ""))
     return result
 
 

@@ -299,18 +299,15 @@ class IntraProcessManager:
         if watcher.active and watcher.parked:
             watcher.active = False  # it handed a callback over and waits no more
         handlers = watcher.handlers
+        ran = False
         while handlers:
             handler = handlers.popleft()
             if handler.done():  # handed over twice (rclpy yields an unfinished task again)
                 continue
-            self._in_executor = True
-            try:
-                handler()
-                error = handler.exception()
-            finally:
-                self._in_executor = False
-            if error is not None:
-                self._report_executor_error(error)
+            self._run_handler(handler)
+            ran = True
+        if ran and not watcher.active:
+            self._run_ready(watcher.executor)
         while watcher.failed:
             failure = watcher.failed.popleft().exception()
             if failure is not None:
@@ -319,6 +316,33 @@ class IntraProcessManager:
             error, watcher.error = watcher.error, None
             watcher.reclaim()
             self._report_executor_error(error)
+
+    def _run_handler(self, handler: Task[None]) -> None:
+        self._in_executor = True
+        try:
+            handler()
+            error = handler.exception()
+        finally:
+            self._in_executor = False
+        if error is not None:
+            self._report_executor_error(error)
+
+    def _run_ready(self, executor: Executor) -> None:
+        """Run the executor callbacks ready now, up to :data:`BURST`, without waiting: after a
+        handed-over callback more of a stream are often queued (joint states, a burst of
+        messages), and one per dispatch callback (a gradient step) would fall behind a stream
+        faster than that. Each look costs a wait-set build (~0.65 ms for a colocated
+        container), paid only when something came in."""
+        for _ in range(BURST):
+            try:
+                handler, _, _ = executor.wait_for_ready_callbacks(timeout_sec=0.0)
+            except TimeoutException:
+                return
+            except Exception as error:  # noqa: BLE001 - shut down, or rclpy failed: reported
+                self._report_executor_error(error)
+                return
+            if not handler.done():
+                self._run_handler(handler)
 
     def _run_leftovers(self, watcher: _ExecutorWatcher) -> None:
         """Run what the watcher handed over just before the loop ended: rclpy made a task of

@@ -37,6 +37,7 @@ from rl_core.device import describe, resolve_device
 from rl_core.envs import space_shapes
 from rl_core.image_codecs import is_image_shape
 from rl_core.learner import Learner, TrainResult
+from rl_core.periodic_evaluation import Evaluation, PeriodicEvaluator
 from rl_core.replay import PriorityFeedback
 from rl_core.training import UNLIMITED_BATCHES, seed_everything
 from diagnostic_msgs.msg import DiagnosticArray
@@ -140,7 +141,11 @@ class TrainerNode(RLNode):
         self.sac = sac
         self.weights_key = load_weights_key(self.get_logger())
         self.epoch = time.time_ns()  # orders this trainer's weights after any earlier run's
-        self.learner = Learner(sac, self.config.env_id, self.config.solve_return)
+        self.evaluator = PeriodicEvaluator(self.config.env_id, self.config.eval_period,
+                                           self.config.eval_episodes, self.config.seed,
+                                           self.output_dir, on_evaluated=self._on_evaluated,
+                                           resumed=sac.update_step > 0)
+        self.learner = Learner(sac, self.config.env_id, self.config.solve_return, self.evaluator)
         self.learner.episodes = int(counters.get("episodes", 0))
         self.weights_pub = self.zc_publisher(WEIGHTS, graph.WEIGHTS)
         self.sampler = IntraProcessClient(self.ipc, self, SAMPLE_SERVICE, SAMPLE_SERVICE_NAME)
@@ -265,7 +270,27 @@ class TrainerNode(RLNode):
                 self.reject("update", self.learner.last_error)
             elif result.prioritized:
                 self.priorities.add(batch.indices, td_errors, result.total_inserted)
+        if self.evaluator.due(self.total_inserted) and not self.finished:
+            with self._update_lock:
+                self.learner.evaluate_if_due(self.total_inserted, self._counters())
         return len(result.batches)
+
+    def _on_evaluated(self, evaluation: Evaluation, best: Evaluation) -> None:
+        """A periodic evaluation finished (on its own thread): TensorBoard and the log."""
+        if self._tensorboard is not None:
+            self._tensorboard.add_scalar("eval/mean_return", evaluation.mean_return,
+                                         evaluation.env_steps)
+            self._tensorboard.add_scalar("eval/best_mean_return", best.mean_return,
+                                         evaluation.env_steps)
+            if evaluation.success_rate is not None:
+                self._tensorboard.add_scalar("eval/success_rate", evaluation.success_rate,
+                                             evaluation.env_steps)
+        success = (f", success {evaluation.success_rate:.0%}"
+                   if evaluation.success_rate is not None else "")
+        self.get_logger().info(
+            f"evaluation at {evaluation.env_steps} transitions: return "
+            f"{evaluation.mean_return:.1f}{success} | best {best.mean_return:.1f} at "
+            f"{best.env_steps} transitions (kept in {self.evaluator.best_checkpoint})")
 
     def _budget_reached(self) -> bool:
         return self.total_inserted >= self.config.total_env_steps
@@ -442,8 +467,11 @@ class TrainerNode(RLNode):
             f"done: {result.env_steps} transitions, {result.updates} updates "
             f"({result.updates_per_transition:.3f} per transition), {result.episodes} episodes | "
             f"evaluation return {result.eval_mean_return:.1f} ± {result.eval_std_return:.1f} over "
-            f"{len(result.eval_returns)} episodes | checkpoint {result.checkpoint_dir} | "
-            f"output {self.output_dir}")
+            f"{len(result.eval_returns)} episodes | checkpoint {result.checkpoint_dir}"
+            + (f" | best: return {result.best_eval_mean_return:.1f} at {result.best_env_steps} "
+               f"transitions, {result.best_checkpoint_dir}"
+               if result.best_eval_mean_return is not None else "")
+            + f" | output {self.output_dir}")
         self.ipc.request_shutdown(0)
 
     def diagnose(self) -> tuple[int, str, dict[str, object]]:
@@ -461,6 +489,7 @@ class TrainerNode(RLNode):
         return OK, f"training ({self.update_mode})", values
 
     def close(self) -> None:
+        self.evaluator.close()
         if self._tensorboard is not None:
             self._tensorboard.close()
         self._stop.set()
