@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 import time
 from collections import deque
 from dataclasses import asdict, dataclass, field
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from rl_core.algorithms.sac import SAC
 from rl_core.checkpoint import save_checkpoint
@@ -32,6 +34,13 @@ from rl_core.replay import Batch
 SOLVE_WINDOW = 10
 #: Most recent episodes kept for the training curve (older points are thinned, not kept forever).
 CURVE_POINTS = 20_000
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python, numpy and torch (CleanRL style); envs are seeded through ``reset(seed=...)``."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
 
 
 @dataclass

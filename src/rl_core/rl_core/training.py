@@ -7,7 +7,6 @@ only the transport differs). Run it with ``rl-train-bare --config config/cartpol
 from __future__ import annotations
 
 import argparse
-import random
 import sys
 import time
 from collections.abc import Callable
@@ -19,35 +18,16 @@ import torch
 from rl_core.algorithms.sac import SAC
 from rl_core.config import NODE_CONFIGS, ConfigError, RunConfig, load_run_config
 from rl_core.device import describe, resolve_device
-from rl_core.encoders import is_image_shape
 from rl_core.envs import VectorEnv
-from rl_core.learner import Learner, TrainResult
+from rl_core.learner import Learner, TrainResult, seed_everything
 from rl_core.periodic_evaluation import PeriodicEvaluator
-from rl_core.replay import RateLimitedReplay, ReplayBuffer
-
-#: The bare loop takes every batch the rate limiter grants after each step.
-UNLIMITED_BATCHES = 1 << 30
-
-
-def seed_everything(seed: int) -> None:
-    """Seed Python, numpy and torch (CleanRL style); envs are seeded through ``reset(seed=...)``."""
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-
+from rl_core.replay import UNLIMITED_BATCHES, RateLimitedReplay
+from rl_core.replay.build import new_buffer, new_replay
 
 def make_replay(config: RunConfig, obs_shape: tuple[int, ...], action_shape: tuple[int, ...]
                 ) -> RateLimitedReplay:
-    """The rate-limited replay buffer of ``config`` (the replay node builds the same one).
-
-    Image observations are stored as the uint8 frames they are.
-    """
-    replay = config.replay
-    buffer = ReplayBuffer(obs_shape, action_shape, replay.capacity, prioritized=replay.prioritized,
-                          alpha=replay.priority_alpha, beta=replay.priority_beta, seed=replay.seed,
-                          obs_dtype=np.uint8 if is_image_shape(obs_shape) else np.float32)
-    return RateLimitedReplay(buffer, replay.updates_per_step, replay.learning_starts,
-                             replay.error_buffer, enforce=replay.rate_limit)
+    """The rate-limited replay buffer of ``config`` (the replay node builds the same one)."""
+    return new_replay(config.replay, new_buffer(config.replay, obs_shape, action_shape))
 
 
 def train(config: RunConfig, output_dir: str | Path | None = None,

@@ -28,6 +28,7 @@ from rl_core.envs import space_shapes
 from rl_core.image_codecs import is_image_shape
 from rl_core.replay import InvalidPriorities, OutOfBounds, PriorityUpdate, RateLimitedReplay
 from rl_core.replay import ReplayBuffer
+from rl_core.replay.build import new_buffer, new_replay
 from rl_interfaces.msg import ReplayStatus
 
 from rl_nodes import graph
@@ -98,15 +99,10 @@ class ReplayBufferNode(RLNode):
             self.buffer.beta = config.priority_beta
 
     def _new_buffer(self) -> ReplayBuffer:
-        return ReplayBuffer(self.obs_shape, self.action_shape, self.config.capacity,
-                            prioritized=self.config.prioritized, alpha=self.config.priority_alpha,
-                            beta=self.config.priority_beta, seed=self.config.seed,
-                            value_bound=self.config.value_bound,
-                            obs_dtype=np.uint8 if is_image_shape(self.obs_shape) else np.float32)
+        return new_buffer(self.config, self.obs_shape, self.action_shape)
 
     def _new_replay(self, buffer: ReplayBuffer) -> RateLimitedReplay:
-        return RateLimitedReplay(buffer, self.config.updates_per_step, self.config.learning_starts,
-                                 self.config.error_buffer, enforce=self.config.rate_limit)
+        return new_replay(self.config, buffer)
 
     def _admit(self, msg: Experience) -> tuple[str, str] | None:
         """``(kind, reason)`` when an experience batch must be refused (before storing it)."""

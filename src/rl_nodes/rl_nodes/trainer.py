@@ -22,10 +22,8 @@ are done, the trainer evaluates the actor, writes the checkpoint, curve and ``re
 
 from __future__ import annotations
 
-import queue
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -36,10 +34,10 @@ from rl_core.config import SACConfig, TrainerConfig
 from rl_core.device import describe, resolve_device
 from rl_core.envs import space_shapes
 from rl_core.image_codecs import is_image_shape
-from rl_core.learner import Learner, TrainResult
+from rl_core.learner import Learner, TrainResult, seed_everything
 from rl_core.periodic_evaluation import Evaluation, PeriodicEvaluator
-from rl_core.replay import PriorityFeedback
-from rl_core.training import UNLIMITED_BATCHES, seed_everything
+from rl_core.replay import UNLIMITED_BATCHES, PriorityFeedback
+from rl_core.replay.prefetch import IDLE_WAIT_S, PrefetchingSampler
 from diagnostic_msgs.msg import DiagnosticArray
 from rl_interfaces.msg import ReplayStatus
 from std_msgs.msg import Float64
@@ -63,58 +61,7 @@ BATCHES_PER_REQUEST = 8
 #: (camera frames compress far less than renders): Fast DDS took seconds, beyond the service
 #: timeout, for answers of tens of MB (8 batches of stacked frames) while experience streamed.
 MAX_ANSWER_OBS_BYTES = 4 * 1024 * 1024
-#: Back-off of the learner thread while the rate limiter grants nothing (learner ahead of data).
-IDLE_WAIT_S = 0.002
 PROGRESS_PERIOD_S = 2.0
-
-
-class PrefetchingSampler:
-    """Keeps one ``sample`` request in flight while the learner updates (double buffering).
-
-    A background thread calls the remote service and hands each answer over through a queue of
-    one: while the learner works on one answer, the next is on its way or waiting.
-    """
-
-    def __init__(self, call: Callable[[], SampleResult], on_error: Callable[[str], None]) -> None:
-        self._call = call
-        self._on_error = on_error
-        self._results: queue.Queue[SampleResult] = queue.Queue(maxsize=1)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="sample-prefetch", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                result = self._call()
-            except ServiceUnavailable as error:
-                if not self._stop.is_set():  # a call cut short by the end of the run is no fault
-                    self._on_error(str(error))
-                self._stop.wait(1.0)
-                continue
-            while not self._stop.is_set():
-                try:
-                    self._results.put(result, timeout=0.1)
-                    break
-                except queue.Full:
-                    continue
-            if not result.batches:
-                self._stop.wait(IDLE_WAIT_S)
-
-    def get(self, timeout_s: float) -> SampleResult | None:
-        """The next answer, or None when none came within ``timeout_s``."""
-        try:
-            return self._results.get(timeout=timeout_s)
-        except queue.Empty:
-            return None
-
-    def stop(self) -> None:
-        """Ask the thread to end (it may be waiting for an answer the executor delivers)."""
-        self._stop.set()
-
-    def close(self) -> None:
-        self.stop()
-        self._thread.join(timeout=5.0)
 
 
 class TrainerNode(RLNode):
@@ -239,7 +186,7 @@ class TrainerNode(RLNode):
         if not self.sampler.is_local:
             self._prefetcher = PrefetchingSampler(
                 lambda: self.sampler.call(self._request(self._batches_per_request())),
-                lambda reason: self.reject("sample service", reason))
+                lambda reason: self.reject("sample service", reason), ServiceUnavailable)
         self._learner_thread = threading.Thread(target=self._learner_loop, name="learner",
                                                 daemon=True)
         self._learner_thread.start()

@@ -22,6 +22,10 @@ from rl_core.replay.priorities import PriorityUpdate
 from rl_core.replay.rate_limiter import RateLimiterStats, SampleToInsertRatio
 
 
+#: ``max_batches`` of :meth:`RateLimitedReplay.take` that takes every batch the limiter grants.
+UNLIMITED_BATCHES = 1 << 30
+
+
 @dataclass
 class Draw:
     """Batches granted by :meth:`RateLimitedReplay.take` and the buffer's counters then."""

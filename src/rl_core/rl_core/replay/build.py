@@ -1,0 +1,26 @@
+"""The replay buffer of a configuration: one builder for the bare loop and the replay node."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rl_core.config import ReplayConfig
+from rl_core.image_codecs import is_image_shape
+from rl_core.replay.buffer import ReplayBuffer
+from rl_core.replay.limited import RateLimitedReplay
+
+
+def new_buffer(config: ReplayConfig, obs_shape: tuple[int, ...], action_shape: tuple[int, ...]
+               ) -> ReplayBuffer:
+    """An empty buffer of ``config``; image observations are stored as the uint8 frames they are."""
+    return ReplayBuffer(obs_shape, action_shape, config.capacity, prioritized=config.prioritized,
+                        alpha=config.priority_alpha, beta=config.priority_beta, seed=config.seed,
+                        value_bound=config.value_bound,
+                        obs_dtype=np.uint8 if is_image_shape(obs_shape) else np.float32)
+
+
+def new_replay(config: ReplayConfig, buffer: ReplayBuffer) -> RateLimitedReplay:
+    """``buffer`` behind the rate limiter of ``config`` (``updates_per_step`` per transition
+    after ``learning_starts``)."""
+    return RateLimitedReplay(buffer, config.updates_per_step, config.learning_starts,
+                             config.error_buffer, enforce=config.rate_limit)
