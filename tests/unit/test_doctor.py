@@ -9,10 +9,11 @@ import re
 import pytest
 
 from rl_bringup.tools.doctor.environment import check_discovery, check_domain_id
-from rl_bringup.tools.doctor.graph import (PARTICIPANT_PREFIX_BYTES, ROSOUT_TOPIC, Endpoint,
+from rl_bringup.tools.doctor.graph import (ROSOUT_TOPIC, Endpoint,
                                            GraphSnapshot, TopicSpec, check_layout, check_nodes,
                                            check_services, expected_graph)
 from rl_bringup.tools.doctor.rates import check_rates
+from rl_nodes.graph import GUID_PREFIX_BYTES
 from rl_bringup.tools.doctor.report import Check, Level, format_report
 from rl_nodes import graph
 
@@ -92,7 +93,7 @@ def snapshot(processes: list[frozenset[str]] | tuple[frozenset[str], ...],
     """A graph whose nodes run in ``processes``: each process is one DDS participant, seen
     through the GUID prefix of its nodes' /rosout publishers."""
     rosout = [Endpoint(node, qos=None, type="rcl_interfaces/msg/Log",
-                       gid=bytes([index]) * PARTICIPANT_PREFIX_BYTES + bytes([position]) * 4)
+                       gid=bytes([index]) * GUID_PREFIX_BYTES + bytes([position]) * 4)
               for index, process in enumerate(processes)
               for position, node in enumerate(sorted(process))]
     nodes = sorted(node for process in processes for node in process) + list(extra_nodes)

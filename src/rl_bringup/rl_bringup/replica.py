@@ -40,14 +40,15 @@ from pathlib import Path
 import re
 import sys
 
+from rl_core import variables
 from rl_nodes.graph import robot_namespace
 
 #: Replaced in every command-line argument by the replica's namespace, ``/robot_k``.
 PLACEHOLDER = "{robot_namespace}"
 #: What the Kubernetes manifests call the variable holding the pod name.
-POD_NAME_VARIABLE = "RL_ROS2_REPLICA_NAME"
+POD_NAME_VARIABLE = variables.REPLICA_NAME
 #: Variable set for the command: the robot index, for logs and tools.
-ROBOT_INDEX_VARIABLE = "RL_ROS2_ROBOT_INDEX"
+ROBOT_INDEX_VARIABLE = variables.ROBOT_INDEX
 EXIT_USAGE = 2
 
 _ORDINAL = re.compile(r"-(\d+)$")

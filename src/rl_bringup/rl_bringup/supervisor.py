@@ -49,12 +49,13 @@ import time
 from types import FrameType
 from typing import IO, Any, Protocol
 
+from rl_core import variables
 from rl_bringup.plan import MAX_RESPAWNS, RESPAWN_DELAY_S
 
 # Exit code when a process cannot be started at all (the shell's "command not found").
 EXIT_CANNOT_START = 127
 #: How many times the process was restarted before this start (0 the first time).
-RESTART_VARIABLE = "RL_ROS2_RESTART_COUNT"
+RESTART_VARIABLE = variables.RESTART_COUNT
 
 
 class SupervisedProcess(Protocol):

@@ -15,12 +15,14 @@ from collections.abc import Iterable
 import os
 import re
 
+from rl_core import variables
+
 #: CPUs a process may run on (``os.sched_setaffinity`` at process start).
-CPUS_VARIABLE = "RL_ROS2_CPUS"
+CPUS_VARIABLE = variables.CPUS
 #: torch intra-op threads of a process.
-TORCH_THREADS_VARIABLE = "RL_ROS2_TORCH_THREADS"
+TORCH_THREADS_VARIABLE = variables.TORCH_THREADS
 #: CPUs of the trainer's learner thread, when they differ from the process's (colocated mode).
-LEARNER_CPUS_VARIABLE = "RL_ROS2_LEARNER_CPUS"
+LEARNER_CPUS_VARIABLE = variables.LEARNER_CPUS
 #: OpenMP's own thread count (torch's and the BLAS libraries' pools read it at start).
 OMP_THREADS_VARIABLE = "OMP_NUM_THREADS"
 

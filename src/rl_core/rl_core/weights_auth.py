@@ -27,8 +27,10 @@ import struct
 from collections.abc import Mapping
 from pathlib import Path
 
-KEY_VARIABLE = "RL_ROS2_WEIGHTS_KEY"
-KEY_FILE_VARIABLE = "RL_ROS2_WEIGHTS_KEY_FILE"
+from rl_core import variables
+
+KEY_VARIABLE = variables.WEIGHTS_KEY
+KEY_FILE_VARIABLE = variables.WEIGHTS_KEY_FILE
 KEY_FILE_NAME = "weights.key"
 KEY_BYTES = 32
 MIN_KEY_BYTES = 16

@@ -59,6 +59,7 @@ from rclpy.type_description_service import TypeDescriptionService
 from type_description_interfaces.srv import GetTypeDescription
 
 from rl_nodes.conversions import ServiceType, TopicType
+from rl_nodes.graph import GUID_PREFIX_BYTES
 
 T = TypeVar("T")
 BURST = 64  # dispatch items run between two shutdown/deadline checks
@@ -70,7 +71,6 @@ MAX_QUEUED_RECEPTIONS = 10_000
 #: colocated stepping loop stays busy, so the watcher starts once and stays; an outside request
 #: waits at most this long, plus the callback in progress, at the start of a busy spell.
 EXECUTOR_HANDOVER_S = 0.01
-_GUID_PREFIX_BYTES = 12  # DDS GUID prefix: identifies the participant, i.e. the process' context
 
 
 @dataclass
@@ -423,7 +423,7 @@ class IntraProcessManager:
             return False  # no local publisher on this topic: it came from elsewhere
         if self._local_prefix is None:
             self._local_prefix = self._find_local_prefix(node, topic_name, entry)
-        return self._local_prefix is not None and publisher_gid[:_GUID_PREFIX_BYTES] == self._local_prefix
+        return self._local_prefix is not None and publisher_gid[:GUID_PREFIX_BYTES] == self._local_prefix
 
     @staticmethod
     def _find_local_prefix(node: Node, topic_name: str, entry: _TopicEntry) -> bytes | None:
@@ -431,7 +431,7 @@ class IntraProcessManager:
         local_nodes = {(p.node.get_name(), p.node.get_namespace()) for p in entry.publishers}
         for info in node.get_publishers_info_by_topic(topic_name):
             if (info.node_name, info.node_namespace) in local_nodes:
-                return bytes(info.endpoint_gid)[:_GUID_PREFIX_BYTES]
+                return bytes(info.endpoint_gid)[:GUID_PREFIX_BYTES]
         return None
 
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from rl_core import variables
 from rl_core.config import BoundaryConfig, ConfigError, SimulatorConfig
 from rl_core.envs import PybulletRobotEnv, VectorEnv
 from rl_core.image_codecs import is_image_shape
@@ -55,7 +56,7 @@ RESEND_AFTER_S = 1.0  # watchdog: republish observations unanswered for this lon
 #: With the rate limiter on, acting pauses when no /replay_status came for this long: twice the
 #: longest interval between statuses that the graph accepts.
 STATUS_SILENCE_S = 2.0 / graph.REPLAY_STATUS.rate_hz[0]
-RESTART_VARIABLE = "RL_ROS2_RESTART_COUNT"  # set by the rl-bringup supervisor on respawn
+RESTART_VARIABLE = variables.RESTART_COUNT  # set by the rl-bringup supervisor on respawn
 RESTART_SEED_STRIDE = 1_000_003
 
 

@@ -15,15 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 from rl_bringup.plan import MODES, make_plan
 from rl_nodes import graph
+from rl_nodes.graph import GUID_PREFIX_BYTES
 from rl_bringup.tools.doctor.report import Check, Level
 from rl_bringup.tools.ros_session import TOOL_NODE_PREFIX, graph_node_names, join_name
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from rclpy.node import Node
 
-#: Bytes of an endpoint GID that identify its DDS participant (the GUID prefix); rmw_fastrtps
-#: creates one participant per rclpy context, i.e. per process.
-PARTICIPANT_PREFIX_BYTES = 12
 ROSOUT_TOPIC = "/rosout"
 
 
@@ -283,7 +281,7 @@ def observed_processes(graph: GraphSnapshot) -> list[frozenset[str]]:
     groups: dict[bytes, set[str]] = {}
     for topic in (ROSOUT_TOPIC, *sorted(graph.publishers)):
         for endpoint in graph.publishers.get(topic, []):
-            groups.setdefault(endpoint.gid[:PARTICIPANT_PREFIX_BYTES], set()).add(endpoint.node)
+            groups.setdefault(endpoint.gid[:GUID_PREFIX_BYTES], set()).add(endpoint.node)
     return [frozenset(group) for group in groups.values()]
 
 

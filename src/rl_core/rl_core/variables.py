@@ -1,0 +1,24 @@
+"""Every environment variable of rl_ros2's own (``RL_ROS2_*``), defined once.
+
+``rl-bringup`` sets most of them for the processes it starts; a user may set the weights key
+ones and the CPU ones by hand. Modules that read or set one import its name from here.
+"""
+
+from __future__ import annotations
+
+#: CPU set every thread of a node process is pinned to (``0-3,6``; unset: no pinning).
+CPUS = "RL_ROS2_CPUS"
+#: ``torch.set_num_threads`` of a node process (unset: 1).
+TORCH_THREADS = "RL_ROS2_TORCH_THREADS"
+#: CPUs of the trainer's learner thread, a subset of :data:`CPUS`.
+LEARNER_CPUS = "RL_ROS2_LEARNER_CPUS"
+#: The weights signing key, as hex (every host of a multi-host run gives the same).
+WEIGHTS_KEY = "RL_ROS2_WEIGHTS_KEY"
+#: A file holding the hex weights key (rl-bringup writes one per run).
+WEIGHTS_KEY_FILE = "RL_ROS2_WEIGHTS_KEY_FILE"
+#: How often the supervisor has restarted this process (a respawned simulator reseeds from it).
+RESTART_COUNT = "RL_ROS2_RESTART_COUNT"
+#: Name of the variable that holds a Kubernetes replica's pod name (its robot index).
+REPLICA_NAME = "RL_ROS2_REPLICA_NAME"
+#: The robot index a replica resolved from its pod name.
+ROBOT_INDEX = "RL_ROS2_ROBOT_INDEX"
