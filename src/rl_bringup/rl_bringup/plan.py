@@ -56,6 +56,7 @@ from typing import Any
 
 import yaml
 
+from rl_core import node_kinds
 from rl_core.config import LAUNCHER_NODE, ConfigError, load_yaml
 from rl_core.cpus import (
     CPUS_VARIABLE,
@@ -73,12 +74,12 @@ from rl_nodes import graph
 from rl_nodes.graph import robot_namespace
 
 MODES: tuple[str, ...] = ("colocated", "decoupled", "hybrid")
-NODE_KINDS: tuple[str, ...] = (graph.SIMULATOR, graph.POLICY, graph.REPLAY_BUFFER, graph.TRAINER)
-ROBOT_NODE_KINDS: tuple[str, ...] = ("simulator", "policy")
+NODE_KINDS: tuple[str, ...] = node_kinds.NODE_KINDS
+ROBOT_NODE_KINDS: tuple[str, ...] = node_kinds.PER_ROBOT_KINDS
 #: Kinds that act (step envs, infer actions) and kinds that learn; ``cpus:=auto`` splits the
 #: machine's cores between the two groups.
 ACTING_NODE_KINDS: tuple[str, ...] = ROBOT_NODE_KINDS
-LEARNING_NODE_KINDS: tuple[str, ...] = ("replay_buffer", "trainer")
+LEARNING_NODE_KINDS: tuple[str, ...] = node_kinds.LEARNING_KINDS
 CONTAINER_EXECUTABLE = "container"
 #: Where inference runs: a policy node per robot, or one central policy serving every robot.
 POLICY_LAYOUTS: tuple[str, ...] = ("per_robot", "central")

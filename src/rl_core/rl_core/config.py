@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from rl_core import node_kinds
 from rl_core.image_codecs import OBSERVATION_CODECS
 
 
@@ -363,10 +364,10 @@ UPDATE_MODES = ("auto", "interleaved", "thread")
 
 # Which dataclasses each node's parameter block fills. The trainer owns SAC and the schedule.
 NODE_CONFIGS: dict[str, tuple[type, ...]] = {
-    "simulator": (SimulatorConfig, BoundaryConfig),
-    "policy": (PolicyConfig,),
-    "replay_buffer": (ReplayConfig,),
-    "trainer": (SACConfig, TrainerConfig),
+    node_kinds.SIMULATOR: (SimulatorConfig, BoundaryConfig),
+    node_kinds.POLICY: (PolicyConfig,),
+    node_kinds.REPLAY_BUFFER: (ReplayConfig,),
+    node_kinds.TRAINER: (SACConfig, TrainerConfig),
 }
 
 

@@ -2,8 +2,8 @@
 
 Nodes create their endpoints from these names, tools (``rl-bringup doctor``, ``status``) and
 tests expect them, and ``docs/graph.md`` is checked against them by one unit test. The module
-imports nothing beyond the standard library, so tools and the plan use it without loading rclpy
-or torch (:meth:`QoS.profile` imports rclpy when it builds a profile).
+imports nothing beyond the standard library and :mod:`rl_core.node_kinds`, so tools and the plan
+use it without loading rclpy or torch (:meth:`QoS.profile` imports rclpy when it builds a profile).
 
 Names follow ROS resolution: ``/name`` is absolute, ``name`` lies in the node's namespace (one
 per robot, ``/robot_{k}``), ``~/name`` under the node itself (``/replay_buffer/sample``).
@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+
+from rl_core import node_kinds
 
 # --- quality of service -------------------------------------------------------------------------
 
@@ -48,11 +50,12 @@ LATCHED = QoS(1, latched=True)
 
 # --- nodes -------------------------------------------------------------------------------------
 
-SIMULATOR, POLICY, REPLAY_BUFFER, TRAINER = "simulator", "policy", "replay_buffer", "trainer"
+SIMULATOR, POLICY, REPLAY_BUFFER, TRAINER = (node_kinds.SIMULATOR, node_kinds.POLICY,
+                                             node_kinds.REPLAY_BUFFER, node_kinds.TRAINER)
 #: rl_nodes.gym_bridge's node: a gymnasium learner acting for robots in place of their policy.
 GYM_BRIDGE = "gym_bridge"
 #: Node kinds that run once per robot, in the robot's namespace.
-PER_ROBOT_KINDS = (SIMULATOR, POLICY)
+PER_ROBOT_KINDS = node_kinds.PER_ROBOT_KINDS
 #: rl_nodes.sim_robot: a pybullet robot behind ros2_control's topics (robot_interface:
 #: ros2_control); a real robot, Gazebo or ros2_control's mock hardware takes its place.
 SIM_ROBOT = "sim_robot"

@@ -19,6 +19,7 @@ from typing import Any
 
 import rclpy
 from rclpy.executors import SingleThreadedExecutor
+from rl_core import node_kinds
 from rl_core.config import ConfigError
 
 from rl_nodes.base import RLNode
@@ -26,12 +27,7 @@ from rl_nodes.intra_process import IntraProcessManager
 from rl_nodes.process_settings import apply_process_settings
 
 #: Node kinds and their classes (imported lazily, so a process loads only what it runs).
-NODE_CLASSES = {
-    "simulator": "rl_nodes.simulator:SimulatorNode",
-    "policy": "rl_nodes.policy:PolicyNode",
-    "replay_buffer": "rl_nodes.replay_buffer:ReplayBufferNode",
-    "trainer": "rl_nodes.trainer:TrainerNode",
-}
+NODE_CLASSES = node_kinds.NODE_CLASSES
 
 
 def node_class(kind: str) -> type[RLNode]:
