@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 from rl_core import variables
+from rl_core.acting import ActingGate, Pacer
 from rl_core.config import BoundaryConfig, ConfigError, SimulatorConfig
 from rl_core.envs import PybulletRobotEnv, VectorEnv
 from rl_core.image_codecs import is_image_shape
@@ -97,14 +98,8 @@ class SimulatorNode(RLNode):
         self.total_env_steps = 0
         self.total_episodes = 0
         self.policy_version = 0
-        self.acting_paused = False
-        self.paused_s = 0.0
-        # The last /replay_status: when it came, and whether it said the rate limiter is on.
-        self._status_at: float | None = None
-        self._rate_limited = False
-        self.replay_silent = False  # acting paused because the replay buffer fell silent
-        self._paused_since: float | None = None
-        self._next_step_at = 0.0
+        self.gate = ActingGate(STATUS_SILENCE_S)
+        self.pacer = Pacer(self.config.max_rate_hz)
         self.observations_pub = self.zc_publisher(OBSERVATIONS, graph.OBSERVATIONS)
         self.experience_pub = self.zc_publisher(EXPERIENCE, graph.EXPERIENCE)
         self.episodes_pub = self.zc_publisher(EPISODES, graph.EPISODES)
@@ -121,6 +116,15 @@ class SimulatorNode(RLNode):
         self.get_logger().info(
             f"robot {self.robot_id}: {self.config.num_envs} x {self.config.env_id}, seed {seed}, "
             f"{len(self.lanes)} lane{'s' if len(self.lanes) > 1 else ''}")
+
+    @property
+    def acting_paused(self) -> bool:
+        return self.gate.paused
+
+    @property
+    def replay_silent(self) -> bool:
+        """Acting paused because the replay buffer fell silent."""
+        return self.gate.silent
 
     def _setup_boundary(self, seed: int) -> None:
         """robot_interface ros2_control: drive the robot in this namespace (rl_nodes.robot_boundary)."""
@@ -216,6 +220,7 @@ class SimulatorNode(RLNode):
     def _apply_config(self, config: SimulatorConfig) -> None:
         rate_changed = config.visualization_rate_hz != self.config.visualization_rate_hz
         self.config = config
+        self.pacer.rate_hz = config.max_rate_hz
         if rate_changed and isinstance(self._shown_env, PybulletRobotEnv):
             self._start_visualization_timer()
 
@@ -268,7 +273,7 @@ class SimulatorNode(RLNode):
                   "dds bytes per env step": f"{dds_bytes['all'] / max(self.total_env_steps, 1):.0f}",
                   "episodes": self.total_episodes, "policy version": self.policy_version,
                   "lanes": len(self.lanes), "acting paused": self.acting_paused,
-                  "paused s": f"{self._paused_total(now):.1f}"}
+                  "paused s": f"{self.gate.paused_total(now):.1f}"}
         target = self.config.max_rate_hz * self.config.num_envs
         if self.boundary is not None:
             warning = self.boundary.diagnose(values)
@@ -280,7 +285,7 @@ class SimulatorNode(RLNode):
         if self.latent is not None and not self.latent.ready:
             return WARN, "latent observations: waiting for the trainer's encoder weights", values
         if self.replay_silent:
-            return WARN, (f"paused: no /replay_status for {now - (self._status_at or now):.0f} s "
+            return WARN, (f"paused: no /replay_status for {self.gate.silent_for(now):.0f} s "
                           "(is the replay buffer's host reachable?)"), values
         if self.acting_paused:
             return OK, "paused by the replay buffer's rate limiter (learner catching up)", values
@@ -315,14 +320,11 @@ class SimulatorNode(RLNode):
 
     def _watchdog(self) -> None:
         now = time.monotonic()
-        if (self._rate_limited and not self.replay_silent and self._status_at is not None
-                and now - self._status_at > STATUS_SILENCE_S):
-            self.replay_silent = True
+        if self.gate.on_tick(now):
             self.get_logger().warning(
-                f"no /replay_status for {now - self._status_at:.1f} s: the replay buffer is "
+                f"no /replay_status for {self.gate.silent_for(now):.1f} s: the replay buffer is "
                 "unreachable, and experience sent now would be lost; acting paused until it "
                 "reports again (check the learner host and the network)")
-            self._set_acting_paused(True)
         for lane in self.lanes:
             if not lane.held and now - lane.sent_at > RESEND_AFTER_S:
                 self._publish_observations(lane)
@@ -341,8 +343,7 @@ class SimulatorNode(RLNode):
                         f"{msg.actions.shape}; republishing the observations")
             self._publish_observations(lane)
             return
-        if self.config.max_rate_hz > 0:
-            self._pace()
+        self.pacer.wait()
         self.policy_version = msg.policy_version
         self._step(lane, msg.actions, msg.policy_version)
         if self.acting_paused:
@@ -417,39 +418,18 @@ class SimulatorNode(RLNode):
 
     def _on_replay_status(self, msg: ReplayStatus) -> None:
         """Follow the rate limiter: hold stepping while acting is paused, resume after."""
-        self._status_at = time.monotonic()
-        self._rate_limited = bool(msg.rate_limited)
-        if self.replay_silent:
-            self.replay_silent = False
+        change = self.gate.on_status(bool(msg.rate_limited), bool(msg.acting_paused),
+                                     time.monotonic())
+        if change.heard_again:
             self.get_logger().info("the replay buffer reports again; acting follows its rate "
                                    "limiter")
-        self._set_acting_paused(bool(msg.rate_limited and msg.acting_paused))
-
-    def _set_acting_paused(self, paused: bool) -> None:
-        if paused == self.acting_paused:
+        if not change.resumed:
             return
-        self.acting_paused = paused
-        now = time.monotonic()
-        if paused:
-            self._paused_since = now
-            return
-        self.paused_s = self._paused_total(now)
-        self._paused_since = None
         if self.boundary is not None:
             self.boundary.resume()
         for lane in self.lanes:
             if lane.held:
                 self._publish_observations(lane)
-
-    def _paused_total(self, now: float) -> float:
-        return self.paused_s + (now - self._paused_since if self._paused_since is not None else 0.0)
-
-    def _pace(self) -> None:
-        """Hold the configured control rate (a real robot cannot step faster)."""
-        now = time.monotonic()
-        if self._next_step_at > now:
-            time.sleep(self._next_step_at - now)
-        self._next_step_at = max(now, self._next_step_at) + 1.0 / self.config.max_rate_hz
 
     def close(self) -> None:
         # What this run published: a retired robot (SIGINT) can be checked against what the

@@ -1,0 +1,91 @@
+"""When a robot may act: the replay buffer's rate limiter, its silence, and a control rate.
+
+Plain objects for the simulator node (``rl_nodes.simulator``), which feeds them what it hears
+and does what they answer; times are ``time.monotonic()`` seconds, passed in.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import NamedTuple
+
+
+class StatusChange(NamedTuple):
+    """What one ``/replay_status`` changed."""
+
+    #: The replay buffer had fallen silent and reports again.
+    heard_again: bool
+    #: Acting was paused and may go on now.
+    resumed: bool
+
+
+class ActingGate:
+    """Acting pauses while the replay buffer's rate limiter says so, and while a rate-limited
+    buffer is silent for longer than ``silence_s`` (experience sent then would be lost).
+
+    :param silence_s: silence of a rate-limited buffer after which acting pauses.
+    """
+
+    def __init__(self, silence_s: float) -> None:
+        self.silence_s = silence_s
+        self.paused = False
+        #: Paused because the replay buffer fell silent.
+        self.silent = False
+        self._status_at: float | None = None
+        self._rate_limited = False
+        self._paused_s = 0.0
+        self._paused_since: float | None = None
+
+    def on_status(self, rate_limited: bool, acting_paused: bool, now: float) -> StatusChange:
+        """A ``/replay_status`` came."""
+        self._status_at = now
+        self._rate_limited = rate_limited
+        heard_again, self.silent = self.silent, False
+        return StatusChange(heard_again, self._set_paused(rate_limited and acting_paused, now))
+
+    def on_tick(self, now: float) -> bool:
+        """Periodic check; True when the buffer has just been found silent (acting pauses)."""
+        if (not self._rate_limited or self.silent or self._status_at is None
+                or now - self._status_at <= self.silence_s):
+            return False
+        self.silent = True
+        self._set_paused(True, now)
+        return True
+
+    def silent_for(self, now: float) -> float:
+        """Seconds since the last status (0 before the first)."""
+        return now - self._status_at if self._status_at is not None else 0.0
+
+    def paused_total(self, now: float) -> float:
+        """Seconds acting has been paused, the current pause included."""
+        ongoing = now - self._paused_since if self._paused_since is not None else 0.0
+        return self._paused_s + ongoing
+
+    def _set_paused(self, paused: bool, now: float) -> bool:
+        """Pause or go on; True when acting goes on after a pause."""
+        if paused == self.paused:
+            return False
+        self.paused = paused
+        if paused:
+            self._paused_since = now
+            return False
+        self._paused_s = self.paused_total(now)
+        self._paused_since = None
+        return True
+
+
+class Pacer:
+    """Holds a control rate: :meth:`wait` returns no sooner than one period after the last
+    (a real robot cannot step faster). ``rate_hz`` 0 never waits."""
+
+    def __init__(self, rate_hz: float) -> None:
+        self.rate_hz = rate_hz
+        self._next_at = 0.0
+
+    def wait(self) -> None:
+        if self.rate_hz <= 0:
+            return
+        now = time.monotonic()
+        if self._next_at > now:
+            time.sleep(self._next_at - now)
+        self._next_at = max(now, self._next_at) + 1.0 / self.rate_hz

@@ -1,0 +1,64 @@
+"""The acting gate (rate limiter pauses, a silent replay buffer) and the control-rate pacer."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from rl_core.acting import ActingGate, Pacer, StatusChange
+
+pytestmark = pytest.mark.unit
+
+
+def test_acting_follows_the_rate_limiter_and_counts_paused_time() -> None:
+    gate = ActingGate(silence_s=2.0)
+    assert gate.on_status(True, False, now=0.0) == StatusChange(False, False)
+    assert not gate.paused
+    assert gate.on_status(True, True, now=1.0) == StatusChange(False, False)
+    assert gate.paused and gate.paused_total(1.5) == pytest.approx(0.5)
+    assert gate.on_status(True, True, now=1.8).resumed is False  # still paused
+    assert gate.on_status(True, False, now=2.0) == StatusChange(False, True)
+    assert not gate.paused and gate.paused_total(10.0) == pytest.approx(1.0)
+
+
+def test_a_buffer_without_rate_limit_never_pauses_acting() -> None:
+    gate = ActingGate(silence_s=2.0)
+    gate.on_status(False, True, now=0.0)  # acting_paused is ignored without the limiter
+    assert not gate.paused
+    assert not gate.on_tick(now=100.0)  # nor does its silence pause acting
+    assert not gate.silent
+
+
+def test_a_silent_rate_limited_buffer_pauses_acting_until_it_reports_again() -> None:
+    gate = ActingGate(silence_s=2.0)
+    assert not gate.on_tick(now=50.0)  # nothing heard yet: no silence to judge
+    gate.on_status(True, False, now=0.0)
+    assert not gate.on_tick(now=2.0)
+    assert gate.on_tick(now=2.5)
+    assert gate.silent and gate.paused and gate.silent_for(3.0) == pytest.approx(3.0)
+    assert not gate.on_tick(now=3.0)  # reported once
+    assert gate.on_status(True, False, now=4.0) == StatusChange(True, True)
+    assert not gate.silent and not gate.paused
+    assert gate.paused_total(4.0) == pytest.approx(1.5)
+
+
+def test_heard_again_while_the_limiter_still_pauses() -> None:
+    gate = ActingGate(silence_s=1.0)
+    gate.on_status(True, False, now=0.0)
+    gate.on_tick(now=2.0)
+    assert gate.on_status(True, True, now=3.0) == StatusChange(True, False)
+    assert gate.paused and not gate.silent
+
+
+def test_the_pacer_holds_its_rate_and_zero_never_waits() -> None:
+    pacer = Pacer(50.0)
+    start = time.monotonic()
+    for _ in range(6):
+        pacer.wait()
+    assert time.monotonic() - start >= 5 / 50.0 - 1e-3
+    free = Pacer(0.0)
+    start = time.monotonic()
+    for _ in range(1000):
+        free.wait()
+    assert time.monotonic() - start < 0.05
