@@ -10,7 +10,6 @@ deadline runs on a steady-clock timer, so it keeps watching when simulated time 
 
 from __future__ import annotations
 
-import collections
 import functools
 import os
 import threading
@@ -24,8 +23,9 @@ from builtin_interfaces.msg import Duration
 from rclpy.clock import Clock, ClockType
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rl_core.config import BoundaryConfig, ConfigError
-from rl_core.robot import JointLimits, JointSample
+from rl_core.robot import JointSample
 from rl_core.robot.boundary import RobotLoop
+from rl_core.robot.joint_io import ControlStats, JointStateError, JointStateReader, command_limits
 from rl_core.robot.safety import SafetyLayer
 from rl_core.robot.task import Task
 from sensor_msgs.msg import JointState
@@ -38,15 +38,10 @@ from rl_nodes.conversions import plain
 if TYPE_CHECKING:
     from rl_nodes.simulator import SimulatorNode
 
-#: A gap between two commands longer than this many control periods is a pause, left out of
-#: the achieved control rate.
-PAUSE_PERIODS = 5
 #: Scheduling niceness of the e-stop thread (lower runs first; needs root, else unchanged).
 ESTOP_NICENESS = -10
 #: A reset service call unanswered this long is made again (the robot may have restarted).
 RESET_TIMEOUT_S = 5.0
-#: Latencies kept for the percentiles on /diagnostics.
-LATENCY_WINDOW = 1000
 #: A robot whose clock (joint state stamps) has not moved for this long while the boundary
 #: waits for it is reported on /diagnostics.
 FROZEN_CLOCK_S = 2.0
@@ -62,16 +57,6 @@ def _locked(method: Callable[..., Any]) -> Callable[..., Any]:
             return method(self, *args)
 
     return locked
-
-
-def _limits_of(task: Task, names: tuple[str, ...]) -> JointLimits:
-    """The commanded joints' limits from the task's URDF (unbounded without one)."""
-    if task.urdf_path:
-        from rl_core.robot.urdf import UrdfModel
-
-        return UrdfModel.from_file(task.urdf_path).limits(list(names))
-    inf = np.full(len(names), np.inf)
-    return JointLimits(tuple(names), -inf, inf.copy(), inf.copy(), inf.copy())
 
 
 class RobotBoundary:
@@ -98,7 +83,7 @@ class RobotBoundary:
         self.period = 1.0 / config.control_rate_hz if config.control_rate_hz else task.control_period
         scale = (np.full(len(task.commanded), config.action_scale) if config.action_scale
                  else np.asarray(task.action_scale, dtype=np.float64))
-        task_limits = _limits_of(task, tuple(task.commanded))
+        task_limits = command_limits(task)
         indices = np.asarray([task.joint_names.index(name) for name in task.commanded])
         self.safety = SafetyLayer(self.interface, task_limits, indices, self.period,
                                   config.max_command_change * scale,
@@ -127,12 +112,9 @@ class RobotBoundary:
         self._last_state_at: float | None = None
         self._last_stamp_change_at = time.monotonic()
         self._last_stamp = -1.0
-        self.latencies: collections.deque[float] = collections.deque(maxlen=LATENCY_WINDOW)
-        self.commands_sent = 0
-        self._driven_s, self._driven_commands = 0.0, 0
-        self._last_sent_at = -float("inf")  # when the last command went out
+        self.stats = ControlStats(self.period)
+        self.reader = JointStateReader(self.robot_joints)
         self.observation_step = 0
-        self._index_of: dict[tuple[str, ...], np.ndarray] = {}
         self._started = False
         self._pending_transition: Any = None  # published once the next command is out
         self._withheld = False  # an observation held back while acting is paused
@@ -210,32 +192,12 @@ class RobotBoundary:
     # --- inputs -------------------------------------------------------------------------------
 
     def _sample(self, msg: JointState) -> JointSample | None:
-        names = tuple(msg.name)
-        index = self._index_of.get(names)
-        if index is None:
-            missing = [name for name in self.robot_joints if name not in names]
-            if missing:
-                self.node.reject("joint states", f"joint_states lacks {missing} (it has "
-                                 f"{list(names)}); set joints:= to the robot's joint names")
-                return None
-            index = np.asarray([names.index(name) for name in self.robot_joints])
-            self._index_of[names] = index
-        count = len(names)
-
-        def field(values: Any) -> np.ndarray:
-            array = np.asarray(values, dtype=np.float64)
-            return array[index] if len(array) == count else np.zeros(len(index))
-
-        position = np.asarray(msg.position, dtype=np.float64)
-        if len(position) != count:
-            self.node.reject("joint states", f"{len(position)} positions for {count} names")
+        stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+        try:
+            return self.reader.read(stamp, msg.name, msg.position, msg.velocity, msg.effort)
+        except JointStateError as error:
+            self.node.reject("joint states", str(error))
             return None
-        sample = JointSample(msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec,
-                             position[index], field(msg.velocity), field(msg.effort))
-        if not (np.all(np.isfinite(sample.position)) and np.all(np.isfinite(sample.velocity))):
-            self.node.reject("joint states", "non-finite joint positions or velocities")
-            return None
-        return sample
 
     @_locked
     def _on_joint_state(self, msg: JointState) -> None:
@@ -285,7 +247,7 @@ class RobotBoundary:
         command = self.loop.on_action(action)
         if command is None:
             return
-        self.latencies.append(time.monotonic() - self._observed_at)
+        self.stats.answered(time.monotonic() - self._observed_at)
         self._send(command)
         self._flush_transition()
 
@@ -351,14 +313,8 @@ class RobotBoundary:
             msg.header.stamp = self.node.get_clock().now().to_msg()
         self.command_pub.publish(msg)
         now = time.monotonic()
-        self.commands_sent += 1
-        # The achieved rate counts the time the robot is driven: gaps longer than a few periods
-        # are pauses (rate limiter, e-stop, resets), not a slow loop.
-        gap = now - self._last_sent_at
-        if gap < max(PAUSE_PERIODS * self.period, 0.1):
-            self._driven_s += gap
-            self._driven_commands += 1
-        self._last_command_at = self._last_sent_at = now
+        self.stats.command_sent(now)
+        self._last_command_at = now
 
     def _tick(self) -> None:
         self.node.ipc.post(self._check_deadline)
@@ -405,11 +361,11 @@ class RobotBoundary:
     def diagnose(self, values: dict[str, object]) -> str | None:
         """Add the boundary's figures to ``values``; a warning message, or ``None``."""
         now = time.monotonic()
-        latency = self.latency_percentiles()
+        latency = self.stats.latency_percentiles()
         values.update({
             "robot interface": f"ros2_control ({self.controller}/{self.config.command_topic}, "
                                f"{self.interface})",
-            graph.CONTROL_RATE_KEY: f"{self.control_rate_hz:.1f}",
+            graph.CONTROL_RATE_KEY: f"{self.stats.rate_hz:.1f}",
             "target control rate hz": f"{1.0 / self.period:.1f}",
             graph.LATENCY_P50_KEY: f"{1e3 * latency[0]:.2f}",
             graph.LATENCY_P99_KEY: f"{1e3 * latency[1]:.2f}",
@@ -428,18 +384,6 @@ class RobotBoundary:
             return (f"the robot's clock is frozen: joint_states stamps have not moved for "
                     f"{now - self._last_stamp_change_at:.0f} s")
         return None
-
-    @property
-    def control_rate_hz(self) -> float:
-        """Commands per second while the robot is driven (pauses left out), since the start."""
-        return self._driven_commands / self._driven_s if self._driven_s > 0 else 0.0
-
-    def latency_percentiles(self) -> tuple[float, float]:
-        """(p50, p99) seconds from receiving a joint state to sending the command for it."""
-        if not self.latencies:
-            return 0.0, 0.0
-        p50, p99 = np.percentile(np.asarray(self.latencies), [50, 99])
-        return float(p50), float(p99)
 
 
 __all__ = ["RobotBoundary"]
