@@ -31,10 +31,8 @@ Bad configuration ends the process with exit code 2 and a message naming the par
 
 from __future__ import annotations
 
-import os
 import sys
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import rclpy
@@ -49,9 +47,11 @@ from rclpy.parameter import Parameter
 from rclpy.validate_topic_name import validate_topic_name
 from rl_core.config import ConfigError
 from rl_core.robot import COMMAND_INTERFACES
-from rl_core.robot.description import (JointInterfaces, RobotModel, ROBOTS, describe_urdf,
-                                       robot_description, ros2_control_joints)
+from rl_core.robot.description import (JointInterfaces, ROBOTS, describe_urdf,
+                                       robot_description)
 from rl_core.robot.pybullet_robot import PybulletRobot
+from rl_core.robot.sim_robot_config import (TRAJECTORY_FIELDS, SimRobotConfig, sim_robot_config,
+                                            trajectory_command)
 from rl_interfaces.srv import ResetRobot
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
@@ -61,51 +61,8 @@ from trajectory_msgs.msg import JointTrajectory
 from rl_nodes import graph
 from rl_nodes.runtime import ensure_network_defaults
 
-MODES = ("lockstep", "free_run")
 #: The reset service (type graph.RESET_ROBOT_TYPE), under the node: /robot_k/sim_robot/reset.
 RESET_SERVICE = graph.RESET_ROBOT.name
-#: Settings of a robot given as a URDF path, where a parameter is left at 0 or empty (those of
-#: KukaReachEnv: velocity commands at 20 Hz).
-URDF_DEFAULTS: dict[str, Any] = {"command_interface": "velocity", "control_period": 0.05,
-                                 "physics_substeps": 10, "max_motor_force": 200.0}
-#: The JointTrajectoryPoint field that carries each command interface's values.
-_TRAJECTORY_FIELDS = {"position": "positions", "velocity": "velocities", "effort": "effort"}
-
-
-@dataclass(frozen=True)
-class SimRobotConfig:
-    """The node's parameters, validated and with the robot's defaults filled in.
-
-    :param robot: ``cartpole``, ``kuka_iiwa`` or a URDF file path.
-    :param urdf_path: the URDF the robot loads.
-    :param model: the known robot, or None for a URDF path.
-    :param joints: joints reported in ``joint_states`` (None: every movable joint).
-    :param command_joints: joints commanded, in command order (None: every reported joint).
-    :param controller: the controller whose topics the node serves.
-    :param command_interface: position, velocity or effort.
-    :param control_period: simulated seconds per step.
-    :param physics_substeps: physics steps per control period.
-    :param max_motor_force: N or N m.
-    :param mode: lockstep or free_run.
-    :param publish_clock: whether to publish ``/clock``.
-    :param seed: the run's seed (the physics is deterministic).
-    :param rate_report_period: seconds between free_run rate reports (0: none).
-    """
-
-    robot: str
-    urdf_path: str
-    model: RobotModel | None
-    joints: tuple[str, ...] | None
-    command_joints: tuple[str, ...] | None
-    controller: str
-    command_interface: str
-    control_period: float
-    physics_substeps: int
-    max_motor_force: float
-    mode: str
-    publish_clock: bool
-    seed: int
-    rate_report_period: float
 
 
 def _float_range(low: float, high: float) -> list[FloatingPointRange]:
@@ -219,48 +176,13 @@ class SimRobotNode(Node):
                 values[name] = self.declare_parameter(name, default, descriptor).value
             except ParameterException as error:
                 raise ConfigError(f"parameter {name!r}: {error}") from error
-        robot = values["robot"]
-        model = ROBOTS.get(robot)
-        if model is None and not os.path.isfile(robot):
-            raise ConfigError(f"parameter 'robot': {robot!r} is neither a known robot "
-                              f"({', '.join(ROBOTS)}) nor a URDF file")
-
-        def given_or_default(name: str) -> Any:
-            return values[name] or (getattr(model, name) if model else URDF_DEFAULTS[name])
-
-        interface = given_or_default("command_interface")
-        if interface not in COMMAND_INTERFACES:
-            raise ConfigError(f"parameter 'command_interface': {interface!r} is not one of "
-                              f"{', '.join(COMMAND_INTERFACES)}")
-        if values["mode"] not in MODES:
-            raise ConfigError(f"parameter 'mode': {values['mode']!r} is not one of "
-                              f"{', '.join(MODES)}")
-        joints = tuple(values["joints"]) if values["joints"] else None
-        command_joints = tuple(values["command_joints"]) if values["command_joints"] else None
-        if model is not None:
-            try:
-                joints, command_joints = _known_robot_joints(model, joints, command_joints,
-                                                             interface)
-            except ConfigError:
-                raise
-            except (FileNotFoundError, ValueError) as error:  # config/robots missing or broken
-                raise ConfigError(f"robot {robot!r}: {error}") from error
-        controller = values["controller"] or f"{interface}_controller"
+        config = sim_robot_config(values)
         try:
-            validate_topic_name(graph.command_topic(controller).name)
+            validate_topic_name(graph.command_topic(config.controller).name)
         except InvalidTopicNameException as error:
-            raise ConfigError(f"parameter 'controller': {controller!r} makes an invalid topic "
-                              f"name: {error}") from error
-        return SimRobotConfig(
-            robot=robot, urdf_path=model.urdf_path if model else os.path.abspath(robot),
-            model=model, joints=joints, command_joints=command_joints,
-            controller=controller,
-            command_interface=interface,
-            control_period=given_or_default("control_period"),
-            physics_substeps=given_or_default("physics_substeps"),
-            max_motor_force=given_or_default("max_motor_force"),
-            mode=values["mode"], publish_clock=values["publish_clock"], seed=values["seed"],
-            rate_report_period=values["rate_report_period"])
+            raise ConfigError(f"parameter 'controller': {config.controller!r} makes an invalid "
+                              f"topic name: {error}") from error
+        return config
 
     def _description(self) -> str:
         if self.config.model is not None:
@@ -281,7 +203,11 @@ class SimRobotNode(Node):
 
     def _on_trajectory(self, msg: JointTrajectory) -> None:
         try:
-            self.robot.command(self._trajectory_command(msg))
+            point = msg.points[0] if msg.points else None
+            self.robot.command(trajectory_command(
+                self.robot.command_values, self._commanded, self.config.command_interface,
+                list(msg.joint_names), None if point is None else list(getattr(
+                    point, TRAJECTORY_FIELDS[self.config.command_interface]))))
         except ValueError as error:
             self._reject("joint_trajectory", str(error))
             return
@@ -305,28 +231,6 @@ class SimRobotNode(Node):
         self._step()
 
     # ------------------------------------------------------------------ helpers
-
-    def _trajectory_command(self, msg: JointTrajectory) -> list[float]:
-        """The command a trajectory's first point makes (see the module docstring).
-
-        :raises ValueError: when it has no point, names a joint that is not commanded, or
-            lacks the command interface's values.
-        """
-        if not msg.points:
-            raise ValueError("the trajectory has no points")
-        unknown = [name for name in msg.joint_names if name not in self._commanded]
-        if unknown or len(set(msg.joint_names)) != len(msg.joint_names):
-            raise ValueError(f"joint_names {list(msg.joint_names)} must name each of "
-                             f"{list(self._commanded)} at most once")
-        field = _TRAJECTORY_FIELDS[self.config.command_interface]
-        values = list(getattr(msg.points[0], field))
-        if len(values) != len(msg.joint_names):
-            raise ValueError(f"the first point has {len(values)} {field} for "
-                             f"{len(msg.joint_names)} joint_names")
-        command = self.robot.command_values.tolist()
-        for name, value in zip(msg.joint_names, values):
-            command[self._commanded[name]] = float(value)
-        return command
 
     def _after_command(self) -> None:
         if self.config.mode == "lockstep":
@@ -363,32 +267,6 @@ class SimRobotNode(Node):
 
     def close(self) -> None:
         self.robot.close()
-
-
-def _known_robot_joints(model: RobotModel, joints: tuple[str, ...] | None,
-                        command_joints: tuple[str, ...] | None, interface: str
-                        ) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """Joints and commanded joints of a known robot, checked against its ros2_control block
-    (config/robots/<robot>.ros2_control.xml), which the published description carries: the robot
-    offers nothing its description does not declare.
-
-    :raises ConfigError: for a joint the block lacks or an interface it does not offer.
-    """
-    block = {joint.name: joint for joint in ros2_control_joints(model.name)}
-    joints = joints or tuple(block)
-    unknown = [name for name in joints if name not in block]
-    if unknown:
-        raise ConfigError(f"parameter 'joints': {model.name} has no joint(s) {unknown}; its "
-                          f"joints are {list(block)}")
-    offered = [name for name in joints if interface in block[name].command]
-    command_joints = command_joints or tuple(offered)
-    refused = [name for name in command_joints if name not in offered]
-    if refused or not command_joints:
-        offers = {name: list(joint.command) for name, joint in block.items() if joint.command}
-        raise ConfigError(f"parameter 'command_interface'/'command_joints': {model.name} offers "
-                          f"no {interface} command on {refused or list(joints)}; its command "
-                          f"interfaces are {offers} (config/robots/{model.name}.ros2_control.xml)")
-    return joints, command_joints
 
 
 def main(args: list[str] | None = None) -> int:

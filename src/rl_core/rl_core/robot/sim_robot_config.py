@@ -1,0 +1,159 @@
+"""The configuration of ``sim_robot`` (rl_nodes.sim_robot), validated in plain Python.
+
+The node declares its parameters and hands their values to :func:`sim_robot_config`, which fills
+in the robot's own settings where a value is left at 0 or empty and checks the joints and the
+command interface against the robot's ros2_control block. :func:`trajectory_command` turns a
+joint trajectory's first point into a forward command.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rl_core.config import ConfigError
+from rl_core.robot import COMMAND_INTERFACES
+from rl_core.robot.description import ROBOTS, RobotModel, ros2_control_joints
+
+MODES = ("lockstep", "free_run")
+#: Settings of a robot given as a URDF path, where a parameter is left at 0 or empty (those of
+#: KukaReachEnv: velocity commands at 20 Hz).
+URDF_DEFAULTS: dict[str, Any] = {"command_interface": "velocity", "control_period": 0.05,
+                                 "physics_substeps": 10, "max_motor_force": 200.0}
+#: The JointTrajectoryPoint field that carries each command interface's values.
+TRAJECTORY_FIELDS = {"position": "positions", "velocity": "velocities", "effort": "effort"}
+
+
+@dataclass(frozen=True)
+class SimRobotConfig:
+    """The node's parameters, validated and with the robot's defaults filled in.
+
+    :param robot: ``cartpole``, ``kuka_iiwa`` or a URDF file path.
+    :param urdf_path: the URDF the robot loads.
+    :param model: the known robot, or None for a URDF path.
+    :param joints: joints reported in ``joint_states`` (None: every movable joint).
+    :param command_joints: joints commanded, in command order (None: every reported joint).
+    :param controller: the controller whose topics the node serves.
+    :param command_interface: position, velocity or effort.
+    :param control_period: simulated seconds per step.
+    :param physics_substeps: physics steps per control period.
+    :param max_motor_force: N or N m.
+    :param mode: lockstep or free_run.
+    :param publish_clock: whether to publish ``/clock``.
+    :param seed: the run's seed (the physics is deterministic).
+    :param rate_report_period: seconds between free_run rate reports (0: none).
+    """
+
+    robot: str
+    urdf_path: str
+    model: RobotModel | None
+    joints: tuple[str, ...] | None
+    command_joints: tuple[str, ...] | None
+    controller: str
+    command_interface: str
+    control_period: float
+    physics_substeps: int
+    max_motor_force: float
+    mode: str
+    publish_clock: bool
+    seed: int
+    rate_report_period: float
+
+
+def sim_robot_config(values: Mapping[str, Any]) -> SimRobotConfig:
+    """The configuration of the parameter ``values`` (name -> value, as declared).
+
+    :raises ConfigError: naming the parameter and what it accepts.
+    """
+    robot = values["robot"]
+    model = ROBOTS.get(robot)
+    if model is None and not os.path.isfile(robot):
+        raise ConfigError(f"parameter 'robot': {robot!r} is neither a known robot "
+                          f"({', '.join(ROBOTS)}) nor a URDF file")
+
+    def given_or_default(name: str) -> Any:
+        return values[name] or (getattr(model, name) if model else URDF_DEFAULTS[name])
+
+    interface = given_or_default("command_interface")
+    if interface not in COMMAND_INTERFACES:
+        raise ConfigError(f"parameter 'command_interface': {interface!r} is not one of "
+                          f"{', '.join(COMMAND_INTERFACES)}")
+    if values["mode"] not in MODES:
+        raise ConfigError(f"parameter 'mode': {values['mode']!r} is not one of "
+                          f"{', '.join(MODES)}")
+    joints = tuple(values["joints"]) if values["joints"] else None
+    command_joints = tuple(values["command_joints"]) if values["command_joints"] else None
+    if model is not None:
+        try:
+            joints, command_joints = known_robot_joints(model, joints, command_joints,
+                                                        interface)
+        except ConfigError:
+            raise
+        except (FileNotFoundError, ValueError) as error:  # config/robots missing or broken
+            raise ConfigError(f"robot {robot!r}: {error}") from error
+    controller = values["controller"] or f"{interface}_controller"
+    return SimRobotConfig(
+        robot=robot, urdf_path=model.urdf_path if model else os.path.abspath(robot),
+        model=model, joints=joints, command_joints=command_joints,
+        controller=controller,
+        command_interface=interface,
+        control_period=given_or_default("control_period"),
+        physics_substeps=given_or_default("physics_substeps"),
+        max_motor_force=given_or_default("max_motor_force"),
+        mode=values["mode"], publish_clock=values["publish_clock"], seed=values["seed"],
+        rate_report_period=values["rate_report_period"])
+
+
+def known_robot_joints(model: RobotModel, joints: tuple[str, ...] | None,
+                       command_joints: tuple[str, ...] | None, interface: str
+                       ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Joints and commanded joints of a known robot, checked against its ros2_control block
+    (config/robots/<robot>.ros2_control.xml), which the published description carries: the robot
+    offers nothing its description does not declare.
+
+    :raises ConfigError: for a joint the block lacks or an interface it does not offer.
+    """
+    block = {joint.name: joint for joint in ros2_control_joints(model.name)}
+    joints = joints or tuple(block)
+    unknown = [name for name in joints if name not in block]
+    if unknown:
+        raise ConfigError(f"parameter 'joints': {model.name} has no joint(s) {unknown}; its "
+                          f"joints are {list(block)}")
+    offered = [name for name in joints if interface in block[name].command]
+    command_joints = command_joints or tuple(offered)
+    refused = [name for name in command_joints if name not in offered]
+    if refused or not command_joints:
+        offers = {name: list(joint.command) for name, joint in block.items() if joint.command}
+        raise ConfigError(f"parameter 'command_interface'/'command_joints': {model.name} offers "
+                          f"no {interface} command on {refused or list(joints)}; its command "
+                          f"interfaces are {offers} (config/robots/{model.name}.ros2_control.xml)")
+    return joints, command_joints
+
+
+def trajectory_command(current: np.ndarray, commanded: Mapping[str, int], interface: str,
+                       joint_names: Sequence[str], values: Sequence[float] | None) -> list[float]:
+    """The command a trajectory's first point makes: its values for the joints it names, the
+    ``current`` command for the others (a trajectory is not followed in time).
+
+    :param commanded: each commanded joint's index in the command.
+    :param values: the first point's field of ``interface`` (None: the trajectory has no point).
+    :raises ValueError: when it has no point, names a joint that is not commanded, or lacks the
+        command interface's values.
+    """
+    if values is None:
+        raise ValueError("the trajectory has no points")
+    unknown = [name for name in joint_names if name not in commanded]
+    if unknown or len(set(joint_names)) != len(joint_names):
+        raise ValueError(f"joint_names {list(joint_names)} must name each of "
+                         f"{list(commanded)} at most once")
+    if len(values) != len(joint_names):
+        raise ValueError(f"the first point has {len(values)} {TRAJECTORY_FIELDS[interface]} for "
+                         f"{len(joint_names)} joint_names")
+    command = [float(v) for v in current]
+    for name, value in zip(joint_names, values):
+        command[commanded[name]] = float(value)
+    return command
