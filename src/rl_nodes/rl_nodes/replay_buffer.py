@@ -16,19 +16,18 @@ is rejected on its own, counted per reason; slots overwritten since they were dr
 
 from __future__ import annotations
 
-import json
-import os
 import threading
 import time
 from pathlib import Path
 
-import numpy as np
 from rl_core.config import ReplayConfig
 from rl_core.envs import space_shapes
 from rl_core.image_codecs import is_image_shape
 from rl_core.replay import InvalidPriorities, OutOfBounds, PriorityUpdate, RateLimitedReplay
 from rl_core.replay import ReplayBuffer
+from rl_core.replay.admission import ExperienceAdmission
 from rl_core.replay.build import new_buffer, new_replay
+from rl_core.replay.files import SNAPSHOT_FILE, SnapshotWriter, confined_path
 from rl_interfaces.msg import ReplayStatus
 
 from rl_nodes import graph
@@ -43,8 +42,6 @@ from rl_nodes.runtime import main_for
 
 STATUS_PERIOD_S = 1.0
 DEFAULT_FILE = "replay_buffer.npz"
-SNAPSHOT_FILE = "snapshot.npz"
-LIMITER_FILE = "rate_limiter.json"
 
 
 class ReplayBufferNode(RLNode):
@@ -61,9 +58,7 @@ class ReplayBufferNode(RLNode):
         self._lock = threading.Lock()
         self._last_status = (time.monotonic(), 0, 0)
         self._rates = (0.0, 0.0)  # inserts/s, batches/s over the last status period
-        self._streams: dict[int, tuple[int, int]] = {}  # robot -> (stream, last sequence)
-        #: Experience messages missing from the robots' sequences (lost on the way).
-        self.lost_messages = 0
+        self.admission = ExperienceAdmission(self.config.deployment_robots)
         #: Priorities applied, and those skipped because their slot was written since the draw.
         self.priorities_applied = self.priorities_stale = 0
         if is_image_shape(self.obs_shape):  # image batches: their frames on the side topics
@@ -76,9 +71,8 @@ class ReplayBufferNode(RLNode):
         create_service(self.ipc, self, BUFFER_FILE_SERVICE, graph.SAVE.name, self.save)
         create_service(self.ipc, self, BUFFER_FILE_SERVICE, graph.LOAD.name, self.load)
         self.zc_timer(STATUS_PERIOD_S, self._publish_status)
-        self.snapshots = 0
-        self.snapshot_hold_s = 0.0  # how long the last snapshot held up inserts
-        self._snapshot_thread: threading.Thread | None = None
+        self.snapshots = (SnapshotWriter(self.files_dir, self._copy_state)
+                          if self.files_dir is not None else None)
         self._restore_snapshot()
         if self.config.snapshot_period > 0:
             self.zc_timer(self.config.snapshot_period, self.snapshot)
@@ -104,35 +98,9 @@ class ReplayBufferNode(RLNode):
     def _new_replay(self, buffer: ReplayBuffer) -> RateLimitedReplay:
         return new_replay(self.config, buffer)
 
-    def _admit(self, msg: Experience) -> tuple[str, str] | None:
-        """``(kind, reason)`` when an experience batch must be refused (before storing it)."""
-        robots = self.config.deployment_robots
-        if robots and msg.robot_id >= robots:
-            return ("experience (foreign robot)", f"robot id {msg.robot_id} is not one of this "
-                    f"deployment's robots 0..{robots - 1}")
-        stream, _ = self._streams.get(msg.robot_id, (0, -1))
-        if msg.stream < stream:
-            return ("experience (stale stream)", f"robot {msg.robot_id}: stream {msg.stream} is "
-                    f"older than its current stream {stream} (an earlier run of the simulator)")
-        last = self._last_sequence(msg)
-        if msg.sequence <= last:
-            return ("experience (duplicate)", f"robot {msg.robot_id}: sequence {msg.sequence} "
-                    f"was already stored (last {last})")
-        return None
-
-    def _last_sequence(self, msg: Experience) -> int:
-        """The last stored sequence of ``msg``'s stream (-1: a new, (re)started stream)."""
-        stream, last = self._streams.get(msg.robot_id, (0, -1))
-        return last if msg.stream == stream else -1
-
-    def _record_sequence(self, msg: Experience) -> None:
-        """After a batch was stored: advance its robot's sequence and count the gap as lost."""
-        self.lost_messages += msg.sequence - self._last_sequence(msg) - 1
-        self._streams[msg.robot_id] = (msg.stream, msg.sequence)
-
     def _on_experience(self, msg: Experience) -> None:
         with self._lock:
-            refusal = self._admit(msg)
+            refusal = self.admission.refusal(msg.robot_id, msg.stream, msg.sequence)
             if refusal is not None:
                 self.reject(*refusal)
                 return
@@ -145,7 +113,7 @@ class ReplayBufferNode(RLNode):
             except ValueError as error:
                 self.reject("experience (malformed)", f"robot {msg.robot_id}: {error}")
                 return
-            self._record_sequence(msg)
+            self.admission.stored(msg.robot_id, msg.stream, msg.sequence)
         if changed:
             self._publish_status()
 
@@ -203,26 +171,10 @@ class ReplayBufferNode(RLNode):
         """Where this buffer's files live (``output_dir/replay``); None without ``output_dir``."""
         return Path(self.config.output_dir) / "replay" if self.config.output_dir else None
 
-    def _confined(self, path: str, default: str) -> Path:
-        """``path`` inside :attr:`files_dir`; raises ValueError for anything that leaves it."""
-        base = self.files_dir
-        if base is None:
-            raise ValueError("the replay buffer has no output_dir; start it with output_dir set "
-                             "(rl-bringup output_dir:=DIR) to use save/load")
-        relative = Path(path or default)
-        if relative.is_absolute() or ".." in relative.parts:
-            raise ValueError(f"{path!r}: give a file name relative to {base} (no absolute paths, "
-                             "no '..')")
-        base.mkdir(parents=True, exist_ok=True)
-        target = (base / relative).resolve()
-        if not target.is_relative_to(base.resolve()):
-            raise ValueError(f"{path!r} leaves {base} (through a symbolic link)")
-        return target
-
     def save(self, path: str) -> tuple[bool, str, int, str]:
         """Write the buffer to ``output_dir/replay/<path>`` (.npz); thread-safe."""
         try:
-            target = self._confined(path, DEFAULT_FILE)
+            target = confined_path(self.files_dir, path, DEFAULT_FILE)
         except ValueError as error:
             self.reject("save request", str(error))
             return False, str(error), 0, path
@@ -238,7 +190,7 @@ class ReplayBufferNode(RLNode):
     def load(self, path: str) -> tuple[bool, str, int, str]:
         """Replace the contents with ``output_dir/replay/<path>``; on failure nothing changes."""
         try:
-            target = self._confined(path, DEFAULT_FILE)
+            target = confined_path(self.files_dir, path, DEFAULT_FILE)
         except ValueError as error:
             self.reject("load request", str(error))
             return False, str(error), 0, path
@@ -266,12 +218,12 @@ class ReplayBufferNode(RLNode):
 
     def _restore_snapshot(self) -> None:
         """Load the latest snapshot of this run, if there is one (a respawned buffer)."""
-        base = self.files_dir
-        if base is None or not (base / SNAPSHOT_FILE).is_file():
+        if self.snapshots is None or not self.snapshots.exists():
             return
+        base = self.snapshots.base
         try:
             loaded = self._read_matching(base / SNAPSHOT_FILE)
-            counters = json.loads((base / LIMITER_FILE).read_text())
+            counters = self.snapshots.read_counters()
         except (OSError, ValueError) as error:
             self.get_logger().error(f"snapshot in {base} not loaded ({error}); starting empty")
             return
@@ -280,38 +232,19 @@ class ReplayBufferNode(RLNode):
         self.get_logger().info(f"restored {len(loaded)} transitions ({loaded.total_added} "
                                f"inserted so far) from {base / SNAPSHOT_FILE}")
 
-    def snapshot(self, wait: bool = False) -> None:
-        """Write the buffer and its rate-limiter counters to ``output_dir/replay``.
-
-        The state is copied under the lock (the only part that holds up inserts, and is
-        measured), then written by a background thread unless ``wait``.
-        """
-        base = self.files_dir
-        if base is None or (self._snapshot_thread is not None and self._snapshot_thread.is_alive()):
-            return
-        started = time.monotonic()
+    def _copy_state(self) -> tuple[dict, dict]:
         with self._lock:
-            state = self.buffer.state_dict()
-            counters = self.replay.limiter.state_dict()
-        self.snapshot_hold_s = time.monotonic() - started
+            return self.buffer.state_dict(), self.replay.limiter.state_dict()
 
-        def write() -> None:
-            base.mkdir(parents=True, exist_ok=True)
-            ReplayBuffer.write_state(state, base / SNAPSHOT_FILE)
-            (base / f".{LIMITER_FILE}.tmp").write_text(json.dumps(counters))
-            os.replace(base / f".{LIMITER_FILE}.tmp", base / LIMITER_FILE)
-            self.snapshots += 1
-
-        if wait:
-            write()
-        else:
-            self._snapshot_thread = threading.Thread(target=write, name="replay-snapshot",
-                                                     daemon=True)
-            self._snapshot_thread.start()
+    def snapshot(self, wait: bool = False) -> None:
+        """Write the buffer and its rate-limiter counters to ``output_dir/replay`` (by a
+        background thread unless ``wait``; inserts wait only while the state is copied)."""
+        if self.snapshots is not None:
+            self.snapshots.write(wait)
 
     def close(self) -> None:
-        if self._snapshot_thread is not None:
-            self._snapshot_thread.join(timeout=30.0)
+        if self.snapshots is not None:
+            self.snapshots.join(timeout_s=30.0)
         self.snapshot(wait=True)
 
     def diagnose(self) -> tuple[int, str, dict[str, object]]:
@@ -325,11 +258,11 @@ class ReplayBufferNode(RLNode):
                   "acting blocked s": f"{stats.insert_blocked_s:.1f}",
                   "learner blocked s": f"{stats.sample_blocked_s:.1f}",
                   "policy lag (versions)": self.replay.policy_lag,
-                  "lost experience messages": self.lost_messages,
+                  "lost experience messages": self.admission.lost_messages,
                   "priorities applied": self.priorities_applied,
                   "priorities skipped (slot overwritten)": self.priorities_stale,
-                  "snapshots": self.snapshots,
-                  "snapshot hold ms": f"{1000 * self.snapshot_hold_s:.1f}"}
+                  "snapshots": self.snapshots.snapshots if self.snapshots else 0,
+                  "snapshot hold ms": f"{1000 * self.snapshots.hold_s if self.snapshots else 0.0:.1f}"}
         if size == 0:
             return WARN, "empty: no experience received yet", values
         if self.replay.acting_paused:

@@ -9,4 +9,4 @@ from rl_core.replay.sum_tree import SumTree
 
 __all__ = ["Batch", "Draw", "InvalidPriorities", "OutOfBounds", "PriorityFeedback",
            "PriorityUpdate", "RateLimitedReplay", "RateLimiterCancelled", "RateLimiterStats",
-           "ReplayBuffer", "SampleToInsertRatio", "SumTree"]
+           "ReplayBuffer", "SampleToInsertRatio", "SumTree", "UNLIMITED_BATCHES"]

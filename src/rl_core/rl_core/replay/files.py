@@ -1,0 +1,89 @@
+"""A replay buffer's files: paths confined to one directory, and snapshots that hold up inserts
+only while the state is copied (written by a thread of their own)."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rl_core.replay.buffer import ReplayBuffer
+
+SNAPSHOT_FILE = "snapshot.npz"
+LIMITER_FILE = "rate_limiter.json"
+
+
+def confined_path(base: Path | None, path: str, default: str) -> Path:
+    """``path`` (relative, ``default`` when empty) inside ``base``.
+
+    :raises ValueError: without ``base``, or for a path that leaves it (absolute, ``..``, or a
+        symbolic link out).
+    """
+    if base is None:
+        raise ValueError("the replay buffer has no output_dir; start it with output_dir set "
+                         "(rl-bringup output_dir:=DIR) to use save/load")
+    relative = Path(path or default)
+    if relative.is_absolute() or ".." in relative.parts:
+        raise ValueError(f"{path!r}: give a file name relative to {base} (no absolute paths, "
+                         "no '..')")
+    base.mkdir(parents=True, exist_ok=True)
+    target = (base / relative).resolve()
+    if not target.is_relative_to(base.resolve()):
+        raise ValueError(f"{path!r} leaves {base} (through a symbolic link)")
+    return target
+
+
+class SnapshotWriter:
+    """Writes a buffer's state and its rate limiter's counters into ``base``.
+
+    :param base: the directory of the snapshot files.
+    :param copy_state: returns ``(buffer state, limiter counters)``; called under the caller's
+        lock, so its time is what a snapshot holds up inserts (:attr:`hold_s`).
+    """
+
+    def __init__(self, base: Path, copy_state: Callable[[], tuple[dict[str, Any], dict[str, Any]]]
+                 ) -> None:
+        self.base = base
+        self._copy_state = copy_state
+        self.snapshots = 0
+        self.hold_s = 0.0
+        self._thread: threading.Thread | None = None
+
+    def write(self, wait: bool = False) -> bool:
+        """Copy the state now and write it (on a thread unless ``wait``); False while the
+        previous snapshot is still being written."""
+        if self._thread is not None and self._thread.is_alive():
+            return False
+        started = time.monotonic()
+        state, counters = self._copy_state()
+        self.hold_s = time.monotonic() - started
+        if wait:
+            self._write(state, counters)
+        else:
+            self._thread = threading.Thread(target=self._write, args=(state, counters),
+                                            name="replay-snapshot", daemon=True)
+            self._thread.start()
+        return True
+
+    def join(self, timeout_s: float) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout=timeout_s)
+
+    def _write(self, state: dict[str, Any], counters: dict[str, Any]) -> None:
+        self.base.mkdir(parents=True, exist_ok=True)
+        ReplayBuffer.write_state(state, self.base / SNAPSHOT_FILE)
+        staging = self.base / f".{LIMITER_FILE}.tmp"
+        staging.write_text(json.dumps(counters))
+        os.replace(staging, self.base / LIMITER_FILE)
+        self.snapshots += 1
+
+    def exists(self) -> bool:
+        return (self.base / SNAPSHOT_FILE).is_file()
+
+    def read_counters(self) -> dict[str, Any]:
+        """The rate limiter's counters of the snapshot (OSError, ValueError when unreadable)."""
+        return json.loads((self.base / LIMITER_FILE).read_text())
