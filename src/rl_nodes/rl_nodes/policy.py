@@ -36,10 +36,10 @@ from __future__ import annotations
 import functools
 import threading
 import time
-from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from rl_core.central_batching import BatchingStats, CentralBatcher
 from rl_core.config import ConfigError, PolicyConfig
 from rl_core.image_codecs import is_image_shape
 from rl_core.onnx_policy import OnnxPolicy
@@ -58,52 +58,6 @@ from rl_nodes.runtime import main_for
 if TYPE_CHECKING:
     from rl_core.encoders import EncodedActor
     from rl_core.networks import SquashedGaussianActor
-
-
-class PendingBatch(NamedTuple):
-    """An observation batch waiting for the central forward pass."""
-
-    robot: int  # k of the /robot_k/observations subscription it came on
-    msg: Observations
-    arrived_at: float  # time.monotonic() when its callback ran
-
-
-@dataclass
-class BatchingStats:
-    """Running totals of a central policy's batching (differences give rates and means)."""
-
-    forward_passes: int = 0
-    batches: int = 0  # observation batches answered
-    robot_slots: int = 0  # sum over forward passes of the distinct robots in each
-    rows: int = 0  # observations (environments) inferred
-    wait_s: float = 0.0  # sum over batches of arrival -> forward pass start (what batching adds)
-    latency_s: float = 0.0  # sum over batches of arrival -> actions ready (wait + inference)
-
-    @property
-    def robots_per_pass(self) -> float:
-        """Mean number of robots answered by one forward pass."""
-        return self.robot_slots / self.forward_passes if self.forward_passes else 0.0
-
-    @property
-    def rows_per_pass(self) -> float:
-        """Mean forward-pass batch size in observations."""
-        return self.rows / self.forward_passes if self.forward_passes else 0.0
-
-    @property
-    def mean_wait_ms(self) -> float:
-        return 1e3 * self.wait_s / self.batches if self.batches else 0.0
-
-    @property
-    def mean_latency_ms(self) -> float:
-        return 1e3 * self.latency_s / self.batches if self.batches else 0.0
-
-    def since(self, earlier: BatchingStats) -> BatchingStats:
-        """The totals accumulated after ``earlier`` (a copy taken before)."""
-        return BatchingStats(**{f.name: getattr(self, f.name) - getattr(earlier, f.name)
-                                for f in fields(self)})
-
-    def copy(self) -> BatchingStats:
-        return BatchingStats(**{f.name: getattr(self, f.name) for f in fields(self)})
 
 
 class PolicyNode(RLNode):
@@ -131,8 +85,8 @@ class PolicyNode(RLNode):
         self.robots = self.config.robots
         #: ``actions`` of this node's namespace (per robot), or ``/robot_k/actions`` at index k.
         self.actions_pubs: list[IntraProcessPublisher[Actions]] = []
-        #: Totals of the central batching (stays empty per robot).
-        self.batching = BatchingStats()
+        #: The central batching (robots: N); its totals stay empty per robot.
+        self.batcher = CentralBatcher(self.robots)
         if self.robots:
             self._serve_robots(self.robots)
         else:
@@ -255,13 +209,6 @@ class PolicyNode(RLNode):
 
     def _serve_robots(self, robots: int) -> None:
         """Subscribe every robot's observations and set up the batching state."""
-        self._pending: list[PendingBatch] = []
-        self._pending_per_robot = [0] * robots
-        self._robots_waiting = 0  # robots with at least one pending batch
-        self.robot_batches = [0] * robots  # batches received per robot (diagnostics)
-        self._reported = BatchingStats()
-        self._reported_robot_batches = [0] * robots
-        self._max_wait_s = 0.0  # longest wait since the last diagnostics
         for robot in range(robots):
             namespace = robot_namespace(robot)
             self.actions_pubs.append(self.zc_publisher(ACTIONS, graph.resolve(
@@ -280,11 +227,11 @@ class PolicyNode(RLNode):
         self._window_s = window_ms / 1e3
         if self._window_s > 0:
             self._window_timer = self.zc_timer(self._window_s, self._on_window)
-            if self._pending:
+            if self.batcher.pending:
                 self._arm_window()
             else:
                 self._window_timer.cancel()
-        elif self._pending:
+        elif self.batcher.pending:
             self._forward_pending()
 
     def _arm_window(self) -> None:
@@ -301,71 +248,51 @@ class PolicyNode(RLNode):
     def _on_robot_observations(self, robot: int, msg: Observations) -> None:
         if not self._valid_observations(msg):
             return
-        now = time.monotonic()
-        self.robot_batches[robot] += 1
-        if not self._pending and self._window_timer is not None:
+        if not self.batcher.pending and self._window_timer is not None:
             self._arm_window()
-        self._pending.append(PendingBatch(robot, msg, now))
-        if self._pending_per_robot[robot] == 0:
-            self._robots_waiting += 1
-        self._pending_per_robot[robot] += 1
-        if self._robots_waiting == self.robots or self._window_timer is None:
+        if self.batcher.add(robot, msg, time.monotonic()) or self._window_timer is None:
             self._forward_pending()
 
     def _on_window(self) -> None:
-        if not self._pending:
+        if not self.batcher.pending:
             if self._window_timer is not None:  # None: a tick posted before the window became 0
                 self._window_timer.cancel()
             return
-        if time.monotonic() - self._pending[0].arrived_at < 0.5 * self._window_s:
+        if self.batcher.oldest_wait_s(time.monotonic()) < 0.5 * self._window_s:
             return  # fired for a round already answered; the timer was reset for this one
         self._forward_pending()
 
     def _forward_pending(self) -> None:
         """One forward pass over every pending batch, then each robot's share of the actions."""
-        batches, self._pending = self._pending, []
-        self._pending_per_robot = [0] * self.robots
-        robots, self._robots_waiting = self._robots_waiting, 0
         if self._window_timer is not None:
             self._window_timer.cancel()
-        started = time.monotonic()
-        obs = (batches[0].msg.obs if len(batches) == 1
-               else np.concatenate([batch.msg.obs for batch in batches]))
-        actions = self._act(obs, self.config.deterministic)
-        ready = time.monotonic()
-        version, start = self.version, 0
-        for batch in batches:
+        version = self.version
+        for batch, actions in self.batcher.forward(
+                lambda obs: self._act(obs, self.config.deterministic)):
             msg = batch.msg
-            end = start + len(msg.obs)
             self.actions_pubs[batch.robot].publish(
-                Actions(msg.robot_id, msg.step, actions[start:end], version, msg.stamp_ns))
-            start = end
-        stats = self.batching
-        stats.forward_passes += 1
-        stats.batches += len(batches)
-        stats.robot_slots += robots
-        stats.rows += len(obs)
-        oldest = batches[0].arrived_at
-        stats.wait_s += sum(started - batch.arrived_at for batch in batches)
-        stats.latency_s += sum(ready - batch.arrived_at for batch in batches)
-        self._max_wait_s = max(self._max_wait_s, started - oldest)
+                Actions(msg.robot_id, msg.step, actions, version, msg.stamp_ns))
 
     def _batching_diagnostics(self) -> tuple[dict[str, object], list[int]]:
         """Figures of the batching since the last report, and the robots that sent nothing."""
-        recent = self.batching.since(self._reported)
-        self._reported = self.batching.copy()
-        silent = [robot for robot, count in enumerate(self.robot_batches)
-                  if count == self._reported_robot_batches[robot]]
-        self._reported_robot_batches = list(self.robot_batches)
+        recent, max_wait_s, silent = self.batcher.report()
         values = {"robots": self.robots, "batch window ms": f"{self._window_s * 1e3:g}",
                   "forward passes": recent.forward_passes,
                   "robots per forward pass": f"{recent.robots_per_pass:.2f}",
                   "observations per forward pass": f"{recent.rows_per_pass:.1f}",
                   "batch wait ms": f"{recent.mean_wait_ms:.3f}",
-                  "batch wait max ms": f"{self._max_wait_s * 1e3:.3f}",
+                  "batch wait max ms": f"{max_wait_s * 1e3:.3f}",
                   "answer latency ms": f"{recent.mean_latency_ms:.3f}"}
-        self._max_wait_s = 0.0
         return values, silent
+
+    @property
+    def batching(self) -> BatchingStats:
+        """Totals of the central batching (tools and tests read them)."""
+        return self.batcher.stats
+
+    @property
+    def robot_batches(self) -> list[int]:
+        return self.batcher.robot_batches
 
     # --- weights, diagnostics, get_action ---------------------------------------------------------
 
