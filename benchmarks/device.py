@@ -93,15 +93,15 @@ def measure(options: argparse.Namespace) -> list[dict[str, object]]:
         obs = rng.normal(size=(batch_size, obs_dim)).astype(np.float32)
         row: dict[str, object] = {"kind": "inference", "batch": batch_size}
         for device, sac in learners.items():
-            row[device] = calls_per_second(lambda sac=sac: sac.actor.act(obs), **timing)
-        row["onnx"] = calls_per_second(lambda: onnx.act(obs), **timing)
+            row[device] = calls_per_second(lambda sac=sac, obs=obs: sac.actor.act(obs), **timing)
+        row["onnx"] = calls_per_second(lambda obs=obs: onnx.act(obs), **timing)
         rows.append(row)
         print_row(row)
     for batch_size in options.update_batches:
         batch = random_batch(batch_size, obs_dim, action_dim, rng)
         row = {"kind": "update", "batch": batch_size}
         for device, sac in learners.items():
-            row[device] = calls_per_second(lambda sac=sac: sac.update(batch), **timing)
+            row[device] = calls_per_second(lambda sac=sac, batch=batch: sac.update(batch), **timing)
         rows.append(row)
         print_row(row)
     return rows

@@ -31,16 +31,16 @@ A benchmark, not a test: it prints figures and exits 0 unless a measurement fail
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass
 import json
 import os
-from pathlib import Path
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import psutil
 
@@ -104,11 +104,11 @@ def measure(robots: int, extra: Sequence[str], args: argparse.Namespace, domain_
     """One fresh ``robots:=k`` deployment, measured from a participant in this process."""
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
-    from rl_interfaces.msg import ReplayStatus
 
     from rl_bringup.autoscale import learning_steady, window_from_samples
     from rl_bringup.elastic import CpuMeter, status_sample
     from rl_core.cpus import available_cpus
+    from rl_interfaces.msg import ReplayStatus
     from rl_nodes import graph
 
     log_path = workdir / f"robots-{robots}-{domain_id}.log"

@@ -107,8 +107,15 @@ class Injector:
         import rclpy
         from diagnostic_msgs.msg import DiagnosticArray
         from rclpy.executors import SingleThreadedExecutor
-        from rl_interfaces.msg import (ActionBatch, EpisodeStatistics, ExperienceBatch,
-                                       ObservationBatch, PolicyWeights, ReplayStatus)
+
+        from rl_interfaces.msg import (
+            ActionBatch,
+            EpisodeStatistics,
+            ExperienceBatch,
+            ObservationBatch,
+            PolicyWeights,
+            ReplayStatus,
+        )
         from rl_nodes.base import EXPERIENCE_QOS, LATCHED_QOS, STREAM_QOS
 
         self.context = rclpy.Context()
@@ -237,6 +244,7 @@ def signed_weights(genuine: Any, key: bytes, change: Callable[[Any], None]) -> A
 def topic_probes(injector: Injector, key: bytes) -> list[tuple[Probe, Callable[[], None]]]:
     """Bad messages for every topic a node of the deployment subscribes to."""
     import torch
+
     from rl_core.checkpoint import checksum
     from rl_interfaces.msg import ActionBatch, EpisodeStatistics, ObservationBatch
 
@@ -325,10 +333,11 @@ def topic_probes(injector: Injector, key: bytes) -> list[tuple[Probe, Callable[[
 
 def service_probes(injector: Injector) -> list[tuple[Probe, Callable[[], str]]]:
     """Bad requests for every service and refused parameter changes."""
-    from rl_nodes import graph
     from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
     from rcl_interfaces.srv import SetParameters
+
     from rl_interfaces.srv import BufferFile, GetAction, SampleBatch
+    from rl_nodes import graph
 
     def call(service_type: Any, name: str, **fields: Any) -> Callable[[], str]:
         def run() -> str:
@@ -475,7 +484,7 @@ def run_scenario(output_dir: Path, environ: dict[str, str], seed: int, kills_per
         rng.shuffle(kills)
         points = sorted(rng.uniform(KILL_FROM, KILL_UNTIL * total_env_steps) for _ in kills)
         for kind, point in zip(kills, points):
-            scenario.wait_until(lambda: injector.replay()[1] >= point, 300.0,
+            scenario.wait_until(lambda point=point: injector.replay()[1] >= point, 300.0,
                                 f"{point:.0f} transitions inserted")
             report.kills.append(scenario.kill(kind, rng.randrange(2)))
         report.exit_code = run.wait(600.0)

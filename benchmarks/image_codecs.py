@@ -210,8 +210,8 @@ def measure_dds(codecs: tuple[str, ...], rounds: int, warmup_s: float, window_s:
             for codec in codecs:
                 runs[codec].append(measure_deployment(
                     codec, environ, Path(folder) / f"{codec}_{round_}", warmup_s, window_s,
-                    quality, log=lambda line: print(f"  round {round_ + 1}: {line}",
-                                                    flush=True)))
+                    quality, log=lambda line, round_=round_: print(
+                        f"  round {round_ + 1}: {line}", flush=True)))
     keys = ("steps_per_s", "acting_bytes_per_step", "experience_bytes_per_step")
     return {codec: {key: statistics.median(run[key] for run in results) for key in keys}
             for codec, results in runs.items()}

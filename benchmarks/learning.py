@@ -32,9 +32,10 @@ flags.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
 import sys
+from collections.abc import Sequence
 
+from rl_bringup.tools.common import ToolError
 from rl_bringup.tools.compare import (
     ALL_MODES,
     DEFAULT_ROBOTS,
@@ -42,7 +43,6 @@ from rl_bringup.tools.compare import (
     execute,
     settings_from_values,
 )
-from rl_bringup.tools.common import ToolError
 
 #: Flag destinations -> the ``key:=`` of ``rl-bringup compare`` they stand for.
 FLAG_KEYS = {"modes": "modes", "robots": "robots", "config": "config",

@@ -55,6 +55,7 @@ def measure(env_id: str, width: int, hidden: tuple[int, ...], repeats: int = 200
     depends on the mode, see :func:`report`)."""
     import numpy as np
     import torch
+
     from rl_core import weights_auth
     from rl_core.checkpoint import tensors_to_bytes
     from rl_core.config import ReplayConfig, TrainerConfig

@@ -179,6 +179,7 @@ def worker_bare(settings: Settings, profile_enabled: bool) -> dict[str, float]:
     """``VectorEnv`` + ``SquashedGaussianActor.act`` with nothing in between."""
     import numpy as np
     import torch
+
     from rl_core.envs import VectorEnv
     from rl_core.networks import SquashedGaussianActor
 
@@ -222,6 +223,7 @@ def worker_colocated(settings: Settings, params_file: str, profile_enabled: bool
     import rclpy
     import torch
     from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+
     from rl_nodes.intra_process import IntraProcessManager
     from rl_nodes.policy import PolicyNode
     from rl_nodes.simulator import SimulatorNode
@@ -372,6 +374,7 @@ class EpisodeSampler:
         """The first ``/episodes`` message of each robot ``0 .. robots - 1`` published after this
         call: ``{robot_id: (stamp_ns, steps)}``."""
         from rclpy.qos import QoSProfile, ReliabilityPolicy
+
         from rl_interfaces.msg import EpisodeStatistics
 
         not_before = time.time_ns()
@@ -598,8 +601,9 @@ def round_runs(modes: Sequence[str], widths: Sequence[int], robots: int) -> list
 def csv_ints(text: str) -> tuple[int, ...]:
     try:
         values = tuple(int(v) for v in text.split(",") if v.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}")
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers, got {text!r}") from error
     if not values or any(v < 1 for v in values):
         raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
     return values

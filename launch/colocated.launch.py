@@ -8,7 +8,6 @@ The process layout comes from rl_bringup.plan (the same plan `rl-bringup launch 
 """
 
 from launch import LaunchDescription
-
 from rl_bringup.launch_helpers import generate_mode_launch_description
 
 

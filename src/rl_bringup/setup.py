@@ -17,8 +17,8 @@ A pattern that matches nothing stops the build: an install without launch or con
 only fail later, at ``ros2 launch`` time, with a less helpful message.
 """
 
-from glob import glob
 import os
+from glob import glob
 
 from setuptools import find_packages, setup
 

@@ -8,11 +8,11 @@ from this process with a raw rclpy subscription, not with the tools under test.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 import contextlib
-from pathlib import Path
 import sys
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import rclpy
 from rclpy.executors import SingleThreadedExecutor

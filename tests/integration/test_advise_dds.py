@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 import os
 import re
+from collections.abc import Callable
 
 import pytest
 

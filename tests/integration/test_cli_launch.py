@@ -3,13 +3,13 @@ processes start with their command lines and environment, and the run ends with 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
 import os
-from pathlib import Path
 import re
 import signal
 import sys
 import textwrap
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import psutil
 import pytest

@@ -3,13 +3,13 @@ GIF, the ONNX round trip, and the errors for bad paths and corrupt files."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 import json
-from pathlib import Path
 import re
+from collections.abc import Callable
+from pathlib import Path
 
-from PIL import Image
 import pytest
+from PIL import Image
 
 from rl_bringup import cli
 from rl_core.algorithms.sac import SAC

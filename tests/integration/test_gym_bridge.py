@@ -4,23 +4,22 @@ simulator is missing, gone, or does not apply the bridge's actions."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 import os
-from pathlib import Path
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
 import rclpy
-from rl_interfaces.msg import ReplayStatus
-from stable_baselines3.common.env_checker import check_env
 import yaml
+from stable_baselines3.common.env_checker import check_env
 
+from rl_interfaces.msg import ReplayStatus
 from rl_nodes import graph
-from rl_nodes.gym_bridge import BridgeEnv, BridgeVectorEnv, SimulatorProtocolError
-from rl_nodes.gym_bridge import SimulatorTimeout
+from rl_nodes.gym_bridge import BridgeEnv, BridgeVectorEnv, SimulatorProtocolError, SimulatorTimeout
 from tests.processes import Child
 
 pytestmark = pytest.mark.integration

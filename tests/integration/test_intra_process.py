@@ -118,11 +118,11 @@ def test_outside_process_receives_over_dds_and_locals_get_no_duplicates(ros, ros
             time.sleep(0.05)
         assert publisher.get_subscription_count() >= 2, "the outside subscriber never matched"
         step = 0
-        while time.monotonic() < deadline and not any(l.startswith("got") for l in child.lines):
+        while time.monotonic() < deadline and not any(text.startswith("got") for text in child.lines):
             publisher.publish(sample(step))
             manager.spin_until(lambda: False, timeout_s=0.1)
             step += 1
-        line = child.wait_for_line(lambda l: l.startswith("got step"), 5.0)
+        line = child.wait_for_line(lambda text: text.startswith("got step"), 5.0)
         assert line is not None and "shape [4] first 0.0" in line, child.output()
         assert conversions[0] > 0 and manager.stats["dds_publications"] > 0
         # The local subscriber got each object exactly once, by reference; the DDS copy of the

@@ -5,11 +5,11 @@ wire are rejected per reason while sampling goes on."""
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-import sys
 
 import numpy as np
 import pytest
@@ -21,8 +21,15 @@ from rl_interfaces.msg import ExperienceBatch, ReplayStatus
 from rl_interfaces.srv import SampleBatch
 from rl_nodes import graph
 from rl_nodes.base import EXPERIENCE_QOS
-from rl_nodes.conversions import EXPERIENCE, MAX_REQUEST_ROWS, SAMPLE_SERVICE, Experience
-from rl_nodes.conversions import SampleRequest, SampleResult, experience_to_msg
+from rl_nodes.conversions import (
+    EXPERIENCE,
+    MAX_REQUEST_ROWS,
+    SAMPLE_SERVICE,
+    Experience,
+    SampleRequest,
+    SampleResult,
+    experience_to_msg,
+)
 from rl_nodes.intra_process import IntraProcessManager
 from rl_nodes.replay_buffer import ReplayBufferNode
 from rl_nodes.trainer import TrainerNode

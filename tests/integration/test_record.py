@@ -7,16 +7,16 @@ complete message definitions it stores are unit-tested in tests/unit/test_messag
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Iterator
 import hashlib
 import math
-from pathlib import Path
 import subprocess
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
 
+import pytest
 from mcap.reader import make_reader
 from mcap_ros2.decoder import DecoderFactory
-import pytest
 
 from tests.integration.deployments import deployment, tool_argv
 from tests.processes import Child

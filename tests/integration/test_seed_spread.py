@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.seed_spread import Outcome, main as seed_spread, parse_seeds, table
+from benchmarks.seed_spread import Outcome, parse_seeds, table
+from benchmarks.seed_spread import main as seed_spread
 from rl_core.training import main as train_bare
 
 pytestmark = pytest.mark.integration

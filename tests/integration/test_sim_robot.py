@@ -15,13 +15,13 @@ import pybullet_data
 import pytest
 import rclpy
 from rclpy.executors import SingleThreadedExecutor
-from rl_core.robot.description import parse_ros2_control
-from rl_interfaces.srv import ResetRobot
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, String
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
+from rl_core.robot.description import parse_ros2_control
+from rl_interfaces.srv import ResetRobot
 from rl_nodes import graph
 from tests.processes import Child
 

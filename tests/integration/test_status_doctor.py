@@ -4,10 +4,10 @@ tests/unit/test_doctor.py."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 import os
 import re
 import subprocess
+from collections.abc import Iterator
 
 import pytest
 

@@ -3,12 +3,12 @@ started, stopped by PID: the first signal, a grace period, then SIGKILL to every
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 import signal
 import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 
 import psutil
 import pytest

@@ -7,11 +7,9 @@ teardown, after checking it is still the process we started.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
 import io
 import json
 import os
-from pathlib import Path
 import re
 import signal
 import subprocess
@@ -19,12 +17,21 @@ import sys
 import textwrap
 import threading
 import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import psutil
 import pytest
 
-from rl_bringup.supervisor import (EXIT_CANNOT_START, RETIRING, RUNNING, STANDBY, Command,
-                                  ProcessState, Supervisor)
+from rl_bringup.supervisor import (
+    EXIT_CANNOT_START,
+    RETIRING,
+    RUNNING,
+    STANDBY,
+    Command,
+    ProcessState,
+    Supervisor,
+)
 
 pytestmark = pytest.mark.integration
 

@@ -33,15 +33,15 @@ import pytest
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.executors import SingleThreadedExecutor
+from rosgraph_msgs.msg import Clock
+from std_msgs.msg import Bool, Float64MultiArray
+
 from rl_core.robot.safety import ESTOP as ESTOP_HOLD
 from rl_core.robot.safety import TIMEOUT as DEADLINE_HOLD
 from rl_core.robot.tasks import CartPoleBalanceTask
 from rl_interfaces.msg import EpisodeStatistics, ObservationBatch, ReplayStatus
-from rosgraph_msgs.msg import Clock
-from std_msgs.msg import Bool, Float64MultiArray
-
 from rl_nodes import graph
-from tests.processes import REPO, Child
+from tests.processes import Child
 from tests.system.test_ros2_cli import ROS2, ROS2_CLI_DIR, ros2
 
 pytestmark = pytest.mark.system

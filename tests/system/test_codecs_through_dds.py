@@ -8,8 +8,6 @@ the benchmark's figures are in docs/benchmarks.md.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 

@@ -10,10 +10,10 @@ minute) comes from the venv, which plays the part of the ROS installation undern
 from __future__ import annotations
 
 import os
-from pathlib import Path
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 

@@ -12,7 +12,6 @@ import pytest
 import rclpy
 
 from rl_bringup.tools.doctor.graph import expected_graph
-
 from tests.processes import Child
 
 pytestmark = pytest.mark.system

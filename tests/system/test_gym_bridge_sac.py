@@ -8,9 +8,9 @@ modes train with), so the comparison is like for like. Evaluation runs through t
 from __future__ import annotations
 
 import os
-from pathlib import Path
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest

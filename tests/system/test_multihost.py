@@ -36,11 +36,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rl_bringup.plan import discovery_environment
-
-from netns import Network, NamespaceUnavailable, bridged_hosts, check_rights, ip
-from netns import namespaces_with_prefix
+from netns import NamespaceUnavailable, Network, bridged_hosts, check_rights, ip, namespaces_with_prefix
 from processes import REPO, Child
+
+from rl_bringup.plan import discovery_environment
 
 pytestmark = pytest.mark.system
 

@@ -172,6 +172,7 @@ def figures(values: list[float]) -> str:
 def test_a_busy_colocated_run_answers_outside_requests_promptly(busy_run: Child) -> None:
     from diagnostic_msgs.msg import DiagnosticArray
     from rcl_interfaces.srv import GetParameters
+
     from rl_interfaces.msg import EpisodeStatistics, ReplayStatus
     from rl_interfaces.srv import GetAction
 

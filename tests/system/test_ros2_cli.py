@@ -13,14 +13,14 @@ test), in the test run's own ``ROS_DOMAIN_ID`` and on the loopback (tests/confte
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 import json
 import os
-from pathlib import Path
 import re
 import signal
 import sys
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import psutil
 import pytest
@@ -113,8 +113,8 @@ def wait_until_experience_and_weights_flow(env: dict[str, str], launched: Child,
     """Every robot's experience reaches /experience and the trainer publishes updated weights."""
     for robot in range(robots):
         # --filter sees what --field selected.
-        poll(lambda: echoed(env, graph.EXPERIENCE.name, "--field", "robot_id",
-                            "--filter", f"m == {robot}"),
+        poll(lambda robot=robot: echoed(env, graph.EXPERIENCE.name, "--field", "robot_id",
+                                        "--filter", f"m == {robot}"),
              START_TIMEOUT_S, launched, f"experience of robot {robot}")
     poll(lambda: weights_version(env) >= 2, START_TIMEOUT_S, launched, "weights version 2")
 

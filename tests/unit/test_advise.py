@@ -3,8 +3,8 @@ without the DDS measurement (tests/integration/test_advise_dds.py measures it)."
 
 from __future__ import annotations
 
-from collections.abc import Callable
 import re
+from collections.abc import Callable
 
 import pytest
 

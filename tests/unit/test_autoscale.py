@@ -11,9 +11,20 @@ import math
 
 import pytest
 
-from rl_bringup.autoscale import (ADD, HOLD, RETIRE, AutoscaleSettings, Autoscaler, StatusSample,
-                                  Window, learning_steady, loss_without_one, relative_gain,
-                                  settings_from_text, window_from_samples)
+from rl_bringup.autoscale import (
+    ADD,
+    HOLD,
+    RETIRE,
+    Autoscaler,
+    AutoscaleSettings,
+    StatusSample,
+    Window,
+    learning_steady,
+    loss_without_one,
+    relative_gain,
+    settings_from_text,
+    window_from_samples,
+)
 
 pytestmark = pytest.mark.unit
 

@@ -3,11 +3,11 @@ launch and train hand to the supervisor (tests/integration/test_cli_launch.py ru
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
 import re
 import subprocess
 import sys
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest

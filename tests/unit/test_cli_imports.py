@@ -5,9 +5,9 @@ its own in a fresh interpreter without pulling in the CLI, rclpy or torch."""
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 

@@ -3,12 +3,12 @@ the run loop with stand-in commands (tiny ``python -c`` scripts instead of train
 
 from __future__ import annotations
 
-from collections.abc import Callable
 import dataclasses
 import json
-from pathlib import Path
 import random
 import sys
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest

@@ -8,14 +8,14 @@ their index; every command runs an executable rl_nodes installs; the network is 
 
 from __future__ import annotations
 
-from pathlib import Path
 import re
 import shlex
+from pathlib import Path
 from typing import Any, Callable
 
-from compose_spec import PyCompose
 import pytest
 import yaml
+from compose_spec import PyCompose
 
 from rl_bringup import replica
 from rl_bringup.plan import make_plan

@@ -6,8 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from rl_core.config import (ConfigError, ReplayConfig, SimulatorConfig, TrainerConfig, load_run_config,
-                            node_parameters)
+from rl_core.config import (
+    ConfigError,
+    ReplayConfig,
+    SimulatorConfig,
+    load_run_config,
+    node_parameters,
+)
 
 pytestmark = pytest.mark.unit
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "config"

@@ -9,12 +9,12 @@ spelled. The compose files are tested in test_compose.py and test_docker_sros2.p
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass
 import json
-from pathlib import Path, PurePosixPath
+import os
 import re
 import shlex
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
 
 import pytest
 

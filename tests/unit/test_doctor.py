@@ -3,19 +3,26 @@ docs/graph.md, the environment checks, and the graph checks on hand-made snapsho
 
 from __future__ import annotations
 
-from pathlib import Path
 import re
+from pathlib import Path
 
 import pytest
 
 from rl_bringup.tools.doctor.environment import check_discovery, check_domain_id
-from rl_bringup.tools.doctor.graph import (ROSOUT_TOPIC, Endpoint,
-                                           GraphSnapshot, TopicSpec, check_layout, check_nodes,
-                                           check_services, expected_graph)
+from rl_bringup.tools.doctor.graph import (
+    ROSOUT_TOPIC,
+    Endpoint,
+    GraphSnapshot,
+    TopicSpec,
+    check_layout,
+    check_nodes,
+    check_services,
+    expected_graph,
+)
 from rl_bringup.tools.doctor.rates import check_rates
-from rl_nodes.graph import GUID_PREFIX_BYTES
 from rl_bringup.tools.doctor.report import Check, Level, format_report
 from rl_nodes import graph
+from rl_nodes.graph import GUID_PREFIX_BYTES
 
 pytestmark = pytest.mark.unit
 

@@ -12,11 +12,28 @@ from rclpy.serialization import serialize_message
 
 from rl_core.replay import Batch
 from rl_nodes import image_transport
-from rl_nodes.conversions import (EPISODES, EXPERIENCE, EXPERIENCE_WITH_IMAGES, OBSERVATIONS,
-                                  OBSERVATIONS_WITH_IMAGES, SAMPLE_SERVICE, AwaitingImages,
-                                  Episodes, Experience, Observations, SampleResult)
-from rl_nodes.image_transport import (COMPRESSED_IMAGES, RAW_IMAGES, Frames, ImageJoin,
-                                      camera_frame, image_topic_type, side_topic)
+from rl_nodes.conversions import (
+    EPISODES,
+    EXPERIENCE,
+    EXPERIENCE_WITH_IMAGES,
+    OBSERVATIONS,
+    OBSERVATIONS_WITH_IMAGES,
+    SAMPLE_SERVICE,
+    AwaitingImages,
+    Episodes,
+    Experience,
+    Observations,
+    SampleResult,
+)
+from rl_nodes.image_transport import (
+    COMPRESSED_IMAGES,
+    RAW_IMAGES,
+    Frames,
+    ImageJoin,
+    camera_frame,
+    image_topic_type,
+    side_topic,
+)
 
 pytestmark = pytest.mark.unit
 

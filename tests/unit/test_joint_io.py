@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rl_core.robot.joint_io import (ControlStats, JointStateError, JointStateReader,
-                                    command_limits)
+from rl_core.robot.joint_io import ControlStats, JointStateError, JointStateReader, command_limits
 from rl_core.robot.tasks import CartPoleBalanceTask, KukaReachTask
 
 pytestmark = pytest.mark.unit

@@ -9,10 +9,10 @@ from __future__ import annotations
 import base64
 import json
 import os
-from pathlib import Path
 import shutil
 import stat
 import subprocess
+from pathlib import Path
 from typing import Any, Callable
 
 import pytest

@@ -5,9 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from rl_bringup.tools.message_types import (DEFINITION_SEPARATOR, DefinitionError,
-                                            full_message_definition, message_class,
-                                            referenced_types, split_type_name)
+from rl_bringup.tools.message_types import (
+    DEFINITION_SEPARATOR,
+    DefinitionError,
+    full_message_definition,
+    message_class,
+    referenced_types,
+    split_type_name,
+)
 
 pytestmark = pytest.mark.unit
 

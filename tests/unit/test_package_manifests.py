@@ -10,10 +10,10 @@ must be a dependency of rl_interfaces.
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 import re
 import sys
 import xml.etree.ElementTree as ElementTree
+from pathlib import Path
 
 import pytest
 

@@ -14,8 +14,7 @@ from rl_core.checkpoint import load_actor, load_checkpoint, read_checkpoint_meta
 from rl_core.config import SACConfig
 from rl_core.evaluation import EvalResult
 from rl_core.learner import Learner
-from rl_core.periodic_evaluation import (BEST_DIRECTORY, SELECTION_SEED_OFFSET, Evaluation,
-                                         PeriodicEvaluator)
+from rl_core.periodic_evaluation import BEST_DIRECTORY, SELECTION_SEED_OFFSET, Evaluation, PeriodicEvaluator
 
 pytestmark = pytest.mark.unit
 

@@ -6,10 +6,21 @@ import numpy as np
 import pytest
 
 from rl_core.encoders import is_image_shape
-from rl_core.envs import (CARTPOLE_ID, CARTPOLE_PIXELS_ID, KUKA_REACH_ID, KUKA_REACH_PIXELS_ID,
-                          VectorEnv, make_env, space_shapes)
-from rl_core.envs.pixels import (CARTPOLE_ACTION_REPEAT, DEFAULT_FRAME_STACK, DEFAULT_RESOLUTION,
-                                 KUKA_REACH_ACTION_REPEAT)
+from rl_core.envs import (
+    CARTPOLE_ID,
+    CARTPOLE_PIXELS_ID,
+    KUKA_REACH_ID,
+    KUKA_REACH_PIXELS_ID,
+    VectorEnv,
+    make_env,
+    space_shapes,
+)
+from rl_core.envs.pixels import (
+    CARTPOLE_ACTION_REPEAT,
+    DEFAULT_FRAME_STACK,
+    DEFAULT_RESOLUTION,
+    KUKA_REACH_ACTION_REPEAT,
+)
 
 pytestmark = pytest.mark.unit
 

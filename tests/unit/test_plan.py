@@ -7,33 +7,32 @@ launch files create, so the tests check what ``ros2 launch`` would be asked to s
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
 import dataclasses
 import importlib.util
-from pathlib import Path
 import random
 import sys
 import types
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
 import pytest
 import yaml
 
-from rl_core.config import NODE_CONFIGS
-
 from rl_bringup import paths
 from rl_bringup.plan import (
     MAX_RESPAWNS,
     MODES,
-    RESPAWN_DELAY_S,
     PROFILES_VARIABLE,
+    RESPAWN_DELAY_S,
     Plan,
     PlanError,
     ProcessSpec,
     format_parameter_value,
     make_plan,
 )
+from rl_core.config import NODE_CONFIGS
 
 pytestmark = pytest.mark.unit
 
@@ -938,8 +937,9 @@ def test_central_policy_command_line_carries_robots_in_the_overrides_file() -> N
     overrides = yaml.safe_load(Path(argv[5]).read_text())
     assert overrides == {"/**/policy": {"ros__parameters": {"deterministic": True, "robots": 2}}}
     # The parameter the plan sets is the one the policy node declares.
-    from rl_core.config import PolicyConfig
     import dataclasses
+
+    from rl_core.config import PolicyConfig
 
     assert "robots" in {field.name for field in dataclasses.fields(PolicyConfig)}
 

@@ -5,8 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rl_core.replay import (InvalidPriorities, PriorityFeedback, PriorityUpdate,
-                            RateLimitedReplay, ReplayBuffer)
+from rl_core.replay import (
+    InvalidPriorities,
+    PriorityFeedback,
+    PriorityUpdate,
+    RateLimitedReplay,
+    ReplayBuffer,
+)
 
 pytestmark = pytest.mark.unit
 

@@ -14,10 +14,17 @@ import yaml
 
 from rl_core.envs.cartpole import CartPoleBalanceEnv
 from rl_core.envs.kuka_reach import KukaReachEnv
-from rl_core.robot.description import (GAZEBO_SYSTEM_PLUGIN, HARDWARE_PLUGINS, ROBOTS,
-                                       JointInterfaces, describe_urdf, parse_ros2_control,
-                                       robot_description, robots_config_directory,
-                                       ros2_control_joints)
+from rl_core.robot.description import (
+    GAZEBO_SYSTEM_PLUGIN,
+    HARDWARE_PLUGINS,
+    ROBOTS,
+    JointInterfaces,
+    describe_urdf,
+    parse_ros2_control,
+    robot_description,
+    robots_config_directory,
+    ros2_control_joints,
+)
 from rl_core.robot.pybullet_robot import PybulletRobot
 
 pytestmark = pytest.mark.unit

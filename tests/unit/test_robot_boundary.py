@@ -100,7 +100,7 @@ def test_an_action_without_an_observation_in_flight_sends_nothing() -> None:
 def test_episodes_end_by_the_time_limit_and_by_the_task() -> None:
     loop, robot = _loop(), Integrator()
     _start(loop, robot)
-    for step in range(5):
+    for _ in range(5):
         _, transition, episode = loop.on_state(robot.command(loop.on_action(np.zeros(2))))
     assert transition.truncated and not transition.terminated
     assert episode is not None and episode.length == 5 and loop.phase == RESETTING

@@ -73,7 +73,7 @@ def test_bad_deployment_arguments_say_what_to_fix(arguments: dict, message: str)
 
 
 def test_list_overrides_reach_every_node_of_a_container_without_yaml_aliases() -> None:
-    """rcl refuses parameter files with YAML aliases ("Will not support aliasing")."""
+    """Rcl refuses parameter files with YAML aliases ("Will not support aliasing")."""
     plan = plan_from_arguments("colocated", {"hidden_sizes": "[64, 64]", "domain_id": "5"})
     document = plan.processes[0].overrides_document()
     assert "&" not in document and "*id" not in document

@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 
 from rl_core.robot import JointLimits, JointSample
-from rl_core.robot.safety import (CHANGE_LIMITED, CLIPPED, ESTOP, POSITION_LIMIT, WORKSPACE,
-                                  SafetyLayer)
+from rl_core.robot.safety import CHANGE_LIMITED, CLIPPED, ESTOP, POSITION_LIMIT, WORKSPACE, SafetyLayer
 
 pytestmark = pytest.mark.unit
 

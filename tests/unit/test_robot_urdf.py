@@ -62,7 +62,7 @@ def kuka() -> UrdfModel:
 
 @pytest.fixture
 def kuka_bullet() -> Iterator[tuple[BulletClient, int]]:
-    """pybullet's iiwa, loaded as rl_core.envs.base loads it (DIRECT, fixed base at 0)."""
+    """Pybullet's iiwa, loaded as rl_core.envs.base loads it (DIRECT, fixed base at 0)."""
     client = BulletClient(connection_mode=pybullet.DIRECT)
     try:
         robot = client.loadURDF(KUKA_URDF, basePosition=[0.0, 0.0, 0.0], useFixedBase=True)

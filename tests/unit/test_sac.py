@@ -10,8 +10,15 @@ import pytest
 import torch
 
 from rl_core.algorithms.sac import SAC
-from rl_core.checkpoint import (actor_to_bytes, load_actor, load_actor_bytes, load_checkpoint,
-                                save_checkpoint, tensors_from_bytes, tensors_to_bytes)
+from rl_core.checkpoint import (
+    actor_to_bytes,
+    load_actor,
+    load_actor_bytes,
+    load_checkpoint,
+    save_checkpoint,
+    tensors_from_bytes,
+    tensors_to_bytes,
+)
 from rl_core.config import SACConfig
 from rl_core.networks import SquashedGaussianActor
 from rl_core.replay import Batch

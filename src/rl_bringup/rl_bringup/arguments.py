@@ -16,13 +16,11 @@ Leaf module: it imports neither ``launch`` nor the CLI.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 import yaml
-
-from rl_core.config import NODE_CONFIGS
 
 from rl_bringup.autoscale import KEY_PREFIX as AUTOSCALE_KEY_PREFIX
 from rl_bringup.autoscale import TUNING_FIELDS as AUTOSCALE_FIELDS
@@ -38,6 +36,7 @@ from rl_bringup.plan import (
     Plan,
     make_plan,
 )
+from rl_core.config import NODE_CONFIGS
 
 # name -> (default value, description). Defaults are text: launch arguments are substitutions.
 DEPLOYMENT_ARGUMENTS: dict[str, tuple[str, str]] = {

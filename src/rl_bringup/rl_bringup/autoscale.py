@@ -29,9 +29,9 @@ throughput, so a 10 % threshold stops at about 10 robots.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
-import math
 
 ADD, RETIRE, HOLD = "add", "retire", "hold"
 

@@ -27,26 +27,31 @@ neither this module nor any tool.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Sequence
 import dataclasses
 import sys
+from collections.abc import Callable, Sequence
 from typing import TextIO
 
 import yaml
 
-from rl_core.cpus import format_cpu_list
-
 from rl_bringup import paths
-from rl_bringup.arguments import (DEPLOYMENT_KEYS, ELASTIC_KEYS, PARAMETER_KEYS,
-                                  plan_from_arguments)
-from rl_bringup.tools import (advise, compare, compose, doctor, evaluate, export, k8s,
-                              record, status)
+from rl_bringup.arguments import DEPLOYMENT_KEYS, ELASTIC_KEYS, PARAMETER_KEYS, plan_from_arguments
 from rl_bringup.plan import DEFAULT_CONFIG, MODES, Plan, ProcessSpec
 from rl_bringup.run_key import with_weights_key
 from rl_bringup.supervisor import Supervisor
-from rl_bringup.tools.subcommand import (EXIT_FAILURE, PROGRAM, CliError, Handler,
-                                         SubparsersAction, add_subcommand, new_parser,
-                                         parse_key_values, run_parser)
+from rl_bringup.tools import advise, compare, compose, doctor, evaluate, export, k8s, record, status
+from rl_bringup.tools.subcommand import (
+    EXIT_FAILURE,
+    PROGRAM,
+    CliError,
+    Handler,
+    SubparsersAction,
+    add_subcommand,
+    new_parser,
+    parse_key_values,
+    run_parser,
+)
+from rl_core.cpus import format_cpu_list
 
 DEFAULT_TRAIN_MODE = "colocated"
 

@@ -25,24 +25,32 @@ and fixed launches never load it.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
-from dataclasses import dataclass
 import math
 import os
 import threading
 import time
 import traceback
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
 import psutil
 
-from rl_core.cpus import available_cpus
-
-from rl_bringup.autoscale import ADD, HOLD, RETIRE, Autoscaler, Decision, StatusSample, Window
-from rl_bringup.autoscale import learning_steady, window_from_samples
+from rl_bringup.autoscale import (
+    ADD,
+    HOLD,
+    RETIRE,
+    Autoscaler,
+    Decision,
+    StatusSample,
+    Window,
+    learning_steady,
+    window_from_samples,
+)
 from rl_bringup.plan import DISCOVERY_RANGE_VARIABLE, DISCOVERY_SERVER_VARIABLE, Plan
 from rl_bringup.supervisor import RESTARTING, RUNNING, STANDBY, Supervisor
+from rl_core.cpus import available_cpus
 from rl_nodes import graph
 
 #: Phases of the controller, as the diagnostics show them.
@@ -161,9 +169,9 @@ class ElasticRobots:
 
     def _run(self) -> None:
         from diagnostic_msgs.msg import DiagnosticArray  # noqa: PLC0415
-        from rl_interfaces.msg import ReplayStatus  # noqa: PLC0415
 
         from rl_bringup.tools.ros_session import RosSession  # noqa: PLC0415
+        from rl_interfaces.msg import ReplayStatus  # noqa: PLC0415
 
         try:
             with RosSession("autoscaler", self.domain_id) as session:
@@ -180,7 +188,7 @@ class ElasticRobots:
                     if self._step(now) or now >= next_report:
                         self._publish_diagnostics()
                         next_report = now + graph.DIAGNOSTICS_PERIOD_S
-        except Exception:  # the run goes on with the robots it has; say why scaling stopped
+        except Exception:  # noqa: BLE001 - the run goes on with the robots it has; say why scaling stopped
             self._log("stopped by an error; the robots stay as they are:\n"
                       + traceback.format_exc().rstrip())
 

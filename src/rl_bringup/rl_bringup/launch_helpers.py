@@ -145,8 +145,9 @@ def generate_mode_launch_description(mode: str | None) -> Any:
 
     :param mode: the fixed mode, or ``None`` for a ``mode:=`` argument (multi_robot.launch.py).
     """
-    from launch import LaunchDescription
     from launch.actions import OpaqueFunction
+
+    from launch import LaunchDescription
 
     return LaunchDescription(
         [

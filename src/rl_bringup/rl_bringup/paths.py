@@ -17,9 +17,9 @@ The source checkout is checked first because a file added to ``config/`` reaches
 from __future__ import annotations
 
 import os
-from pathlib import Path
 import shutil
 import sys
+from pathlib import Path
 
 PACKAGE_NAME = "rl_bringup"
 NODES_PACKAGE = "rl_nodes"

@@ -40,22 +40,24 @@ at process start.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
 import copy
 import dataclasses
-from dataclasses import dataclass, field
 import hashlib
 import ipaddress
 import os
-from pathlib import Path
 import random
 import re
 import shlex
 import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import yaml
 
+from rl_bringup import paths, robot_plan
+from rl_bringup.autoscale import AutoscaleSettings, settings_from_text
 from rl_core import node_kinds
 from rl_core.config import LAUNCHER_NODE, ConfigError, load_yaml
 from rl_core.cpus import (
@@ -67,9 +69,6 @@ from rl_core.cpus import (
     format_cpu_list,
     parse_cpu_list,
 )
-
-from rl_bringup import paths, robot_plan
-from rl_bringup.autoscale import AutoscaleSettings, settings_from_text
 from rl_nodes import graph
 from rl_nodes.graph import robot_namespace
 
@@ -784,6 +783,67 @@ def cpu_environment(process: ProcessSpec) -> dict[str, str]:
     return environment
 
 
+
+def _plan_environment(discovery: str, domain_id: int | str | None, environ: Mapping[str, str],
+                      rng: random.Random | None) -> tuple[dict[str, str], int, str, list[str]]:
+    """The environment every process shares (domain id, RMW, discovery), the chosen domain id
+    and where it came from, and the notes the choice raises."""
+    discovery_env, notes = discovery_environment(str(discovery), environ)
+    chosen_domain_id, domain_id_source = _choose_domain_id(domain_id, environ, rng)
+    if chosen_domain_id > MAX_DOMAIN_ID:
+        notes.append(
+            f"{DOMAIN_ID_VARIABLE}={chosen_domain_id} is above {MAX_DOMAIN_ID}: its DDS ports lie "
+            f"in Linux's ephemeral port range and may clash with other programs' ports"
+        )
+    environment: dict[str, str] = {
+        DOMAIN_ID_VARIABLE: str(chosen_domain_id),
+        "RMW_IMPLEMENTATION": RMW_IMPLEMENTATION,
+        # Node output goes through pipes (supervisor) or launch; unbuffered keeps logs timely.
+        "PYTHONUNBUFFERED": "1",
+        **discovery_env,
+    }
+    if DISCOVERY_SERVER_VARIABLE not in discovery_env and environ.get(DISCOVERY_SERVER_VARIABLE):
+        notes.append(
+            f"{DISCOVERY_SERVER_VARIABLE} is set in your environment and is inherited by every "
+            f"process; unset it for discovery:={discovery}"
+        )
+    return environment, chosen_domain_id, domain_id_source, notes
+
+
+def _configure_processes(processes: list[ProcessSpec], config_file: str,
+                         shared_parameters: Mapping[str, Any],
+                         trainer_parameters: Mapping[str, Any], robot_count: int,
+                         sets: Mapping[str, frozenset[int]],
+                         environment: Mapping[str, str]) -> None:
+    """Give each process of a layout its parameter file, parameters, CPUs and environment."""
+    for process in processes:
+        process.params_file = config_file
+        hosts_learning = any(kind in ("trainer", "replay_buffer")
+                             for kind, _ in process.hosted_nodes())
+        # The layout's own parameters (the central policy's robots:=N) win over the shared ones.
+        process.parameters = {
+            **(trainer_parameters if hosts_learning else shared_parameters),
+            **({"deployment_robots": robot_count} if hosts_learning else {}),
+            **process.parameters,
+        }
+        assign_cpus(process, sets)
+        process.env = {**environment, **cpu_environment(process)}
+
+
+def _sim_robot_processes(sim_robots: list[dict[str, Any]], environment: Mapping[str, str],
+                         notes: list[str]) -> list[ProcessSpec]:
+    """A sim_robot process per robot (robot_interface:=ros2_control with sim_robot:=true)."""
+    processes = [ProcessSpec(name=f"sim_robot_robot_{robot}", executable=graph.SIM_ROBOT,
+                             namespace=robot_namespace(robot), parameters=parameters,
+                             respawn=True, env=dict(environment))
+                 for robot, parameters in enumerate(sim_robots)]
+    if processes:
+        notes.append(f"robot_interface:=ros2_control: {len(processes)} sim_robot process"
+                     f"{'es' if len(processes) > 1 else ''} ({robot_plan.SIM_ROBOT_MODE}) behind "
+                     "ros2_control's topics; sim_robot:=false to bring your own robots")
+    return processes
+
+
 def make_plan(
     mode: str,
     robots: int | str = 1,
@@ -861,44 +921,16 @@ def make_plan(
         config_file = str(paths.resolve_config(config))
     except FileNotFoundError as error:
         raise PlanError(str(error)) from None
-    discovery_env, notes = discovery_environment(str(discovery), environ)
-    chosen_domain_id, domain_id_source = _choose_domain_id(domain_id, environ, rng)
-    if chosen_domain_id > MAX_DOMAIN_ID:
-        notes.append(
-            f"{DOMAIN_ID_VARIABLE}={chosen_domain_id} is above {MAX_DOMAIN_ID}: its DDS ports lie "
-            f"in Linux's ephemeral port range and may clash with other programs' ports"
-        )
+    environment, chosen_domain_id, domain_id_source, notes = _plan_environment(
+        discovery, domain_id, environ, rng)
     cpus_text, cpus_source, sets = _choose_cpus(cpus, config_file, machine_cpus)
-
-    environment: dict[str, str] = {
-        DOMAIN_ID_VARIABLE: str(chosen_domain_id),
-        "RMW_IMPLEMENTATION": RMW_IMPLEMENTATION,
-        # Node output goes through pipes (supervisor) or launch; unbuffered keeps logs timely.
-        "PYTHONUNBUFFERED": "1",
-        **discovery_env,
-    }
-    if DISCOVERY_SERVER_VARIABLE not in discovery_env and environ.get(DISCOVERY_SERVER_VARIABLE):
-        notes.append(
-            f"{DISCOVERY_SERVER_VARIABLE} is set in your environment and is inherited by every "
-            f"process; unset it for discovery:={discovery}"
-        )
 
     shared_parameters = _check_parameters(extra_parameters or {})
     try:
-        use_sim_time = robot_plan.parse_flag("use_sim_time", use_sim_time)
-        start_sim_robots = robot_plan.parse_flag("sim_robot", sim_robot)
+        shared_parameters.update(robot_plan.shared_overrides(robot_interface, task, use_sim_time))
+        sim_robots = robot_plan.sim_robots(config_file, shared_parameters, robot_count, sim_robot)
     except ConfigError as error:
         raise PlanError(str(error)) from None
-    if task is not None and str(task).strip():
-        shared_parameters["env_id"] = str(task).strip()
-    if robot_interface is not None and str(robot_interface).strip():
-        interface = str(robot_interface).strip()
-        if interface not in robot_plan.ROBOT_INTERFACES:
-            raise PlanError(f"unknown robot_interface {robot_interface!r}; valid: "
-                            f"{', '.join(robot_plan.ROBOT_INTERFACES)}")
-        shared_parameters["robot_interface"] = interface
-    if use_sim_time:
-        shared_parameters["use_sim_time"] = True
     trainer_parameters = dict(shared_parameters)
     if output_dir is not None and str(output_dir).strip() != "":
         absolute = os.path.abspath(os.path.expanduser(os.fspath(output_dir)))
@@ -912,37 +944,9 @@ def make_plan(
             f"/robot_{robot_count - 1} (batched inference); its get_action service is "
             f"{graph.service_name(graph.GET_ACTION)}"
         )
-    for process in processes:
-        process.params_file = config_file
-        hosts_learning = any(kind in ("trainer", "replay_buffer")
-                             for kind, _ in process.hosted_nodes())
-        # The layout's own parameters (the central policy's robots:=N) win over the shared ones.
-        process.parameters = {
-            **(trainer_parameters if hosts_learning else shared_parameters),
-            **({"deployment_robots": robot_count} if hosts_learning else {}),
-            **process.parameters,
-        }
-        assign_cpus(process, sets)
-        process.env = {**environment, **cpu_environment(process)}
-    interface = robot_plan.effective_simulator_parameter(
-        "robot_interface", config_file, shared_parameters, robot_plan.DEFAULT_ROBOT_INTERFACE)
-    if interface == "ros2_control" and start_sim_robots:
-        env_id = robot_plan.effective_simulator_parameter("env_id", config_file,
-                                                          shared_parameters, "")
-        for robot in range(robot_count):
-            try:
-                parameters = robot_plan.sim_robot_parameters(env_id, robot,
-                                                             publish_clock=robot == 0)
-            except ConfigError as error:
-                raise PlanError(str(error)) from None
-            process = ProcessSpec(name=f"sim_robot_robot_{robot}", executable=graph.SIM_ROBOT,
-                                  namespace=robot_namespace(robot), parameters=parameters,
-                                  respawn=True)
-            process.env = dict(environment)
-            processes.append(process)
-        notes.append(f"robot_interface:=ros2_control: {robot_count} sim_robot process"
-                     f"{'es' if robot_count > 1 else ''} ({robot_plan.SIM_ROBOT_MODE}) behind "
-                     "ros2_control's topics; sim_robot:=false to bring your own robots")
+    _configure_processes(processes, config_file, shared_parameters, trainer_parameters,
+                         robot_count, sets, environment)
+    processes += _sim_robot_processes(sim_robots, environment, notes)
     return Plan(
         mode=mode_text,
         robots=robot_count,

@@ -1,12 +1,12 @@
-"""The robot index of one replica of a scaled robot service, put into its command line.
+r"""The robot index of one replica of a scaled robot service, put into its command line.
 
 Kubernetes (a StatefulSet) and docker compose (``--scale robot=N``) start N identical copies of
 one robot container; each must become a different robot ``/robot_k``, because the simulator and
 the policy take their robot id from their namespace (``rl_nodes.base.robot_id_from_namespace``).
 The container's command therefore runs through this module, which finds ``k``, replaces
-:data:`PLACEHOLDER` in every argument by ``/robot_k`` and ``exec``\\ s the command::
+:data:`PLACEHOLDER` in every argument by ``/robot_k`` and ``exec``\ s the command::
 
-    python3 -m rl_bringup.replica --pod-name-variable RL_ROS2_REPLICA_NAME --max-robots 64 -- \\
+    python3 -m rl_bringup.replica --pod-name-variable RL_ROS2_REPLICA_NAME --max-robots 64 -- \
         /ws/install/rl_nodes/lib/rl_nodes/container --node simulator@{robot_namespace} ...
 
 Where ``k`` comes from:
@@ -33,12 +33,12 @@ adds little to every container start.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping, Sequence
 import fcntl
 import os
-from pathlib import Path
 import re
 import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from rl_core import variables
 from rl_nodes.graph import robot_namespace
@@ -71,10 +71,10 @@ def ordinal_of(pod_name: str) -> int:
 
 
 def claim_index(directory: str | os.PathLike[str], max_robots: int) -> tuple[int, int]:
-    """Claim the lowest free robot index under ``directory``.
+    r"""Claim the lowest free robot index under ``directory``.
 
     :return: ``(index, descriptor)``; the descriptor holds the claim and is inheritable, so the
-        claim lasts as long as this process and whatever it ``exec``\\ s into.
+        claim lasts as long as this process and whatever it ``exec``\ s into.
     :raises ReplicaError: when all ``max_robots`` indexes are claimed.
     """
     folder = Path(directory)

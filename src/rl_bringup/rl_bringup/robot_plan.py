@@ -75,3 +75,42 @@ def parse_flag(name: str, value: Any) -> bool:
     if text in ("false", "0", "no", "off"):
         return False
     raise ConfigError(f"{name} must be true or false, got {value!r}")
+
+
+def shared_overrides(robot_interface: str | None, task: str | None,
+                     use_sim_time: bool | str) -> dict[str, Any]:
+    """The parameters ``robot_interface:=``, ``task:=`` and ``use_sim_time:=`` set on every
+    node (nothing for those not given).
+
+    :raises ConfigError: for an unknown interface or a flag that is not true or false.
+    """
+    overrides: dict[str, Any] = {}
+    if task is not None and str(task).strip():
+        overrides["env_id"] = str(task).strip()
+    if robot_interface is not None and str(robot_interface).strip():
+        interface = str(robot_interface).strip()
+        if interface not in ROBOT_INTERFACES:
+            raise ConfigError(f"unknown robot_interface {robot_interface!r}; valid: "
+                              f"{', '.join(ROBOT_INTERFACES)}")
+        overrides["robot_interface"] = interface
+    if parse_flag("use_sim_time", use_sim_time):
+        overrides["use_sim_time"] = True
+    return overrides
+
+
+def sim_robots(config_file: str, shared_parameters: Mapping[str, Any], robots: int,
+               start: bool | str) -> list[dict[str, Any]]:
+    """The parameters of each robot's sim_robot process, or none (in-process robots, or
+    ``sim_robot:=false``: the robots come from elsewhere). Robot 0's publishes ``/clock``.
+
+    :raises ConfigError: for a bad ``sim_robot`` flag or a task sim_robot cannot simulate.
+    """
+    if not parse_flag("sim_robot", start):
+        return []
+    interface = effective_simulator_parameter("robot_interface", config_file, shared_parameters,
+                                              DEFAULT_ROBOT_INTERFACE)
+    if interface != "ros2_control":
+        return []
+    env_id = effective_simulator_parameter("env_id", config_file, shared_parameters, "")
+    return [sim_robot_parameters(env_id, robot, publish_clock=robot == 0)
+            for robot in range(robots)]

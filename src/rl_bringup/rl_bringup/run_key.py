@@ -17,9 +17,8 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from rl_core import weights_auth
-
 from rl_bringup.plan import Plan, PlanError
+from rl_core import weights_auth
 
 
 def with_weights_key(plan: Plan, key_file: str | None = None,

@@ -37,8 +37,6 @@ command lines (tests run tiny ``python -c`` scripts).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
 import os
 import queue
 import signal
@@ -46,11 +44,13 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 from types import FrameType
 from typing import IO, Any, Protocol
 
-from rl_core import variables
 from rl_bringup.plan import MAX_RESPAWNS, RESPAWN_DELAY_S
+from rl_core import variables
 
 # Exit code when a process cannot be started at all (the shell's "command not found").
 EXIT_CANNOT_START = 127

@@ -48,7 +48,10 @@ def _check_ranges(config: Any) -> None:
     """Check types and ranges of every field of ``config`` against its metadata."""
     for field in dataclasses.fields(config):
         value = getattr(config, field.name)
-        default = field.default if field.default is not dataclasses.MISSING else field.default_factory()
+        if field.default is not dataclasses.MISSING:
+            default = field.default
+        else:
+            default = field.default_factory()  # type: ignore[operator]  # set when default is not
         where = f"{type(config).__name__}.{field.name}"
         if isinstance(default, bool):
             if not isinstance(value, bool):
@@ -478,7 +481,7 @@ def load_run_config(path: str | Path, overrides: Mapping[str, Mapping[str, Any]]
     :raises ConfigError: when the file is missing, malformed or holds invalid values.
     """
     document = load_yaml(path)
-    shared = next((b["ros__parameters"] for k, b in document.items()
+    shared: Mapping[str, Any] = next((b["ros__parameters"] for k, b in document.items()
                    if _node_name_of(str(k)) is None and isinstance(b, Mapping)
                    and isinstance(b.get("ros__parameters"), Mapping)), {})
     every_field = {f.name for classes in NODE_CONFIGS.values() for cls in classes

@@ -11,9 +11,9 @@ cgroup ``cpuset.cpus``): comma-separated CPU numbers and inclusive ranges, ``"0-
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 import os
 import re
+from collections.abc import Iterable
 
 from rl_core import variables
 

@@ -13,12 +13,13 @@ once by :func:`image_to_tensor`; the modules below take that folded form.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
-from rl_core.image_codecs import is_image_shape
+from rl_core.image_codecs import as_shape, is_image_shape
 from rl_core.networks import SquashedGaussianActor, TwinQ
 
 __all__ = ["EncodedActor", "EncodedTwinQ", "PixelEncoder", "actor_from_architecture",
@@ -151,7 +152,7 @@ class EncodedTwinQ(nn.Module):
         return self.heads(self.encoder(images), action)
 
 
-def actor_from_architecture(architecture: dict[str, object]) -> EncodedActor:
+def actor_from_architecture(architecture: dict[str, Any]) -> EncodedActor:
     """A randomly initialised encoded actor of ``architecture`` (the dict of
     :meth:`EncodedActor.architecture` that travels with the weights), to load them into.
 
@@ -173,7 +174,7 @@ def make_actor(obs_shape: int | Sequence[int], action_dim: int, hidden_sizes: Se
                feature_dim: int, encoder_channels: int) -> SquashedGaussianActor | EncodedActor:
     """A stand-alone actor for observations of ``obs_shape`` (inference: checkpoints, policy
     nodes): an encoded actor with its own encoder for images, a plain one for flat vectors."""
-    shape = (int(obs_shape),) if np.ndim(obs_shape) == 0 else tuple(int(d) for d in obs_shape)
+    shape = as_shape(obs_shape)
     if is_image_shape(shape):
         return EncodedActor(PixelEncoder(shape, feature_dim, encoder_channels),
                             SquashedGaussianActor(feature_dim, action_dim, hidden_sizes))

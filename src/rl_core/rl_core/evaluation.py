@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import gymnasium as gym
 import numpy as np
 
 from rl_core.envs import make_env
 from rl_core.networks import SquashedGaussianActor
+
+if TYPE_CHECKING:
+    from rl_core.encoders import EncodedActor
 
 EVAL_SEED_OFFSET = 10_000  # evaluation episodes never reuse a training seed
 
@@ -46,7 +49,7 @@ def evaluation_env_id(env_id: str) -> str | None:
     return env_id
 
 
-def evaluate(actor: SquashedGaussianActor, env_id: str, episodes: int, seed: int = 0,
+def evaluate(actor: SquashedGaussianActor | EncodedActor, env_id: str, episodes: int, seed: int = 0,
              env: gym.Env | None = None) -> EvalResult:
     """Run ``episodes`` deterministic episodes (mean action) and return their returns.
 

@@ -17,19 +17,18 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from collections.abc import Iterator
 import json
 import logging
 import os
-from pathlib import Path
 import warnings
+from collections.abc import Iterator
+from pathlib import Path
 
 import torch
 from torch import nn
 
 from rl_core.networks import SquashedGaussianActor
-from rl_core.onnx_policy import (ARCHITECTURE_KEY, ENV_ID_KEY, INPUT_NAME, OUTPUT_NAME, POLICY_KEY,
-                                 POLICY_KIND)
+from rl_core.onnx_policy import ARCHITECTURE_KEY, ENV_ID_KEY, INPUT_NAME, OUTPUT_NAME, POLICY_KEY, POLICY_KIND
 
 #: Batch size of the example input; 2 rather than 1 so torch.export does not specialise the
 #: batch dimension to a constant (it treats sizes 0 and 1 specially).
@@ -99,6 +98,8 @@ def export_onnx(actor: SquashedGaussianActor, path: str | os.PathLike[str],
             )
     finally:
         actor.train(was_training)
+    if program is None:
+        raise RuntimeError("torch.onnx.export returned no program")
     model = program.model_proto
     metadata = {ARCHITECTURE_KEY: json.dumps(actor.architecture(), sort_keys=True),
                 POLICY_KEY: POLICY_KIND}

@@ -35,6 +35,13 @@ OBSERVATION_CODECS = (*IMAGE_CODECS, "latent")
 PNG_COMPRESS_LEVEL = 1
 
 
+def as_shape(size: int | Sequence[int]) -> tuple[int, ...]:
+    """A shape from a size (``4`` -> ``(4,)``) or a sequence of sizes."""
+    if isinstance(size, (int, np.integer)):
+        return (int(size),)
+    return tuple(int(d) for d in size)
+
+
 def is_image_shape(shape: Sequence[int]) -> bool:
     """Whether an observation of ``shape`` is a stack of RGB frames ``(stack, h, w, 3)``."""
     return len(shape) == 4 and shape[-1] == 3

@@ -4,8 +4,9 @@ One update step (:meth:`Learner.update`: a SAC gradient step on a granted batch,
 failures counted instead of crashing), the bookkeeping of finished episodes (progress, training
 curve, when the task was first solved) and one end of run (:meth:`Learner.finish`: evaluate,
 checkpoint, curve, ``result.json``), with the periodic evaluations and the best checkpoint of
-:class:`rl_core.periodic_evaluation.PeriodicEvaluator` when one is given. How batches are obtained — from a local
-:class:`rl_core.replay.RateLimitedReplay` or prefetched over ROS — is the caller's business; the
+:class:`rl_core.periodic_evaluation.PeriodicEvaluator` when one is given. How batches are
+obtained — from a local :class:`rl_core.replay.RateLimitedReplay` or prefetched over ROS — is
+the caller's business; the
 replay's rate limiter decides how many updates the data pays for, in every mode.
 """
 

@@ -162,6 +162,7 @@ class PeriodicEvaluator:
         return None
 
     def _selection_episodes(self, sac: SAC) -> EvalResult:
+        assert self.env_id is not None  # enabled only with an in-process twin
         with self._lock:  # one evaluation at a time shares the environment
             if self._env is None:
                 self._env = make_env(self.env_id)
@@ -176,10 +177,12 @@ class PeriodicEvaluator:
             if not math.isfinite(evaluation.mean_return):
                 return None
             self.history.append(evaluation)
-            if self.best is None or evaluation.score() >= self.best.score():
+            best = self.best
+            if best is None or evaluation.score() >= best.score():
                 self._keep(sac, evaluation, counters)
+                best = evaluation
             if self._on_evaluated is not None:
-                self._on_evaluated(evaluation, self.best)
+                self._on_evaluated(evaluation, best)
             return evaluation
         except Exception as error:  # noqa: BLE001 - training goes on; reported at the end
             self.errors.append(f"evaluation at {env_steps} transitions: "

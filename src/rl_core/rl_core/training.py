@@ -24,6 +24,7 @@ from rl_core.periodic_evaluation import PeriodicEvaluator
 from rl_core.replay import UNLIMITED_BATCHES, RateLimitedReplay
 from rl_core.replay.build import new_buffer, new_replay
 
+
 def make_replay(config: RunConfig, obs_shape: tuple[int, ...], action_shape: tuple[int, ...]
                 ) -> RateLimitedReplay:
     """The rate-limited replay buffer of ``config`` (the replay node builds the same one)."""

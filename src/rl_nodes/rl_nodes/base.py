@@ -9,14 +9,13 @@ from typing import Any, TypeVar
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy.node import Node
-from rl_core import weights_auth
-from rl_core.config import ConfigError
 from rclpy.qos import QoSProfile
 
+from rl_core import weights_auth
+from rl_core.config import ConfigError
 from rl_nodes import graph
 from rl_nodes.conversions import TopicType, plain
-from rl_nodes.intra_process import IntraProcessManager, IntraProcessPublisher
-from rl_nodes.intra_process import IntraProcessSubscription
+from rl_nodes.intra_process import IntraProcessManager, IntraProcessPublisher, IntraProcessSubscription
 
 T = TypeVar("T")
 
@@ -113,7 +112,7 @@ class RLNode(Node):
         return self.ipc.create_timer(self, period_s, callback)
 
     def set_parameters_atomically(self, parameter_list: list[Any]) -> Any:
-        """rclpy's parameter services call this for every ``set_parameters`` request: count a
+        """Rclpy's parameter services call this for every ``set_parameters`` request: count a
         refused change (read-only, out of range, invalid) like any other rejected input."""
         result = super().set_parameters_atomically(parameter_list)
         if not result.successful:

@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, Any, Callable, Generic, TypeVar
 
 import numpy as np
 from builtin_interfaces.msg import Time
-from rl_interfaces.msg import ActionBatch, EpisodeStatistics, ExperienceBatch, ObservationBatch
-from rl_interfaces.msg import PolicyWeights
-from rl_interfaces.srv import BufferFile, SampleBatch
+
 from rl_core.image_codecs import is_image_shape
 from rl_core.replay import Batch, PriorityUpdate
 from rl_core.weights_auth import signature, verify
+from rl_interfaces.msg import ActionBatch, EpisodeStatistics, ExperienceBatch, ObservationBatch, PolicyWeights
+from rl_interfaces.srv import BufferFile, SampleBatch
 
 if TYPE_CHECKING:
     import torch
@@ -585,7 +585,7 @@ def _sample_response_from_msg(msg: Any) -> SampleResult:
 
 
 def _inflate(data: Any, size: int) -> np.ndarray:
-    """zlib ``data`` -> ``size`` uint8 values; refuses data that do not inflate to exactly that
+    """Zlib ``data`` -> ``size`` uint8 values; refuses data that do not inflate to exactly that
     (never inflating more than ``size`` bytes, whatever the data claim)."""
     inflater = zlib.decompressobj()
     try:

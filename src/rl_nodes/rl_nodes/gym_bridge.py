@@ -60,15 +60,22 @@ import numpy as np
 import rclpy
 from gymnasium.vector import AutoresetMode
 from rclpy.executors import SingleThreadedExecutor
-from rl_interfaces.msg import ReplayStatus
 
+from rl_core.image_codecs import is_image_shape
+from rl_interfaces.msg import ReplayStatus
 from rl_nodes import graph
 from rl_nodes.base import robot_id_from_namespace
-from rl_core.image_codecs import is_image_shape
-
-from rl_nodes.conversions import ACTIONS, EXPERIENCE, EXPERIENCE_WITH_IMAGES, OBSERVATIONS
-from rl_nodes.conversions import OBSERVATIONS_WITH_IMAGES, Actions, Experience, Observations
-from rl_nodes.conversions import TopicType
+from rl_nodes.conversions import (
+    ACTIONS,
+    EXPERIENCE,
+    EXPERIENCE_WITH_IMAGES,
+    OBSERVATIONS,
+    OBSERVATIONS_WITH_IMAGES,
+    Actions,
+    Experience,
+    Observations,
+    TopicType,
+)
 from rl_nodes.runtime import ensure_network_defaults
 
 __all__ = ["BridgeEnv", "BridgeVectorEnv", "SimulatorProtocolError", "SimulatorTimeout"]
@@ -263,9 +270,10 @@ class _Link:
         simulator also hears our actions."""
         for robot in self.robots:
             topic = self._topic(graph.ACTIONS, robot.namespace)
-            self.wait_until(lambda: robot.latest is not None, robot, "the first observations")
-            self.wait_until(lambda: robot.actions_pub.get_subscription_count() > 0, robot,
-                            f"a subscriber of {topic}")
+            self.wait_until(lambda robot=robot: robot.latest is not None, robot,
+                            "the first observations")
+            self.wait_until(lambda robot=robot: robot.actions_pub.get_subscription_count() > 0,
+                            robot, f"a subscriber of {topic}")
         for robot in self.robots:
             assert robot.latest is not None
             robot.step, robot.sent = robot.latest.step, None

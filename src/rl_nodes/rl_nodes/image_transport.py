@@ -29,13 +29,19 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import numpy as np
-from rl_core.image_codecs import decode_tall, encode_batch
 from sensor_msgs.msg import CompressedImage, Image
 
+from rl_core.image_codecs import decode_tall, encode_batch
 from rl_nodes import graph
-from rl_nodes.conversions import FIXED_BYTES, AwaitingImages, Experience, Observations
-from rl_nodes.conversions import TopicType
-from rl_nodes.conversions import ns_to_stamp, stamp_to_ns
+from rl_nodes.conversions import (
+    FIXED_BYTES,
+    AwaitingImages,
+    Experience,
+    Observations,
+    TopicType,
+    ns_to_stamp,
+    stamp_to_ns,
+)
 
 T = TypeVar("T")
 
@@ -265,7 +271,6 @@ class LatentEncoder:
     def on_weights(self, msg: Any) -> bool:
         """Load ``msg`` (rl_nodes.conversions.Weights); whether the encoder changed."""
         from rl_core.encoders import actor_from_architecture
-
         from rl_nodes.base import weights_refusal
 
         if self.ready and (msg.epoch, msg.version) == self.current:
@@ -293,6 +298,7 @@ class LatentEncoder:
     def encode(self, frames: np.ndarray) -> np.ndarray:
         """``uint8 (N, stack, h, w, 3)`` frames -> ``float32 (N, feature_dim)`` features."""
         import torch
+
         from rl_core.encoders import image_to_tensor
 
         with torch.no_grad():

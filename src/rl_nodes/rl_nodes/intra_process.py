@@ -46,9 +46,14 @@ from typing import Any, Generic, TypeVar
 from rcl_interfaces.srv import DescribeParameters, GetParameters, GetParameterTypes, ListParameters
 from rclpy.clock import Clock, ClockType
 from rclpy.context import Context
+from rclpy.executors import (
+    ConditionReachedException,
+    Executor,
+    ExternalShutdownException,
+    ShutdownException,
+    TimeoutException,
+)
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
-from rclpy.executors import (ConditionReachedException, Executor, ExternalShutdownException,
-                              ShutdownException, TimeoutException)
 from rclpy.node import Node
 from rclpy.parameter_service import ParameterService
 from rclpy.qos import DurabilityPolicy, QoSProfile
@@ -205,7 +210,7 @@ class IntraProcessManager:
         """Whether the caller runs on the thread that drives :meth:`spin` (and the executor)."""
         return threading.get_ident() == self._dispatch_thread
 
-    def spin(self, timeout_s: float | None = None,
+    def spin(self, timeout_s: float | None = None,  # noqa: C901 - one hot loop, kept whole
              on_error: Callable[[str, Exception], None] | None = None,
              executor: Executor | None = None) -> int:
         """Drain the dispatch queue until shutdown (or ``timeout_s``); returns the exit code.
@@ -366,7 +371,7 @@ class IntraProcessManager:
         self._in_executor = True
         try:
             executor.spin_once(timeout_sec=timeout_s)
-        except Exception as error:
+        except Exception as error:  # noqa: BLE001 - reported; the loop goes on
             self._report_executor_error(error)
         finally:
             self._in_executor = False
@@ -586,7 +591,7 @@ class _ExecutorWatcher:
                         self.news = True
             except (ConditionReachedException, ShutdownException):
                 pass
-            except BaseException as exception:  # context shut down, or rclpy failed: report it
+            except BaseException as exception:  # noqa: BLE001 - context shut down, or rclpy failed: report it
                 self.error = exception
                 self.news = True
             # Out of the executor before the dispatch thread learns of the handler: it may then
@@ -683,7 +688,7 @@ class IntraProcessSubscription(Generic[T]):
         self.callback(obj)
 
     def _on_dds(self, msg: Any, info: dict[str, Any]) -> None:
-        """rclpy callback (executor thread): drop own publications, decode, queue the rest."""
+        """Rclpy callback (executor thread): drop own publications, decode, queue the rest."""
         gid = info.get("publisher_gid") if info else None
         if self.manager.is_own_publication(self.node, self.topic_name, gid["data"] if gid else None):
             self.manager.stats["dropped_own_dds"] += 1
@@ -722,7 +727,7 @@ def create_service(manager: IntraProcessManager, node: Node, service_type: Servi
     def on_request(request: Any, response: Any) -> Any:
         try:
             return service_type.response_to_msg(handler(service_type.request_from_msg(request)))
-        except Exception as error:  # answer the client instead of leaving it waiting
+        except Exception as error:  # noqa: BLE001 - answer the client instead of leaving it waiting
             if manager._on_error is not None:
                 manager._on_error(f"service {name}", error)
             if hasattr(response, "success"):

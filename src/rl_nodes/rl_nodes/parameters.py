@@ -11,11 +11,11 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
-from rcl_interfaces.msg import SetParametersResult
+from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, SetParametersResult
 from rclpy.exceptions import InvalidParameterTypeException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
+
 from rl_core.config import ConfigError
 
 C = TypeVar("C")

@@ -39,18 +39,25 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
 from rl_core.central_batching import BatchingStats, CentralBatcher
 from rl_core.config import ConfigError, PolicyConfig
 from rl_core.image_codecs import is_image_shape
 from rl_core.onnx_policy import OnnxPolicy
 from rl_interfaces.srv import GetAction
-
 from rl_nodes import graph
+from rl_nodes.base import OK, STREAM_QOS, WARN, RLNode, load_weights_key, weights_refusal
+from rl_nodes.conversions import (
+    ACTIONS,
+    MAX_REQUEST_ROWS,
+    OBSERVATIONS,
+    OBSERVATIONS_WITH_IMAGES,
+    WEIGHTS,
+    Actions,
+    Observations,
+    Weights,
+)
 from rl_nodes.graph import robot_namespace
-from rl_nodes.base import RLNode
-from rl_nodes.base import OK, STREAM_QOS, WARN, load_weights_key, weights_refusal
-from rl_nodes.conversions import ACTIONS, MAX_REQUEST_ROWS, OBSERVATIONS, OBSERVATIONS_WITH_IMAGES
-from rl_nodes.conversions import WEIGHTS, Actions, Observations, Weights
 from rl_nodes.intra_process import IntraProcessPublisher
 from rl_nodes.parameters import declare_config, watch_config
 from rl_nodes.runtime import main_for
@@ -132,6 +139,7 @@ class PolicyNode(RLNode):
         :raises ConfigError: when ``device:=cuda`` and torch has no CUDA.
         """
         import torch
+
         from rl_core.device import describe, resolve_device
         from rl_core.encoders import make_actor
         from rl_core.envs import space_shapes

@@ -19,10 +19,10 @@ there is no torch thread pool to size, and the thread count is left unapplied.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 import importlib.util
 import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 from rl_core.cpus import (
     CPUS_VARIABLE,

@@ -23,18 +23,24 @@ from pathlib import Path
 from rl_core.config import ReplayConfig
 from rl_core.envs import space_shapes
 from rl_core.image_codecs import is_image_shape
-from rl_core.replay import InvalidPriorities, OutOfBounds, PriorityUpdate, RateLimitedReplay
-from rl_core.replay import ReplayBuffer
+from rl_core.replay import InvalidPriorities, OutOfBounds, PriorityUpdate, RateLimitedReplay, ReplayBuffer
 from rl_core.replay.admission import ExperienceAdmission
 from rl_core.replay.build import new_buffer, new_replay
 from rl_core.replay.files import SNAPSHOT_FILE, SnapshotWriter, confined_path
 from rl_interfaces.msg import ReplayStatus
-
 from rl_nodes import graph
 from rl_nodes.base import EXPERIENCE_QOS, OK, WARN, RLNode
-from rl_nodes.conversions import BUFFER_FILE_SERVICE, EXPERIENCE, EXPERIENCE_WITH_IMAGES
-from rl_nodes.conversions import MAX_REQUEST_ROWS, Experience, SampleRequest, SampleResult, plain
-from rl_nodes.conversions import SAMPLE_SERVICE
+from rl_nodes.conversions import (
+    BUFFER_FILE_SERVICE,
+    EXPERIENCE,
+    EXPERIENCE_WITH_IMAGES,
+    MAX_REQUEST_ROWS,
+    SAMPLE_SERVICE,
+    Experience,
+    SampleRequest,
+    SampleResult,
+    plain,
+)
 from rl_nodes.image_transport import subscribe_with_images
 from rl_nodes.intra_process import create_service
 from rl_nodes.parameters import declare_config, watch_config

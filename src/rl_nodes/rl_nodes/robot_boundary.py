@@ -22,16 +22,16 @@ import rclpy
 from builtin_interfaces.msg import Duration
 from rclpy.clock import Clock, ClockType
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Bool, Float64MultiArray
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
 from rl_core.config import BoundaryConfig, ConfigError
 from rl_core.robot import JointSample
 from rl_core.robot.boundary import RobotLoop
 from rl_core.robot.joint_io import ControlStats, JointStateError, JointStateReader, command_limits
 from rl_core.robot.safety import SafetyLayer
 from rl_core.robot.task import Task
-from sensor_msgs.msg import JointState
-from std_msgs.msg import Bool, Float64MultiArray
-from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
-
 from rl_nodes import graph
 from rl_nodes.conversions import plain
 

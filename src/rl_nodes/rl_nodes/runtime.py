@@ -11,17 +11,17 @@ from __future__ import annotations
 import importlib
 import math
 import os
-import time
 import sys
+import time
 import traceback
 from collections.abc import Sequence
 from typing import Any
 
 import rclpy
 from rclpy.executors import SingleThreadedExecutor
+
 from rl_core import node_kinds
 from rl_core.config import ConfigError
-
 from rl_nodes.base import RLNode
 from rl_nodes.intra_process import IntraProcessManager
 from rl_nodes.process_settings import apply_process_settings
@@ -106,7 +106,7 @@ def run_nodes(specs: Sequence[tuple[str, str | None]], args: Sequence[str] | Non
         for node in reversed(nodes):
             try:
                 node.close()
-            except Exception as error:  # closing one node must not skip the others
+            except Exception as error:  # noqa: BLE001 - closing one node must not skip the others
                 print(f"error while closing {node.get_name()}: {error}", file=sys.stderr)
         executor.shutdown(timeout_sec=1.0)
         for node in nodes:

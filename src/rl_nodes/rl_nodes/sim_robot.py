@@ -45,19 +45,22 @@ from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.validate_topic_name import validate_topic_name
-from rl_core.config import ConfigError
-from rl_core.robot import COMMAND_INTERFACES
-from rl_core.robot.description import (JointInterfaces, ROBOTS, describe_urdf,
-                                       robot_description)
-from rl_core.robot.pybullet_robot import PybulletRobot
-from rl_core.robot.sim_robot_config import (TRAJECTORY_FIELDS, SimRobotConfig, sim_robot_config,
-                                            trajectory_command)
-from rl_interfaces.srv import ResetRobot
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, String
 from trajectory_msgs.msg import JointTrajectory
 
+from rl_core.config import ConfigError
+from rl_core.robot import COMMAND_INTERFACES
+from rl_core.robot.description import ROBOTS, JointInterfaces, describe_urdf, robot_description
+from rl_core.robot.pybullet_robot import PybulletRobot
+from rl_core.robot.sim_robot_config import (
+    TRAJECTORY_FIELDS,
+    SimRobotConfig,
+    sim_robot_config,
+    trajectory_command,
+)
+from rl_interfaces.srv import ResetRobot
 from rl_nodes import graph
 from rl_nodes.runtime import ensure_network_defaults
 

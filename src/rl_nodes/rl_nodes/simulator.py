@@ -31,22 +31,39 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from sensor_msgs.msg import JointState
+from std_msgs.msg import String
+from visualization_msgs.msg import MarkerArray
+
 from rl_core import variables
 from rl_core.acting import ActingGate, Pacer
 from rl_core.config import BoundaryConfig, ConfigError, SimulatorConfig
 from rl_core.envs import PybulletRobotEnv, VectorEnv
 from rl_core.image_codecs import is_image_shape
 from rl_interfaces.msg import ReplayStatus
-from sensor_msgs.msg import JointState
-from std_msgs.msg import String
-from visualization_msgs.msg import MarkerArray
-
-from rl_nodes import visualization
-from rl_nodes import graph
-from rl_nodes.base import EXPERIENCE_QOS, OK, STREAM_QOS, WARN
-from rl_nodes.base import RLNode, load_weights_key, robot_id_from_namespace
-from rl_nodes.conversions import ACTIONS, EPISODES, EXPERIENCE, OBSERVATIONS, WEIGHTS, plain
-from rl_nodes.conversions import Actions, Episodes, Experience, Observations, Weights
+from rl_nodes import graph, visualization
+from rl_nodes.base import (
+    EXPERIENCE_QOS,
+    OK,
+    STREAM_QOS,
+    WARN,
+    RLNode,
+    load_weights_key,
+    robot_id_from_namespace,
+)
+from rl_nodes.conversions import (
+    ACTIONS,
+    EPISODES,
+    EXPERIENCE,
+    OBSERVATIONS,
+    WEIGHTS,
+    Actions,
+    Episodes,
+    Experience,
+    Observations,
+    Weights,
+    plain,
+)
 from rl_nodes.image_transport import LatentEncoder, image_publisher
 from rl_nodes.intra_process import IntraProcessPublisher
 from rl_nodes.parameters import declare_config, watch_config

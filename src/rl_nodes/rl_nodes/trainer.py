@@ -28,6 +28,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from diagnostic_msgs.msg import DiagnosticArray
+from std_msgs.msg import Float64
+
 from rl_core.algorithms.sac import SAC
 from rl_core.checkpoint import CheckpointStore, load_checkpoint, restore_rng
 from rl_core.config import SACConfig, TrainerConfig
@@ -38,15 +41,22 @@ from rl_core.learner import Learner, TrainResult, seed_everything
 from rl_core.periodic_evaluation import Evaluation, PeriodicEvaluator
 from rl_core.replay import UNLIMITED_BATCHES, PriorityFeedback
 from rl_core.replay.prefetch import IDLE_WAIT_S, PrefetchingSampler
-from diagnostic_msgs.msg import DiagnosticArray
 from rl_interfaces.msg import ReplayStatus
-from std_msgs.msg import Float64
-
 from rl_nodes import graph
 from rl_nodes.base import ERROR, OK, RLNode, load_weights_key
-from rl_nodes.conversions import EPISODES, EXPERIENCE, MAX_REQUEST_ROWS, SAMPLE_SERVICE
-from rl_nodes.conversions import WEIGHTS, plain
-from rl_nodes.conversions import Episodes, Experience, SampleRequest, SampleResult, Weights
+from rl_nodes.conversions import (
+    EPISODES,
+    EXPERIENCE,
+    MAX_REQUEST_ROWS,
+    SAMPLE_SERVICE,
+    WEIGHTS,
+    Episodes,
+    Experience,
+    SampleRequest,
+    SampleResult,
+    Weights,
+    plain,
+)
 from rl_nodes.intra_process import IntraProcessClient, ServiceUnavailable
 from rl_nodes.parameters import declare_config, watch_config
 from rl_nodes.process_settings import learner_cpus, pin_current_thread

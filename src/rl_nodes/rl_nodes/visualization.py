@@ -15,6 +15,7 @@ from geometry_msgs.msg import Point, Pose, Quaternion, Vector3
 from sensor_msgs.msg import JointState
 from std_msgs.msg import ColorRGBA
 from visualization_msgs.msg import Marker, MarkerArray
+
 from rl_core.robot.description import urdf_with_absolute_meshes
 
 try:  # TF exists in a full ROS 2 install; the PyPI wheels lack tf2_msgs.

@@ -25,19 +25,18 @@ the mode that finished the budget soonest while learning as well as the bare loo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 import math
 import os
 import statistics
 import sys
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from rl_bringup.plan import DEFAULT_CONFIG, DISCOVERY_RANGE_VARIABLE
 from rl_bringup.tools.common import format_duration, load_config, silence_native_stdout
 from rl_bringup.tools.ros_session import TOOL_NODE_PREFIX, RosSession
-from rl_bringup.tools.subcommand import (SubparsersAction, ToolError, add_tool, bool_value,
-                                         int_value)
+from rl_bringup.tools.subcommand import SubparsersAction, ToolError, add_tool, bool_value, int_value
 
 COMMAND = "advise"
 KEYS: tuple[str, ...] = ("config", "samples", "robots", "elastic", "dds", "compare")
@@ -325,7 +324,7 @@ def _ping_pong(session: RosSession, message_type: Any, samples: int, timeout_s: 
     for sequence in range(warm_up + samples):
         start = time.perf_counter()
         ping_publisher.publish(message_type(data=sequence))
-        returned = session.spin_until(lambda: last[0] == sequence, timeout_s)
+        returned = session.spin_until(lambda sequence=sequence: last[0] == sequence, timeout_s)
         elapsed = time.perf_counter() - start
         if interrupted():
             raise KeyboardInterrupt

@@ -8,17 +8,16 @@ torch, gymnasium and pybullet are imported inside the functions that need them, 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
 import contextlib
 import os
-from pathlib import Path
 import sys
+from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any, NamedTuple
-
-from rl_core.config import ConfigError, RunConfig, load_run_config
 
 from rl_bringup.paths import resolve_config
 from rl_bringup.tools.subcommand import EXIT_FAILURE, EXIT_USAGE, ToolError
+from rl_core.config import ConfigError, RunConfig, load_run_config
 
 
 def load_config(value: str) -> tuple[Path, RunConfig]:

@@ -37,12 +37,9 @@ Exit codes: 0 every run completed; 1 some run failed (its row says why); 2 bad i
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
 import json
 import math
 import os
-from pathlib import Path
 import random
 import resource
 import signal
@@ -50,15 +47,30 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
-from rl_bringup.plan import DEFAULT_CONFIG, MAX_DOMAIN_ID, MAX_ROBOTS, MIN_DOMAIN_ID, MIN_ROBOTS
+from rl_bringup.plan import (
+    DEFAULT_CONFIG,
+    MAX_DOMAIN_ID,
+    MAX_ROBOTS,
+    MIN_DOMAIN_ID,
+    MIN_ROBOTS,
+    RANDOM_DOMAIN_ID_RANGE,
+)
 from rl_bringup.plan import MODES as ROS_MODES
-from rl_bringup.plan import RANDOM_DOMAIN_ID_RANGE
 from rl_bringup.supervisor import describe_exit, stop_process
 from rl_bringup.tools.common import load_config
-from rl_bringup.tools.subcommand import (EXIT_FAILURE, PROGRAM, SubparsersAction, ToolError,
-                                         add_tool, int_value)
+from rl_bringup.tools.subcommand import (
+    EXIT_FAILURE,
+    PROGRAM,
+    SubparsersAction,
+    ToolError,
+    add_tool,
+    int_value,
+)
 
 COMMAND = "compare"
 KEYS: tuple[str, ...] = ("modes", "robots", "config", "total_env_steps", "repeats", "output",

@@ -37,15 +37,23 @@ from typing import Any
 
 import yaml
 
-from rl_core import weights_auth
-
 from rl_bringup import paths
 from rl_bringup.plan import DOMAIN_ID_VARIABLE, MAX_ROBOTS
-from rl_bringup.tools.containers import (CONTAINER_ENVIRONMENT, DEFAULT_DOMAIN_ID, DEFAULT_IMAGE,
-                                         IMAGE_CONFIG_DIR, OUTPUT_DIR, Container,
-                                         ContainerLayout, image_from_values, layout_from_values,
-                                         replica_command, weights_key_file)
+from rl_bringup.tools.containers import (
+    CONTAINER_ENVIRONMENT,
+    DEFAULT_DOMAIN_ID,
+    DEFAULT_IMAGE,
+    IMAGE_CONFIG_DIR,
+    OUTPUT_DIR,
+    Container,
+    ContainerLayout,
+    image_from_values,
+    layout_from_values,
+    replica_command,
+    weights_key_file,
+)
 from rl_bringup.tools.subcommand import EXIT_FAILURE, SubparsersAction, ToolError, add_tool
+from rl_core import weights_auth
 
 COMMAND = "compose"
 KEYS: tuple[str, ...] = ("robots", "output", "config", "image", "max_robots")

@@ -29,17 +29,25 @@ CPU numbers mean nothing inside a container, where the orchestrator's CPU limits
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from rl_core import weights_auth
-
 from rl_bringup import paths, replica
-from rl_bringup.plan import (DEFAULT_CONFIG, MAX_ROBOTS, MODES, PROFILES_VARIABLE, Plan, PlanError,
-                             ProcessSpec, make_plan, parse_robots)
+from rl_bringup.plan import (
+    DEFAULT_CONFIG,
+    MAX_ROBOTS,
+    MODES,
+    PROFILES_VARIABLE,
+    Plan,
+    PlanError,
+    ProcessSpec,
+    make_plan,
+    parse_robots,
+)
 from rl_bringup.tools.subcommand import ToolError, int_value
+from rl_core import weights_auth
 from rl_nodes import graph
 from rl_nodes.graph import robot_namespace
 

@@ -19,18 +19,23 @@ cannot be written.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 import os
-from pathlib import Path
 import sys
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
-from rl_bringup.tools.common import (choose_env_id, load_checkpoint_actor,
-                                     silence_native_stdout, stored_env_id)
-from rl_bringup.tools.subcommand import (EXIT_FAILURE, EXIT_USAGE, SubparsersAction, ToolError,
-                                         add_tool, int_value)
+from rl_bringup.tools.common import choose_env_id, load_checkpoint_actor, silence_native_stdout, stored_env_id
+from rl_bringup.tools.subcommand import (
+    EXIT_FAILURE,
+    EXIT_USAGE,
+    SubparsersAction,
+    ToolError,
+    add_tool,
+    int_value,
+)
 
 COMMAND = "eval"
 KEYS: tuple[str, ...] = ("checkpoint", "onnx", "episodes", "gif", "env_id", "config", "seed")

@@ -15,8 +15,8 @@ fit); 1 a checkpoint that cannot be loaded, or a model that cannot be written or
 
 from __future__ import annotations
 
-from pathlib import Path
 import sys
+from pathlib import Path
 
 import numpy as np
 

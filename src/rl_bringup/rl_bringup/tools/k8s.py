@@ -37,25 +37,38 @@ docs/kubernetes.md for ``kubectl apply -k`` step by step.
 
 from __future__ import annotations
 
-from pathlib import Path
 import re
 import shutil
 import sys
+from pathlib import Path
 from typing import Any
 
 import yaml
 
-from rl_core import weights_auth
-
 from rl_bringup.plan import parse_domain_id
-from rl_bringup.tools.containers import (DEFAULT_DOMAIN_ID, DEFAULT_IMAGE, ContainerLayout,
-                                         image_from_values, layout_from_values,
-                                         weights_key_file)
-from rl_bringup.tools.k8s_objects import (DEFAULT_STORAGE, DEPLOYMENT_LABELS, DISCOVERY_NAME,
-                                          DISCOVERY_PORT, GPU_CHOICES, LEARNER_NAME,
-                                          PARAMETERS_NAME, ROBOTS_NAME, WEIGHTS_KEY_NAME,
-                                          K8sOptions, manifests)
+from rl_bringup.tools.containers import (
+    DEFAULT_DOMAIN_ID,
+    DEFAULT_IMAGE,
+    ContainerLayout,
+    image_from_values,
+    layout_from_values,
+    weights_key_file,
+)
+from rl_bringup.tools.k8s_objects import (
+    DEFAULT_STORAGE,
+    DEPLOYMENT_LABELS,
+    DISCOVERY_NAME,
+    DISCOVERY_PORT,
+    GPU_CHOICES,
+    LEARNER_NAME,
+    PARAMETERS_NAME,
+    ROBOTS_NAME,
+    WEIGHTS_KEY_NAME,
+    K8sOptions,
+    manifests,
+)
 from rl_bringup.tools.subcommand import EXIT_FAILURE, SubparsersAction, ToolError, add_tool
+from rl_core import weights_auth
 
 COMMAND = "k8s"
 KEYS: tuple[str, ...] = ("robots", "output", "config", "image", "gpu", "max_robots",

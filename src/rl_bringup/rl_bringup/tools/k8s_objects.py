@@ -12,13 +12,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from rl_core.cpus import OMP_THREADS_VARIABLE, TORCH_THREADS_VARIABLE
-from rl_core import weights_auth
-
 from rl_bringup import replica
 from rl_bringup.plan import MAX_RESPAWNS, discovery_server_argv
-from rl_bringup.tools.containers import (CONTAINER_ENVIRONMENT, DEFAULT_IMAGE, OUTPUT_DIR,
-                                         Container, ContainerLayout, replica_command)
+from rl_bringup.tools.containers import (
+    CONTAINER_ENVIRONMENT,
+    DEFAULT_IMAGE,
+    OUTPUT_DIR,
+    Container,
+    ContainerLayout,
+    replica_command,
+)
+from rl_core import weights_auth
+from rl_core.cpus import OMP_THREADS_VARIABLE, TORCH_THREADS_VARIABLE
 from rl_nodes import graph
 
 if TYPE_CHECKING:

@@ -7,12 +7,12 @@ Used by ``record`` (schemas and raw subscriptions), ``status`` (scalar topics) a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 import importlib
 import os
-from pathlib import Path
 import re
 import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 #: rosbag2's separator between the definitions of a ros2msg complete message definition.

@@ -26,18 +26,22 @@ recordable) and runs a little slower while it records.
 
 from __future__ import annotations
 
+import sys
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-import sys
-import time
 from typing import TYPE_CHECKING, Any, TextIO
 
 from rl_bringup.tools.message_types import DefinitionError, full_message_definition, message_class
-from rl_bringup.tools.ros_session import (ATTACH_KEYS, RosSession, attach_settings, graph_topics,
-                                          qos_policy_name)
-from rl_bringup.tools.subcommand import (SubparsersAction, ToolError, add_tool, parse_seconds,
-                                         standalone_main)
+from rl_bringup.tools.ros_session import (
+    ATTACH_KEYS,
+    RosSession,
+    attach_settings,
+    graph_topics,
+    qos_policy_name,
+)
+from rl_bringup.tools.subcommand import SubparsersAction, ToolError, add_tool, parse_seconds, standalone_main
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from mcap.writer import Writer as McapWriter
@@ -137,8 +141,12 @@ def offered_qos_yaml(profiles: Iterable[QoSProfile]) -> str:
 def adapted_qos(offered: Sequence[QoSProfile]) -> QoSProfile:
     """A subscription QoS that matches every offered profile (rosbag2's rule): reliable only when
     every publisher is reliable, transient local only when every publisher is."""
-    from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile  # noqa: PLC0415
-    from rclpy.qos import ReliabilityPolicy  # noqa: PLC0415
+    from rclpy.qos import (  # noqa: PLC0415
+        DurabilityPolicy,
+        HistoryPolicy,
+        QoSProfile,
+        ReliabilityPolicy,  # noqa: PLC0415
+    )
 
     reliable = bool(offered) and all(p.reliability == ReliabilityPolicy.RELIABLE for p in offered)
     latched = bool(offered) and all(

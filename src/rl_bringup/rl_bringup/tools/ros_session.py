@@ -12,18 +12,23 @@ rclpy is imported inside functions: the CLI imports the tools when it builds its
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, MutableMapping
-from dataclasses import dataclass, field
 import os
 import signal
 import threading
 import time
+from collections.abc import Callable, Mapping, MutableMapping
+from dataclasses import dataclass, field
 from types import FrameType, TracebackType
 from typing import TYPE_CHECKING, Any
 
-from rl_bringup.plan import (DISCOVERY_RANGE_VARIABLE, DISCOVERY_SERVER_VARIABLE,
-                             DOMAIN_ID_VARIABLE, MAX_INHERITED_DOMAIN_ID, discovery_environment,
-                             parse_domain_id)
+from rl_bringup.plan import (
+    DISCOVERY_RANGE_VARIABLE,
+    DISCOVERY_SERVER_VARIABLE,
+    DOMAIN_ID_VARIABLE,
+    MAX_INHERITED_DOMAIN_ID,
+    discovery_environment,
+    parse_domain_id,
+)
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from rclpy.executors import SingleThreadedExecutor

@@ -24,21 +24,25 @@ observations would.
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 import math
 import re
 import sys
 import time
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from rl_nodes import graph
 from rl_bringup.tools.message_types import message_class
-from rl_bringup.tools.ros_session import (ATTACH_KEYS, RosSession, attach_settings,
-                                          graph_node_names, graph_topics)
-from rl_bringup.tools.subcommand import (SubparsersAction, add_tool, bool_value, parse_seconds,
-                                         standalone_main)
+from rl_bringup.tools.ros_session import (
+    ATTACH_KEYS,
+    RosSession,
+    attach_settings,
+    graph_node_names,
+    graph_topics,
+)
+from rl_bringup.tools.subcommand import SubparsersAction, add_tool, bool_value, parse_seconds, standalone_main
+from rl_nodes import graph
 
 KEYS: tuple[str, ...] = ("once", "period", "wait", *ATTACH_KEYS)
 DEFAULT_PERIOD_S = 1.0
@@ -252,8 +256,11 @@ class StatusMonitor:
         self._subscribed.add(name)
 
     def _subscribe_known_topics(self) -> None:
-        from rl_interfaces.msg import EpisodeStatistics, PolicyWeights  # noqa: PLC0415
-        from rl_interfaces.msg import ReplayStatus  # noqa: PLC0415
+        from rl_interfaces.msg import (  # noqa: PLC0415
+            EpisodeStatistics,
+            PolicyWeights,
+            ReplayStatus,  # noqa: PLC0415
+        )
 
         model = self.model
         self._subscribe(graph.EPISODES, EpisodeStatistics,

@@ -14,8 +14,8 @@ error: ...`` line on stderr and the error's exit code.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Mapping, Sequence
 import sys
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rl_bringup.plan import PlanError

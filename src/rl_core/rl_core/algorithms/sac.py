@@ -26,11 +26,17 @@ import torch
 from torch import nn
 
 from rl_core.config import SACConfig
-from rl_core.encoders import (EncodedActor, EncodedTwinQ, PixelEncoder, image_to_tensor,
-                              is_image_shape, random_shift)
+from rl_core.encoders import (
+    EncodedActor,
+    EncodedTwinQ,
+    PixelEncoder,
+    image_to_tensor,
+    is_image_shape,
+    random_shift,
+)
+from rl_core.image_codecs import as_shape
 from rl_core.networks import SquashedGaussianActor, TwinQ
 from rl_core.replay import Batch
-
 
 #: Keys of the metrics :meth:`SAC.update` returns, in order.
 METRIC_NAMES = ("critic_loss", "actor_loss", "alpha_loss", "alpha", "q_mean", "entropy")
@@ -49,7 +55,7 @@ class SAC:
 
     def __init__(self, obs_dim: int | Sequence[int], action_dim: int, config: SACConfig,
                  seed: int = 0, device: torch.device | str = "cpu") -> None:
-        obs_shape = (int(obs_dim),) if np.ndim(obs_dim) == 0 else tuple(int(d) for d in obs_dim)
+        obs_shape = as_shape(obs_dim)
         if min(obs_shape, default=0) <= 0 or action_dim <= 0:
             raise ValueError(f"observation and action sizes must be positive, got {obs_dim}, "
                              f"{action_dim}")
@@ -63,6 +69,8 @@ class SAC:
         self.pixels = is_image_shape(obs_shape)
         torch.manual_seed(seed)
         # Built on the CPU and then moved, so a seed gives the same initial weights on any device.
+        self.actor: SquashedGaussianActor | EncodedActor
+        self.critic: TwinQ | EncodedTwinQ
         if self.pixels:
             encoder = PixelEncoder(obs_shape, config.feature_dim, config.encoder_channels)
             self.critic = EncodedTwinQ(encoder, TwinQ(config.feature_dim, action_dim,

@@ -111,7 +111,7 @@ def space_shapes(env_id: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
                          f"rl_core.robot.tasks.Task; rl_ros2 provides: {known}")
     env = gymnasium.make(env_id, disable_env_checker=True)
     try:
-        return tuple(env.observation_space.shape), tuple(env.action_space.shape)
+        return tuple(env.observation_space.shape or ()), tuple(env.action_space.shape or ())
     finally:
         env.close()
 

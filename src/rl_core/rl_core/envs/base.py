@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, ClassVar, Sequence
+from typing import ClassVar, Sequence
 
 import gymnasium
 import numpy as np
@@ -42,11 +42,11 @@ class PybulletRobotEnv(gymnasium.Env[np.ndarray, np.ndarray]):
         render_height: Height in pixels of :meth:`render` images.
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array"], "render_fps": 50}
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 50}
 
     #: Camera used by :meth:`render`; subclasses point it at their robot.
     camera_target: ClassVar[tuple[float, float, float]] = (0.0, 0.0, 0.5)
-    camera_distance: ClassVar[float] = 2.0
+    camera_distance: float = 2.0  # an instance may move its camera (pixel observations)
     camera_yaw: ClassVar[float] = 30.0
     camera_pitch: ClassVar[float] = -20.0
 
@@ -157,7 +157,8 @@ class PybulletRobotEnv(gymnasium.Env[np.ndarray, np.ndarray]):
         velocities = np.fromiter((s[1] for s in states), dtype=np.float64, count=len(states))
         return positions, velocities
 
-    def _reset_joints(self, positions: Sequence[float], velocities: Sequence[float]) -> None:
+    def _reset_joints(self, positions: Sequence[float] | np.ndarray,
+                      velocities: Sequence[float] | np.ndarray) -> None:
         """Teleports the movable joints to the given positions and velocities."""
         p = self.bullet_client
         for joint_index, position, velocity in zip(
@@ -222,7 +223,7 @@ class PybulletRobotEnv(gymnasium.Env[np.ndarray, np.ndarray]):
 
     # ---------------------------------------------------------------- rendering
 
-    def render(self) -> np.ndarray | None:  # type: ignore[override]
+    def render(self) -> np.ndarray | None:
         """Renders the scene with pybullet's CPU tiny renderer.
 
         Returns:

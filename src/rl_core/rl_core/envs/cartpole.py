@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, ClassVar
+from typing import Any
 
 import gymnasium
 import numpy as np
@@ -35,7 +35,7 @@ class CartPoleBalanceEnv(PybulletRobotEnv):
     * Termination: ``|angle| > angle_limit`` or ``|x| > position_limit``.
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array"], "render_fps": 50}
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 50}
 
     # Frames the whole +-2.4 m track with the upright pole.
     camera_target = (0.0, 0.0, 0.3)

@@ -38,7 +38,7 @@ class KukaReachEnv(PybulletRobotEnv):
     reach; ``reset(options={"target_position": xyz})`` overrides it.
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array"], "render_fps": 20}
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 20}
 
     # Looks at the arm and the target region from the front left.
     camera_target = (0.3, 0.0, 0.45)
@@ -89,28 +89,8 @@ class KukaReachEnv(PybulletRobotEnv):
         Raises:
             ValueError: If an argument is out of range.
         """
-        for name, value in (
-            ("max_joint_velocity", max_joint_velocity),
-            ("max_joint_force", max_joint_force),
-            ("success_distance", success_distance),
-        ):
-            if not (math.isfinite(value) and value > 0.0):
-                raise ValueError(f"{name} must be a positive number, got {value}")
-        for name, value in (("action_penalty", action_penalty), ("home_noise", home_noise)):
-            if not (math.isfinite(value) and value >= 0.0):
-                raise ValueError(f"{name} must be a non-negative number, got {value}")
-        low = np.asarray(target_low, dtype=np.float64)
-        high = np.asarray(target_high, dtype=np.float64)
-        if (
-            low.shape != (3,)
-            or high.shape != (3,)
-            or not np.all(low <= high)
-            or not np.all(np.abs(np.concatenate((low, high))) <= self.WORKSPACE_BOUND)
-        ):
-            raise ValueError(
-                f"target_low and target_high must be 3-vectors with low <= high within "
-                f"+-{self.WORKSPACE_BOUND} m, got {target_low} and {target_high}"
-            )
+        low, high = self._checked_arguments(max_joint_velocity, max_joint_force, success_distance,
+                                            action_penalty, home_noise, target_low, target_high)
         super().__init__(
             os.path.join(pybullet_data.getDataPath(), "kuka_iiwa", "model.urdf"),
             control_period=control_period,
@@ -148,19 +128,53 @@ class KukaReachEnv(PybulletRobotEnv):
 
         n_joints = len(self._movable_joint_indices)
         self.action_space = gymnasium.spaces.Box(-1.0, 1.0, shape=(n_joints,), dtype=np.float32)
+        self.observation_space = self._observation_space(n_joints)
+
+    @classmethod
+    def _checked_arguments(cls, max_joint_velocity: float, max_joint_force: float,
+                           success_distance: float, action_penalty: float, home_noise: float,
+                           target_low: Sequence[float], target_high: Sequence[float]
+                           ) -> tuple[np.ndarray, np.ndarray]:
+        """The target box's corners, once every argument is in range (ValueError if not)."""
+        for name, value in (
+            ("max_joint_velocity", max_joint_velocity),
+            ("max_joint_force", max_joint_force),
+            ("success_distance", success_distance),
+        ):
+            if not (math.isfinite(value) and value > 0.0):
+                raise ValueError(f"{name} must be a positive number, got {value}")
+        for name, value in (("action_penalty", action_penalty), ("home_noise", home_noise)):
+            if not (math.isfinite(value) and value >= 0.0):
+                raise ValueError(f"{name} must be a non-negative number, got {value}")
+        low = np.asarray(target_low, dtype=np.float64)
+        high = np.asarray(target_high, dtype=np.float64)
+        if (
+            low.shape != (3,)
+            or high.shape != (3,)
+            or not np.all(low <= high)
+            or not np.all(np.abs(np.concatenate((low, high))) <= cls.WORKSPACE_BOUND)
+        ):
+            raise ValueError(
+                f"target_low and target_high must be 3-vectors with low <= high within "
+                f"+-{cls.WORKSPACE_BOUND} m, got {target_low} and {target_high}"
+            )
+        return low, high
+
+    @classmethod
+    def _observation_space(cls, n_joints: int) -> gymnasium.spaces.Box:
         # Finite bounds that the state cannot leave: every joint limit of the
         # iiwa lies within +-3.06 rad, pybullet caps joint speeds, the arm
         # reaches 1.3 m from its base and targets are kept within the workspace.
-        bound = self.WORKSPACE_BOUND
+        bound = cls.WORKSPACE_BOUND
         high = np.concatenate(
             (
                 np.full(n_joints, 2.0 * math.pi),
-                np.full(n_joints, self.MAX_JOINT_SPEED),
+                np.full(n_joints, cls.MAX_JOINT_SPEED),
                 np.full(6, bound),
                 np.full(3, 2.0 * bound),
             )
         ).astype(np.float32)
-        self.observation_space = gymnasium.spaces.Box(-high, high, dtype=np.float32)
+        return gymnasium.spaces.Box(-high, high, dtype=np.float32)
 
     # ---------------------------------------------------------------- helpers
 
@@ -180,7 +194,7 @@ class KukaReachEnv(PybulletRobotEnv):
         ).astype(np.float32)
         return observation, float(np.linalg.norm(offset))
 
-    def _command_velocities(self, velocities: Sequence[float]) -> None:
+    def _command_velocities(self, velocities: Sequence[float] | np.ndarray) -> None:
         self._set_joint_motor_control_array(
             self.robot_id,
             self._movable_joint_indices,

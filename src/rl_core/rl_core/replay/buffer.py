@@ -31,7 +31,7 @@ import tempfile
 import zipfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -380,7 +380,7 @@ class ReplayBuffer:
                 None if truncated is None else self._as_field(truncated, "truncated", count)
             ),
         }
-        images = {name: inputs.pop(name) for name in self._images}
+        images = {name: cast(np.ndarray, inputs.pop(name)) for name in self._images}
         for name, values in images.items():
             if values.dtype != np.uint8:
                 raise ValueError(f"{name} has dtype {values.dtype}; this buffer stores images "
@@ -390,13 +390,13 @@ class ReplayBuffer:
         block = np.empty((count, self._row_width), dtype=np.float32)
         # float64 beyond float32 range turns into inf here and is rejected below.
         with np.errstate(over="ignore"):
-            for name, values in inputs.items():
+            for name, column in inputs.items():
                 field = self._fields[name]
                 columns = block[:, field.start : field.stop]
-                if values is None:
+                if column is None:
                     columns.fill(0.0)
                 else:
-                    columns[...] = values.reshape(count, field.stop - field.start)
+                    columns[...] = column.reshape(count, field.stop - field.start)
         self._check_block(block)
 
         # ---- validation done; nothing below can fail on user input.
@@ -678,6 +678,28 @@ class ReplayBuffer:
             ValueError: If keys are missing or any value is incompatible or
                 inconsistent, naming the offending entry.
         """
+        self._check_state_layout(state)
+        alpha, beta, epsilon = self._state_sampling(state)
+        size, position, total_added = self._state_counters(state)
+        block = self._state_rows(state, size)
+        priorities, max_priority = self._state_priorities(state, size)
+        rng = _state_rng(state)
+
+        # ---- all checks passed: commit.
+        self._alpha, self._beta, self._epsilon = alpha, beta, epsilon
+        self._storage[:size] = block
+        self._storage[size:] = 0.0
+        for name, frames in self._images.items():
+            frames[:size] = state[name]
+            frames[size:] = 0
+        self._size, self._position, self._total_added = size, position, total_added
+        self._max_priority = max_priority
+        if self._tree is not None:
+            self._tree.load_priorities(priorities, max_priority**alpha)
+        self._rng = rng
+
+    def _check_state_layout(self, state: Mapping[str, np.ndarray]) -> None:
+        """Keys, format version, capacity, shapes, observation dtype and the prioritised flag."""
         missing = [key for key in _STATE_KEYS if key not in state]
         if missing:
             raise ValueError(f"state is missing key(s): {', '.join(missing)}")
@@ -706,6 +728,10 @@ class ReplayBuffer:
                 f"incompatible prioritized flag: saved {prioritized}, "
                 f"this buffer has {self._prioritized}"
             )
+
+    @staticmethod
+    def _state_sampling(state: Mapping[str, np.ndarray]) -> tuple[float, float, float]:
+        """``(alpha, beta, epsilon)`` of a state, checked."""
         alpha = _scalar(state, "alpha", float)
         epsilon = _scalar(state, "epsilon", float)
         if not np.isfinite(alpha) or alpha < 0.0:
@@ -713,7 +739,10 @@ class ReplayBuffer:
         if not np.isfinite(epsilon) or epsilon < 0.0:
             raise ValueError(f"invalid epsilon in state: {epsilon}")
         beta = _check_unit_interval(_scalar(state, "beta", float), "beta in state")
+        return alpha, beta, epsilon
 
+    def _state_counters(self, state: Mapping[str, np.ndarray]) -> tuple[int, int, int]:
+        """``(size, position, total_added)`` of a state, checked against each other."""
         size = _scalar(state, "size", int)
         position = _scalar(state, "position", int)
         total_added = _scalar(state, "total_added", int)
@@ -724,7 +753,10 @@ class ReplayBuffer:
             raise ValueError(f"position {position} in state is inconsistent with size {size}")
         if total_added < size:
             raise ValueError(f"total_added {total_added} in state is below size {size}")
+        return size, position, total_added
 
+    def _state_rows(self, state: Mapping[str, np.ndarray], size: int) -> np.ndarray:
+        """The stored rows of a state as one float32 block (frames are checked, not copied)."""
         block = np.empty((size, self._row_width), dtype=np.float32)
         for name, field in self._fields.items():
             item_shape = field.item_shape
@@ -748,7 +780,11 @@ class ReplayBuffer:
         flags = block[:, self._flags_start :]
         if np.any((flags != 0.0) & (flags != 1.0)):
             raise ValueError("terminated/truncated in state must be 0 or 1")
+        return block
 
+    def _state_priorities(self, state: Mapping[str, np.ndarray], size: int
+                          ) -> tuple[np.ndarray, float]:
+        """The priorities and the largest priority of a state, checked."""
         priorities = np.asarray(state["priorities"])
         max_priority = _scalar(state, "max_priority", float)
         if self._prioritized:
@@ -760,28 +796,7 @@ class ReplayBuffer:
                 raise ValueError("priorities in state must be finite and > 0")
         if not np.isfinite(max_priority) or max_priority <= 0.0:
             raise ValueError(f"max_priority in state must be finite and > 0, got {max_priority}")
-
-        rng = np.random.default_rng()
-        try:
-            rng_state = json.loads(str(np.asarray(state["rng_state"]).item()))
-            if rng_state.get("bit_generator") != type(rng.bit_generator).__name__:
-                raise ValueError(f"unexpected bit generator {rng_state.get('bit_generator')!r}")
-            rng.bit_generator.state = rng_state
-        except (ValueError, TypeError, KeyError, AttributeError) as exc:
-            raise ValueError(f"rng_state in state is invalid: {exc}") from exc
-
-        # ---- all checks passed: commit.
-        self._alpha, self._beta, self._epsilon = alpha, beta, epsilon
-        self._storage[:size] = block
-        self._storage[size:] = 0.0
-        for name, frames in self._images.items():
-            frames[:size] = state[name]
-            frames[size:] = 0
-        self._size, self._position, self._total_added = size, position, total_added
-        self._max_priority = max_priority
-        if self._tree is not None:
-            self._tree.load_priorities(priorities, max_priority**alpha)
-        self._rng = rng
+        return priorities, max_priority
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the state to an ``.npz`` file atomically.
@@ -816,7 +831,7 @@ class ReplayBuffer:
         )
         try:
             with os.fdopen(file_descriptor, "wb") as handle:
-                np.savez(handle, **state)
+                np.savez(handle, **state)  # type: ignore[arg-type]  # numpy's stub types **kwds as allow_pickle
                 handle.flush()
                 os.fsync(handle.fileno())
             os.replace(temp_name, destination)
@@ -893,6 +908,19 @@ def _check_slots(indices: npt.NDArray[np.int64], limit: int, what: str) -> None:
 
 def _format_shape(shape: tuple[object, ...]) -> str:
     return "(" + ", ".join(str(dim) for dim in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def _state_rng(state: Mapping[str, np.ndarray]) -> np.random.Generator:
+    """The sampling generator of a state."""
+    rng = np.random.default_rng()
+    try:
+        rng_state = json.loads(str(np.asarray(state["rng_state"]).item()))
+        if rng_state.get("bit_generator") != type(rng.bit_generator).__name__:
+            raise ValueError(f"unexpected bit generator {rng_state.get('bit_generator')!r}")
+        rng.bit_generator.state = rng_state
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise ValueError(f"rng_state in state is invalid: {exc}") from exc
+    return rng
 
 
 def _scalar(state: Mapping[str, np.ndarray], key: str, kind: Callable[[Any], _T]) -> _T:

@@ -21,7 +21,6 @@ from rl_core.replay.buffer import Batch, ReplayBuffer
 from rl_core.replay.priorities import PriorityUpdate
 from rl_core.replay.rate_limiter import RateLimiterStats, SampleToInsertRatio
 
-
 #: ``max_batches`` of :meth:`RateLimitedReplay.take` that takes every batch the limiter grants.
 UNLIMITED_BATCHES = 1 << 30
 

@@ -31,7 +31,7 @@ class PriorityUpdate(NamedTuple):
     priorities: npt.NDArray[np.float32]
     drawn_at: int
 
-    def __len__(self) -> int:  # type: ignore[override]  # rows, not the tuple's 3 fields
+    def __len__(self) -> int:  # rows, not the tuple's 3 fields
         return int(self.indices.shape[0])
 
 

@@ -52,17 +52,17 @@ class _PhysicsWorld(PybulletRobotEnv):
         """Names and pybullet indices of the movable joints, in joint-index order."""
         return list(self._movable_joint_names), list(self._movable_joint_indices)
 
-    def reset_joints(self, indices: Sequence[int], positions: Sequence[float],
-                     velocities: Sequence[float]) -> None:
+    def reset_joints(self, indices: Sequence[int], positions: Sequence[float] | np.ndarray,
+                     velocities: Sequence[float] | np.ndarray) -> None:
         p = self.bullet_client
         for index, position, velocity in zip(indices, positions, velocities, strict=True):
             p.resetJointState(self.robot_id, index, float(position), targetVelocity=float(velocity))
 
     def joint_states(self, indices: Sequence[int]) -> list[tuple]:
-        """pybullet's ``(position, velocity, reaction forces, applied motor torque)`` per joint."""
+        """Pybullet's ``(position, velocity, reaction forces, applied motor torque)`` per joint."""
         return self._get_joint_states(self.robot_id, indices)
 
-    def motor_control(self, indices: Sequence[int], mode: int, values: Sequence[float],
+    def motor_control(self, indices: Sequence[int], mode: int, values: Sequence[float] | np.ndarray,
                       forces: Sequence[float]) -> None:
         """One ``setJointMotorControlArray`` call; ``values`` are targets or, for
         ``TORQUE_CONTROL``, the torques (``forces`` is then unused)."""

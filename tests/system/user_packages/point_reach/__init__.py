@@ -13,6 +13,7 @@ from typing import ClassVar
 
 import gymnasium
 import numpy as np
+
 from rl_core.robot import JointSample, JointTarget
 from rl_core.robot.task import Outcome, Task
 

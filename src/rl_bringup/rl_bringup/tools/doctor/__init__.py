@@ -35,8 +35,13 @@ from typing import TextIO
 
 from rl_bringup.plan import MODES, parse_domain_id, parse_robots
 from rl_bringup.tools.doctor.deployment import deployment_checks
-from rl_bringup.tools.doctor.environment import (check_discovery, check_domain_id, check_rclpy,
-                                                 check_rmw, check_shared_memory)
+from rl_bringup.tools.doctor.environment import (
+    check_discovery,
+    check_domain_id,
+    check_rclpy,
+    check_rmw,
+    check_shared_memory,
+)
 from rl_bringup.tools.doctor.graph import expected_graph
 from rl_bringup.tools.doctor.report import Check, Level, format_report
 from rl_bringup.tools.ros_session import ATTACH_KEYS, RosSession, attach_settings
@@ -84,7 +89,7 @@ def doctor(values: dict[str, str], out: TextIO = sys.stdout) -> int:
             with RosSession("doctor", settings.domain_id) as session:
                 checks += deployment_checks(session, settings.domain_id, mode, robots, wait_s,
                                             window_s)
-        except Exception as error:  # rclpy.init or the middleware failing: report, don't crash
+        except Exception as error:  # noqa: BLE001 - rclpy.init or the middleware failing: report, don't crash
             checks.append(Check(Level.FAIL, "ros", f"could not start ROS in domain "
                                 f"{settings.domain_id}: {error}",
                                 "check RMW_IMPLEMENTATION and the Fast DDS environment "

@@ -6,9 +6,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from rl_bringup.tools.doctor.graph import (ExpectedGraph, check_layout, check_nodes,
-                                           check_services, check_topics, expected_graph,
-                                           take_snapshot)
+from rl_bringup.tools.doctor.graph import (
+    ExpectedGraph,
+    check_layout,
+    check_nodes,
+    check_services,
+    check_topics,
+    expected_graph,
+    take_snapshot,
+)
 from rl_bringup.tools.doctor.qos import check_qos
 from rl_bringup.tools.doctor.rates import check_rates, measure_rates
 from rl_bringup.tools.doctor.report import Check, Level

@@ -5,14 +5,21 @@ others read a mapping of variables, so they are tested without ROS.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 import os
-from pathlib import Path
 import tempfile
+from collections.abc import Mapping
+from pathlib import Path
 
-from rl_bringup.plan import (DISCOVERY_RANGE_VARIABLE, DISCOVERY_SERVER_VARIABLE,
-                             DOMAIN_ID_VARIABLE, MAX_DOMAIN_ID, MAX_INHERITED_DOMAIN_ID,
-                             RMW_IMPLEMENTATION, PlanError, parse_domain_id)
+from rl_bringup.plan import (
+    DISCOVERY_RANGE_VARIABLE,
+    DISCOVERY_SERVER_VARIABLE,
+    DOMAIN_ID_VARIABLE,
+    MAX_DOMAIN_ID,
+    MAX_INHERITED_DOMAIN_ID,
+    RMW_IMPLEMENTATION,
+    PlanError,
+    parse_domain_id,
+)
 from rl_bringup.tools.doctor.report import Check, Level
 from rl_bringup.tools.ros_session import SUPER_CLIENT_VARIABLE
 
@@ -22,13 +29,13 @@ SHM_PATH = "/dev/shm"
 
 
 def check_rclpy() -> tuple[list[Check], str | None]:
-    """rclpy imports and an RMW implementation loads; returns the checks and the RMW name."""
+    """Rclpy imports and an RMW implementation loads; returns the checks and the RMW name."""
     try:
         import rclpy  # noqa: F401, PLC0415
         from rclpy.utilities import get_rmw_implementation_identifier  # noqa: PLC0415
 
         identifier = get_rmw_implementation_identifier()
-    except Exception as error:  # ImportError, or rmw_implementation failing to load the RMW
+    except Exception as error:  # noqa: BLE001 - ImportError, or rmw_implementation failing to load the RMW
         return [Check(Level.FAIL, "rclpy", f"cannot import rclpy or load the RMW: {error}",
                       "install the project into a virtualenv (scripts/setup.sh) and use its "
                       "python, or source your ROS 2 install (source /opt/ros/kilted/setup.bash); "

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from rl_bringup.plan import MODES, make_plan
-from rl_nodes import graph
-from rl_nodes.graph import GUID_PREFIX_BYTES
 from rl_bringup.tools.doctor.report import Check, Level
 from rl_bringup.tools.ros_session import TOOL_NODE_PREFIX, graph_node_names, join_name
+from rl_nodes import graph
+from rl_nodes.graph import GUID_PREFIX_BYTES
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from rclpy.node import Node
@@ -166,7 +166,7 @@ def take_snapshot(node: Node, expected: ExpectedGraph | None) -> GraphSnapshot:
                 by_node[spec.server] = {
                     service: list(types) for service, types in
                     node.get_service_names_and_types_by_node(name, namespace or "/")}
-            except Exception:  # the node left between the two calls; reported as missing
+            except Exception:  # noqa: BLE001 - the node left between the two calls; reported as missing
                 by_node[spec.server] = {}
     return GraphSnapshot(nodes, topics, publishers, subscriptions, services, by_node)
 

@@ -3,8 +3,8 @@ contract (:attr:`~rl_bringup.tools.doctor.graph.TopicSpec.rate_hz`), measured ov
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 import time
+from collections.abc import Mapping, Sequence
 
 from rl_bringup.tools.doctor.graph import GraphSnapshot, TopicSpec
 from rl_bringup.tools.doctor.report import Check, Level

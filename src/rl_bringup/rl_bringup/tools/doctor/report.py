@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import enum
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-import enum
 
 
 class Level(enum.Enum):

@@ -1,0 +1,55 @@
+"""The repository's style, enforced: ruff (ruff.toml) on every Python file, mypy (mypy.ini) on
+rl_core, and no function in src/ longer than MAX_FUNCTION_LINES lines of code (its signature and
+body; the docstring not counted)."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.unit
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+MAX_FUNCTION_LINES = 80
+
+
+def run(command: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=timeout_s,
+                          check=False)
+
+
+def test_ruff_finds_nothing() -> None:
+    result = run([str(BIN / "ruff"), "check", "--no-cache", "src", "tests", "benchmarks",
+                  "launch"], 120.0)
+    assert result.returncode == 0, (
+        f"ruff check failed (fix what it says, or `ruff check --fix` for the [*] ones):\n"
+        f"{result.stdout[-6000:]}{result.stderr[-2000:]}")
+
+
+def test_mypy_finds_nothing_in_rl_core(tmp_path: Path) -> None:
+    result = run([str(BIN / "mypy"), "--config-file", "mypy.ini", "--cache-dir",
+                  str(tmp_path / "mypy_cache")], 600.0)
+    assert result.returncode == 0, f"mypy on rl_core failed:\n{result.stdout[-6000:]}"
+
+
+def test_no_function_in_src_is_longer_than_the_limit() -> None:
+    long = []
+    for path in sorted((REPO / "src").rglob("*.py")):
+        if "build" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                docstring = node.body[0] if node.body else None
+                if (isinstance(docstring, ast.Expr) and isinstance(docstring.value, ast.Constant)
+                        and isinstance(docstring.value.value, str)):
+                    lines -= (docstring.end_lineno or docstring.lineno) - docstring.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    long.append(f"{path.relative_to(REPO)}:{node.lineno} {node.name} ({lines})")
+    assert not long, f"functions over {MAX_FUNCTION_LINES} lines (split them):\n" + \
+        "\n".join(long)
