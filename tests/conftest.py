@@ -20,14 +20,32 @@ os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
 os.environ["PYTHONUNBUFFERED"] = "1"
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# A suite started in the background by a non-interactive shell (`make test &`) inherits SIGINT
+# ignored, and so would every process it starts: the tests that stop processes with SIGINT (as
+# users do, and as ros2 launch and the supervisor do) would then wait out their grace periods.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+if signal.getsignal(signal.SIGTERM) == signal.SIG_IGN:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _stop_signals_lost() -> list[str]:
-    """How SIGINT and SIGTERM are ignored or blocked in this thread (children inherit both)."""
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, [])
-    return ([f"{signal.Signals(s).name} ignored" for s in _STOP_SIGNALS
-             if signal.getsignal(s) == signal.SIG_IGN]
-            + [f"{signal.Signals(s).name} blocked" for s in _STOP_SIGNALS if s in blocked])
+    """How SIGINT and SIGTERM are ignored or blocked in this process' main thread, as the kernel
+    has it (children inherit both; a C library may set them behind Python's back)."""
+    masks = {}
+    with open("/proc/self/status") as status:
+        for line in status:
+            key, _, value = line.partition(":")
+            if key in ("SigIgn", "SigBlk"):
+                masks[key] = int(value.strip(), 16)
+    lost = []
+    for number in _STOP_SIGNALS:
+        bit = 1 << (number - 1)
+        if masks.get("SigIgn", 0) & bit:
+            lost.append(f"{signal.Signals(number).name} ignored")
+        if masks.get("SigBlk", 0) & bit:
+            lost.append(f"{signal.Signals(number).name} blocked")
+    return lost
 
 
 @pytest.fixture(autouse=True)
