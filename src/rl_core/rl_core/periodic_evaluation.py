@@ -27,7 +27,7 @@ from typing import Any
 import gymnasium as gym
 
 from rl_core.algorithms.sac import SAC
-from rl_core.checkpoint import read_checkpoint_meta, save_checkpoint
+from rl_core.checkpoint import load_actor, read_checkpoint_meta, save_checkpoint
 from rl_core.envs import make_env
 from rl_core.evaluation import EvalResult, evaluate, evaluation_env_id
 
@@ -157,7 +157,6 @@ class PeriodicEvaluator:
         if self.best_sac is not None:
             return self.best_sac.actor
         if self.best_checkpoint is not None:
-            from rl_core.checkpoint import load_actor
             return load_actor(self.best_checkpoint)[0]
         return None
 
