@@ -77,7 +77,7 @@ class ReplayBufferNode(RLNode):
         create_service(self.ipc, self, BUFFER_FILE_SERVICE, graph.SAVE.name, self.save)
         create_service(self.ipc, self, BUFFER_FILE_SERVICE, graph.LOAD.name, self.load)
         self.zc_timer(STATUS_PERIOD_S, self._publish_status)
-        self.snapshots = (SnapshotWriter(self.files_dir, self._copy_state)
+        self.snapshot_writer = (SnapshotWriter(self.files_dir, self._copy_state)
                           if self.files_dir is not None else None)
         self._restore_snapshot()
         if self.config.snapshot_period > 0:
@@ -224,12 +224,12 @@ class ReplayBufferNode(RLNode):
 
     def _restore_snapshot(self) -> None:
         """Load the latest snapshot of this run, if there is one (a respawned buffer)."""
-        if self.snapshots is None or not self.snapshots.exists():
+        if self.snapshot_writer is None or not self.snapshot_writer.exists():
             return
-        base = self.snapshots.base
+        base = self.snapshot_writer.base
         try:
             loaded = self._read_matching(base / SNAPSHOT_FILE)
-            counters = self.snapshots.read_counters()
+            counters = self.snapshot_writer.read_counters()
         except (OSError, ValueError) as error:
             self.get_logger().error(f"snapshot in {base} not loaded ({error}); starting empty")
             return
@@ -245,17 +245,18 @@ class ReplayBufferNode(RLNode):
     def snapshot(self, wait: bool = False) -> None:
         """Write the buffer and its rate-limiter counters to ``output_dir/replay`` (by a
         background thread unless ``wait``; inserts wait only while the state is copied)."""
-        if self.snapshots is not None:
-            self.snapshots.write(wait)
+        if self.snapshot_writer is not None:
+            self.snapshot_writer.write(wait)
 
     def close(self) -> None:
-        if self.snapshots is not None:
-            self.snapshots.join(timeout_s=30.0)
+        if self.snapshot_writer is not None:
+            self.snapshot_writer.join(timeout_s=30.0)
         self.snapshot(wait=True)
 
     def diagnose(self) -> tuple[int, str, dict[str, object]]:
         size, total = self._sizes()
         stats = self.replay.stats()
+        writer = self.snapshot_writer
         values = {"size": size, "capacity": self.config.capacity, "total inserted": total,
                   "fill": f"{size / self.config.capacity:.1%}",
                   "updates per transition": f"{stats.achieved_samples_per_insert:.3f}",
@@ -267,8 +268,8 @@ class ReplayBufferNode(RLNode):
                   "lost experience messages": self.admission.lost_messages,
                   "priorities applied": self.priorities_applied,
                   "priorities skipped (slot overwritten)": self.priorities_stale,
-                  "snapshots": self.snapshots.snapshots if self.snapshots else 0,
-                  "snapshot hold ms": f"{1000 * self.snapshots.hold_s if self.snapshots else 0.0:.1f}"}
+                  "snapshots": writer.snapshots if writer else 0,
+                  "snapshot hold ms": f"{1000 * writer.hold_s if writer else 0.0:.1f}"}
         if size == 0:
             return WARN, "empty: no experience received yet", values
         if self.replay.acting_paused:
