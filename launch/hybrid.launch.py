@@ -3,14 +3,39 @@ one learner process (replay_buffer + trainer).
 
     ros2 launch rl_bringup hybrid.launch.py robots:=2 config:=cartpole
 
-The process layout comes from rl_bringup.plan (the same plan `rl-bringup launch hybrid` runs);
-`ros2 launch rl_bringup hybrid.launch.py --show-args` lists the arguments.
+starts these nodes (robot k in namespace /robot_k; `rl-bringup plan hybrid robots:=2 --format nodes`
+prints the same table, and the table for any other arguments):
+
+    PROCESS  KIND           NAMESPACE  EXECUTABLE
+    robot_0  simulator      /robot_0   container
+    robot_0  policy         /robot_0   container
+    robot_1  simulator      /robot_1   container
+    robot_1  policy         /robot_1   container
+    learner  replay_buffer  /          container
+    learner  trainer        /          container
+
+Every process respawns when it crashes; the learner is required: its clean exit (training
+complete) ends the launch. policy_layout:=central leaves the simulators alone in the robot
+containers and starts one `policy` process (node /policy); robot_interface:=ros2_control adds a
+`sim_robot` process per robot.
+
+The processes come from rl_bringup.plan (the layout in rl_bringup.layouts), the same plan
+`rl-bringup launch hybrid` runs; `ros2 launch rl_bringup hybrid.launch.py --show-args` lists the
+arguments.
 """
 
 from launch import LaunchDescription
-from rl_bringup.launch_helpers import generate_mode_launch_description
+from launch.actions import OpaqueFunction
+
+from rl_bringup.launch_helpers import declare_arguments, launch_setup
+
+MODE = "hybrid"
 
 
 def generate_launch_description() -> LaunchDescription:
-    """Launch description of the hybrid deployment."""
-    return generate_mode_launch_description("hybrid")
+    """The deployment arguments and node parameters, then the hybrid plan's processes (the table
+    above), made once launch knows the arguments' values."""
+    return LaunchDescription([
+        *declare_arguments(with_mode=False),
+        OpaqueFunction(function=launch_setup, kwargs={"mode": MODE}),
+    ])

@@ -2,14 +2,23 @@
 
     ros2 launch rl_bringup multi_robot.launch.py mode:=hybrid robots:=4
 
-The process layout comes from rl_bringup.plan (the same plan `rl-bringup launch MODE` runs);
+starts the nodes of that mode: colocated.launch.py, decoupled.launch.py and hybrid.launch.py list
+them, and `rl-bringup plan MODE robots:=N --format nodes` prints them for any arguments.
+
+The processes come from rl_bringup.plan (the same plan `rl-bringup launch MODE` runs);
 `ros2 launch rl_bringup multi_robot.launch.py --show-args` lists the arguments.
 """
 
 from launch import LaunchDescription
-from rl_bringup.launch_helpers import generate_mode_launch_description
+from launch.actions import OpaqueFunction
+
+from rl_bringup.launch_helpers import declare_arguments, launch_setup
 
 
 def generate_launch_description() -> LaunchDescription:
-    """Launch description of the deployment named by the mode argument."""
-    return generate_mode_launch_description(None)
+    """The mode argument, the deployment arguments and node parameters, then the chosen mode's
+    processes, made once launch knows the arguments' values."""
+    return LaunchDescription([
+        *declare_arguments(with_mode=True),
+        OpaqueFunction(function=launch_setup, kwargs={"mode": None}),
+    ])

@@ -76,7 +76,7 @@ def test_one_forward_pass_answers_both_robots_each_with_its_own_actions(central_
     assert ipc.spin_until(lambda: all(sim.step_count >= 30 for sim in simulators), 60.0)
     for simulator in simulators:
         assert simulator.rejected_messages == 0  # every answer had the robot's own shape
-    stats = policy.batching
+    stats = policy.batcher.stats
     assert stats.forward_passes >= 30
     # In one process both robots' batches arrive back to back: every pass serves both.
     assert stats.robots_per_pass == pytest.approx(2.0)
@@ -107,9 +107,9 @@ def test_a_missing_robot_delays_the_others_by_the_window_only(central_process) -
     ipc: IntraProcessManager = central_process["ipc"]
     window_ms = central_process["window_ms"]
     # Stops right after a batch of /robot_0 arrived, so the diagnostics period has one.
-    assert ipc.spin_until(lambda: policy.robot_batches[0] >= 12, 30.0)
-    assert simulator.step_count >= 10 and policy.robot_batches[1] == 0
-    stats = policy.batching
+    assert ipc.spin_until(lambda: policy.batcher.robot_batches[0] >= 12, 30.0)
+    assert simulator.step_count >= 10 and policy.batcher.robot_batches[1] == 0
+    stats = policy.batcher.stats
     assert stats.robots_per_pass == pytest.approx(1.0)
     # Each batch waited for /robot_1 until the window closed, not much longer.
     assert window_ms * 0.9 <= stats.mean_wait_ms < window_ms + 200.0

@@ -17,7 +17,8 @@ from std_srvs.srv import Trigger
 
 from rl_nodes.base import STREAM_QOS
 from rl_nodes.conversions import ServiceType, plain
-from rl_nodes.intra_process import IntraProcessClient, IntraProcessManager, create_service
+from rl_nodes.intra_process import IntraProcessManager
+from rl_nodes.intra_process_services import IntraProcessClient, create_service
 
 pytestmark = pytest.mark.integration
 

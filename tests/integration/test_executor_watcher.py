@@ -23,7 +23,8 @@ from rclpy.node import Node
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
-from rl_nodes.intra_process import EXECUTOR_HANDOVER_S, IntraProcessManager
+from rl_nodes.executor_watcher import EXECUTOR_HANDOVER_S
+from rl_nodes.intra_process import IntraProcessManager
 
 pytestmark = pytest.mark.integration
 

@@ -76,8 +76,8 @@ def test_colocated_pixel_training_never_encodes(pixel_nodes, encodes: list[str])
     assert replay.buffer.obs_dtype == np.uint8 and replay.buffer.obs_shape == policy.obs_shape
     assert simulator.total_env_steps > 40 and simulator.policy_version >= 1, "the policy acted"
     assert encodes == [], "frames crossed to the policy and the replay buffer without encoding"
-    assert simulator.obs_image_pub.dds_publications == 0
-    assert simulator.experience_image_pub.dds_publications == 0
+    assert simulator.images.observations_pub.dds_publications == 0
+    assert simulator.images.experience_pub.dds_publications == 0
     assert simulator.dds_bytes()["acting"] == 0 and policy.rejected_messages == 0
 
 

@@ -26,8 +26,8 @@ from rl_nodes.conversions import (
     MAX_REQUEST_ROWS,
     SAMPLE_SERVICE,
     Experience,
+    SampleAnswer,
     SampleRequest,
-    SampleResult,
     experience_to_msg,
 )
 from rl_nodes.intra_process import IntraProcessManager
@@ -96,9 +96,9 @@ def test_priorities_reach_a_buffer_in_the_trainers_process(learner_process) -> N
         publisher.publish(experience(sequence, rng))
     updates = MESSAGES * ROWS_PER_MESSAGE - LEARNING_STARTS
     assert ipc.spin_until(lambda: trainer.sac.update_step >= updates
-                          and replay.priorities_applied > 0, 120.0), trainer.update_mode
+                          and replay.service.priorities_applied > 0, 120.0), trainer.update_mode
     assert replay.rejected_messages == 0, replay.rejections
-    with replay._lock:
+    with replay.service.lock:
         state = replay.buffer.state_dict()
     # The chance of each slot to be drawn, over all but the last message: the priorities of the
     # updates after it are still on their way (interleaved: with the next insert's request).
@@ -135,13 +135,13 @@ def test_bad_priorities_are_rejected_per_reason_and_sampling_goes_on(learner_pro
     np.testing.assert_array_equal(decoded.priorities.indices, good.indices)
     np.testing.assert_array_equal(decoded.priorities.priorities, good.priorities)
     result = replay.sample(decoded)
-    assert replay.priorities_applied == 2
+    assert replay.service.priorities_applied == 2
     assert SAMPLE_SERVICE.response_from_msg(SAMPLE_SERVICE.response_to_msg(result)).prioritized
     assert SAMPLE_SERVICE.request_from_msg(
         SAMPLE_SERVICE.request_to_msg(SampleRequest(0, 0))).priorities is None
 
 
-def call_sample(probe: rclpy.node.Node, request: SampleRequest) -> SampleResult:
+def call_sample(probe: rclpy.node.Node, request: SampleRequest) -> SampleAnswer:
     client = probe.create_client(SampleBatch, "/replay_buffer/sample")
     try:
         assert client.wait_for_service(timeout_sec=10.0), "/replay_buffer/sample never appeared"

@@ -64,7 +64,7 @@ def first_tensor(policy: PolicyNode) -> torch.Tensor:
 
 
 def test_the_node_loaded_the_run_key(keyed_policy: PolicyNode) -> None:
-    assert keyed_policy.weights_key == KEY
+    assert keyed_policy.weights.key == KEY
 
 
 def test_signed_weights_load_and_forged_stale_or_broken_ones_are_rejected(
@@ -73,14 +73,14 @@ def test_signed_weights_load_and_forged_stale_or_broken_ones_are_rejected(
     before = first_tensor(policy)
 
     policy._on_weights(weights(policy, 3, scale=2.0))
-    assert (policy.epoch, policy.version) == (EPOCH, 3) and policy.rejected_messages == 0
+    assert (policy.weights.epoch, policy.version) == (EPOCH, 3) and policy.rejected_messages == 0
     assert torch.allclose(first_tensor(policy), before * 2.0)
     loaded = first_tensor(policy)
 
     def assert_rejected(candidate: Weights, count: int) -> None:
         policy._on_weights(candidate)
         assert policy.rejected_messages == count
-        assert (policy.epoch, policy.version) == (EPOCH, 3)
+        assert (policy.weights.epoch, policy.version) == (EPOCH, 3)
         assert torch.equal(first_tensor(policy), loaded)
 
     assert_rejected(weights(policy, 4, key=None, scale=5.0), 1)  # unsigned
@@ -105,7 +105,7 @@ def test_signed_weights_load_and_forged_stale_or_broken_ones_are_rejected(
 
     # A restarted trainer: a newer epoch starts its versions again, lower than the current one.
     policy._on_weights(weights(policy, 1, epoch=EPOCH + 1, scale=0.5))
-    assert (policy.epoch, policy.version) == (EPOCH + 1, 1) and policy.rejected_messages == 7
+    assert (policy.weights.epoch, policy.version) == (EPOCH + 1, 1) and policy.rejected_messages == 7
     assert torch.allclose(first_tensor(policy), loaded * 0.5)
 
 
@@ -137,7 +137,7 @@ def test_forged_weights_over_dds_are_rejected(keyed_policy: PolicyNode) -> None:
 
         publisher.publish(weights_to_msg(weights(policy, 51, scale=3.0)))
         assert ipc.spin_until(lambda: policy.version == 51, 10.0)
-        assert policy.epoch == EPOCH and policy.rejected_messages == 1
+        assert policy.weights.epoch == EPOCH and policy.rejected_messages == 1
     finally:
         forger.destroy_node()
         rclpy.try_shutdown(context=context)

@@ -62,3 +62,18 @@ def test_the_pacer_holds_its_rate_and_zero_never_waits() -> None:
     for _ in range(1000):
         free.wait()
     assert time.monotonic() - start < 0.05
+
+
+def test_a_limiter_pause_holds_only_while_its_buffer_reports() -> None:
+    """The gym bridge's view: a learner waits out a pause, not a buffer that has gone."""
+    gate = ActingGate(silence_s=3.0)
+    assert not gate.held_by_limiter(now=0.0)  # nothing heard
+    gate.on_status(True, True, now=0.0)
+    assert gate.held_by_limiter(now=2.9)
+    assert not gate.held_by_limiter(now=3.1)  # no newer status: the pause stops counting
+    gate.on_status(True, True, now=4.0)
+    assert gate.held_by_limiter(now=5.0)
+    gate.on_status(True, False, now=5.5)
+    assert not gate.held_by_limiter(now=5.6)
+    gate.on_status(False, True, now=6.0)  # without the limiter acting_paused means nothing
+    assert not gate.held_by_limiter(now=6.1)

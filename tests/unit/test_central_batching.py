@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from types import SimpleNamespace
 
 import numpy as np
@@ -47,3 +48,28 @@ def test_reports_cover_the_time_since_the_last_and_name_silent_robots() -> None:
     recent, _, silent = batcher.report()
     assert recent.forward_passes == 0 and silent == [0, 1, 2]
     assert batcher.forward(lambda obs: obs) == []  # nothing pending: no pass
+
+
+def test_a_tick_is_early_while_the_oldest_batch_is_in_the_first_half_of_its_window() -> None:
+    batcher = CentralBatcher(robots=2, window_s=0.010)
+    assert not batcher.tick_is_early(now=0.0), "nothing pending: the tick only stops the timer"
+    batcher.add(0, batch(1, 0.0), now=1.0)
+    assert batcher.tick_is_early(now=1.004)  # a tick of the round answered before this one
+    assert not batcher.tick_is_early(now=1.006)
+    batcher.window_s = 0.0
+    assert not batcher.tick_is_early(now=1.0)
+
+
+def test_diagnostics_report_the_batching_since_the_last_report() -> None:
+    batcher = CentralBatcher(robots=2, window_s=0.002)
+    batcher.add(0, batch(2, 0.0), now=time.monotonic())
+    batcher.add(1, batch(4, 0.0), now=time.monotonic())
+    batcher.forward(lambda obs: obs[:, :1])
+    values, silent = batcher.diagnostics()
+    assert silent == []
+    assert values["robots"] == 2 and values["batch window ms"] == "2"
+    assert values["forward passes"] == 1 and values["robots per forward pass"] == "2.00"
+    assert values["observations per forward pass"] == "6.0"
+    assert set(values) >= {"batch wait ms", "batch wait max ms", "answer latency ms"}
+    values, silent = batcher.diagnostics()
+    assert values["forward passes"] == 0 and silent == [0, 1]

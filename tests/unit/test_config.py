@@ -7,11 +7,13 @@ from pathlib import Path
 import pytest
 
 from rl_core.config import (
+    RENAMED_PARAMETERS,
     ConfigError,
     ReplayConfig,
     SimulatorConfig,
     load_run_config,
     node_parameters,
+    renamed,
 )
 
 pytestmark = pytest.mark.unit
@@ -65,4 +67,22 @@ def test_dataclasses_validate_directly() -> None:
     assert SimulatorConfig(num_envs=4).num_envs == 4
     with pytest.raises(ConfigError, match="integer"):
         SimulatorConfig(num_envs=2.5)  # type: ignore[arg-type]
-    assert ReplayConfig(updates_per_step=2).updates_per_step == 2.0
+    assert ReplayConfig(updates_per_transition=2).updates_per_transition == 2.0
+
+
+def test_a_former_parameter_name_works_with_a_warning(tmp_path: Path) -> None:
+    path = tmp_path / "old.yaml"
+    path.write_text("/**:\n  ros__parameters:\n    env_id: rl_ros2/CartPoleBalance-v0\n"
+                    "/**/replay_buffer:\n  ros__parameters:\n    updates_per_step: 0.25\n")
+    with pytest.warns(FutureWarning, match="'updates_per_step' is deprecated: it was renamed "
+                      "to 'updates_per_transition'"):
+        config = load_run_config(path)
+    assert config.replay.updates_per_transition == 0.25
+    # Where both are given, the new name wins; overrides use either name.
+    with pytest.warns(FutureWarning):
+        both = renamed({"updates_per_step": 4.0, "updates_per_transition": 2.0})
+    assert both == {"updates_per_transition": 2.0}
+    with pytest.warns(FutureWarning):
+        overridden = load_run_config(path, {"replay_buffer": {"updates_per_step": 3.0}})
+    assert overridden.replay.updates_per_transition == 3.0
+    assert RENAMED_PARAMETERS == {"updates_per_step": "updates_per_transition"}

@@ -1,4 +1,5 @@
-"""Batch codecs of image observations: round trips, sizes, refusals."""
+"""Batch codecs of image observations: round trips, sizes, refusals, and the image message
+fields they go with."""
 
 from __future__ import annotations
 
@@ -6,7 +7,14 @@ import numpy as np
 import pytest
 
 from rl_core.envs import CARTPOLE_PIXELS_ID, VectorEnv
-from rl_core.image_codecs import IMAGE_CODECS, decode_batch, encode_batch
+from rl_core.image_codecs import (
+    IMAGE_CODECS,
+    compressed_format,
+    decode_batch,
+    decode_raw_tall,
+    encode_batch,
+    format_codec,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -54,3 +62,31 @@ def test_bad_arguments_are_refused(rendered: np.ndarray) -> None:
         encode_batch(rendered, "jpeg", quality=0)
     with pytest.raises(ValueError, match="uint8"):
         encode_batch(rendered.astype(np.float32), "png")
+
+
+def test_raw_images_decode_to_their_rows_and_other_layouts_are_refused(
+        rendered: np.ndarray) -> None:
+    width = rendered.shape[3]
+    height = rendered.size // (3 * width)
+    data = encode_batch(rendered, "raw")
+    tall = decode_raw_tall(data, "rgb8", height, width, 3 * width)
+    np.testing.assert_array_equal(tall.reshape(rendered.shape), rendered)
+    with pytest.raises(ValueError, match="rgb8 image with step"):
+        decode_raw_tall(data, "bgr8", height, width, 3 * width)
+    with pytest.raises(ValueError, match="rgb8 image with step"):
+        decode_raw_tall(data, "rgb8", height, width, 3 * width + 4)  # padded rows
+    with pytest.raises(ValueError, match=f"holds {len(data) - 3} bytes"):
+        decode_raw_tall(data[:-3], "rgb8", height, width, 3 * width)
+
+
+@pytest.mark.parametrize("codec", IMAGE_CODECS[1:])
+def test_compressed_formats_name_their_codec(codec: str) -> None:
+    assert compressed_format(codec) == f"rgb8; {codec} compressed bgr8"
+    assert format_codec(compressed_format(codec)) == codec
+    assert format_codec(codec.upper()) == codec
+
+
+@pytest.mark.parametrize("image_format", ["rgb8; webp compressed bgr8", "", "png and jpeg"])
+def test_formats_naming_no_single_codec_are_refused(image_format: str) -> None:
+    with pytest.raises(ValueError, match="names neither png nor jpeg"):
+        format_codec(image_format)

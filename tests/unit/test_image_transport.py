@@ -1,5 +1,6 @@
 """Image observations on the wire: batch messages without their frames, side-topic images, the
-join of the two, sample answers carrying pixels, and the byte count."""
+join of the two (its queues: test_image_join.py), sample answers carrying pixels, and the byte
+count."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ import numpy as np
 import pytest
 from rclpy.serialization import serialize_message
 
+from rl_core.image_join import Frames, camera_frame
 from rl_core.replay import Batch
-from rl_nodes import image_transport
 from rl_nodes.conversions import (
     EPISODES,
     EXPERIENCE,
@@ -23,17 +24,9 @@ from rl_nodes.conversions import (
     Episodes,
     Experience,
     Observations,
-    SampleResult,
+    SampleAnswer,
 )
-from rl_nodes.image_transport import (
-    COMPRESSED_IMAGES,
-    RAW_IMAGES,
-    Frames,
-    ImageJoin,
-    camera_frame,
-    image_topic_type,
-    side_topic,
-)
+from rl_nodes.image_transport import COMPRESSED_IMAGES, RAW_IMAGES, ImageJoin, image_topic_type, side_topic
 
 pytestmark = pytest.mark.unit
 
@@ -139,19 +132,6 @@ def test_an_image_of_another_size_is_refused_and_nothing_is_delivered() -> None:
     assert what == "observations image" and "1 x 2 observations" in reason
 
 
-def test_halves_without_a_partner_are_given_up_after_the_capacity(monkeypatch) -> None:
-    monkeypatch.setattr(image_transport, "JOIN_CAPACITY", 2)
-    out = Collected()
-    for stamp in (1, 2, 3):
-        batch, _ = over_dds(observations(stamp=stamp), "raw", OBSERVATIONS_WITH_IMAGES)
-        out.join.on_batch(batch)
-    assert [what for what, _ in out.rejected] == ["observations (unmatched)"]
-    assert "its image did not arrive" in out.rejected[0][1]
-    _, image = over_dds(observations(stamp=3), "raw", OBSERVATIONS_WITH_IMAGES)
-    out.join.on_frames(image)
-    assert len(out.delivered) == 1, "the newest batch still joins"
-
-
 @pytest.mark.parametrize("bad", ["format", "data", "encoding"])
 def test_malformed_images_are_refused_when_decoded(bad: str) -> None:
     data = observations()
@@ -183,7 +163,7 @@ def test_sample_answers_carry_image_batches_as_uint8_pixels() -> None:
     batch = Batch(frames(rows, 3), np.zeros((rows, 1), np.float32), np.ones(rows, np.float32),
                   frames(rows, 4), np.zeros(rows, np.float32), np.arange(rows),
                   np.ones(rows, np.float32))
-    msg = SAMPLE_SERVICE.response_to_msg(SampleResult(True, "", [batch], 10, 10))
+    msg = SAMPLE_SERVICE.response_to_msg(SampleAnswer(True, "", [batch], 10, 10))
     assert len(msg.batch.obs) == 0 and 0 < len(msg.pixels) < batch.obs.nbytes, "compressed"
     (back,) = SAMPLE_SERVICE.response_from_msg(msg).batches
     assert back.obs.dtype == np.uint8

@@ -20,7 +20,8 @@ import yaml
 from kubernetes import client
 
 from rl_bringup import replica
-from rl_bringup.plan import MAX_ROBOTS, discovery_server_argv, make_plan
+from rl_bringup.discovery import discovery_server_argv
+from rl_bringup.plan import MAX_ROBOTS, make_plan
 from rl_bringup.tools import k8s_objects
 from tests.unit.container_commands import REPO_ROOT, node_executables, parse_node_command
 

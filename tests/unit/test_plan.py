@@ -21,18 +21,11 @@ import pytest
 import yaml
 
 from rl_bringup import paths
-from rl_bringup.plan import (
-    MAX_RESPAWNS,
-    MODES,
-    PROFILES_VARIABLE,
-    RESPAWN_DELAY_S,
-    Plan,
-    PlanError,
-    ProcessSpec,
-    format_parameter_value,
-    make_plan,
-)
-from rl_core.config import NODE_CONFIGS
+from rl_bringup.discovery import PROFILES_VARIABLE
+from rl_bringup.layouts import MODES
+from rl_bringup.parameter_overrides import format_parameter_value
+from rl_bringup.plan import MAX_RESPAWNS, RESPAWN_DELAY_S, Plan, PlanError, ProcessSpec, make_plan
+from rl_core.config import NODE_CONFIGS, RENAMED_PARAMETERS
 
 pytestmark = pytest.mark.unit
 
@@ -508,7 +501,8 @@ def test_launch_arguments_are_declared_with_descriptions(fake_launch: None, file
     parameters = {name for classes in NODE_CONFIGS.values() for cls in classes
                   for name in (field.name for field in dataclasses.fields(cls))}
     parameters -= deployment | {"deployment_robots"}
-    expected = deployment | parameters
+    # Former names keep working for a release (rl_core.config.RENAMED_PARAMETERS).
+    expected = deployment | parameters | set(RENAMED_PARAMETERS)
     if LAUNCH_FILES[file_name] is None:
         expected.add("mode")
     assert {argument.name for argument in declared} == expected
@@ -518,6 +512,8 @@ def test_launch_arguments_are_declared_with_descriptions(fake_launch: None, file
         if argument.name in parameters:
             assert argument.kwargs["default_value"] == ""
             assert argument.kwargs["description"].startswith("Node parameter (")
+        if argument.name in RENAMED_PARAMETERS:
+            assert argument.kwargs["description"].startswith("Deprecated: renamed to ")
 
 
 @pytest.mark.parametrize("file_name", sorted(LAUNCH_FILES))
@@ -710,7 +706,7 @@ def cpu_env(plan: Plan) -> dict[str, dict[str, str]]:
 def test_auto_splits_cores_between_acting_and_learning(
     cores: set[int], acting: set[int], learning: set[int]
 ) -> None:
-    from rl_bringup.plan import split_cores
+    from rl_bringup.cpu_sets import split_cores
 
     assert split_cores(cores) == (acting, learning)
     plan = plan_for("decoupled", cpus="auto", machine_cpus=cores)

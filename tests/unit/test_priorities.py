@@ -32,7 +32,7 @@ def priorities(buffer: ReplayBuffer) -> np.ndarray:
 def test_priorities_of_slots_overwritten_since_the_draw_are_skipped() -> None:
     buffer = ReplayBuffer(1, 1, capacity=8, prioritized=True, alpha=1.0, epsilon=0.0, seed=0)
     buffer.add(*transitions(6))
-    drawn_at = buffer.total_added  # 6: the learner samples now ...
+    drawn_at = buffer.total_inserted  # 6: the learner samples now ...
     buffer.add(*transitions(3, start=6))  # ... while slots 6, 7 and 0 are written
     applied = buffer.update_priorities(np.arange(8), np.full(8, 5.0), drawn_at)
     assert applied == 5
@@ -43,7 +43,7 @@ def test_priorities_of_slots_overwritten_since_the_draw_are_skipped() -> None:
 def test_stale_slots_counted_from_the_ring_position(written: int, applied: int) -> None:
     buffer = ReplayBuffer(1, 1, capacity=8, prioritized=True, seed=0)
     buffer.add(*transitions(8))
-    drawn_at = buffer.total_added
+    drawn_at = buffer.total_inserted
     if written:
         buffer.add(*transitions(written, start=8))
     assert buffer.update_priorities([0, 2, 5, 7], np.ones(4), drawn_at) == applied
@@ -53,7 +53,7 @@ def test_a_draw_from_before_a_reload_is_stale() -> None:
     buffer = ReplayBuffer(1, 1, capacity=8, prioritized=True, seed=0)
     buffer.add(*transitions(4))
     before = priorities(buffer)
-    # drawn_at beyond total_added: the buffer was replaced by a smaller saved one meanwhile, so
+    # drawn_at beyond total_inserted: the buffer was replaced by a smaller saved one meanwhile, so
     # slot 6 is not even stored any more. Stale, not an error.
     assert buffer.update_priorities([0, 6], [3.0, 3.0], drawn_at=100) == 0
     np.testing.assert_array_equal(priorities(buffer), before)
@@ -75,7 +75,7 @@ def test_invalid_priorities_name_their_kind_and_change_nothing(indices: list, va
     buffer.add(*transitions(4))
     before = priorities(buffer)
     with pytest.raises(InvalidPriorities) as error:
-        buffer.update_priorities(indices, values, drawn_at=buffer.total_added)
+        buffer.update_priorities(indices, values, drawn_at=buffer.total_inserted)
     assert error.value.kind == kind
     np.testing.assert_array_equal(priorities(buffer), before)
 
@@ -107,7 +107,7 @@ def test_late_priorities_skew_sampling_towards_high_td_errors() -> None:
     """The path the trainer node takes: draw, learn, send the TD errors back with the next
     request. One transition in 20 is 'surprising' (TD error 10 against 0.1)."""
     buffer = ReplayBuffer(1, 1, capacity=1000, prioritized=True, alpha=0.6, seed=1)
-    replay = RateLimitedReplay(buffer, updates_per_step=1.0, learning_starts=1,
+    replay = RateLimitedReplay(buffer, updates_per_transition=1.0, learning_starts=1,
                                error_buffer=10**6, enforce=False)
     surprising = np.arange(1000) % 20 == 0
     replay.add(*transitions(1000))

@@ -79,7 +79,7 @@ def test_wraparound_matches_sequential_inserts(
             sequential.add(**make_transitions(1, start + offset))
         start += count
     assert_buffers_equal(batched, sequential)
-    assert batched.total_added == sum(chunks)
+    assert batched.total_inserted == sum(chunks)
     assert len(batched) == min(sum(chunks), capacity)
     assert batched.is_full == (sum(chunks) >= capacity)
 
@@ -97,7 +97,7 @@ def test_wraparound_order_and_content() -> None:
     np.testing.assert_array_equal(state["next_obs"][:, 0], stored_ids(buffer) + 1.0)
     np.testing.assert_array_equal(state["terminated"], stored_ids(buffer) % 2)
     assert int(state["position"]) == 3
-    assert buffer.is_full and buffer.total_added == 11
+    assert buffer.is_full and buffer.total_inserted == 11
 
 
 @pytest.mark.unit
@@ -108,7 +108,7 @@ def test_batch_larger_than_capacity_keeps_last_items() -> None:
     # ids 7..10 survive; id k sits in slot k % 4.
     np.testing.assert_array_equal(indices, [3, 0, 1, 2])
     np.testing.assert_array_equal(stored_ids(buffer), [8, 9, 10, 7])
-    assert buffer.total_added == 11
+    assert buffer.total_inserted == 11
 
 
 @pytest.mark.unit
@@ -131,7 +131,7 @@ def test_add_accepts_bool_int_and_float64_and_default_truncated() -> None:
 def test_add_empty_batch_is_noop() -> None:
     buffer = make_buffer(4)
     assert buffer.add(**make_transitions(0)).shape == (0,)
-    assert len(buffer) == 0 and buffer.total_added == 0
+    assert len(buffer) == 0 and buffer.total_inserted == 0
 
 
 # ---------------------------------------------------------------- bad input
@@ -187,7 +187,7 @@ def test_bad_add_raises_and_leaves_buffer_unchanged(
     after = buffer.state_dict()
     for key in before:
         np.testing.assert_array_equal(before[key], after[key], err_msg=key)
-    assert buffer.total_added == 5
+    assert buffer.total_inserted == 5
 
 
 @pytest.mark.unit
@@ -506,7 +506,7 @@ def test_save_load_round_trip_continues_identically(
     for restored in (loaded_into, from_file):
         assert_buffers_equal(original, restored)
         assert len(restored) == len(original)
-        assert restored.total_added == original.total_added
+        assert restored.total_inserted == original.total_inserted
         assert restored.beta == 0.5 and restored.alpha == 0.7
 
     if inserted:
@@ -627,3 +627,14 @@ def test_a_value_bound_refuses_huge_but_finite_values_in_the_same_pass() -> None
     assert len(buffer) == 0
     buffer.add(obs, np.zeros((1, 1)), np.array([1e5]), obs, np.zeros(1))
     assert len(buffer) == 1
+
+
+def test_a_state_of_release_0_1_loads_with_its_former_counter_name() -> None:
+    buffer = make_buffer(8)
+    buffer.add(np.ones((3, 3), np.float32), np.zeros((3, 2), np.float32), np.ones(3, np.float32),
+               np.ones((3, 3), np.float32), np.zeros(3, bool))
+    state = dict(buffer.state_dict())
+    state["total_added"] = state.pop("total_inserted")  # the key files of release 0.1 carry
+    restored = make_buffer(8)
+    restored.load_state_dict(state)
+    assert restored.total_inserted == 3 and len(restored) == 3

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from rl_bringup.arguments import plan_from_arguments
-from rl_bringup.plan import MODES, PlanError, make_plan
+from rl_bringup.layouts import MODES
+from rl_bringup.plan import PlanError, make_plan
 
 pytestmark = pytest.mark.unit
 

@@ -10,7 +10,12 @@ import pytest
 
 from rl_core.config import ConfigError
 from rl_core.robot.description import ROBOTS
-from rl_core.robot.sim_robot_config import URDF_DEFAULTS, sim_robot_config, trajectory_command
+from rl_core.robot.sim_robot_config import (
+    PARAMETERS,
+    URDF_DEFAULTS,
+    sim_robot_config,
+    trajectory_command,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -23,6 +28,14 @@ def values(**given: object) -> dict[str, object]:
         "max_motor_force": 0.0, "mode": "lockstep", "publish_clock": False, "seed": 0,
         "rate_report_period": 10.0}
     return {**defaults, **given}
+
+
+def test_the_declared_parameters_are_these_and_their_defaults_are_valid() -> None:
+    declared = {name: [] if default is None else default
+                for name, (default, _, _) in PARAMETERS.items()}
+    assert declared == values()
+    assert sim_robot_config(declared).robot == "cartpole"
+    assert all(description.endswith(".") for _, description, _ in PARAMETERS.values())
 
 
 def test_a_known_robot_gets_its_own_settings() -> None:

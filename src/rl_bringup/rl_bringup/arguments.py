@@ -24,19 +24,10 @@ import yaml
 
 from rl_bringup.autoscale import KEY_PREFIX as AUTOSCALE_KEY_PREFIX
 from rl_bringup.autoscale import TUNING_FIELDS as AUTOSCALE_FIELDS
-from rl_bringup.plan import (
-    DEFAULT_CONFIG,
-    DEFAULT_DISCOVERY,
-    DEFAULT_POLICY_LAYOUT,
-    MAX_DOMAIN_ID,
-    MAX_ROBOTS,
-    MIN_DOMAIN_ID,
-    MIN_ROBOTS,
-    POLICY_LAYOUTS,
-    Plan,
-    make_plan,
-)
-from rl_core.config import NODE_CONFIGS
+from rl_bringup.discovery import DEFAULT_DISCOVERY, MAX_DOMAIN_ID, MIN_DOMAIN_ID
+from rl_bringup.layouts import DEFAULT_POLICY_LAYOUT, POLICY_LAYOUTS
+from rl_bringup.plan import DEFAULT_CONFIG, MAX_ROBOTS, MIN_ROBOTS, Plan, make_plan
+from rl_core.config import NODE_CONFIGS, RENAMED_PARAMETERS, renamed
 
 # name -> (default value, description). Defaults are text: launch arguments are substitutions.
 DEPLOYMENT_ARGUMENTS: dict[str, tuple[str, str]] = {
@@ -127,12 +118,16 @@ def _parameter_fields() -> dict[str, list[tuple[str, dataclasses.Field[Any]]]]:
 
 _PARAMETER_FIELDS = _parameter_fields()
 #: Node parameters that may be overridden as ``name:=value`` (``total_env_steps:=2000``).
+#: Former names (RENAMED_PARAMETERS) still work, with a warning.
 PARAMETER_KEYS: tuple[str, ...] = tuple(sorted(
-    set(_PARAMETER_FIELDS) - set(DEPLOYMENT_KEYS) - set(ELASTIC_KEYS) - PLAN_PARAMETERS))
+    set(_PARAMETER_FIELDS) - set(DEPLOYMENT_KEYS) - set(ELASTIC_KEYS) - PLAN_PARAMETERS)
+    + sorted(RENAMED_PARAMETERS))
 
 
 def parameter_description(name: str) -> str:
     """What ``--show-args`` says about the override of node parameter ``name``."""
+    if name in RENAMED_PARAMETERS:
+        return f"Deprecated: renamed to {RENAMED_PARAMETERS[name]}."
     entries = _PARAMETER_FIELDS[name]
     kinds = ", ".join(dict.fromkeys(kind for kind, _ in entries))
     description = entries[0][1].metadata.get("description", "").rstrip(".")
@@ -161,8 +156,8 @@ def plan_from_arguments(mode: str, values: Mapping[str, str]) -> Plan:
     :raises rl_bringup.plan.PlanError: for invalid values.
     """
     given = {key: value for key, value in values.items() if str(value).strip() != ""}
-    overrides = {key: parse_parameter_value(key, value) for key, value in given.items()
-                 if key in PARAMETER_KEYS}
+    overrides = renamed({key: value for key, value in given.items() if key in PARAMETER_KEYS})
+    overrides = {key: parse_parameter_value(key, value) for key, value in overrides.items()}
     return make_plan(
         mode,
         robots=given.get("robots", DEPLOYMENT_ARGUMENTS["robots"][0]),

@@ -150,7 +150,7 @@ class Window:
     :param duration_s: length of the window.
     :param env_steps_per_s: transitions stored per second.
     :param updates_per_transition: batches sampled per transition stored (NaN: none stored).
-    :param target_updates_per_transition: the configured ratio (``updates_per_step``).
+    :param target_updates_per_transition: the configured ratio (``updates_per_transition``).
     :param paused_fraction: share of the window the rate limiter blocked acting (it sat at its
         error buffer: the learner took all it could); the robots, pausing with hysteresis,
         slow down less than that.

@@ -9,7 +9,7 @@ Usage::
                            [min_robots:=N] [max_robots:=N] [autoscale_SETTING:=VALUE]
                            [PARAMETER:=VALUE ...]    # any node parameter: total_env_steps:=20000
     rl-bringup train [MODE] [key:=value ...]    # launch; mode colocated, config cartpole by default
-    rl-bringup plan MODE [key:=value ...] [--format table|yaml]    # dry run: print the plan
+    rl-bringup plan MODE [key:=value ...] [--format table|yaml|nodes]    # dry run: print the plan
 
 Arguments follow ``ros2 launch``'s ``key:=value`` style, and both front ends take the same keys
 (:mod:`rl_bringup.arguments`), so the same line works with ``ros2 launch rl_bringup
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import TextIO
@@ -36,7 +37,8 @@ import yaml
 
 from rl_bringup import paths
 from rl_bringup.arguments import DEPLOYMENT_KEYS, ELASTIC_KEYS, PARAMETER_KEYS, plan_from_arguments
-from rl_bringup.plan import DEFAULT_CONFIG, MODES, Plan, ProcessSpec
+from rl_bringup.layouts import MODES
+from rl_bringup.plan import DEFAULT_CONFIG, Plan, ProcessSpec
 from rl_bringup.run_key import with_weights_key
 from rl_bringup.supervisor import Supervisor
 from rl_bringup.tools import advise, compare, compose, doctor, evaluate, export, k8s, record, status
@@ -150,6 +152,23 @@ def _process_cpus_text(process: ProcessSpec) -> str:
     return f"{text}, torch threads {process.torch_threads}"
 
 
+#: The columns of :func:`format_node_table`.
+NODE_TABLE_COLUMNS = ("PROCESS", "KIND", "NAMESPACE", "EXECUTABLE")
+
+
+def format_node_table(plan: Plan) -> str:
+    """The nodes of ``plan`` as an aligned text table, one row per node in start order: the
+    process hosting it, its kind, its namespace and the executable of the process
+    (``container`` for a process hosting several nodes)."""
+    rows = [NODE_TABLE_COLUMNS, *(
+        (process.name, kind, namespace, os.path.basename(process.executable))
+        for process in plan.processes for kind, namespace in process.hosted_nodes()
+    )]
+    widths = [max(len(row[column]) for row in rows) for column in range(len(NODE_TABLE_COLUMNS))]
+    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
+                     for row in rows)
+
+
 def format_plan_table(plan: Plan) -> str:
     """The plan as an aligned, human-readable text table."""
     robots = (plan.robots_text() if plan.autoscale is not None
@@ -164,6 +183,8 @@ def format_plan_table(plan: Plan) -> str:
         f"attach with  {plan.attach_command()}",
         "environment",
         *(f"  {name}={value}" for name, value in plan.environment.items()),
+        "nodes",
+        *(f"  {line}" for line in format_node_table(plan).splitlines()),
         "processes",
     ]
     name_width = max(len("NAME"), *(len(process.name) for process in plan.processes))
@@ -187,10 +208,13 @@ def format_plan_table(plan: Plan) -> str:
 
 
 def _handle_plan(arguments: argparse.Namespace, tokens: list[str]) -> int:
-    """``rl-bringup plan MODE key:=value ... [--format table|yaml]``: print, start nothing."""
+    """``rl-bringup plan MODE key:=value ... [--format table|yaml|nodes]``: print, start
+    nothing."""
     plan = _plan_from_tokens(tokens, default_mode=None)
     if arguments.format == "yaml":
         sys.stdout.write(yaml.safe_dump(plan.to_dict(), sort_keys=False))
+    elif arguments.format == "nodes":
+        print(format_node_table(plan))
     else:
         print(format_plan_table(plan))
     return 0
@@ -252,13 +276,15 @@ def register_plan(subparsers: SubparsersAction) -> None:
     """Add ``plan``."""
     parser = add_subcommand(
         subparsers, "plan", _handle_plan,
-        help="print the processes, command lines and environment of a deployment (dry run)",
+        help="print the nodes, processes, command lines and environment of a deployment "
+        "(dry run)",
         description=f"Print the deployment plan of MODE ({', '.join(MODES)}) without starting "
         f"anything. {_KEYS_HELP}.",
         metavar="MODE|key:=value",
     )
     parser.add_argument(
-        "--format", choices=("table", "yaml"), default="table", help="output format"
+        "--format", choices=("table", "yaml", "nodes"), default="table",
+        help="output format: table (the whole plan, default), yaml, or nodes (the node table only)",
     )
 
 

@@ -48,7 +48,8 @@ from rl_bringup.autoscale import (
     learning_steady,
     window_from_samples,
 )
-from rl_bringup.plan import DISCOVERY_RANGE_VARIABLE, DISCOVERY_SERVER_VARIABLE, Plan
+from rl_bringup.discovery import DISCOVERY_RANGE_VARIABLE, DISCOVERY_SERVER_VARIABLE
+from rl_bringup.plan import Plan
 from rl_bringup.supervisor import RESTARTING, RUNNING, STANDBY, Supervisor
 from rl_core.cpus import available_cpus
 from rl_nodes import graph

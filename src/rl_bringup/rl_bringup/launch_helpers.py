@@ -1,8 +1,11 @@
 """Turn the deployment plan into ``launch`` / ``launch_ros`` actions (the ros2 launch front end).
 
-The four files in ``launch/`` call :func:`generate_mode_launch_description` and nothing else, so
-the plan (:mod:`rl_bringup.plan`) stays the single source of the process layout, and
-:mod:`rl_bringup.arguments` the single source of the arguments ``rl-bringup`` takes too.
+Each file in ``launch/`` lists the nodes its mode starts and builds its description from two
+pieces of this module: :func:`declare_arguments`, then an ``OpaqueFunction`` running
+:func:`launch_setup`, which turns the plan's processes into ``Node`` actions once the arguments'
+values are known. So the plan (:mod:`rl_bringup.plan`) stays the single source of the process
+layout, and :mod:`rl_bringup.arguments` the single source of the arguments ``rl-bringup`` takes
+too.
 
 ``launch`` and ``launch_ros`` are imported inside the functions: they exist only in a ROS 2
 install, and importing them late lets ``rl_bringup`` import everywhere (and lets tests substitute
@@ -20,7 +23,8 @@ from rl_bringup.arguments import (
     parameter_description,
     plan_from_arguments,
 )
-from rl_bringup.plan import MAX_RESPAWNS, MODES, RESPAWN_DELAY_S, Plan, PlanError, ProcessSpec
+from rl_bringup.layouts import MODES
+from rl_bringup.plan import MAX_RESPAWNS, RESPAWN_DELAY_S, Plan, PlanError, ProcessSpec
 from rl_bringup.run_key import with_weights_key
 
 MODE_ARGUMENT_DESCRIPTION = (
@@ -138,20 +142,3 @@ def launch_setup(context: Any, mode: str | None = None) -> list[Any]:
     actions: list[Any] = [LogInfo(msg=f"rl_bringup: {line}") for line in plan.header_lines()]
     actions.extend(node_action(process) for process in plan.processes)
     return actions
-
-
-def generate_mode_launch_description(mode: str | None) -> Any:
-    """The whole ``LaunchDescription`` of a launch file.
-
-    :param mode: the fixed mode, or ``None`` for a ``mode:=`` argument (multi_robot.launch.py).
-    """
-    from launch.actions import OpaqueFunction
-
-    from launch import LaunchDescription
-
-    return LaunchDescription(
-        [
-            *declare_arguments(with_mode=mode is None),
-            OpaqueFunction(function=launch_setup, kwargs={"mode": mode}),
-        ]
-    )

@@ -1,7 +1,8 @@
 """When a robot may act: the replay buffer's rate limiter, its silence, and a control rate.
 
-Plain objects for the simulator node (``rl_nodes.simulator``), which feeds them what it hears
-and does what they answer; times are ``time.monotonic()`` seconds, passed in.
+Plain objects for the simulator node (``rl_nodes.simulator``) and the gym bridge
+(``rl_nodes.gym_bridge``), which feed them what they hear and do what they answer; times are
+``time.monotonic()`` seconds, passed in.
 """
 
 from __future__ import annotations
@@ -51,6 +52,12 @@ class ActingGate:
         self.silent = True
         self._set_paused(True, now)
         return True
+
+    def held_by_limiter(self, now: float) -> bool:
+        """Paused by a rate limiter that reported within ``silence_s``: a learner waiting for a
+        robot (the gym bridge) waits on, while the pause of a buffer since gone stops counting."""
+        return self.paused and not self.silent and self._status_at is not None \
+            and now - self._status_at < self.silence_s
 
     def silent_for(self, now: float) -> float:
         """Seconds since the last status (0 before the first)."""

@@ -2,8 +2,11 @@
 several robots answered by one forward pass, and the figures of that batching.
 
 The central policy node (``rl_nodes.policy`` with ``robots: N``) adds each robot's batch as it
-comes and runs :meth:`CentralBatcher.forward` once every robot has one pending or the batch
-window has passed; the timer and the publishing stay in the node.
+comes and runs :meth:`CentralBatcher.forward` once every robot has one pending, or when the oldest
+has waited the batch window; the actions are then split and published per robot with each batch's
+own ``robot_id`` and ``step``. The window's timer and the publishing stay in the node. Robots per
+forward pass and the latency batching adds are kept in :attr:`CentralBatcher.stats` and reported
+by :meth:`CentralBatcher.diagnostics`.
 """
 
 from __future__ import annotations
@@ -66,10 +69,12 @@ class CentralBatcher:
     """The batches of ``robots`` robots waiting for one forward pass.
 
     :param robots: robots served (their batches arrive with index ``0..robots-1``).
+    :param window_s: longest wait of a batch for the other robots' (0: answer each at once).
     """
 
-    def __init__(self, robots: int) -> None:
+    def __init__(self, robots: int, window_s: float = 0.0) -> None:
         self.robots = robots
+        self.window_s = window_s
         self.pending: list[PendingBatch] = []
         self._pending_per_robot = [0] * robots
         self._robots_waiting = 0  # robots with at least one pending batch
@@ -92,6 +97,11 @@ class CentralBatcher:
     def oldest_wait_s(self, now: float) -> float:
         """How long the oldest pending batch has waited (0 with none)."""
         return now - self.pending[0].arrived_at if self.pending else 0.0
+
+    def tick_is_early(self, now: float) -> bool:
+        """Whether a deadline tick at ``now`` came for a round already answered: the oldest
+        pending batch has waited less than half the window (the timer was reset for it)."""
+        return bool(self.pending) and self.oldest_wait_s(now) < 0.5 * self.window_s
 
     def forward(self, act: Callable[[np.ndarray], np.ndarray]
                 ) -> list[tuple[PendingBatch, np.ndarray]]:
@@ -131,3 +141,16 @@ class CentralBatcher:
         self._reported_robot_batches = list(self.robot_batches)
         max_wait, self._max_wait_s = self._max_wait_s, 0.0
         return recent, max_wait, silent
+
+    def diagnostics(self) -> tuple[dict[str, object], list[int]]:
+        """The diagnostics values of the batching since the last report, and the robots that
+        sent nothing meanwhile."""
+        recent, max_wait_s, silent = self.report()
+        values = {"robots": self.robots, "batch window ms": f"{self.window_s * 1e3:g}",
+                  "forward passes": recent.forward_passes,
+                  "robots per forward pass": f"{recent.robots_per_pass:.2f}",
+                  "observations per forward pass": f"{recent.rows_per_pass:.1f}",
+                  "batch wait ms": f"{recent.mean_wait_ms:.3f}",
+                  "batch wait max ms": f"{max_wait_s * 1e3:.3f}",
+                  "answer latency ms": f"{recent.mean_latency_ms:.3f}"}
+        return values, silent

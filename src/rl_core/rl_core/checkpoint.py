@@ -29,6 +29,7 @@ from safetensors.torch import save as save_safetensors_bytes
 from rl_core.algorithms.sac import SAC
 from rl_core.config import SACConfig
 from rl_core.encoders import EncodedActor, make_actor
+from rl_core.image_codecs import is_image_shape
 from rl_core.networks import SquashedGaussianActor
 
 FORMAT_VERSION = 1
@@ -293,6 +294,22 @@ def load_checkpoint(directory: str | Path, device: torch.device | str = "cpu"
             _unflatten_optimizer(name, tensors, meta["optimizer_param_groups"][name]))
     sac.update_step = int(meta["update_step"])
     return sac, meta
+
+
+def resume_or_new(resume: str | Path | None, obs_shape: tuple[int, ...],
+                  action_shape: tuple[int, ...], config: SACConfig, seed: int,
+                  device: torch.device | str = "cpu") -> tuple[SAC, dict[str, Any]]:
+    """The learner of checkpoint ``resume``, with the random-number generators it saved, and
+    its counters; a fresh learner and no counters when ``resume`` is empty.
+
+    :raises FileNotFoundError, ValueError: as :func:`load_checkpoint`.
+    """
+    if not resume:
+        obs = obs_shape if is_image_shape(obs_shape) else int(np.prod(obs_shape))
+        return SAC(obs, int(np.prod(action_shape)), config, seed=seed, device=device), {}
+    sac, meta = load_checkpoint(resume, device)
+    restore_rng(meta, resume)
+    return sac, dict(meta["counters"])
 
 
 def load_actor(directory: str | Path

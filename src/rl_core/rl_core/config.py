@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from rl_core.image_codecs import OBSERVATION_CODECS
 
 
 def param(default: Any, description: str, low: float | None = None, high: float | None = None,
-          step: float | None = None, read_only: bool = False) -> Any:
+          step: float | None = None, read_only: bool = False, renamed_from: str = "") -> Any:
     """A dataclass field carrying what a ROS ``ParameterDescriptor`` needs.
 
     :param default: default value (lists/tuples become tuples).
@@ -31,9 +32,11 @@ def param(default: Any, description: str, low: float | None = None, high: float 
     :param high: inclusive upper bound of a numeric parameter.
     :param step: slider step for integer/float ranges (0 = continuous).
     :param read_only: true for parameters that cannot change after start.
+    :param renamed_from: the parameter's former name, which keeps working for a release with a
+        deprecation warning (:func:`renamed`).
     """
     metadata = {"description": description, "low": low, "high": high, "step": step,
-                "read_only": read_only}
+                "read_only": read_only, "renamed_from": renamed_from}
     if isinstance(default, (list, tuple)):
         value = tuple(default)
         return dataclasses.field(default_factory=lambda: value, metadata=metadata)
@@ -260,9 +263,10 @@ class ReplayConfig:
     learning_starts: int = param(1000, "Stored transitions needed before the first gradient "
                                  "update (the rate limiter's minimum size to sample).",
                                  1, 10**9, 1, read_only=True)
-    updates_per_step: float = param(1.0, "Gradient steps (batches sampled) per inserted "
-                                    "transition: the update-to-data ratio the rate limiter keeps.",
-                                    0.0, 64.0, 0.0, read_only=True)
+    updates_per_transition: float = param(
+        1.0, "Gradient steps (batches sampled) per inserted transition: the update-to-data "
+        "ratio the rate limiter keeps.", 0.0, 64.0, 0.0, read_only=True,
+        renamed_from="updates_per_step")
     rate_limit: bool = param(True, "Pause acting (simulators stop stepping) while it is more "
                              "than error_buffer transitions ahead of learning. false: acting "
                              "runs free (real robots that cannot pause); the achieved ratio is "
@@ -396,6 +400,34 @@ class RunConfig:
                 f"{list(self.sac.hidden_sizes)}; set hidden_sizes once in the '/**' block")
 
 
+def _renamed_parameters() -> dict[str, str]:
+    return {field.metadata["renamed_from"]: field.name
+            for classes in NODE_CONFIGS.values() for cls in classes
+            for field in dataclasses.fields(cls) if field.metadata.get("renamed_from")}
+
+
+#: Former parameter names and their new names (each works for a release, with a warning).
+RENAMED_PARAMETERS: dict[str, str] = _renamed_parameters()
+
+
+def deprecation_notice(old: str) -> str:
+    """What a user who set the former name ``old`` is told."""
+    return (f"parameter {old!r} is deprecated: it was renamed to {RENAMED_PARAMETERS[old]!r}, "
+            f"and the old name stops working in the next release")
+
+
+def renamed(params: Mapping[str, Any]) -> dict[str, Any]:
+    """``params`` with former names replaced by the new ones, each with a ``FutureWarning``
+    (shown to users by default); where both are given, the new name wins."""
+    upgraded = dict(params)
+    for old, new in RENAMED_PARAMETERS.items():
+        if old in upgraded:
+            warnings.warn(deprecation_notice(old), FutureWarning, stacklevel=2)
+            value = upgraded.pop(old)
+            upgraded.setdefault(new, value)
+    return upgraded
+
+
 #: Node name of the scenario file's ``/rl_bringup`` block: settings of the deployment plan
 #: (``cpus``), not of a node. No node has this name, so ROS 2 loads the block into nothing and
 #: the node configs skip it; ``rl_bringup.plan`` reads it.
@@ -442,6 +474,7 @@ def build_node_configs(node: str, params: Mapping[str, Any], *, strict: bool = T
     :raises ConfigError: on unknown parameters (listing the valid names) or invalid values.
     """
     classes = NODE_CONFIGS[node]
+    params = renamed(params)
     known = {f.name for cls in classes for f in dataclasses.fields(cls)}
     unknown = sorted(set(params) - known)
     if strict and unknown:
@@ -481,9 +514,10 @@ def load_run_config(path: str | Path, overrides: Mapping[str, Mapping[str, Any]]
     :raises ConfigError: when the file is missing, malformed or holds invalid values.
     """
     document = load_yaml(path)
-    shared: Mapping[str, Any] = next((b["ros__parameters"] for k, b in document.items()
-                   if _node_name_of(str(k)) is None and isinstance(b, Mapping)
-                   and isinstance(b.get("ros__parameters"), Mapping)), {})
+    shared: Mapping[str, Any] = renamed(next((
+        b["ros__parameters"] for k, b in document.items()
+        if _node_name_of(str(k)) is None and isinstance(b, Mapping)
+        and isinstance(b.get("ros__parameters"), Mapping)), {}))
     every_field = {f.name for classes in NODE_CONFIGS.values() for cls in classes
                    for f in dataclasses.fields(cls)}
     if unknown := sorted(set(shared) - every_field):
@@ -491,11 +525,11 @@ def load_run_config(path: str | Path, overrides: Mapping[str, Mapping[str, Any]]
                           f"valid: {', '.join(sorted(every_field))}")
     built: dict[str, list[Any]] = {}
     for node in NODE_CONFIGS:
-        params = node_parameters(document, node)
+        params = renamed(node_parameters(document, node))
         # Shared ('/**') parameters reach every node; each node keeps only what it knows.
         own = {k: v for k, v in params.items()
                if k not in shared or k in {f.name for c in NODE_CONFIGS[node] for f in dataclasses.fields(c)}}
-        own.update((overrides or {}).get(node, {}))
+        own.update(renamed((overrides or {}).get(node, {})))
         built[node] = build_node_configs(node, own)
     return RunConfig(simulator=built["simulator"][0], policy=built["policy"][0],
                      replay=built["replay_buffer"][0], sac=built["trainer"][0],

@@ -18,13 +18,14 @@ Nothing here imports ROS or torch; the nodes put the bytes into messages (rl_nod
 
 from __future__ import annotations
 
+import array
 import io
 from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["IMAGE_CODECS", "OBSERVATION_CODECS", "decode_batch", "decode_tall", "encode_batch",
-           "is_image_shape"]
+__all__ = ["IMAGE_CODECS", "OBSERVATION_CODECS", "compressed_format", "decode_batch",
+           "decode_raw_tall", "decode_tall", "encode_batch", "format_codec", "is_image_shape"]
 
 #: Codecs that send images.
 IMAGE_CODECS = ("raw", "png", "jpeg")
@@ -118,3 +119,37 @@ def decode_tall(data: bytes, codec: str) -> np.ndarray:
             return np.asarray(image.convert("RGB"))
     except (OSError, SyntaxError) as error:  # PIL.UnidentifiedImageError is an OSError
         raise ValueError(f"cannot decode {codec} batch: {error}") from error
+
+
+def decode_raw_tall(data: bytes | array.array[int], encoding: str, height: int, width: int,
+                    step: int) -> np.ndarray:
+    """The pixels of a raw image (``sensor_msgs/Image`` fields) as ``uint8 (height, width, 3)``,
+    without a copy of ``data``.
+
+    :raises ValueError: on another encoding than rgb8, rows with padding, or data of another size.
+    """
+    if encoding != "rgb8" or step != 3 * width:
+        raise ValueError(f"expected an rgb8 image with step {3 * width}, got encoding "
+                         f"{encoding!r} and step {step}")
+    pixels = np.frombuffer(data, dtype=np.uint8)
+    if pixels.size != height * step:
+        raise ValueError(f"image of {height} x {width} holds {pixels.size} bytes, "
+                         f"expected {height * step}")
+    return pixels.reshape(height, width, 3)
+
+
+def compressed_format(codec: str) -> str:
+    """The ``format`` of a ``sensor_msgs/CompressedImage`` of ``codec`` (png, jpeg), in
+    image_transport's form: the raw encoding, then what was compressed (OpenCV decodes to bgr8)."""
+    return f"rgb8; {codec} compressed bgr8"
+
+
+def format_codec(image_format: str) -> str:
+    """The codec a ``sensor_msgs/CompressedImage`` ``format`` names (png or jpeg).
+
+    :raises ValueError: when it names neither, or both.
+    """
+    codecs = [codec for codec in IMAGE_CODECS[1:] if codec in image_format.lower()]
+    if len(codecs) != 1:
+        raise ValueError(f"compressed image format {image_format!r} names neither png nor jpeg")
+    return codecs[0]

@@ -1,25 +1,34 @@
 """The learner's side of a run, shared by the bare loop and the trainer node.
 
-One update step (:meth:`Learner.update`: a SAC gradient step on a granted batch, with non-finite
-failures counted instead of crashing), the bookkeeping of finished episodes (progress, training
-curve, when the task was first solved) and one end of run (:meth:`Learner.finish`: evaluate,
-checkpoint, curve, ``result.json``), with the periodic evaluations and the best checkpoint of
-:class:`rl_core.periodic_evaluation.PeriodicEvaluator` when one is given. How batches are
-obtained — from a local :class:`rl_core.replay.RateLimitedReplay` or prefetched over ROS — is
-the caller's business; the
-replay's rate limiter decides how many updates the data pays for, in every mode.
+The replay buffer's rate limiter decides how many gradient steps the data pays for, in every
+mode; what it granted reaches the learner as a :class:`Grant`. There is one update loop (Acme's
+``Learner.step()`` over a dataset): :meth:`Learner.learn` runs a gradient step on every batch of
+one grant and :meth:`Learner.run` pulls grants from a *source* until the budget's updates are
+done. The sources are a local :class:`rl_core.replay.RateLimitedReplay` (the bare loop, pulled
+after every vector step), the replay node sampled in the same process or prefetched over DDS
+(the trainer's learner thread), and the interleaved trigger of a colocated run (one grant after
+each insert).
+
+Around the loop: the bookkeeping of finished episodes (progress, training curve, when the task
+was first solved), the TD errors a prioritized buffer gets back (:attr:`Learner.priorities`),
+periodic evaluations with the best checkpoint
+(:class:`rl_core.periodic_evaluation.PeriodicEvaluator`) and one end of run
+(:meth:`Learner.finish`: evaluate, checkpoint, curve, ``result.json``).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import queue
 import random
+import threading
 import time
 from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -29,12 +38,35 @@ from rl_core.checkpoint import save_checkpoint
 from rl_core.evaluation import EvalResult, evaluate
 from rl_core.periodic_evaluation import PeriodicEvaluator
 from rl_core.plotting import plot_training_curve
-from rl_core.replay import Batch
+from rl_core.replay import Batch, PriorityFeedback
 
 #: Training episodes averaged for the "solved" check (solve_return).
 SOLVE_WINDOW = 10
 #: Most recent episodes kept for the training curve (older points are thinned, not kept forever).
 CURVE_POINTS = 20_000
+#: Rows of TD errors held for a prioritized buffer until the next sample request takes them.
+PRIORITY_ROWS = 1 << 20
+#: Back-off of the learner thread while the rate limiter grants nothing (learner ahead of data).
+IDLE_WAIT_S = 0.002
+#: Seconds the loop waits after a failed round, before it tries again.
+ERROR_WAIT_S = 0.1
+
+
+class Grant(Protocol):
+    """What a replay buffer's rate limiter granted: batches, and its counters then."""
+
+    @property
+    def batches(self) -> Sequence[Batch]: ...
+
+    @property
+    def total_inserted(self) -> int: ...
+
+    @property
+    def prioritized(self) -> bool: ...
+
+
+#: Receives a failed step: what failed and why (the node counts and logs it).
+Report = Callable[[str, str], None]
 
 
 def seed_everything(seed: int) -> None:
@@ -83,14 +115,29 @@ class Learner:
     :param env_id: task of the final evaluation.
     :param solve_return: mean training return that counts as solved (0: not tracked).
     :param evaluator: periodic evaluation and the best checkpoint (None: the final one only).
+    :param report: receives each failed update or round (what, why); nothing by default.
+    :param counters: extra counters stored with each periodic snapshot (weights version, ...).
+    :param priority_rows: most TD-error rows :attr:`priorities` holds.
     """
 
     def __init__(self, sac: SAC, env_id: str, solve_return: float = 0.0,
-                 evaluator: PeriodicEvaluator | None = None) -> None:
+                 evaluator: PeriodicEvaluator | None = None, report: Report | None = None,
+                 counters: Callable[[], dict[str, Any]] = dict,
+                 priority_rows: int = PRIORITY_ROWS) -> None:
         self.sac = sac
         self.env_id = env_id
         self.solve_return = solve_return
         self.evaluator = evaluator
+        self.report: Report = report or (lambda what, why: None)
+        self.counters = counters
+        #: Held by every update, and by whoever reads the networks meanwhile (weights, checkpoints).
+        self.lock = threading.Lock()
+        #: TD errors of the batches learned on, for a prioritized buffer's next request.
+        self.priorities = PriorityFeedback(priority_rows)
+        #: Transitions the buffer had received at the newest grant.
+        self.env_steps = 0
+        #: Set at the end of the run: no periodic evaluation after it.
+        self.ended = False
         self.metrics: dict[str, float] = {}
         self.failed_updates = 0
         self.last_error = ""
@@ -111,6 +158,52 @@ class Learner:
             self.last_error = str(error)
             return False
         return True
+
+    def learn(self, grant: Grant) -> int:
+        """A gradient step on every batch of ``grant`` (keeping its TD errors in
+        :attr:`priorities` when the buffer is prioritized), then a periodic evaluation when one
+        is due; returns how many batches there were."""
+        self.env_steps = max(self.env_steps, grant.total_inserted)
+        for batch in grant.batches:
+            with self.lock:
+                ok = self.update(batch)
+                td_errors = self.sac.last_td_errors
+            if not ok:
+                self.report("update", self.last_error)
+            elif grant.prioritized:
+                self.priorities.add(batch.indices, td_errors, grant.total_inserted)
+        if not self.ended and self.evaluator is not None and self.evaluator.due(self.env_steps):
+            with self.lock:
+                self.evaluate_if_due(self.env_steps, {"env_steps": self.env_steps,
+                                                      "episodes": self.episodes,
+                                                      **self.counters()})
+        return len(grant.batches)
+
+    def run(self, source: Callable[[], Grant | None], budget: int, stop: threading.Event,
+            after_round: Callable[[], None] = lambda: None) -> bool:
+        """Learn on every grant ``source`` hands over (None: nothing yet) until a grant is empty
+        once ``budget`` transitions are in, which means every update they pay for is done.
+
+        A failed round is reported and the loop goes on.
+
+        :param after_round: called after every round (weights, checkpoints).
+        :returns: True when the budget's updates are done, False when ``stop`` was set first.
+        """
+        while not stop.is_set():
+            try:
+                grant = source()
+                if grant is None:
+                    continue
+                learned = self.learn(grant)
+                after_round()
+                if not learned:
+                    if self.env_steps >= budget:
+                        return True
+                    stop.wait(IDLE_WAIT_S)
+            except Exception as error:  # noqa: BLE001 - reported, then the loop goes on
+                self.report("learner round", f"{type(error).__name__}: {error}")
+                stop.wait(ERROR_WAIT_S)
+        return False
 
     def record_episode(self, episode_return: float, env_steps: int) -> None:
         """Count a finished training episode (``env_steps``: transitions collected so far)."""
@@ -196,3 +289,61 @@ class Learner:
             result.best_eval_mean_return = figures.mean
             result.best_eval_std_return = figures.std
         result.best_eval_success_rate = figures.success_rate
+
+
+class PrefetchingSampler:
+    """Keeps one ``sample`` request in flight while the learner updates (double buffering).
+
+    A background thread calls the remote service and hands each answer over through a queue of
+    one: while the learner works on one answer, the next is on its way or waiting.
+
+    It is the source of :meth:`Learner.run` where the replay buffer is in another process.
+
+    :param call: one sample request; its answer has ``batches`` (empty: nothing granted now).
+    :param on_error: told why a call failed with ``unavailable`` (the thread retries a second
+        later); any other exception ends the thread.
+    """
+
+    def __init__(self, call: Callable[[], Any], on_error: Callable[[str], None],
+                 unavailable: type[Exception] | tuple[type[Exception], ...] = ConnectionError
+                 ) -> None:
+        self._call = call
+        self._on_error = on_error
+        self._unavailable = unavailable
+        self._results: queue.Queue[Any] = queue.Queue(maxsize=1)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="sample-prefetch", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                result = self._call()
+            except self._unavailable as error:
+                if not self._stop.is_set():  # a call cut short by the end of the run is no fault
+                    self._on_error(str(error))
+                self._stop.wait(1.0)
+                continue
+            while not self._stop.is_set():
+                try:
+                    self._results.put(result, timeout=0.1)
+                    break
+                except queue.Full:
+                    continue
+            if not result.batches:
+                self._stop.wait(IDLE_WAIT_S)
+
+    def get(self, timeout_s: float) -> Any:
+        """The next answer, or None when none came within ``timeout_s``."""
+        try:
+            return self._results.get(timeout=timeout_s)
+        except queue.Empty:
+            return None
+
+    def stop(self) -> None:
+        """Ask the thread to end (it may be waiting for an answer the executor delivers)."""
+        self._stop.set()
+
+    def close(self) -> None:
+        self.stop()
+        self._thread.join(timeout=5.0)

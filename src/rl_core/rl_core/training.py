@@ -21,6 +21,7 @@ from rl_core.device import describe, resolve_device
 from rl_core.envs import VectorEnv
 from rl_core.learner import Learner, TrainResult, seed_everything
 from rl_core.periodic_evaluation import PeriodicEvaluator
+from rl_core.progress import RateMeter, progress_line, summary_line
 from rl_core.replay import UNLIMITED_BATCHES, RateLimitedReplay
 from rl_core.replay.build import new_buffer, new_replay
 
@@ -35,9 +36,9 @@ def train(config: RunConfig, output_dir: str | Path | None = None,
           log: Callable[[str], None] = print, log_period_s: float = 2.0) -> TrainResult:
     """Train SAC on ``config.simulator.env_id`` for ``config.trainer.total_env_steps`` steps.
 
-    Acting and learning alternate in one thread: after every vector step the learner runs the
-    updates the replay's rate limiter grants (``updates_per_step`` per transition after
-    ``learning_starts``), through the same :class:`Learner` as the trainer node.
+    Acting and learning alternate in one thread: after every vector step the learner learns on
+    what the replay's rate limiter grants (``updates_per_transition`` per transition after
+    ``learning_starts``), through the same :meth:`Learner.learn` as the trainer node.
 
     :param output_dir: where the checkpoint and ``result.json`` go (nothing saved when None).
     :param log: receives one progress line every ``log_period_s`` seconds.
@@ -59,10 +60,9 @@ def train(config: RunConfig, output_dir: str | Path | None = None,
                                   sim.seed, Path(output_dir) if output_dir is not None else None)
     learner = Learner(sac, sim.env_id, trainer.solve_return, evaluator)
     action_rng = np.random.default_rng(sim.seed)
-
+    rates = RateMeter()
+    last_log = time.monotonic()
     env_steps = 0
-    last_log = time.perf_counter()
-    last_log_steps = 0
     obs = envs.reset(seed=sim.seed)
     try:
         while env_steps < trainer.total_env_steps:
@@ -77,33 +77,22 @@ def train(config: RunConfig, output_dir: str | Path | None = None,
             env_steps += sim.num_envs
             for record in step.episodes:
                 learner.record_episode(float(record.episode_return), env_steps)
-            draw, _ = replay.take(trainer.batch_size, UNLIMITED_BATCHES)
-            for batch in draw.batches:
-                learner.update(batch)
-                if config.replay.prioritized:
-                    replay.buffer.update_priorities(batch.indices, sac.last_td_errors)
-            learner.evaluate_if_due(env_steps)
-            now = time.perf_counter()
-            if now - last_log >= log_period_s:
-                rate = (env_steps - last_log_steps) / (now - last_log)
-                log(f"[bare] steps {env_steps}/{trainer.total_env_steps} | {rate:,.0f} steps/s | "
-                    f"episodes {learner.episodes} | return(last {len(learner.recent_returns)}) "
-                    f"{learner.mean_return:.1f} | updates {sac.update_step} | critic loss "
-                    f"{learner.metrics.get('critic_loss', float('nan')):.3f} | alpha {sac.alpha:.3f}")
-                last_log, last_log_steps = now, env_steps
+            priorities = learner.priorities.take()
+            if priorities is not None:
+                replay.update_priorities(priorities)
+            learner.learn(replay.take(trainer.batch_size, UNLIMITED_BATCHES)[0])
+            if time.monotonic() - last_log >= log_period_s:
+                last_log = time.monotonic()
+                rate = rates.read(env_steps, sac.update_step)["env_steps_per_s"]
+                log("[bare] " + progress_line(learner, env_steps, trainer.total_env_steps, rate,
+                                              details=(f"alpha {sac.alpha:.3f}",)))
     finally:
         envs.close()
 
     result = learner.finish(env_steps, env_steps - config.replay.learning_starts, trainer.eval_episodes,
                             sim.seed, Path(output_dir) if output_dir is not None else None,
                             title=f"{sim.env_id} (SAC, bare loop)", extra={"device": device.type})
-    log(f"[bare] done: {env_steps} steps, {sac.update_step} updates, {learner.episodes} episodes "
-        f"in {result.wall_time_s:.0f} s | evaluation return {result.eval_mean_return:.1f} "
-        f"± {result.eval_std_return:.1f} over {len(result.eval_returns)} episodes"
-        + (f" | success {result.eval_success_rate:.0%}" if result.eval_success_rate is not None else "")
-        + (f" | checkpoint {result.checkpoint_dir}" if result.checkpoint_dir else "")
-        + (f" | best: {result.best_eval_mean_return:.1f} at {result.best_env_steps} steps"
-           if result.best_eval_mean_return is not None else ""))
+    log(f"[bare] {summary_line(result)}")
     return result
 
 

@@ -14,8 +14,9 @@ from rclpy.qos import QoSProfile
 from rl_core import weights_auth
 from rl_core.config import ConfigError
 from rl_nodes import graph
-from rl_nodes.conversions import TopicType, plain
-from rl_nodes.intra_process import IntraProcessManager, IntraProcessPublisher, IntraProcessSubscription
+from rl_nodes.conversions import TopicType, plain, topic_type
+from rl_nodes.intra_process import IntraProcessManager
+from rl_nodes.intra_process_endpoints import IntraProcessPublisher, IntraProcessSubscription
 
 T = TypeVar("T")
 
@@ -46,27 +47,18 @@ def load_weights_key(logger: Any) -> bytes | None:
     return key
 
 
-def weights_refusal(msg: Any, key: bytes | None, current: tuple[int, int]) -> str | None:
-    """Why received weights ``msg`` (rl_nodes.conversions.Weights) must not replace the weights
-    of ``current`` ``(epoch, version)``: a signature that does not verify under the run's key, an
-    older version (a replay) or NaN; None when they may be loaded (architecture not checked)."""
-    import torch  # only nodes that follow weights call this
-
-    if key is not None and not msg.verify(key):
-        return (f"version {msg.version}: the signature does not verify (unsigned, or signed with "
-                "another run's key); ignored")
-    if (msg.epoch, msg.version) < current:
-        return (f"epoch {msg.epoch} version {msg.version} is older than the current epoch "
-                f"{current[0]} version {current[1]} (a replay); ignored")
-    if not all(bool(torch.isfinite(tensor).all()) for tensor in msg.state.values()):
-        return f"version {msg.version} holds NaN or infinite values; ignored"
-    return None
-
-
 def _name_and_qos(topic: graph.Topic | str, qos: QoSProfile | None) -> tuple[str, QoSProfile]:
     if isinstance(topic, graph.Topic):
         return topic.name, qos or topic.qos.profile()
     return topic, qos or STREAM_QOS
+
+
+def _topic_type(topic: graph.Topic | str, given: TopicType[T] | None) -> TopicType[T]:
+    if given is not None:
+        return given
+    if isinstance(topic, graph.Topic):
+        return topic_type(topic.type)
+    raise TypeError(f"topic {topic!r} is a bare name: pass its topic_type")
 
 
 def robot_id_from_namespace(namespace: str) -> int:
@@ -93,6 +85,27 @@ class RLNode(Node):
         self._clock_seen = (self.get_clock().now().nanoseconds, time.monotonic())
         self._diagnostics_pub = self.zc_publisher(plain(DiagnosticArray), graph.DIAGNOSTICS)
         self.zc_timer(graph.DIAGNOSTICS_PERIOD_S, self._publish_diagnostics)
+
+    def publisher(self, topic: graph.Topic | str, topic_type: TopicType[T] | None = None,
+                  qos: QoSProfile | None = None) -> IntraProcessPublisher[T]:
+        """A publisher on ``topic``: a topic of :mod:`rl_nodes.graph` (its name, QoS and message
+        type, converted as :func:`rl_nodes.conversions.topic_type` says unless ``topic_type``
+        is given), or a name, with ``topic_type`` and ``qos`` (default: the stream profile)."""
+        name, qos = _name_and_qos(topic, qos)
+        return self.ipc.create_publisher(self, _topic_type(topic, topic_type), name, qos)
+
+    def subscription(self, topic: graph.Topic | str, callback: Callable[[T], None],
+                     topic_type: TopicType[T] | None = None, qos: QoSProfile | None = None
+                     ) -> IntraProcessSubscription[T]:
+        """A subscription to ``topic`` (as :meth:`publisher`); ``callback`` runs on the dispatch
+        thread, and a malformed message is counted and logged as a rejection instead."""
+        name, qos = _name_and_qos(topic, qos)
+        return self.ipc.create_subscription(self, _topic_type(topic, topic_type), name, callback,
+                                            qos, on_reject=lambda reason: self.reject(name, reason))
+
+    def timer(self, period_s: float, callback: Callable[[], None]) -> Any:
+        """A timer whose callback runs on the dispatch thread."""
+        return self.ipc.create_timer(self, period_s, callback)
 
     def zc_publisher(self, topic_type: TopicType[T], topic: graph.Topic | str,
                      qos: QoSProfile | None = None) -> IntraProcessPublisher[T]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import array
 import functools
+import importlib
 import json
 import zlib
 from dataclasses import dataclass, field, replace
@@ -23,6 +24,7 @@ from builtin_interfaces.msg import Time
 
 from rl_core.image_codecs import is_image_shape
 from rl_core.replay import Batch, PriorityUpdate
+from rl_core.replay.service import SampleAnswer
 from rl_core.weights_auth import signature, verify
 from rl_interfaces.msg import ActionBatch, EpisodeStatistics, ExperienceBatch, ObservationBatch, PolicyWeights
 from rl_interfaces.srv import BufferFile, SampleBatch
@@ -507,17 +509,6 @@ class SampleRequest:
     priorities: PriorityUpdate | None = None  # TD errors of rows of earlier answers
 
 
-@dataclass
-class SampleResult:
-    """Answer of the replay buffer's ``sample`` service: the batches its rate limiter granted."""
-
-    success: bool
-    message: str
-    batches: list[Batch]
-    buffer_size: int
-    total_inserted: int
-    prioritized: bool = False  # send the batches' priorities back with a later request
-
 
 def _sample_request_to_msg(request: SampleRequest) -> Any:
     msg = SampleBatch.Request(batch_size=request.batch_size, max_batches=request.max_batches,
@@ -543,7 +534,7 @@ def _sample_request_from_msg(msg: Any) -> SampleRequest:
                          int(msg.insert_budget), priorities)
 
 
-def _sample_response_to_msg(result: SampleResult) -> Any:
+def _sample_response_to_msg(result: SampleAnswer) -> Any:
     response = SampleBatch.Response(success=result.success, message=result.message,
                                     batches=len(result.batches), buffer_size=result.buffer_size,
                                     total_inserted=result.total_inserted,
@@ -561,7 +552,7 @@ def _sample_response_to_msg(result: SampleResult) -> Any:
     return response
 
 
-def _sample_response_from_msg(msg: Any) -> SampleResult:
+def _sample_response_from_msg(msg: Any) -> SampleAnswer:
     batches: list[Batch] = []
     if msg.success and msg.batches > 0 and msg.batch.batch_size > 0:
         experience = experience_from_msg(msg.batch, images=True)
@@ -580,7 +571,7 @@ def _sample_response_from_msg(msg: Any) -> SampleResult:
         size = rows // msg.batches
         batches = [Batch(*(column[k * size:(k + 1) * size] for column in whole))
                    for k in range(msg.batches)]
-    return SampleResult(msg.success, msg.message, batches, msg.buffer_size, msg.total_inserted,
+    return SampleAnswer(msg.success, msg.message, batches, msg.buffer_size, msg.total_inserted,
                         msg.prioritized)
 
 
@@ -598,7 +589,7 @@ def _inflate(data: Any, size: int) -> np.ndarray:
     return np.frombuffer(raw, dtype=np.uint8)
 
 
-#: ``sample``: request = :class:`SampleRequest`, response = :class:`SampleResult`.
+#: ``sample``: request = :class:`SampleRequest`, response = :class:`SampleAnswer`.
 SAMPLE_SERVICE = ServiceType(SampleBatch, _sample_request_to_msg, _sample_request_from_msg,
                              _sample_response_to_msg, _sample_response_from_msg)
 
@@ -609,3 +600,31 @@ BUFFER_FILE_SERVICE = ServiceType(
     lambda msg: msg.path,
     lambda r: BufferFile.Response(success=r[0], message=r[1], size=r[2], path=r[3]),
     lambda msg: (msg.success, msg.message, msg.size, msg.path))
+
+
+#: The conversion of each rl_interfaces topic type; every other type (std_msgs, sensor_msgs,
+#: ...) travels as the ROS message itself (:func:`plain`).
+CONVERSIONS: dict[str, TopicType[Any]] = {
+    "rl_interfaces/msg/ObservationBatch": OBSERVATIONS,
+    "rl_interfaces/msg/ActionBatch": ACTIONS,
+    "rl_interfaces/msg/ExperienceBatch": EXPERIENCE,
+    "rl_interfaces/msg/PolicyWeights": WEIGHTS,
+    "rl_interfaces/msg/EpisodeStatistics": EPISODES,
+}
+
+
+@functools.cache
+def topic_type(ros_type: str) -> TopicType[Any]:
+    """The conversion of messages of ``ros_type`` (``pkg/msg/Type``, as ``graph.Topic.type``).
+
+    :raises ValueError: when the type is not ``pkg/msg/Type`` or cannot be imported.
+    """
+    if ros_type in CONVERSIONS:
+        return CONVERSIONS[ros_type]
+    package, kind, name = (ros_type.split("/") + ["", "", ""])[:3]
+    if kind != "msg" or not package or not name:
+        raise ValueError(f"message type {ros_type!r} is not of the form pkg/msg/Type")
+    try:
+        return plain(getattr(importlib.import_module(f"{package}.msg"), name))
+    except (ImportError, AttributeError) as error:
+        raise ValueError(f"message type {ros_type!r} cannot be imported: {error}") from error

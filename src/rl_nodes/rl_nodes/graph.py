@@ -2,7 +2,8 @@
 
 Nodes create their endpoints from these names, tools (``rl-bringup doctor``, ``status``) and
 tests expect them, and ``docs/graph.md`` is checked against them by one unit test. The module
-imports nothing beyond the standard library and :mod:`rl_core.node_kinds`, so tools and the plan
+imports nothing beyond the standard library, :mod:`rl_core.node_kinds` and the names of
+:mod:`rl_core.progress`, so tools and the plan
 use it without loading rclpy or torch (:meth:`QoS.profile` imports rclpy when it builds a profile).
 
 Names follow ROS resolution: ``/name`` is absolute, ``name`` lies in the node's namespace (one
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rl_core import node_kinds
+from rl_core.progress import TRAINER_SCALARS
 
 # --- quality of service -------------------------------------------------------------------------
 
@@ -135,9 +137,7 @@ IMAGE_TOPICS: tuple[Topic, ...] = tuple(image_topic(batch, compressed)
                                         for compressed in (False, True))
 
 #: Scalars the trainer publishes as ``~/<name>`` (``/trainer/<name>``, std_msgs/Float64).
-TRAINER_METRICS = ("critic_loss", "actor_loss", "alpha", "q_mean", "entropy", "mean_return",
-                   "updates_per_s", "env_steps_per_s", "updates_per_transition", "policy_lag",
-                   "acting_blocked_s", "learner_blocked_s")
+TRAINER_METRICS = TRAINER_SCALARS
 METRIC_TYPE = "std_msgs/msg/Float64"
 
 

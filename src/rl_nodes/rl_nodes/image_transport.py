@@ -11,9 +11,10 @@ experience batch as two messages over DDS, both stamped with the batch's stamp:
   stacked into one tall image (rl_core.image_codecs), so a hop encodes once per batch; the
   header's ``frame_id`` is the robot's camera frame ``robot_{k}/camera``.
 
-Receivers join the two halves by ``(frame_id, stamp)`` (:class:`ImageJoin`). Inside one process
-nothing of this happens: the batch object is handed over whole (zero-copy), and the image
-publisher sends only over DDS (``publish(..., local=False)``), so colocated runs never encode.
+Receivers join the two halves by ``(frame_id, stamp)`` (:class:`ImageJoin` over
+rl_core.image_join). Inside one process nothing of this happens: the batch object is handed over
+whole (zero-copy), and the image publisher sends only over DDS (``publish(..., local=False)``),
+so colocated runs never encode.
 
 ``latent`` sends no images on the acting path: the simulator encodes its frames with the
 trainer's encoder and publishes the features as a plain float32 observation batch
@@ -23,15 +24,14 @@ trainer's encoder and publishes the features as a plain float32 observation batc
 from __future__ import annotations
 
 import array
-from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 from sensor_msgs.msg import CompressedImage, Image
 
-from rl_core.image_codecs import decode_tall, encode_batch
+from rl_core.image_codecs import compressed_format, decode_raw_tall, decode_tall, encode_batch, format_codec
+from rl_core.image_join import Frames, HalfJoin, camera_frame
 from rl_nodes import graph
 from rl_nodes.conversions import (
     FIXED_BYTES,
@@ -44,16 +44,6 @@ from rl_nodes.conversions import (
 )
 
 T = TypeVar("T")
-
-#: Halves a join keeps waiting for their other half before it gives up on the oldest: the
-#: experience topics' queue depth, since a reliable image topic may lag its small batch topic by
-#: that much while the receiver is busy.
-JOIN_CAPACITY = 1000
-
-
-def camera_frame(robot_id: int) -> str:
-    """``robot_{k}/camera``: the frame_id of robot k's image messages (their join key)."""
-    return f"robot_{robot_id}/camera"
 
 
 def side_topic(topic: str, codec: str) -> str:
@@ -72,20 +62,6 @@ def batch_frames(data: Observations | Experience) -> np.ndarray:
 
 # --- image messages -----------------------------------------------------------------------------
 
-@dataclass
-class Frames:
-    """An image message as received: the decoded tall image and its join key."""
-
-    frame_id: str
-    stamp_ns: int
-    pixels: np.ndarray  # uint8 (rows, width, 3)
-
-
-def _compressed_format(codec: str) -> str:
-    # image_transport's form: the raw encoding, then what was compressed (OpenCV decodes to bgr8).
-    return f"rgb8; {codec} compressed bgr8"
-
-
 def image_topic_type(codec: str, quality: int = 90) -> TopicType[Any]:
     """How a batch becomes its side-topic image message for ``codec`` (raw, png, jpeg), and how
     a received one is decoded into :class:`Frames` (on the executor thread)."""
@@ -96,7 +72,7 @@ def image_topic_type(codec: str, quality: int = 90) -> TopicType[Any]:
         msg = CompressedImage()
         msg.header.stamp = ns_to_stamp(data.stamp_ns)
         msg.header.frame_id = camera_frame(data.robot_id)
-        msg.format = _compressed_format(codec)
+        msg.format = compressed_format(codec)
         msg.data = array.array("B", encode_batch(batch_frames(data), codec, quality))
         return msg
 
@@ -121,23 +97,13 @@ def _raw_to_msg(data: Observations | Experience) -> Image:
 
 
 def _raw_from_msg(msg: Image) -> Frames:
-    if msg.encoding != "rgb8" or msg.step != 3 * msg.width:
-        raise ValueError(f"expected an rgb8 image with step {3 * msg.width}, got encoding "
-                         f"{msg.encoding!r} and step {msg.step}")
-    pixels = np.frombuffer(msg.data, dtype=np.uint8)
-    if pixels.size != msg.height * msg.step:
-        raise ValueError(f"image of {msg.height} x {msg.width} holds {pixels.size} bytes, "
-                         f"expected {msg.height * msg.step}")
     return Frames(msg.header.frame_id, stamp_to_ns(msg.header.stamp),
-                  pixels.reshape(msg.height, msg.width, 3))
+                  decode_raw_tall(msg.data, msg.encoding, msg.height, msg.width, msg.step))
 
 
 def _compressed_from_msg(msg: CompressedImage) -> Frames:
-    codecs = [codec for codec in ("png", "jpeg") if codec in msg.format.lower()]
-    if len(codecs) != 1:
-        raise ValueError(f"compressed image format {msg.format!r} names neither png nor jpeg")
     return Frames(msg.header.frame_id, stamp_to_ns(msg.header.stamp),
-                  decode_tall(bytes(msg.data), codecs[0]))
+                  decode_tall(bytes(msg.data), format_codec(msg.format)))
 
 
 #: Decoding side of both side topics (the codec is read from the message).
@@ -153,67 +119,20 @@ def image_receivers(topic: str) -> tuple[tuple[str, TopicType[Any]], ...]:
 
 # --- receiving: joining batches and images -----------------------------------------------------
 
-class ImageJoin(Generic[T]):
-    """Hands batches to ``deliver`` whole: local objects at once, a batch from DDS once its image
-    arrived (in either order).
-
-    Halves wait in two bounded queues; when :data:`JOIN_CAPACITY` newer ones arrived first, the
-    oldest is given up and reported to ``reject`` (a lost message or a peer sending only half).
-
-    :param deliver: called with the complete batch.
-    :param reject: called with ``(what, reason)`` for an image that does not fit its batch or a
-        half given up.
-    :param what: the batches' name in reports (``observations``, ``experience``).
-    """
-
-    def __init__(self, deliver: Callable[[T], None], reject: Callable[[str, str], None],
-                 what: str) -> None:
-        self.deliver = deliver
-        self.reject = reject
-        self.what = what
-        self._batches: OrderedDict[tuple[str, int], AwaitingImages[T]] = OrderedDict()
-        self._frames: OrderedDict[tuple[str, int], Frames] = OrderedDict()
-        #: Batches completed from DDS.
-        self.joined = 0
+class ImageJoin(HalfJoin[T]):
+    """Takes what a batch topic and its image side topics decode and hands batches to
+    ``deliver`` whole: local objects and batches without images at once, a batch from DDS once
+    its image arrived (rl_core.image_join.HalfJoin pairs the halves)."""
 
     def on_batch(self, item: T | AwaitingImages[T]) -> None:
         if not isinstance(item, AwaitingImages):
             self.deliver(item)  # a local hand-off or a batch without images
             return
-        batch: Any = item.batch
-        key = (camera_frame(batch.robot_id), batch.stamp_ns)
-        frames = self._frames.pop(key, None)
-        if frames is None:
-            self._wait(self._batches, key, item, "its image")
-        else:
-            self._join(item, frames)
+        super().on_batch(item)
 
     def on_frames(self, frames: Frames | Any) -> None:
-        if not isinstance(frames, Frames):
-            return  # only over DDS (publish(local=False)); nothing local to join
-        key = (frames.frame_id, frames.stamp_ns)
-        item = self._batches.pop(key, None)
-        if item is None:
-            self._wait(self._frames, key, frames, "its batch message")
-        else:
-            self._join(item, frames)
-
-    def _wait(self, queue: OrderedDict[tuple[str, int], Any], key: tuple[str, int], half: Any,
-              missing: str) -> None:
-        queue[key] = half
-        if len(queue) > JOIN_CAPACITY:
-            (frame, stamp), _ = queue.popitem(last=False)
-            self.reject(f"{self.what} (unmatched)", f"{frame} at {stamp}: {missing} did not "
-                        f"arrive before {JOIN_CAPACITY} later ones; dropped")
-
-    def _join(self, item: AwaitingImages[T], frames: Frames) -> None:
-        try:
-            batch = item.complete(frames.pixels)
-        except ValueError as error:
-            self.reject(f"{self.what} image", str(error))
-            return
-        self.joined += 1
-        self.deliver(batch)
+        if isinstance(frames, Frames):  # only over DDS (publish(local=False)); nothing local
+            super().on_frames(frames)
 
 
 def subscribe_with_images(node: Any, topic_type: TopicType[Any], topic: str, qos: Any,
@@ -244,9 +163,9 @@ class LatentEncoder:
     (``observation_codec`` latent), so that only its features cross to the policy.
 
     It follows ``/policy_weights`` like a policy node: the same signature, replay and NaN checks
-    (rl_nodes.base.weights_refusal) and an architecture check against the task's image shape.
-    Until the first weights arrive there is no encoder (:attr:`ready` is false): a random one
-    would not match the policy's head.
+    (rl_core.policy_weights.weights_refusal), then rl_core.latent.LatentFeatures checks the architecture
+    against the task's image shape and loads the encoder. Until the first weights arrive there is
+    no encoder (:attr:`ready` is false): a random one would not match the policy's head.
 
     :param node: the simulator node (its ``reject`` counts refused weights).
     :param obs_shape: the task's image observation shape ``(stack, h, w, 3)``.
@@ -254,52 +173,35 @@ class LatentEncoder:
     """
 
     def __init__(self, node: Any, obs_shape: tuple[int, ...], key: bytes | None) -> None:
-        import torch  # a latent robot runs torch; other codecs never load it
+        from rl_core.latent import LatentFeatures  # a latent robot runs torch; other codecs don't
 
-        torch.set_num_threads(1)  # one small forward pass per step, beside the physics
         self.node = node
-        self.obs_shape = tuple(obs_shape)
         self.key = key
-        self.encoder: Any = None
-        self._actor: Any = None  # the encoded actor the encoder belongs to, reused per version
+        self.features = LatentFeatures(obs_shape)
         self.current = (0, 0)  # (epoch, version) of the loaded weights
 
     @property
     def ready(self) -> bool:
-        return self.encoder is not None
+        return self.features.ready
 
     def on_weights(self, msg: Any) -> bool:
         """Load ``msg`` (rl_nodes.conversions.Weights); whether the encoder changed."""
-        from rl_core.encoders import actor_from_architecture
-        from rl_nodes.base import weights_refusal
+        from rl_core.policy_weights import weights_refusal
 
         if self.ready and (msg.epoch, msg.version) == self.current:
             return False
         refusal = weights_refusal(msg, self.key, self.current)
-        if refusal is None and tuple(msg.architecture.get("obs_shape", ())) != self.obs_shape:
-            refusal = (f"weights are for observations {msg.architecture.get('obs_shape')}, this "
-                       f"robot's camera gives {list(self.obs_shape)}; use the same env_id")
         if refusal is None:
-            actor = self._actor
             try:
-                if actor is None or actor.architecture() != msg.architecture:
-                    actor = actor_from_architecture(msg.architecture)
-                actor.load_state_dict(msg.state)
-            except (ValueError, RuntimeError) as error:
-                refusal = f"the weights hold no usable encoder: {error}"
+                self.features.load(msg.architecture, msg.state)
+            except ValueError as error:
+                refusal = str(error)
         if refusal is not None:
             self.node.reject("policy weights", refusal)
             return False
-        self._actor = actor
-        self.encoder = actor.encoder.eval()
         self.current = (msg.epoch, msg.version)
         return True
 
     def encode(self, frames: np.ndarray) -> np.ndarray:
         """``uint8 (N, stack, h, w, 3)`` frames -> ``float32 (N, feature_dim)`` features."""
-        import torch
-
-        from rl_core.encoders import image_to_tensor
-
-        with torch.no_grad():
-            return self.encoder(image_to_tensor(frames)).numpy()
+        return self.features.encode(frames)

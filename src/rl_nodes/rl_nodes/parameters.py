@@ -16,7 +16,7 @@ from rclpy.exceptions import InvalidParameterTypeException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
-from rl_core.config import ConfigError
+from rl_core.config import RENAMED_PARAMETERS, ConfigError, deprecation_notice
 
 C = TypeVar("C")
 
@@ -50,14 +50,25 @@ def declare_config(node: Node, config_class: type[C]) -> C:
     values = {}
     for field in dataclasses.fields(config_class):
         default = _default(field)
-        try:
-            parameter = node.declare_parameter(field.name, default, _descriptor(field, default))
-        except InvalidParameterTypeException as error:
-            kind = type(default).__name__
-            raise ConfigError(f"parameter {field.name!r} of node {node.get_name()!r} must be of type "
-                              f"{kind} (write e.g. {default!r}): {error}") from error
-        values[field.name] = parameter.value
+        values[field.name] = _declare(node, field.name, default, _descriptor(field, default))
+        old = field.metadata.get("renamed_from")
+        if old:  # the former name works for a release, with a warning where it is set
+            descriptor = _descriptor(field, default)
+            descriptor.description = f"Deprecated: renamed to {field.name}. " + descriptor.description
+            value = _declare(node, old, default, descriptor)
+            if value != default:
+                node.get_logger().warn(deprecation_notice(old))
+                if values[field.name] == default:
+                    values[field.name] = value
     return config_class(**values)
+
+
+def _declare(node: Node, name: str, default: Any, descriptor: ParameterDescriptor) -> Any:
+    try:
+        return node.declare_parameter(name, default, descriptor).value
+    except InvalidParameterTypeException as error:
+        raise ConfigError(f"parameter {name!r} of node {node.get_name()!r} must be of type "
+                          f"{type(default).__name__} (write e.g. {default!r}): {error}") from error
 
 
 def watch_config(node: Node, get_config: Callable[[], Any], apply: Callable[[Any], None]) -> None:
@@ -72,12 +83,13 @@ def watch_config(node: Node, get_config: Callable[[], Any], apply: Callable[[Any
         names = {f.name for f in dataclasses.fields(current)}
         changes = {}
         for parameter in parameters:
-            if parameter.name not in names:
+            name = RENAMED_PARAMETERS.get(parameter.name, parameter.name)
+            if name not in names:
                 continue
             value = parameter.value
-            if isinstance(getattr(current, parameter.name), float) and isinstance(value, int):
+            if isinstance(getattr(current, name), float) and isinstance(value, int):
                 value = float(value)
-            changes[parameter.name] = value
+            changes[name] = value
         if not changes:
             return SetParametersResult(successful=True)
         try:

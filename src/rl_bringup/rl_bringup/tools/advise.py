@@ -33,7 +33,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from rl_bringup.plan import DEFAULT_CONFIG, DISCOVERY_RANGE_VARIABLE
+from rl_bringup.discovery import DISCOVERY_RANGE_VARIABLE
+from rl_bringup.plan import DEFAULT_CONFIG
 from rl_bringup.tools.common import format_duration, load_config, silence_native_stdout
 from rl_bringup.tools.ros_session import TOOL_NODE_PREFIX, RosSession
 from rl_bringup.tools.subcommand import SubparsersAction, ToolError, add_tool, bool_value, int_value

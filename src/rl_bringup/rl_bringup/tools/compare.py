@@ -52,15 +52,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rl_bringup.plan import (
-    DEFAULT_CONFIG,
-    MAX_DOMAIN_ID,
-    MAX_ROBOTS,
-    MIN_DOMAIN_ID,
-    MIN_ROBOTS,
-    RANDOM_DOMAIN_ID_RANGE,
-)
-from rl_bringup.plan import MODES as ROS_MODES
+from rl_bringup.discovery import MAX_DOMAIN_ID, MIN_DOMAIN_ID, RANDOM_DOMAIN_ID_RANGE
+from rl_bringup.layouts import MODES as ROS_MODES
+from rl_bringup.plan import DEFAULT_CONFIG, MAX_ROBOTS, MIN_ROBOTS
 from rl_bringup.supervisor import describe_exit, stop_process
 from rl_bringup.tools.common import load_config
 from rl_bringup.tools.subcommand import (
@@ -394,7 +388,7 @@ def domain_ids(count: int, first: int | None, rng: random.Random | None = None) 
     """``count`` ROS domain ids, one per ROS run, all different while there are enough.
 
     :param first: count up from it (wrapping in ``MIN_DOMAIN_ID..MAX_DOMAIN_ID``); ``None``: random
-        distinct picks in :data:`~rl_bringup.plan.RANDOM_DOMAIN_ID_RANGE`, as a launch picks one.
+        distinct picks in :data:`~rl_bringup.discovery.RANDOM_DOMAIN_ID_RANGE`, as a launch picks one.
     """
     if first is not None:
         span = MAX_DOMAIN_ID - MIN_DOMAIN_ID + 1

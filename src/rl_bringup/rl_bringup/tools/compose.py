@@ -38,7 +38,8 @@ from typing import Any
 import yaml
 
 from rl_bringup import paths
-from rl_bringup.plan import DOMAIN_ID_VARIABLE, MAX_ROBOTS
+from rl_bringup.discovery import DOMAIN_ID_VARIABLE
+from rl_bringup.plan import MAX_ROBOTS
 from rl_bringup.tools.containers import (
     CONTAINER_ENVIRONMENT,
     DEFAULT_DOMAIN_ID,

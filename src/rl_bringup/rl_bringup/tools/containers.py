@@ -35,17 +35,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rl_bringup import paths, replica
-from rl_bringup.plan import (
-    DEFAULT_CONFIG,
-    MAX_ROBOTS,
-    MODES,
-    PROFILES_VARIABLE,
-    Plan,
-    PlanError,
-    ProcessSpec,
-    make_plan,
-    parse_robots,
-)
+from rl_bringup.discovery import PROFILES_VARIABLE
+from rl_bringup.layouts import MODES
+from rl_bringup.plan import DEFAULT_CONFIG, MAX_ROBOTS, Plan, PlanError, ProcessSpec, make_plan, parse_robots
 from rl_bringup.tools.subcommand import ToolError, int_value
 from rl_core import weights_auth
 from rl_nodes import graph

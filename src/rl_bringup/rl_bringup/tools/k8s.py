@@ -45,7 +45,7 @@ from typing import Any
 
 import yaml
 
-from rl_bringup.plan import parse_domain_id
+from rl_bringup.discovery import parse_domain_id
 from rl_bringup.tools.containers import (
     DEFAULT_DOMAIN_ID,
     DEFAULT_IMAGE,

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rl_bringup import replica
-from rl_bringup.plan import MAX_RESPAWNS, discovery_server_argv
+from rl_bringup.discovery import discovery_server_argv
+from rl_bringup.plan import MAX_RESPAWNS
 from rl_bringup.tools.containers import (
     CONTAINER_ENVIRONMENT,
     DEFAULT_IMAGE,
@@ -135,7 +136,7 @@ def _environment(container: Container) -> list[client.V1EnvVar]:
         **container.process.env,
         **CONTAINER_ENVIRONMENT,
         weights_auth.KEY_FILE_VARIABLE: f"{WEIGHTS_KEY_MOUNT}/{weights_auth.KEY_FILE_NAME}",
-        # Intra-op threads: the trainer's CPUs where it runs, 1 for acting (plan.assign_cpus).
+        # Intra-op threads: the trainer's CPUs where it runs, 1 for acting (cpu_sets.assign_cpus).
         TORCH_THREADS_VARIABLE: str(trainer),
         OMP_THREADS_VARIABLE: str(trainer),
     }

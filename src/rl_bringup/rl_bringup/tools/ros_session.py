@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from types import FrameType, TracebackType
 from typing import TYPE_CHECKING, Any
 
-from rl_bringup.plan import (
+from rl_bringup.discovery import (
     DISCOVERY_RANGE_VARIABLE,
     DISCOVERY_SERVER_VARIABLE,
     DOMAIN_ID_VARIABLE,

@@ -60,7 +60,7 @@ _STATE_KEYS = (
     "epsilon",
     "position",
     "size",
-    "total_added",
+    "total_inserted",
     "max_priority",
     "priorities",
     "rng_state",
@@ -251,7 +251,7 @@ class ReplayBuffer:
 
         self._position = 0  # next slot to write
         self._size = 0
-        self._total_added = 0
+        self._total_inserted = 0
         # Largest (priority + epsilon) seen, before the alpha exponent.
         self._max_priority = 1.0
         self._tree = SumTree(self._capacity) if self._prioritized else None
@@ -273,9 +273,9 @@ class ReplayBuffer:
         return self._size == self._capacity
 
     @property
-    def total_added(self) -> int:
+    def total_inserted(self) -> int:
         """Count of all transitions ever passed to ``add`` (including overwritten ones)."""
-        return self._total_added
+        return self._total_inserted
 
     @property
     def obs_shape(self) -> tuple[int, ...]:
@@ -346,7 +346,7 @@ class ReplayBuffer:
         and float inputs are accepted; float64 is narrowed to float32.
 
         If ``N > capacity`` only the last ``capacity`` transitions are kept, in
-        the same slots sequential inserts would have left them; ``total_added``
+        the same slots sequential inserts would have left them; ``total_inserted``
         still grows by ``N``. In prioritised mode new transitions get the largest
         priority seen so far, so it is likely replayed before its priority is
         first corrected.
@@ -400,7 +400,7 @@ class ReplayBuffer:
         self._check_block(block)
 
         # ---- validation done; nothing below can fail on user input.
-        self._total_added += count
+        self._total_inserted += count
         if count == 0:
             return np.empty(0, dtype=np.int64)
         kept = min(count, self._capacity)
@@ -558,7 +558,7 @@ class ReplayBuffer:
             indices: 1-D ``int`` slots from ``Batch.indices``.
             priorities: Non-negative finite values, one per index. With
                 duplicate indices the last value wins.
-            drawn_at: ``total_added`` when the indices were sampled (the oldest
+            drawn_at: ``total_inserted`` when the indices were sampled (the oldest
                 such count, when they come from several draws).
 
         Returns:
@@ -616,13 +616,13 @@ class ReplayBuffer:
         return int(index_array.size)
 
     def _written_since(self, slots: npt.NDArray[np.int64], drawn_at: int) -> npt.NDArray[np.bool_]:
-        """Which ``slots`` were written after ``total_added`` was ``drawn_at``.
+        """Which ``slots`` were written after ``total_inserted`` was ``drawn_at``.
 
-        The ring writes slot after slot, so the last ``total_added - drawn_at``
+        The ring writes slot after slot, so the last ``total_inserted - drawn_at``
         writes are the slots just before ``_position``. A ``drawn_at`` beyond
-        ``total_added`` (the buffer was reloaded since) marks every slot.
+        ``total_inserted`` (the buffer was reloaded since) marks every slot.
         """
-        written = self._total_added - int(drawn_at)
+        written = self._total_inserted - int(drawn_at)
         if written < 0 or written >= self._capacity:
             return np.ones(slots.shape, dtype=bool)
         return (self._position - 1 - slots) % self._capacity < written
@@ -655,7 +655,7 @@ class ReplayBuffer:
             "epsilon": np.array(self._epsilon),
             "position": np.array(self._position, dtype=np.int64),
             "size": np.array(size, dtype=np.int64),
-            "total_added": np.array(self._total_added, dtype=np.int64),
+            "total_inserted": np.array(self._total_inserted, dtype=np.int64),
             "max_priority": np.array(self._max_priority),
             "priorities": priorities,
             "rng_state": np.array(json.dumps(self._rng.bit_generator.state)),
@@ -678,9 +678,11 @@ class ReplayBuffer:
             ValueError: If keys are missing or any value is incompatible or
                 inconsistent, naming the offending entry.
         """
+        if "total_inserted" not in state and "total_added" in state:  # files of release 0.1
+            state = {**state, "total_inserted": state["total_added"]}
         self._check_state_layout(state)
         alpha, beta, epsilon = self._state_sampling(state)
-        size, position, total_added = self._state_counters(state)
+        size, position, total_inserted = self._state_counters(state)
         block = self._state_rows(state, size)
         priorities, max_priority = self._state_priorities(state, size)
         rng = _state_rng(state)
@@ -692,7 +694,7 @@ class ReplayBuffer:
         for name, frames in self._images.items():
             frames[:size] = state[name]
             frames[size:] = 0
-        self._size, self._position, self._total_added = size, position, total_added
+        self._size, self._position, self._total_inserted = size, position, total_inserted
         self._max_priority = max_priority
         if self._tree is not None:
             self._tree.load_priorities(priorities, max_priority**alpha)
@@ -742,18 +744,18 @@ class ReplayBuffer:
         return alpha, beta, epsilon
 
     def _state_counters(self, state: Mapping[str, np.ndarray]) -> tuple[int, int, int]:
-        """``(size, position, total_added)`` of a state, checked against each other."""
+        """``(size, position, total_inserted)`` of a state, checked against each other."""
         size = _scalar(state, "size", int)
         position = _scalar(state, "position", int)
-        total_added = _scalar(state, "total_added", int)
+        total_inserted = _scalar(state, "total_inserted", int)
         if not 0 <= size <= self._capacity:
             raise ValueError(f"size {size} in state is outside [0, {self._capacity}]")
         # Until the ring first wraps, writes fill slots 0 .. size - 1 in order.
         if not 0 <= position < self._capacity or (size < self._capacity and position != size):
             raise ValueError(f"position {position} in state is inconsistent with size {size}")
-        if total_added < size:
-            raise ValueError(f"total_added {total_added} in state is below size {size}")
-        return size, position, total_added
+        if total_inserted < size:
+            raise ValueError(f"total_inserted {total_inserted} in state is below size {size}")
+        return size, position, total_inserted
 
     def _state_rows(self, state: Mapping[str, np.ndarray], size: int) -> np.ndarray:
         """The stored rows of a state as one float32 block (frames are checked, not copied)."""

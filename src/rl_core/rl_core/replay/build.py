@@ -20,7 +20,7 @@ def new_buffer(config: ReplayConfig, obs_shape: tuple[int, ...], action_shape: t
 
 
 def new_replay(config: ReplayConfig, buffer: ReplayBuffer) -> RateLimitedReplay:
-    """``buffer`` behind the rate limiter of ``config`` (``updates_per_step`` per transition
+    """``buffer`` behind the rate limiter of ``config`` (``updates_per_transition`` per transition
     after ``learning_starts``)."""
-    return RateLimitedReplay(buffer, config.updates_per_step, config.learning_starts,
+    return RateLimitedReplay(buffer, config.updates_per_transition, config.learning_starts,
                              config.error_buffer, enforce=config.rate_limit)

@@ -2,8 +2,8 @@
 loop both serve batches from.
 
 Acting inserts, learning takes batches; the limiter (:class:`SampleToInsertRatio`) keeps
-``updates_per_step`` batches per inserted transition. Learning never runs ahead of the data
-(``min_diff = learning_starts * updates_per_step``: exactly the bare loop's schedule), and acting
+``updates_per_transition`` batches per inserted transition. Learning never runs ahead of the data
+(``min_diff = learning_starts * updates_per_transition``: exactly the bare loop's schedule), and acting
 may run ahead of learning by ``error_buffer`` transitions. Inserts are never refused — experience
 that arrived is kept — so the back-pressure is a flag, :attr:`RateLimitedReplay.acting_paused`,
 which the owner passes on to the actors. It is raised when the error buffer is used up and
@@ -32,27 +32,29 @@ class Draw:
     batches: list[Batch]
     buffer_size: int
     total_inserted: int
+    #: Whether the buffer samples by priority (the learner keeps the batches' TD errors).
+    prioritized: bool = False
 
 
 class RateLimitedReplay:
     """A :class:`ReplayBuffer` whose sampling and inserting follow one update-to-data ratio.
 
     :param buffer: the storage.
-    :param updates_per_step: batches (gradient steps) per inserted transition.
+    :param updates_per_transition: batches (gradient steps) per inserted transition.
     :param learning_starts: transitions stored before the first batch is granted.
     :param error_buffer: transitions acting may run ahead of learning before it is paused.
     :param enforce: raise :attr:`acting_paused` when acting is too far ahead (``rate_limit``).
     """
 
-    def __init__(self, buffer: ReplayBuffer, updates_per_step: float, learning_starts: int,
+    def __init__(self, buffer: ReplayBuffer, updates_per_transition: float, learning_starts: int,
                  error_buffer: int, enforce: bool = True) -> None:
         if error_buffer < 1:
             raise ValueError(f"error_buffer must be at least 1 transition, got {error_buffer}")
         self.buffer = buffer
         self.enforce = enforce
-        low = learning_starts * updates_per_step
-        high = low + max(error_buffer * updates_per_step, updates_per_step + 1)
-        self.limiter = SampleToInsertRatio(updates_per_step, learning_starts, (low, high))
+        low = learning_starts * updates_per_transition
+        high = low + max(error_buffer * updates_per_transition, updates_per_transition + 1)
+        self.limiter = SampleToInsertRatio(updates_per_transition, learning_starts, (low, high))
         self._resume_headroom = max(1.0, error_buffer / 2)
         self._lock = threading.Lock()
         self.acting_paused = False
@@ -64,7 +66,7 @@ class RateLimitedReplay:
 
     @property
     def total_inserted(self) -> int:
-        return self.buffer.total_added
+        return self.buffer.total_inserted
 
     def add(self, obs, actions, rewards, next_obs, terminated, truncated=None,
             policy_version: int = 0) -> bool:
@@ -92,7 +94,8 @@ class RateLimitedReplay:
             granted = (self.limiter.take_samples(max_batches, insert_budget or None)
                        if len(self.buffer) else 0)
             batches = [self.buffer.sample(batch_size) for _ in range(granted)]
-            return Draw(batches, len(self.buffer), self.buffer.total_added), self._update_pause()
+            return (Draw(batches, len(self.buffer), self.buffer.total_inserted, self.buffer.prioritized),
+                    self._update_pause())
 
     def update_priorities(self, update: PriorityUpdate) -> int:
         """Apply a learner's priorities, skipping slots written since they were drawn.

@@ -24,7 +24,7 @@ class PriorityUpdate(NamedTuple):
     Attributes:
         indices: ``int64 (N,)`` buffer slots (``Batch.indices``).
         priorities: ``float32 (N,)`` new priorities, typically ``|TD error|``.
-        drawn_at: The buffer's ``total_added`` when the oldest of these slots was sampled.
+        drawn_at: The buffer's ``total_inserted`` when the oldest of these slots was sampled.
     """
 
     indices: npt.NDArray[np.int64]
@@ -53,7 +53,7 @@ class PriorityFeedback:
         self._lock = threading.Lock()
 
     def add(self, indices: npt.ArrayLike, priorities: npt.ArrayLike, drawn_at: int) -> None:
-        """Hold the priorities of one sampled batch (``drawn_at``: the draw's ``total_added``)."""
+        """Hold the priorities of one sampled batch (``drawn_at``: the draw's ``total_inserted``)."""
         chunk = PriorityUpdate(np.asarray(indices, dtype=np.int64),
                                np.asarray(priorities, dtype=np.float32), int(drawn_at))
         if chunk.indices.shape != chunk.priorities.shape or chunk.indices.ndim != 1:

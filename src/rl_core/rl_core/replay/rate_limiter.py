@@ -15,7 +15,7 @@ buffer allows:
   ahead of the data at all, while acting may run ahead by the upper side.
 
 Units are the caller's: the trainer counts one sample per gradient step (a batch), so
-``samples_per_insert`` is ``updates_per_step``. ``samples_per_insert == 0`` means "no learning
+``samples_per_insert`` is ``updates_per_transition``. ``samples_per_insert == 0`` means "no learning
 to wait for": inserts always pass.
 
 Reverb blocks the caller inside ``insert``/``sample``. Over ROS a node cannot block a topic

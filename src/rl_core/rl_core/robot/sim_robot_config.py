@@ -1,9 +1,9 @@
 """The configuration of ``sim_robot`` (rl_nodes.sim_robot), validated in plain Python.
 
-The node declares its parameters and hands their values to :func:`sim_robot_config`, which fills
-in the robot's own settings where a value is left at 0 or empty and checks the joints and the
-command interface against the robot's ros2_control block. :func:`trajectory_command` turns a
-joint trajectory's first point into a forward command.
+The node declares the parameters of :data:`PARAMETERS` and hands their values to
+:func:`sim_robot_config`, which fills in the robot's own settings where a value is left at 0 or
+empty and checks the joints and the command interface against the robot's ros2_control block.
+:func:`trajectory_command` turns a joint trajectory's first point into a forward command.
 """
 
 from __future__ import annotations
@@ -26,6 +26,40 @@ URDF_DEFAULTS: dict[str, Any] = {"command_interface": "velocity", "control_perio
                                  "physics_substeps": 10, "max_motor_force": 200.0}
 #: The JointTrajectoryPoint field that carries each command interface's values.
 TRAJECTORY_FIELDS = {"position": "positions", "velocity": "velocities", "effort": "effort"}
+
+#: The node's parameters: name -> (default, description, (low, high) or None). A default of
+#: None declares a string array, unset. All are read-only: a robot does not change its joints
+#: or physics while it runs.
+PARAMETERS: dict[str, tuple[object, str, tuple[float, float] | None]] = {
+    "robot": ("cartpole", f"The robot: {' or '.join(ROBOTS)} (pybullet_data's URDF with the "
+              "settings of its in-process environment) or the path of a URDF file.", None),
+    "joints": (None, "Joints reported in joint_states, in that order; unset: every movable "
+               "joint of the robot.", None),
+    "command_joints": (None, "Joints commanded, in the order of the command values (the "
+                       "controller's joints); unset: the reported joints that the robot's "
+                       "ros2_control block lets command_interface drive (a URDF path: all of "
+                       "them).", None),
+    "controller": ("", "Controller whose topics are served (<controller>/commands, "
+                   "<controller>/joint_trajectory); empty: <command_interface>_controller, as in "
+                   "config/robots/controllers.yaml.", None),
+    "command_interface": ("", f"What commands mean: {', '.join(COMMAND_INTERFACES)}; empty: the "
+                          "robot's own (cartpole effort, kuka_iiwa velocity, a URDF path "
+                          "velocity).", None),
+    "control_period": (0.0, "Simulated seconds per step (0: the robot's own, cartpole 0.02, "
+                       "kuka_iiwa and URDF paths 0.05).", (0.0, 10.0)),
+    "physics_substeps": (0, "Physics steps per control period (0: the robot's own, cartpole 4, "
+                         "kuka_iiwa and URDF paths 10).", (0, 10000)),
+    "max_motor_force": (0.0, "N or N m: force limit of position and velocity motors and clip of "
+                        "effort commands (0: the robot's own, cartpole 10, kuka_iiwa and URDF "
+                        "paths 200).", (0.0, 1.0e6)),
+    "mode": ("lockstep", "lockstep: one step per command received (fast training); free_run: "
+             "steps on a wall-clock timer at 1/control_period under the latest command.", None),
+    "publish_clock": (False, "Publish the simulated time on /clock (one robot of a graph).", None),
+    "seed": (0, "Seed of the run (recorded; pybullet's dynamics are deterministic).",
+             (0, 2**31 - 1)),
+    "rate_report_period": (10.0, "free_run: seconds between reports of the achieved step rate "
+                           "(0: none).", (0.0, 3600.0)),
+}
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,9 @@ import os
 import sys
 from typing import TextIO
 
-from rl_bringup.plan import MODES, parse_domain_id, parse_robots
+from rl_bringup.discovery import parse_domain_id
+from rl_bringup.layouts import MODES
+from rl_bringup.plan import parse_robots
 from rl_bringup.tools.doctor.deployment import deployment_checks
 from rl_bringup.tools.doctor.environment import (
     check_discovery,

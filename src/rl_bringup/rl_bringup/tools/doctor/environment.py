@@ -10,16 +10,16 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from rl_bringup.plan import (
+from rl_bringup.discovery import (
     DISCOVERY_RANGE_VARIABLE,
     DISCOVERY_SERVER_VARIABLE,
     DOMAIN_ID_VARIABLE,
     MAX_DOMAIN_ID,
     MAX_INHERITED_DOMAIN_ID,
     RMW_IMPLEMENTATION,
-    PlanError,
     parse_domain_id,
 )
+from rl_bringup.plan import PlanError
 from rl_bringup.tools.doctor.report import Check, Level
 from rl_bringup.tools.ros_session import SUPER_CLIENT_VARIABLE
 

@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from rl_bringup.plan import MODES, make_plan
+from rl_bringup.layouts import MODES
+from rl_bringup.plan import make_plan
 from rl_bringup.tools.doctor.report import Check, Level
 from rl_bringup.tools.ros_session import TOOL_NODE_PREFIX, graph_node_names, join_name
 from rl_nodes import graph

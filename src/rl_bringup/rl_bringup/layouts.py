@@ -1,0 +1,201 @@
+"""The process layout of each mode: which process hosts which node.
+
+Robot ``k`` lives in namespace ``/robot_k``; replay_buffer and trainer in ``/``:
+
+============  =================================================================================
+colocated     one ``container`` process: simulator + policy per robot, replay_buffer, trainer
+decoupled     one process per node: per robot ``simulator`` and ``policy``, one
+              ``replay_buffer``, one ``trainer``
+hybrid        per robot one ``container`` (simulator + policy), one learner ``container``
+              (replay_buffer + trainer)
+============  =================================================================================
+
+``policy_layout:=central`` replaces the per-robot policies by one central policy node ``/policy``
+(parameter ``robots:=N``) that batches all robots' observations into one forward pass (SEED RL
+shape): decoupled runs it as one ``policy`` process, hybrid as one ``policy`` process beside the
+simulator-only robot containers, colocated as one ``policy@/`` node in the container.
+``robot_interface:=ros2_control`` adds a ``sim_robot`` process per robot
+(:func:`sim_robot_processes`).
+
+Every process is respawned when it crashes. Robot processes (simulator, policy) lose at most an
+episode. Processes holding the trainer or the replay buffer are also *required*: a clean exit
+(the trainer's exit 0 when training is complete) ends the run with that code, while a crash
+respawns them and they resume — the replay buffer from its latest snapshot, the trainer from the
+newest valid checkpoint in ``output_dir`` — so the step budget continues (both need
+``output_dir``, which the plan passes to them).
+
+A layout says only where the nodes run; :func:`rl_bringup.plan.make_plan` gives the processes
+their parameters, CPUs and environment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from rl_bringup import robot_plan
+from rl_bringup.process_spec import ProcessSpec
+from rl_core import node_kinds
+from rl_nodes import graph
+from rl_nodes.graph import robot_namespace
+
+MODES: tuple[str, ...] = ("colocated", "decoupled", "hybrid")
+CONTAINER_EXECUTABLE = "container"
+#: Where inference runs: a policy node per robot, or one central policy serving every robot.
+POLICY_LAYOUTS: tuple[str, ...] = ("per_robot", "central")
+DEFAULT_POLICY_LAYOUT = "per_robot"
+CENTRAL_POLICY_NAMESPACE = "/"
+
+
+def layout_processes(mode: str, robots: int, central: bool = False) -> list[ProcessSpec]:
+    """The processes of ``mode`` with ``robots`` robots, in start order, each with its nodes and
+    its respawn and required flags.
+
+    :param mode: one of :data:`MODES`.
+    :param central: one central policy (``policy_layout:=central``) instead of one per robot.
+    """
+    return LAYOUTS[mode](robots, central)
+
+
+def robot_process_name(robot: int) -> str:
+    """The hybrid process of robot ``robot`` (its simulator and policy)."""
+    return f"robot_{robot}"
+
+
+def central_policy_note(robots: int) -> str:
+    """What a plan with a central policy tells the user: which policy serves which robots."""
+    return (
+        f"policy_layout:=central: one policy node /policy serves /robot_0 .. "
+        f"/robot_{robots - 1} (batched inference); its get_action service is "
+        f"{graph.service_name(graph.GET_ACTION)}"
+    )
+
+
+def sim_robot_processes(sim_robots: list[dict[str, Any]], environment: Mapping[str, str],
+                        notes: list[str]) -> list[ProcessSpec]:
+    """A sim_robot process per robot (robot_interface:=ros2_control with sim_robot:=true)."""
+    processes = [ProcessSpec(name=f"sim_robot_robot_{robot}", executable=graph.SIM_ROBOT,
+                             namespace=robot_namespace(robot), parameters=parameters,
+                             respawn=True, env=dict(environment))
+                 for robot, parameters in enumerate(sim_robots)]
+    if processes:
+        notes.append(f"robot_interface:=ros2_control: {len(processes)} sim_robot process"
+                     f"{'es' if len(processes) > 1 else ''} ({robot_plan.SIM_ROBOT_MODE}) behind "
+                     "ros2_control's topics; sim_robot:=false to bring your own robots")
+    return processes
+
+
+def _container(
+    name: str, nodes: list[tuple[str, str]], *, respawn: bool, required: bool
+) -> ProcessSpec:
+    """A container process hosting ``nodes`` (``--node KIND@NAMESPACE`` each)."""
+    arguments = [
+        argument for kind, namespace in nodes for argument in ("--node", f"{kind}@{namespace}")
+    ]
+    return ProcessSpec(
+        name=name,
+        executable=CONTAINER_EXECUTABLE,
+        arguments=arguments,
+        nodes=list(nodes),
+        respawn=respawn,
+        required=required,
+    )
+
+
+def _robot_nodes(robot: int, central: bool = False) -> list[tuple[str, str]]:
+    """The per-robot nodes of robot ``robot``: its simulator, and its policy unless central."""
+    kinds = ("simulator",) if central else node_kinds.PER_ROBOT_KINDS
+    return [(kind, robot_namespace(robot)) for kind in kinds]
+
+
+def _central_policy_parameters(robots: int) -> dict[str, Any]:
+    """Parameters that turn the policy node into the central policy of ``robots`` robots."""
+    return {"robots": robots}
+
+
+def _central_policy_process(robots: int) -> ProcessSpec:
+    """The central policy as a process of its own: ``policy`` in ``/``, respawned like robots."""
+    return ProcessSpec(
+        name="policy",
+        executable="policy",
+        namespace=CENTRAL_POLICY_NAMESPACE,
+        parameters=_central_policy_parameters(robots),
+        respawn=True,
+    )
+
+
+def _colocated_layout(robots: int, central: bool = False) -> list[ProcessSpec]:
+    """One container with every node; it holds the trainer, so it is required.
+
+    Central: the simulators, one ``policy@/`` with ``robots:=N``, replay_buffer and trainer. The
+    container's parameter overrides reach every node kind in it; only the policy declares
+    ``robots``, the other nodes leave it unused.
+    """
+    nodes = [node for robot in range(robots) for node in _robot_nodes(robot, central)]
+    if central:
+        nodes.append(("policy", CENTRAL_POLICY_NAMESPACE))
+    nodes += [("replay_buffer", "/"), ("trainer", "/")]
+    container = _container("container", nodes, respawn=True, required=True)
+    if central:
+        container.parameters = _central_policy_parameters(robots)
+    return [container]
+
+
+def _decoupled_layout(robots: int, central: bool = False) -> list[ProcessSpec]:
+    """One process per node; every process respawns, replay_buffer and trainer are also required.
+
+    A respawned replay buffer reloads its latest snapshot and a respawned trainer resumes from
+    its newest checkpoint (both in ``output_dir``); a clean exit of either ends the run. Central: one
+    ``policy`` process (respawned: the simulators' watchdogs resend what it missed) instead of
+    one per robot.
+    """
+    processes = [
+        ProcessSpec(
+            name=f"{kind}_robot_{robot}",
+            executable=kind,
+            namespace=namespace,
+            respawn=True,
+        )
+        for robot in range(robots)
+        for kind, namespace in _robot_nodes(robot, central)
+    ]
+    if central:
+        processes.append(_central_policy_process(robots))
+    for kind in ("replay_buffer", "trainer"):
+        processes.append(ProcessSpec(name=kind, executable=kind, namespace="/", respawn=True,
+                                     required=True))
+    return processes
+
+
+def _hybrid_layout(robots: int, central: bool = False) -> list[ProcessSpec]:
+    """Per robot one respawning container, one required learner container.
+
+    Central: the robot containers hold only their simulators, and the central policy runs in a
+    process of its own rather than in the learner container, because
+
+    * the trainer's gradient steps would hold the learner process' GIL and delay every robot's
+      actions, and a 2-core machine cannot hide that;
+    * a policy crash would restart the learner with it (the whole process respawns); alone, it
+      respawns like the robot processes, and the simulators' watchdogs resend what it missed;
+    * it gains nothing from the learner's zero-copy channel: the observations of every robot
+      cross DDS anyway, and the weights come over the latched ``/policy_weights`` a few times
+      a second;
+    * CPU sets pin it with the acting kinds, apart from the learning ones.
+    """
+    processes = [
+        _container(robot_process_name(robot), _robot_nodes(robot, central), respawn=True,
+                   required=False)
+        for robot in range(robots)
+    ]
+    if central:
+        processes.append(_central_policy_process(robots))
+    learner_nodes = [("replay_buffer", "/"), ("trainer", "/")]
+    processes.append(_container("learner", learner_nodes, respawn=True, required=True))
+    return processes
+
+
+LAYOUTS: dict[str, Callable[[int, bool], list[ProcessSpec]]] = {
+    "colocated": _colocated_layout,
+    "decoupled": _decoupled_layout,
+    "hybrid": _hybrid_layout,
+}

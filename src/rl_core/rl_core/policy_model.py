@@ -1,0 +1,151 @@
+"""What a policy node acts with: an exported ONNX model or the torch actor, and the checks of
+the observations sent to it.
+
+:func:`build_policy_model` picks one by ``onnx_model``: a file written by ``rl-bringup export``
+runs on onnxruntime on the CPU, deterministic, with fixed weights, and sizes the policy from the
+model; otherwise the torch actor of ``env_id`` is built on ``device``, randomly initialised until
+weights come. torch and the simulator code are imported only for the torch actor, so an ONNX
+policy runs from the robot-side install of requirements-edge.txt.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any, cast
+
+import numpy as np
+
+from rl_core.config import ConfigError, PolicyConfig
+from rl_core.image_codecs import is_image_shape
+from rl_core.onnx_policy import OnnxPolicy
+
+if TYPE_CHECKING:
+    from rl_core.encoders import EncodedActor
+    from rl_core.networks import SquashedGaussianActor
+
+
+class PolicyModel:
+    """Actions for a task's observations from an ONNX model or a torch actor; thread-safe.
+
+    :param obs_shape: the task's observation shape.
+    :param action_shape: the task's action shape.
+    :param feature_dim: size of the encoder's features of an image task (a robot that runs the
+        encoder, ``observation_codec`` latent, sends those instead of images).
+    :param onnx: an exported model (fixed weights) ...
+    :param actor: ... or the torch actor (follows weights); exactly one of them.
+    """
+
+    def __init__(self, obs_shape: tuple[int, ...], action_shape: tuple[int, ...], feature_dim: int,
+                 onnx: OnnxPolicy | None = None,
+                 actor: SquashedGaussianActor | EncodedActor | None = None) -> None:
+        if (onnx is None) == (actor is None):
+            raise ValueError("a policy model acts with an ONNX model or a torch actor, not "
+                             f"{'both' if onnx is not None else 'neither'}")
+        self.obs_shape = obs_shape
+        self.action_shape = action_shape
+        self.feature_dim = feature_dim
+        self.onnx = onnx
+        self.actor = actor
+        self._lock = threading.Lock()  # acting and loading weights run on different threads
+
+    @property
+    def pixels(self) -> bool:
+        """Whether the task observes images (the torch actor then has an encoder)."""
+        return is_image_shape(self.obs_shape)
+
+    def act(self, obs: np.ndarray, deterministic: bool) -> np.ndarray:
+        """Actions for observations of :attr:`obs_shape`, or for an image task also for the
+        encoder's features; ``(rows, *action_shape)``."""
+        rows = obs.shape[0]
+        if self.onnx is not None:
+            return self.onnx.act(obs.reshape(rows, -1)).reshape((rows, *self.action_shape))
+        assert self.actor is not None
+        with self._lock:
+            if not self.pixels:
+                actions = self.actor.act(obs.reshape(rows, -1), deterministic=deterministic)
+            elif obs.ndim == 2:  # features
+                actions = cast("EncodedActor", self.actor).head.act(obs,
+                                                                    deterministic=deterministic)
+            else:
+                actions = self.actor.act(obs, deterministic=deterministic)
+        return actions.reshape((rows, *self.action_shape))
+
+    def load(self, state: dict[str, Any]) -> None:
+        """Load actor weights (between forward passes).
+
+        :raises RuntimeError: when the tensors do not fit the actor.
+        """
+        assert self.actor is not None, "an ONNX policy keeps its weights"
+        with self._lock:
+            self.actor.load_state_dict(state)
+
+    def observations_refusal(self, obs: np.ndarray) -> str | None:
+        """Why a batch of observations ``obs`` cannot be acted on (its shape), or None."""
+        shape = obs.shape[1:]
+        if shape == self.obs_shape or self.pixels and shape == (self.feature_dim,):
+            return None
+        features = f" or encoder features (N, {self.feature_dim})" if self.pixels else ""
+        return (f"expected observations of shape (N, {', '.join(map(str, self.obs_shape))})"
+                f"{features}, got {obs.shape}")
+
+    def request_observations(self, values: Any, shape: Any, max_rows: int) -> np.ndarray:
+        """The observations of a request's flat ``values`` of observation ``shape``, as
+        ``(rows, *obs_shape)``.
+
+        :raises ValueError: for more than ``max_rows`` observations, another shape, no values,
+            a count that is not a multiple of one observation's, or values that are not finite.
+        """
+        size = int(np.prod(self.obs_shape))
+        if len(values) > max_rows * max(size, 1):
+            raise ValueError(f"at most {max_rows} observations per request")
+        obs = np.asarray(values, dtype=np.float32)
+        shape = tuple(shape)
+        if shape != self.obs_shape or obs.size == 0 or obs.size % size or not np.all(np.isfinite(obs)):
+            raise ValueError(f"send finite observations with obs_shape {list(self.obs_shape)} and "
+                             f"a multiple of {size} values; got obs_shape {list(shape)} and "
+                             f"{obs.size} values")
+        return obs.reshape((-1, *self.obs_shape))
+
+
+def build_policy_model(config: PolicyConfig) -> tuple[PolicyModel, str | None]:
+    """The model ``config`` asks for, and a line for the log about it (None: nothing to say).
+
+    :raises ConfigError: when the ONNX model is missing or unreadable or was exported for
+        another task than ``env_id``, or when ``device:=cuda`` and torch has no CUDA.
+    """
+    if config.onnx_model:
+        return _onnx_model(config)
+    return _torch_model(config)
+
+
+def _onnx_model(config: PolicyConfig) -> tuple[PolicyModel, str]:
+    path = config.onnx_model
+    try:
+        onnx = OnnxPolicy(path)
+    except (OSError, ValueError) as error:
+        raise ConfigError(f"onnx_model: {error}") from error
+    if onnx.env_id is not None and onnx.env_id != config.env_id:
+        raise ConfigError(f"ONNX model {path} was exported for {onnx.env_id}, this policy's "
+                          f"env_id is {config.env_id}; set env_id:={onnx.env_id} or export a "
+                          f"checkpoint of {config.env_id}")
+    ignored = f"; device:={config.device} ignored" if config.device != "auto" else ""
+    note = (f"acting with ONNX model {path} ({onnx.obs_dim} -> {onnx.action_dim}, task "
+            f"{onnx.env_id or 'not recorded'}; onnxruntime on the CPU, deterministic; "
+            f"/policy_weights not followed{ignored})")
+    return PolicyModel((onnx.obs_dim,), (onnx.action_dim,), config.feature_dim, onnx=onnx), note
+
+
+def _torch_model(config: PolicyConfig) -> tuple[PolicyModel, str | None]:
+    import torch
+
+    from rl_core.device import describe, resolve_device
+    from rl_core.encoders import make_actor
+    from rl_core.envs import space_shapes
+
+    device = resolve_device(config.device)
+    obs_shape, action_shape = space_shapes(config.env_id)
+    torch.manual_seed(config.seed)
+    actor = make_actor(obs_shape, int(np.prod(action_shape)), config.hidden_sizes,
+                       config.feature_dim, config.encoder_channels).to(device)
+    note = f"acting on {describe(device)}" if device.type != "cpu" else None
+    return PolicyModel(obs_shape, action_shape, config.feature_dim, actor=actor), note

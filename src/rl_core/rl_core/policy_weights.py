@@ -1,0 +1,85 @@
+"""Which received actor weights a policy loads, and how fresh the ones it acts with are.
+
+A policy node (``rl_nodes.policy``) offers every ``/policy_weights`` message to a
+:class:`WeightsGate`. The latched copy of the current weights is skipped without a word; weights
+whose signature does not verify under the run's key (:mod:`rl_core.weights_auth`), that are older
+than the current ones (a replay), hold NaN, or were built for another architecture are refused
+with the reason, which the node logs and counts. torch is imported only when weights are
+checked, so an ONNX policy that follows no weights runs without it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: A policy still acting with its own initial actor after this long says so.
+NO_WEIGHTS_WARNING_S = 30.0
+#: Weights older than this are reported as stale (the trainer stalled or is gone).
+STALE_WEIGHTS_S = 60.0
+
+
+def weights_refusal(msg: Any, key: bytes | None, current: tuple[int, int]) -> str | None:
+    """Why received weights ``msg`` (``rl_nodes.conversions.Weights``) must not replace the
+    weights of ``current`` ``(epoch, version)``: a signature that does not verify under the run's
+    key, an older version (a replay) or NaN; None when they may be loaded (architecture not
+    checked)."""
+    import torch  # only nodes that follow weights call this
+
+    if key is not None and not msg.verify(key):
+        return (f"version {msg.version}: the signature does not verify (unsigned, or signed with "
+                "another run's key); ignored")
+    if (msg.epoch, msg.version) < current:
+        return (f"epoch {msg.epoch} version {msg.version} is older than the current epoch "
+                f"{current[0]} version {current[1]} (a replay); ignored")
+    if not all(bool(torch.isfinite(tensor).all()) for tensor in msg.state.values()):
+        return f"version {msg.version} holds NaN or infinite values; ignored"
+    return None
+
+
+class WeightsGate:
+    """The run epoch and version of the weights a policy acts with, and when they came.
+
+    Version 0 is the policy's own randomly initialised actor.
+
+    :param key: the run's weights key (None: signatures are not checked).
+    :param now: ``time.monotonic()`` when the policy started.
+    """
+
+    def __init__(self, key: bytes | None, now: float) -> None:
+        self.key = key
+        self.epoch = 0  # run epoch of the trainer whose weights are loaded
+        self.version = 0
+        self.arrived_at = now  # when the current weights arrived (start: the initial actor)
+        self.started_at = now
+
+    def is_current(self, msg: Any) -> bool:
+        """Whether ``msg`` is the latched copy of the current weights again."""
+        return (msg.epoch, msg.version) == (self.epoch, self.version)
+
+    def refusal(self, msg: Any, architecture: dict[str, Any]) -> str | None:
+        """Why ``msg`` must not be loaded into an actor of ``architecture``; None to load it."""
+        refusal = weights_refusal(msg, self.key, (self.epoch, self.version))
+        if refusal is None and msg.architecture != architecture:
+            refusal = (f"weights are for {msg.architecture}, this policy is {architecture}; use "
+                       "the same env_id and hidden_sizes")
+        return refusal
+
+    def loaded(self, msg: Any, now: float) -> bool:
+        """``msg`` was loaded into the actor at ``now``; whether they are the run's first."""
+        first = self.version == 0
+        self.epoch, self.version = msg.epoch, msg.version
+        self.arrived_at = now
+        return first
+
+    def figures(self, now: float) -> dict[str, object]:
+        """The diagnostics values of the weights: their version and age."""
+        return {"weights version": self.version, "weights age s": f"{now - self.arrived_at:.1f}"}
+
+    def warning(self, now: float) -> str | None:
+        """What is wrong with the weights at ``now`` (none came, or they are stale), or None."""
+        age = now - self.arrived_at
+        if self.version == 0 and now - self.started_at > NO_WEIGHTS_WARNING_S:
+            return "no weights received yet (is the trainer running?)"
+        if self.version and age > STALE_WEIGHTS_S:
+            return f"weights are {age:.0f} s old (trainer stalled or gone?)"
+        return None

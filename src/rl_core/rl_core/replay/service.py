@@ -1,0 +1,338 @@
+"""What the replay node serves, without ROS: experience admitted, sample answers, priorities,
+files, snapshots and the figures it reports.
+
+:class:`ReplayService` owns a :class:`~rl_core.replay.limited.RateLimitedReplay` and its lock:
+inserts come on the node's dispatch thread, ``sample``, ``save`` and ``load`` on the executor's
+(or a local caller's). Every rejected input is handed to the node's ``reject`` (a kind, counted
+apart on /diagnostics, and the reason), which logs and counts it; the service keeps going.
+
+``sample`` applies the priorities the request carries first (a bad update is rejected on its
+own, the batches are still drawn), then grants the batches the rate limiter allows, at most
+``max_rows`` rows per answer; the rest stays owed for the next request.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from rl_core.config import ReplayConfig
+from rl_core.replay.admission import ExperienceAdmission
+from rl_core.replay.buffer import Batch, InvalidPriorities, OutOfBounds, ReplayBuffer
+from rl_core.replay.build import new_buffer, new_replay
+from rl_core.replay.files import SNAPSHOT_FILE, SnapshotWriter, confined_path
+from rl_core.replay.priorities import PriorityUpdate
+
+#: The file ``save`` and ``load`` use when the request names none.
+DEFAULT_FILE = "replay_buffer.npz"
+
+
+class SampleAnswer(NamedTuple):
+    """The answer to a sample request: the batches the rate limiter granted (``SampleBatch.srv``
+    on the wire, converted by ``rl_nodes.conversions``)."""
+
+    success: bool
+    message: str
+    batches: list[Batch]
+    buffer_size: int
+    total_inserted: int
+    prioritized: bool = False  # send the batches' priorities back with a later request
+
+
+#: What ``save`` and ``load`` answer: success, message, transitions, the file's path.
+FileAnswer = tuple[bool, str, int, str]
+
+
+@dataclass
+class StatusFigures:
+    """The ``/replay_status`` fields the service knows (the node adds its rejection count)."""
+
+    size: int
+    capacity: int
+    total_inserted: int
+    insert_rate: float
+    sample_rate: float
+    rate_limited: bool
+    acting_paused: bool
+    samples_per_insert: float
+    learning_starts: int
+    updates_per_transition: float
+    total_sampled: int
+    insert_blocked_s: float
+    sample_blocked_s: float
+    newest_weights_version: int
+    acting_weights_version: int
+
+
+class RateMeter:
+    """Inserts and batches per second over the last status period.
+
+    :param period_s: the status period; rates are taken over at least half of it, so a status
+        published at once between two periodic ones keeps the previous rates.
+    :param now: ``time.monotonic()`` at start.
+    """
+
+    def __init__(self, period_s: float, now: float) -> None:
+        self.period_s = period_s
+        self._last = (now, 0, 0)  # time, inserted, sampled at the last measurement
+        self.rates = (0.0, 0.0)
+
+    def update(self, now: float, inserted: int, sampled: int) -> tuple[float, float]:
+        """``(inserts/s, batches/s)`` given the totals at ``now``."""
+        then, inserted_before, sampled_before = self._last
+        elapsed = now - then
+        if elapsed >= self.period_s / 2:  # rates over a meaningful window only
+            self._last = (now, inserted, sampled)
+            self.rates = ((inserted - inserted_before) / elapsed,
+                          (sampled - sampled_before) / elapsed)
+        return self.rates
+
+
+class ReplayService:
+    """A replay node's storage and answers; thread-safe.
+
+    :param config: the node's parameters.
+    :param obs_shape: observation shape of the task.
+    :param action_shape: action shape of the task.
+    :param reject: told of every rejected input, ``(kind, reason)``.
+    :param on_pause_change: called when :attr:`RateLimitedReplay.acting_paused` changed (the
+        node publishes its status at once).
+    :param max_rows: most rows one sample answer or priority update may carry.
+    :param status_period_s: period of the node's status (the window of the rates it reports).
+    """
+
+    def __init__(self, config: ReplayConfig, obs_shape: tuple[int, ...],
+                 action_shape: tuple[int, ...], reject: Callable[[str, str], None],
+                 on_pause_change: Callable[[], None], max_rows: int,
+                 status_period_s: float = 1.0) -> None:
+        self.config = config
+        self.obs_shape, self.action_shape = obs_shape, action_shape
+        self._reject = reject
+        self._on_pause_change = on_pause_change
+        self.max_rows = max_rows
+        self.replay = new_replay(config, new_buffer(config, obs_shape, action_shape))
+        # RateLimitedReplay locks its own state; this lock keeps a sample, save or load
+        # consistent with the inserts around it and guards replacing the buffer.
+        self.lock = threading.Lock()
+        self.rates = RateMeter(status_period_s, time.monotonic())
+        self.admission = ExperienceAdmission(config.deployment_robots)
+        #: Priorities applied, and those skipped because their slot was written since the draw.
+        self.priorities_applied = self.priorities_stale = 0
+        self.snapshot_writer = (SnapshotWriter(self.files_dir, self._copy_state)
+                                if self.files_dir is not None else None)
+
+    @property
+    def buffer(self) -> ReplayBuffer:
+        return self.replay.buffer
+
+    def configure(self, config: ReplayConfig) -> None:
+        """Follow changed parameters."""
+        self.config = config
+        if config.prioritized:
+            self.buffer.beta = config.priority_beta
+
+    def sizes(self) -> tuple[int, int]:
+        """Transitions stored now, and inserted in all."""
+        return len(self.replay), self.replay.total_inserted
+
+    def insert(self, msg: Any) -> None:
+        """Store an experience batch (the fields of ``rl_nodes.conversions.Experience``) unless
+        admission or the buffer refuses it."""
+        with self.lock:
+            refusal = self.admission.refusal(msg.robot_id, msg.stream, msg.sequence)
+            if refusal is not None:
+                self._reject(*refusal)
+                return
+            try:
+                changed = self.replay.add(msg.obs, msg.actions, msg.rewards, msg.next_obs,
+                                          msg.terminated, msg.truncated, msg.policy_version)
+            except OutOfBounds as error:  # checked by the buffer in its finiteness pass
+                self._reject("experience (values out of bounds)", f"robot {msg.robot_id}: {error}")
+                return
+            except ValueError as error:
+                self._reject("experience (malformed)", f"robot {msg.robot_id}: {error}")
+                return
+            self.admission.stored(msg.robot_id, msg.stream, msg.sequence)
+        if changed:
+            self._on_pause_change()
+
+    def sample(self, request: Any) -> SampleAnswer:
+        """Apply the request's priorities, then grant up to ``request.max_batches`` batches
+        (0 = only report sizes); ``request`` has the fields of
+        ``rl_nodes.conversions.SampleRequest``."""
+        if request.priorities is not None:
+            self.update_priorities(request.priorities)
+        if request.max_batches and not 1 <= request.batch_size <= self.max_rows:
+            message = f"batch_size must be between 1 and {self.max_rows}, got {request.batch_size}"
+            self._reject("sample request", message)
+            return SampleAnswer(False, message, [], *self.sizes())
+        max_batches = min(request.max_batches, self.max_rows // max(request.batch_size, 1))
+        with self.lock:
+            size, total = self.sizes()
+            if max_batches == 0:
+                return SampleAnswer(True, "sizes only", [], size, total)
+            if size == 0:
+                return SampleAnswer(False, "buffer is empty; wait for experience", [], 0, total)
+            draw, changed = self.replay.take(request.batch_size, max_batches,
+                                             request.weights_version, request.insert_budget)
+        if changed:
+            self._on_pause_change()
+        message = "" if draw.batches else "rate limited: learning is ahead of the data"
+        return SampleAnswer(True, message, draw.batches, draw.buffer_size, draw.total_inserted,
+                            self.buffer.prioritized)
+
+    def update_priorities(self, update: PriorityUpdate) -> None:
+        """Apply a learner's priorities, or reject them (counted per reason)."""
+        if not self.buffer.prioritized:
+            self._reject("priorities (buffer not prioritized)", f"{len(update)} priorities sent "
+                         "to a buffer that samples uniformly (prioritized: false)")
+            return
+        if max(len(update.indices), len(update.priorities)) > self.max_rows:
+            self._reject("priorities (too many)", f"{len(update)} priorities in one request, "
+                         f"more than the cap of {self.max_rows}")
+            return
+        with self.lock:
+            try:
+                applied = self.replay.update_priorities(update)
+            except InvalidPriorities as error:
+                self._reject(f"priorities ({error.kind})", str(error))
+                return
+            self.priorities_applied += applied
+            self.priorities_stale += len(update) - applied
+
+    # --- files: save/load and snapshots, confined to output_dir/replay ---------------------------
+
+    @property
+    def files_dir(self) -> Path | None:
+        """Where this buffer's files live (``output_dir/replay``); None without ``output_dir``."""
+        return Path(self.config.output_dir) / "replay" if self.config.output_dir else None
+
+    def _target(self, path: str, what: str) -> Path | FileAnswer:
+        """The file of a ``what`` request, or the answer refusing a path outside the directory."""
+        try:
+            return confined_path(self.files_dir, path, DEFAULT_FILE)
+        except ValueError as error:
+            self._reject(what, str(error))
+            return False, str(error), 0, path
+
+    def save(self, path: str) -> FileAnswer:
+        """Write the buffer to ``output_dir/replay/<path>`` (.npz)."""
+        target = self._target(path, "save request")
+        if not isinstance(target, Path):
+            return target
+        with self.lock:
+            if len(self.buffer) == 0:
+                return False, "buffer is empty; nothing to save", 0, str(target)
+            try:
+                self.buffer.save(target)
+            except OSError as error:
+                return False, f"could not write {target}: {error}", 0, str(target)
+            return True, "saved", len(self.buffer), str(target)
+
+    def load(self, path: str) -> FileAnswer:
+        """Replace the contents with ``output_dir/replay/<path>``; on failure nothing changes."""
+        target = self._target(path, "load request")
+        if not isinstance(target, Path):
+            return target
+        if not target.is_file():
+            return False, f"no file {target}; pass the name of a saved buffer", 0, str(target)
+        with self.lock:
+            try:
+                loaded = self._read_matching(target)
+            except (OSError, ValueError) as error:
+                return False, f"could not load {target}: {error}", 0, str(target)
+            self.replay = new_replay(self.config, loaded)
+            self.replay.limiter.insert(loaded.total_inserted)  # the stored data counts as inserted
+            return True, "loaded", len(loaded), str(target)
+
+    def _read_matching(self, path: Path) -> ReplayBuffer:
+        """A saved buffer that fits this service's shapes and capacity (ValueError otherwise)."""
+        loaded = ReplayBuffer.from_file(path, max_capacity=self.config.capacity)
+        if (loaded.obs_shape, loaded.action_shape, loaded.capacity) != (
+                self.obs_shape, self.action_shape, self.config.capacity):
+            raise ValueError(f"it holds obs {loaded.obs_shape}, action {loaded.action_shape}, "
+                             f"capacity {loaded.capacity}; this buffer has {self.obs_shape}, "
+                             f"{self.action_shape}, {self.config.capacity}")
+        loaded.value_bound = self.config.value_bound
+        return loaded
+
+    def restore_snapshot(self) -> tuple[bool, str] | None:
+        """Load the latest snapshot of this run, if there is one (a respawned buffer).
+
+        :returns: None without a snapshot, else whether it was loaded and a line for the log.
+        """
+        if self.snapshot_writer is None or not self.snapshot_writer.exists():
+            return None
+        base = self.snapshot_writer.base
+        try:
+            loaded = self._read_matching(base / SNAPSHOT_FILE)
+            counters = self.snapshot_writer.read_counters()
+        except (OSError, ValueError) as error:
+            return False, f"snapshot in {base} not loaded ({error}); starting empty"
+        self.replay = new_replay(self.config, loaded)
+        self.replay.limiter.load_state_dict(counters)
+        return True, (f"restored {len(loaded)} transitions ({loaded.total_inserted} inserted so "
+                      f"far) from {base / SNAPSHOT_FILE}")
+
+    def _copy_state(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        with self.lock:
+            return self.buffer.state_dict(), self.replay.limiter.state_dict()
+
+    def snapshot(self, wait: bool = False) -> None:
+        """Write the buffer and its rate-limiter counters to ``output_dir/replay`` (by a
+        background thread unless ``wait``; inserts wait only while the state is copied)."""
+        if self.snapshot_writer is not None:
+            self.snapshot_writer.write(wait)
+
+    def close(self) -> None:
+        """Finish a snapshot being written, then write the last one."""
+        if self.snapshot_writer is not None:
+            self.snapshot_writer.join(timeout_s=30.0)
+        self.snapshot(wait=True)
+
+    # --- figures -------------------------------------------------------------------------------
+
+    def diagnostics(self) -> tuple[bool, str, dict[str, object]]:
+        """``(healthy, message, values)`` for /diagnostics; an empty buffer is not healthy."""
+        size, total = self.sizes()
+        stats = self.replay.stats()
+        writer = self.snapshot_writer
+        values = {"size": size, "capacity": self.config.capacity, "total inserted": total,
+                  "fill": f"{size / self.config.capacity:.1%}",
+                  "updates per transition": f"{stats.achieved_samples_per_insert:.3f}",
+                  "target updates per transition": self.config.updates_per_transition,
+                  "acting paused": self.replay.acting_paused,
+                  "acting blocked s": f"{stats.insert_blocked_s:.1f}",
+                  "learner blocked s": f"{stats.sample_blocked_s:.1f}",
+                  "policy lag (versions)": self.replay.policy_lag,
+                  "lost experience messages": self.admission.lost_messages,
+                  "priorities applied": self.priorities_applied,
+                  "priorities skipped (slot overwritten)": self.priorities_stale,
+                  "snapshots": writer.snapshots if writer else 0,
+                  "snapshot hold ms": f"{1000 * writer.hold_s if writer else 0.0:.1f}"}
+        if size == 0:
+            return False, "empty: no experience received yet", values
+        if self.replay.acting_paused:
+            return True, f"{size} transitions; acting paused while learning catches up", values
+        return True, f"{size} transitions", values
+
+    def status(self, now: float) -> StatusFigures:
+        """The figures of ``/replay_status`` at ``now`` (``time.monotonic()``)."""
+        size, total = self.sizes()
+        stats = self.replay.stats()
+        insert_rate, sample_rate = self.rates.update(now, total, stats.samples)
+        return StatusFigures(size=size, capacity=self.config.capacity, total_inserted=total,
+                             insert_rate=insert_rate, sample_rate=sample_rate,
+                             rate_limited=self.config.rate_limit,
+                             acting_paused=self.replay.acting_paused,
+                             samples_per_insert=self.config.updates_per_transition,
+                             learning_starts=self.config.learning_starts,
+                             updates_per_transition=stats.achieved_samples_per_insert,
+                             total_sampled=stats.samples, insert_blocked_s=stats.insert_blocked_s,
+                             sample_blocked_s=stats.sample_blocked_s,
+                             newest_weights_version=self.replay.newest_weights_version,
+                             acting_weights_version=self.replay.acting_weights_version)

@@ -1,0 +1,331 @@
+"""Driving one robot across the ros2_control boundary: when to observe, command, hold and reset.
+
+:class:`rl_core.robot.boundary.RobotLoop` says what a joint state or an action means;
+:class:`RobotDriver` adds what depends on time and on the node around it, in plain Python:
+
+* the command deadline: the robot is held when no action follows an observation, or no joint
+  state answers a command, within ``command_timeout``;
+* resets through the robot's reset service, asked again when the service is not there yet, when
+  it refuses, or when it does not answer within :data:`RESET_TIMEOUT_S`;
+* the e-stop (hold at once, acting resumes on release) and the learner's pause (observations
+  withheld, the robot held once the deadline passes);
+* a robot whose clock goes back (restarted) ends the episode in progress;
+* a transition is published only once the command for the next state is out, so the learner's
+  work on it cannot delay that command;
+* the figures and warnings the simulator reports on ``/diagnostics``.
+
+The driver acts through its host (:class:`DriverHost`, rl_nodes.robot_boundary): the host turns
+commands and reset requests into messages and service calls. Times are seconds of ``clock``, a
+steady clock, so that the deadline holds when simulated time stops.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from rl_core.config import BoundaryConfig, ConfigError
+from rl_core.robot import JointTarget
+from rl_core.robot.boundary import ACTING, RESETTING, STEPPING, WAITING, EpisodeEnd, RobotLoop, Transition
+from rl_core.robot.joint_io import ControlStats, JointStateError, JointStateReader, command_limits
+from rl_core.robot.safety import SafetyLayer
+from rl_core.robot.task import Task
+
+#: A reset service call unanswered this long is made again (the robot may have restarted).
+RESET_TIMEOUT_S = 5.0
+#: A robot whose clock (joint state stamps) has not moved for this long while the boundary
+#: waits for it is reported on /diagnostics.
+FROZEN_CLOCK_S = 2.0
+#: The reset asked for while the reset service is not there: the deadline check asks again.
+WAITING_FOR_SERVICE = "waiting"
+
+
+class ResetRequest(Protocol):
+    """A reset service call in flight (an rclpy or concurrent.futures future)."""
+
+    def result(self) -> Any:
+        """The service's response (``success``, ``message``), or None when it gave none."""
+
+
+class DriverHost(Protocol):
+    """What the driver asks of the node it runs in."""
+
+    def send(self, command: np.ndarray) -> None:
+        """Send a command (physical units, command joint order) to the robot's controller."""
+
+    def request_reset(self, target: JointTarget) -> ResetRequest | None:
+        """Ask the robot's reset service for ``target``; None when the service is not there.
+        The host hands the answered request to :meth:`RobotDriver.reset_answered`."""
+
+    def publish_observation(self, obs: np.ndarray, step: int) -> None: ...
+
+    def publish_transition(self, transition: Transition) -> None: ...
+
+    def publish_episode(self, episode: EpisodeEnd) -> None: ...
+
+    def acting_paused(self) -> bool:
+        """Whether the learner pauses acting (its rate limiter)."""
+
+    def reject(self, what: str, reason: str) -> None:
+        """Count and log a rejected input."""
+
+    def warn(self, text: str, throttle_s: float = 0.0) -> None:
+        """Log a warning (at most once per ``throttle_s`` seconds when it is > 0)."""
+
+    def info(self, text: str) -> None: ...
+
+
+class RobotDriver:
+    """One robot driven for one task (see the module docstring).
+
+    :param task: the task (rl_core.robot.tasks.load_task of the simulator's env_id).
+    :param config: the boundary parameters; the host replaces it when a parameter changes
+        (``command_timeout`` is read at every check).
+    :param seed: the robot's seed (start states and goals).
+    :param host: the node the driver acts through.
+    :param clock: a steady clock, seconds.
+    :raises ConfigError: when ``command_interface`` is not the task's.
+    """
+
+    def __init__(self, task: Task, config: BoundaryConfig, seed: int, host: DriverHost,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.task, self.config, self.host, self.clock = task, config, host, clock
+        self.interface = config.command_interface or task.command_interface
+        if self.interface != task.command_interface:
+            raise ConfigError(f"task {type(task).__name__} acts through the "
+                              f"{task.command_interface} interface, command_interface is "
+                              f"{self.interface!r}; a task's actions mean one interface")
+        #: The robot's names of the task's joints, and of the commanded ones in command order.
+        self.robot_joints = config.joint_names(task.joint_names)
+        to_robot = dict(zip(task.joint_names, self.robot_joints))
+        self.command_joints = [to_robot[name] for name in task.commanded]
+        self.period = 1.0 / config.control_rate_hz if config.control_rate_hz else task.control_period
+        scale = (np.full(len(task.commanded), config.action_scale) if config.action_scale
+                 else np.asarray(task.action_scale, dtype=np.float64))
+        indices = np.asarray([task.joint_names.index(name) for name in task.commanded])
+        self.safety = SafetyLayer(self.interface, command_limits(task), indices, self.period,
+                                  config.max_command_change * scale,
+                                  task.end_effector if task.workspace else None, task.workspace)
+        self.loop = RobotLoop(task, self.safety, np.random.default_rng(seed), config.reset,
+                              action_scale=scale)
+        self.resets_by_service = config.reset == "service"
+        self.stats = ControlStats(self.period)
+        self.reader = JointStateReader(self.robot_joints)
+        self.observation_step = 0  # the step number of the next observation
+        now = clock()
+        self._reset_pending: ResetRequest | str | None = None
+        self._reset_asked_at = 0.0
+        self._last_command_at = now
+        self._observed_at = 0.0  # when the state of the observation in flight was received
+        self._last_state_at: float | None = None
+        self._last_stamp_change_at = now
+        self._last_stamp = -1.0
+        self._started = False
+        self._pending_transition: Transition | None = None  # published once the command is out
+        self._withheld = False  # an observation held back while acting is paused
+        self._held_for_pause = False
+
+    # --- episodes -----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Begin the first episode; joint states before this are read, not acted on."""
+        self._started = True
+        self._begin_episode()
+
+    def _begin_episode(self) -> None:
+        target = self.loop.begin_episode()
+        if not self.resets_by_service:
+            return  # homing: driven by the joint states that come
+        request = self.host.request_reset(target)
+        if request is None:
+            self._reset_pending = WAITING_FOR_SERVICE
+            return
+        self._reset_asked_at = self.clock()
+        self._reset_pending = request
+
+    def reset_answered(self, request: ResetRequest) -> None:
+        """The reset service answered ``request`` (one of the host's :meth:`DriverHost.
+        request_reset`); an answer to a request given up on is ignored."""
+        if request is not self._reset_pending:
+            return
+        self._reset_pending = None
+        response = request.result()
+        if response is None or not response.success:
+            reason = getattr(response, "message", "no answer")
+            self.host.reject("robot reset", f"{self.config.reset_service} refused: {reason}; "
+                             "asking again")
+            self._begin_episode()
+            return
+        self._publish_observation(self.loop.reset_done())
+
+    def _home(self) -> None:
+        command = self.loop.homing_command()
+        if command is None:
+            self._publish_observation(self.loop.reset_done())
+        else:
+            self._send(command)
+
+    # --- inputs -------------------------------------------------------------------------------
+
+    def on_joint_state(self, stamp: float, names: Sequence[str], position: Sequence[float],
+                       velocity: Sequence[float], effort: Sequence[float]) -> None:
+        """A ``sensor_msgs/JointState`` arrived (``stamp`` in seconds); one that cannot be read
+        is rejected."""
+        try:
+            sample = self.reader.read(stamp, names, position, velocity, effort)
+        except JointStateError as error:
+            self.host.reject("joint states", str(error))
+            return
+        if not self._started:
+            return
+        now = self.clock()
+        self._last_state_at = now
+        if sample.stamp < self._last_stamp and self.loop.phase != RESETTING:
+            self.host.warn(
+                f"the robot's clock went back ({self._last_stamp:.3f} -> {sample.stamp:.3f} s: "
+                "restarted?); the episode in progress ends here, a new one begins")
+            self._flush_transition()
+            self._begin_episode()
+        if sample.stamp != self._last_stamp:
+            self._last_stamp, self._last_stamp_change_at = sample.stamp, now
+        obs, transition, episode = self.loop.on_state(sample)
+        self._flush_transition()
+        self._pending_transition = transition
+        if episode is not None:
+            self._flush_transition()
+            self.host.publish_episode(episode)
+            self._begin_episode()
+        elif (self.loop.phase == RESETTING and not self.resets_by_service
+              and not self.loop.estopped):
+            self._home()
+        self._publish_observation(obs, now)
+        if self.loop.phase != ACTING:
+            self._flush_transition()
+
+    def on_action(self, action: np.ndarray) -> None:
+        """The policy's action (normalised) for the observation in flight."""
+        command = self.loop.on_action(action)
+        if command is None:
+            return
+        self.stats.answered(self.clock() - self._observed_at)
+        self._send(command)
+        self._flush_transition()
+
+    def on_estop(self, engaged: bool) -> bool:
+        """The e-stop topic said ``engaged``: hold at once when it engages. True when it was
+        released: the host then calls :meth:`resume` (on the thread that acts)."""
+        was = self.loop.estopped
+        hold = self.loop.set_estop(engaged)
+        if hold is not None:
+            self._send(hold)
+            self._flush_transition()
+        if engaged and not was:
+            self.host.warn("e-stop: robot held, acting paused until released")
+        elif was and not engaged:
+            self.host.info("e-stop released: acting resumes")
+            return True
+        return False
+
+    def resume(self) -> None:
+        """Acting may go on (pause over, e-stop released): observe the newest state."""
+        if self.loop.estopped:
+            return
+        if self._withheld or self.loop.phase == ACTING:
+            self.loop.phase = WAITING
+        self._withheld = self._held_for_pause = False
+        if self.loop.phase == RESETTING and not self.resets_by_service and self.loop.latest:
+            self._home()  # homing stopped by the e-stop goes on
+            return
+        self._publish_observation(self.loop.resume_observation())
+
+    # --- outputs ------------------------------------------------------------------------------
+
+    def _flush_transition(self) -> None:
+        """Publish the transition held back until the command for the next state went out: in
+        one process the learner's work on it would otherwise delay that command."""
+        if self._pending_transition is not None:
+            transition, self._pending_transition = self._pending_transition, None
+            self.host.publish_transition(transition)
+
+    def _publish_observation(self, obs: np.ndarray | None, received_at: float | None = None
+                             ) -> None:
+        if obs is None:
+            return
+        if self.host.acting_paused():
+            self._withheld = True  # resume() observes again when the pause ends
+            self._flush_transition()
+            return
+        self._observed_at = received_at if received_at is not None else self.clock()
+        self.host.publish_observation(obs, self.observation_step)
+        self.observation_step += 1
+        self._last_command_at = self.clock()  # the deadline runs from the observation
+
+    def _send(self, command: np.ndarray) -> None:
+        self.host.send(command)
+        now = self.clock()
+        self.stats.command_sent(now)
+        self._last_command_at = now
+
+    # --- time ---------------------------------------------------------------------------------
+
+    def check_deadline(self) -> None:
+        """Called every control period (or 50 ms) on a steady clock: ask for a reset again
+        when due, hold the robot while acting is paused, and when no action or no joint state
+        came within ``command_timeout``."""
+        now = self.clock()
+        if self._reset_pending == WAITING_FOR_SERVICE:
+            self._begin_episode()
+        elif (self._reset_pending is not None
+              and now - self._reset_asked_at > RESET_TIMEOUT_S):
+            self.host.reject("robot reset", f"{self.config.reset_service} did not answer within "
+                             f"{RESET_TIMEOUT_S:.0f} s; asking again")
+            self._begin_episode()
+        timeout = self.config.command_timeout
+        if self._withheld:
+            # The learner pauses acting: a robot must not go on with its last command meanwhile.
+            if not self._held_for_pause and now - self._last_command_at > timeout:
+                self._held_for_pause = True
+                if self.loop.latest is not None:
+                    self._send(self.safety.hold(self.loop.latest))
+            return
+        if self.loop.estopped or self.loop.latest is None:
+            return
+        if self.loop.phase == ACTING:
+            late, what = now - self._last_command_at, "no action"
+        elif self.loop.phase in (STEPPING, WAITING):
+            # No joint state answered the last command (lost, or the robot restarted): the
+            # hold makes a lockstep robot answer with a state, which is observed afresh.
+            late = now - max(self._last_command_at, self._last_state_at or 0.0)
+            what = "no joint state after the last command"
+        else:
+            return
+        if late > timeout:
+            hold = self.loop.timed_out()
+            if hold is not None:
+                self._send(hold)
+                self._flush_transition()
+                self.host.warn(f"{what} within command_timeout {timeout} s: robot held (are "
+                               "the policy and the robot running?)", throttle_s=5.0)
+
+    # --- reporting ----------------------------------------------------------------------------
+
+    def warning(self, namespace: str) -> str | None:
+        """What ``/diagnostics`` warns about (most urgent first), or None."""
+        now = self.clock()
+        if self.loop.estopped:
+            return "e-stop engaged: robot held, acting paused"
+        if self._last_state_at is None:
+            return f"no joint_states from the robot yet (is it running in {namespace}?)"
+        if self._reset_pending == WAITING_FOR_SERVICE:
+            return f"waiting for the robot's reset service {self.config.reset_service}"
+        if (self.loop.phase in (STEPPING, WAITING)
+                and now - self._last_stamp_change_at > FROZEN_CLOCK_S):
+            return (f"the robot's clock is frozen: joint_states stamps have not moved for "
+                    f"{now - self._last_stamp_change_at:.0f} s")
+        return None
+
+
+__all__ = ["FROZEN_CLOCK_S", "RESET_TIMEOUT_S", "DriverHost", "ResetRequest", "RobotDriver"]

@@ -1,0 +1,148 @@
+"""The topic endpoints of rl_nodes.intra_process: a publisher that hands the same object to the
+subscriptions of its process and converts it for DDS only when someone outside listens, and a
+subscription fed by both (decoded from DDS, its own process' DDS copies dropped).
+
+Both are real rclpy endpoints underneath, made by ``IntraProcessManager.create_publisher`` and
+``create_subscription``; the manager's dispatch thread runs every local delivery.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy
+
+from rl_nodes.conversions import TopicType
+
+if TYPE_CHECKING:
+    from rl_nodes.intra_process import IntraProcessManager
+
+T = TypeVar("T")
+#: Messages from DDS queued for the dispatch thread before further ones are dropped (counted).
+MAX_QUEUED_RECEPTIONS = 10_000
+
+
+@dataclass
+class TopicEntry:
+    """Local endpoints of one fully resolved topic name."""
+
+    subscriptions: list[IntraProcessSubscription[Any]] = field(default_factory=list)
+    publishers: list[IntraProcessPublisher[Any]] = field(default_factory=list)
+    latest: Any = None  # last object of a transient-local topic, for late local subscribers
+    has_latest: bool = False
+
+
+class IntraProcessPublisher(Generic[T]):
+    """Publishes objects: same object to local subscribers, a converted message over DDS."""
+
+    def __init__(self, manager: IntraProcessManager, node: Node, publisher: Any,
+                 topic_type: TopicType[T], entry: TopicEntry) -> None:
+        self.manager = manager
+        self.node = node
+        self.entry = entry  # the local endpoints of its topic
+        self.rcl_publisher = publisher
+        self.topic_type = topic_type
+        self.topic_name: str = publisher.topic_name
+        self._always_dds = publisher.qos_profile.durability == DurabilityPolicy.TRANSIENT_LOCAL
+        #: Messages this publisher serialised and sent over DDS / that DDS failed to send.
+        self.dds_publications = 0
+        self.dds_failures = 0
+        #: Payload bytes of the messages sent over DDS (topic types that can count them).
+        self.dds_bytes = 0
+        self._last_failure_log = 0.0
+
+    def has_remote_subscribers(self) -> bool:
+        """Whether a subscriber outside this process is matched (DDS would carry a publication)."""
+        local = self.entry.subscriptions
+        return self.rcl_publisher.get_subscription_count() > len(local)
+
+    def publish(self, obj: T, local: bool = True) -> None:
+        """Deliver ``obj`` to local subscribers (no copy) and over DDS if someone outside listens.
+
+        :param local: False publishes over DDS only: for a side channel (an image message) whose
+            local subscribers get the same data whole on another topic.
+        """
+        manager = self.manager
+        entry = self.entry
+        subscriptions = entry.subscriptions
+        if local:
+            for subscription in subscriptions:
+                manager.post(subscription.deliver, obj)
+            manager.stats["local_deliveries"] += len(subscriptions)
+        if self._always_dds:
+            entry.latest, entry.has_latest = obj, True
+        if self._always_dds or self.has_remote_subscribers():
+            try:
+                msg = self.topic_type.to_msg(obj)
+                self.rcl_publisher.publish(msg)
+            except _rclpy.RCLError as error:
+                # A reliable writer whose reader does not keep up can fail after blocking; the
+                # caller's loop (a stepping chain) must go on, so count and report it instead.
+                self.dds_failures += 1
+                manager.stats["dds_failures"] += 1
+                self._report_failure(error)
+                return
+            self.dds_publications += 1
+            manager.stats["dds_publications"] += 1
+            if self.topic_type.wire_bytes is not None:
+                self.dds_bytes += self.topic_type.wire_bytes(msg)
+
+    def _report_failure(self, error: Exception) -> None:
+        now = time.monotonic()
+        if now - self._last_failure_log >= 1.0:
+            self._last_failure_log = now
+            self.node.get_logger().error(
+                f"publishing on {self.topic_name} failed ({self.dds_failures} so far): {error}; "
+                "a subscriber does not keep up")
+
+    def get_subscription_count(self) -> int:
+        """All matched subscriptions, local and remote (as rclpy reports them)."""
+        return self.rcl_publisher.get_subscription_count()
+
+
+class IntraProcessSubscription(Generic[T]):
+    """Receives objects from local publishers and decoded messages from DDS."""
+
+    topic_name: str
+    rcl_subscription: Any
+
+    def __init__(self, manager: IntraProcessManager, node: Node, callback: Callable[[T], None],
+                 topic_type: TopicType[T], on_reject: Callable[[str], None] | None) -> None:
+        self.manager = manager
+        self.node = node
+        self.callback = callback
+        self.topic_type = topic_type
+        self.on_reject = on_reject
+
+    def deliver(self, obj: T) -> None:
+        """Called on the dispatch thread with a local or decoded object."""
+        self.callback(obj)
+
+    def _on_dds(self, msg: Any, info: dict[str, Any]) -> None:
+        """Rclpy callback (executor thread): drop own publications, decode, queue the rest."""
+        gid = info.get("publisher_gid") if info else None
+        if self.manager.is_own_publication(self.node, self.topic_name, gid["data"] if gid else None):
+            self.manager.stats["dropped_own_dds"] += 1
+            return
+        try:
+            obj = self.topic_type.from_msg(msg)
+        except ValueError as error:
+            self.manager.stats["rejected"] += 1
+            if self.on_reject is not None:
+                self.on_reject(str(error))
+            return
+        if self.manager.queued >= MAX_QUEUED_RECEPTIONS:
+            # The dispatch thread is far behind: refuse new network input rather than grow
+            # without bound (local publications are never dropped; their producer waits).
+            self.manager.stats["dropped_receptions"] += 1
+            if self.on_reject is not None:
+                self.on_reject(f"dispatch queue full ({MAX_QUEUED_RECEPTIONS} items); message "
+                               "dropped")
+            return
+        self.manager.stats["dds_receptions"] += 1
+        self.manager.post(self.deliver, obj)

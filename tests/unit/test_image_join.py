@@ -1,0 +1,88 @@
+"""The join of a batch and its image (rl_core.image_join): either order, refusals, and halves
+given up once too many newer ones arrived."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pytest
+
+from rl_core import image_join
+from rl_core.image_join import Frames, HalfJoin, camera_frame
+
+pytestmark = pytest.mark.unit
+
+
+@dataclass
+class Batch:
+    robot_id: int
+    stamp_ns: int
+    obs: np.ndarray | None = None
+
+
+@dataclass
+class Awaiting:
+    """A batch of ``rows`` 2 x 2 images that awaits its pixels."""
+
+    batch: Batch
+    rows: int = 2
+
+    def complete(self, pixels: np.ndarray) -> Batch:
+        if pixels.size != self.rows * 12:
+            raise ValueError(f"the image holds {pixels.size} values, {self.rows * 12} needed")
+        return replace(self.batch, obs=pixels.reshape(self.rows, 2, 2, 3))
+
+
+def image(robot: int, stamp: int, rows: int = 2) -> Frames:
+    pixels = np.arange(rows * 12, dtype=np.uint8).reshape(rows * 2, 2, 3)
+    return Frames(camera_frame(robot), stamp, pixels)
+
+
+class Collected:
+    def __init__(self) -> None:
+        self.delivered: list[Batch] = []
+        self.rejected: list[tuple[str, str]] = []
+        self.join: HalfJoin[Batch] = HalfJoin(
+            self.delivered.append, lambda *reason: self.rejected.append(reason), "experience")
+
+
+@pytest.mark.parametrize("image_first", [False, True])
+def test_halves_join_in_either_order_by_robot_and_stamp(image_first: bool) -> None:
+    out = Collected()
+    halves = [lambda: out.join.on_batch(Awaiting(Batch(3, 7))), lambda: out.join.on_frames(image(3, 7))]
+    out.join.on_frames(image(3, 8))  # another stamp
+    out.join.on_batch(Awaiting(Batch(2, 7)))  # another robot
+    for half in reversed(halves) if image_first else halves:
+        half()
+    (joined,) = out.delivered
+    assert (joined.robot_id, joined.stamp_ns) == (3, 7)
+    np.testing.assert_array_equal(joined.obs.reshape(-1), np.arange(24))
+    assert out.join.joined == 1 and out.rejected == []
+
+
+def test_an_image_that_does_not_fit_is_reported_and_nothing_is_delivered() -> None:
+    out = Collected()
+    out.join.on_batch(Awaiting(Batch(0, 1)))
+    out.join.on_frames(image(0, 1, rows=3))
+    assert out.delivered == [] and out.join.joined == 0
+    (what, reason), = out.rejected
+    assert what == "experience image" and "36 values" in reason
+
+
+def test_halves_without_a_partner_are_given_up_after_the_capacity(monkeypatch) -> None:
+    monkeypatch.setattr(image_join, "JOIN_CAPACITY", 2)
+    out = Collected()
+    for stamp in (1, 2, 3):
+        out.join.on_batch(Awaiting(Batch(0, stamp)))
+    for stamp in (4, 5, 6):
+        out.join.on_frames(image(0, stamp))
+    assert [what for what, _ in out.rejected] == ["experience (unmatched)"] * 2
+    assert out.rejected[0][1] == ("robot_0/camera at 1: its image did not arrive before 2 later "
+                                  "ones; dropped")
+    assert "robot_0/camera at 4: its batch message did not arrive" in out.rejected[1][1]
+    out.join.on_frames(image(0, 3))
+    out.join.on_batch(Awaiting(Batch(0, 6)))
+    assert [batch.stamp_ns for batch in out.delivered] == [3, 6], "the newest halves still join"
+    out.join.on_frames(image(0, 1))
+    assert len(out.delivered) == 2, "a half given up does not join later"

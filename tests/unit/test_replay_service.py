@@ -1,0 +1,197 @@
+"""What the replay node serves (rl_core.replay.service): admitted experience, sample answers,
+priorities, files, snapshots and its figures, without ROS."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+
+from rl_core.config import ReplayConfig
+from rl_core.replay import PriorityUpdate, ReplayBuffer
+from rl_core.replay.files import LIMITER_FILE
+from rl_core.replay.service import DEFAULT_FILE, RateMeter, ReplayService
+
+pytestmark = pytest.mark.unit
+
+MAX_ROWS = 64
+
+
+class Node:
+    """The node's side: the rejections it counts and the status it publishes at once."""
+
+    def __init__(self) -> None:
+        self.rejected: list[tuple[str, str]] = []
+        self.pause_changes = 0
+
+    def service(self, output_dir: Path | str = "", **overrides: Any) -> ReplayService:
+        settings: dict[str, Any] = {"capacity": 100, "learning_starts": 4, "error_buffer": 8,
+                                    "output_dir": str(output_dir), **overrides}
+        return ReplayService(ReplayConfig(**settings), (3,), (1,),
+                             lambda kind, reason: self.rejected.append((kind, reason)),
+                             self.on_pause_change, MAX_ROWS)
+
+    def on_pause_change(self) -> None:
+        self.pause_changes += 1
+
+    @property
+    def kinds(self) -> list[str]:
+        return [kind for kind, _ in self.rejected]
+
+
+def experience(sequence: int, rows: int = 4, robot_id: int = 0, value: float = 0.5
+               ) -> SimpleNamespace:
+    """The fields of rl_nodes.conversions.Experience the service reads."""
+    obs = np.full((rows, 3), value, np.float32)
+    return SimpleNamespace(robot_id=robot_id, stream=1, sequence=sequence, obs=obs,
+                           actions=np.zeros((rows, 1), np.float32), rewards=np.ones(rows, np.float32),
+                           next_obs=obs, terminated=np.zeros(rows, bool),
+                           truncated=np.zeros(rows, bool), policy_version=2)
+
+
+def request(batch_size: int = 8, max_batches: int = 1, priorities: PriorityUpdate | None = None
+            ) -> SimpleNamespace:
+    """The fields of rl_nodes.conversions.SampleRequest."""
+    return SimpleNamespace(batch_size=batch_size, max_batches=max_batches, weights_version=3,
+                           insert_budget=0, priorities=priorities)
+
+
+def test_experience_is_stored_once_and_bad_batches_are_rejected_with_the_reason() -> None:
+    node = Node()
+    service = node.service(deployment_robots=2)
+    service.insert(experience(0))
+    service.insert(experience(0))  # again
+    service.insert(experience(1, robot_id=5))
+    service.insert(experience(2, value=float("nan")))
+    service.insert(experience(3, value=1e9))  # beyond value_bound
+    bad = experience(4)
+    bad.terminated = np.full(4, 2.0, np.float32)
+    service.insert(bad)
+    assert node.kinds == ["experience (duplicate)", "experience (foreign robot)",
+                          "experience (values out of bounds)", "experience (values out of bounds)",
+                          "experience (malformed)"]
+    assert node.rejected[-1][1].startswith("robot 0: terminated must be bool or 0/1")
+    assert service.sizes() == (4, 4)
+    service.insert(experience(7))  # 1 .. 6 of robot 0 were rejected or never came
+    assert service.admission.lost_messages == 6 and service.sizes() == (8, 8)
+
+
+def test_sample_answers_sizes_empty_rate_limited_and_granted() -> None:
+    node = Node()
+    service = node.service(updates_per_transition=0.5)
+    assert tuple(service.sample(request(max_batches=0))) == (True, "sizes only", [], 0, 0, False)
+    assert service.sample(request()).message == "buffer is empty; wait for experience"
+    service.insert(experience(0, rows=8))
+    answer = service.sample(request(max_batches=10))
+    assert answer.success and len(answer.batches) == 2, "(8 - 4) transitions * 0.5"
+    assert answer.batches[0].obs.shape == (8, 3)
+    assert (answer.buffer_size, answer.total_inserted, answer.prioritized) == (8, 8, False)
+    answer = service.sample(request())
+    assert answer.success and answer.message == "rate limited: learning is ahead of the data"
+    assert service.replay.newest_weights_version == 3 and service.replay.policy_lag == 1
+    answer = service.sample(request(batch_size=MAX_ROWS + 1))
+    assert not answer.success
+    assert answer.message == f"batch_size must be between 1 and {MAX_ROWS}, got {MAX_ROWS + 1}"
+    assert (answer.buffer_size, answer.total_inserted) == (8, 8) and node.kinds == ["sample request"]
+
+
+def test_one_answer_carries_at_most_max_rows_rows() -> None:
+    service = Node().service(updates_per_transition=8.0, error_buffer=100)
+    service.insert(experience(0, rows=40))
+    assert len(service.sample(request(batch_size=16, max_batches=100)).batches) == MAX_ROWS // 16
+
+
+def test_acting_pauses_and_resumes_are_told_at_once() -> None:
+    node = Node()
+    service = node.service(updates_per_transition=1.0, learning_starts=4, error_buffer=2)
+    service.insert(experience(0, rows=8))
+    assert service.replay.acting_paused and node.pause_changes == 1
+    service.sample(request(batch_size=2, max_batches=10))
+    assert not service.replay.acting_paused and node.pause_changes == 2
+
+
+def test_priorities_are_applied_or_rejected_per_reason() -> None:
+    node = Node()
+    uniform = node.service()
+    update = PriorityUpdate(np.zeros(2, np.int64), np.ones(2, np.float32), 0)
+    uniform.update_priorities(update)
+    assert node.kinds == ["priorities (buffer not prioritized)"]
+    service = node.service(prioritized=True)
+    service.insert(experience(0, rows=8))
+    too_many = PriorityUpdate(np.zeros(MAX_ROWS + 1, np.int64), np.ones(MAX_ROWS + 1, np.float32), 0)
+    service.update_priorities(too_many)
+    service.update_priorities(PriorityUpdate(np.zeros(2, np.int64), np.full(2, -1.0, np.float32), 8))
+    assert node.kinds[1] == "priorities (too many)" and node.kinds[2].startswith("priorities (")
+    answer = service.sample(request(batch_size=4, priorities=PriorityUpdate(
+        np.array([0, 1]), np.array([2.0, 3.0], np.float32), 8)))
+    assert answer.prioritized and service.priorities_applied == 2 and service.priorities_stale == 0
+    service.insert(experience(1, rows=4))
+    service.update_priorities(PriorityUpdate(np.array([8, 1]), np.ones(2, np.float32), 8))
+    assert (service.priorities_applied, service.priorities_stale) == (3, 1), "slot 8 rewritten"
+
+
+def test_files_stay_in_output_dir_and_a_failed_load_keeps_the_contents(tmp_path: Path) -> None:
+    node = Node()
+    assert not node.service().save("a.npz")[0] and node.kinds == ["save request"]
+    service = node.service(tmp_path)
+    assert service.save("")[:2] == (False, "buffer is empty; nothing to save")
+    service.insert(experience(0, rows=6))
+    ok, message, saved, path = service.save("")
+    assert ok and saved == 6 and path == str((tmp_path / "replay" / DEFAULT_FILE).resolve())
+    ok, message, _, _ = service.load("../outside.npz")
+    assert not ok and "relative" in message and node.kinds[-1] == "load request"
+    assert "no file" in service.load("missing.npz")[1]
+    small = ReplayBuffer((2,), (1,), 100)
+    rows = np.zeros((2, 2), np.float32)
+    small.add(rows, np.zeros((2, 1), np.float32), np.zeros(2, np.float32), rows, np.zeros(2, bool),
+              np.zeros(2, bool))
+    small.save(tmp_path / "replay" / "small.npz")
+    ok, message, _, _ = service.load("small.npz")
+    assert not ok and "it holds obs (2,)" in message and len(service.buffer) == 6
+    fresh = node.service(tmp_path)
+    assert fresh.load("")[:3] == (True, "loaded", 6)
+    assert fresh.replay.limiter.stats().inserts == 6, "the stored data counts as inserted"
+
+
+def test_a_snapshot_restores_the_buffer_and_its_counters(tmp_path: Path) -> None:
+    node = Node()
+    assert node.service(tmp_path).restore_snapshot() is None
+    service = node.service(tmp_path)
+    service.insert(experience(0, rows=8))
+    service.sample(request(batch_size=2, max_batches=10))
+    service.close()  # the last snapshot
+    assert service.snapshot_writer is not None and service.snapshot_writer.snapshots == 1
+    respawned = node.service(tmp_path)
+    restored, message = respawned.restore_snapshot()
+    assert restored and message.startswith("restored 8 transitions (8 inserted so far) from ")
+    assert respawned.replay.stats().samples == service.replay.stats().samples
+    (tmp_path / "replay" / LIMITER_FILE).write_text("not json")
+    restored, message = node.service(tmp_path).restore_snapshot()
+    assert not restored and message.endswith("; starting empty")
+    node.service().close()  # no output_dir: nothing to write
+
+
+def test_diagnostics_and_status_report_the_figures() -> None:
+    service = Node().service()
+    healthy, message, values = service.diagnostics()
+    assert (healthy, message) == (False, "empty: no experience received yet")
+    assert values["snapshots"] == 0 and values["fill"] == "0.0%"
+    service.insert(experience(0, rows=5))
+    healthy, message, values = service.diagnostics()
+    assert (healthy, message, values["size"], values["total inserted"]) == (True, "5 transitions", 5, 5)
+    figures = service.status(now=time.monotonic() + 1.0)  # the service started just before
+    assert (figures.size, figures.capacity, figures.total_inserted, figures.total_sampled) == (5, 100, 5, 0)
+    assert figures.insert_rate == pytest.approx(5.0, rel=0.05) and figures.acting_weights_version == 2
+    assert figures.rate_limited and figures.learning_starts == 4
+
+
+def test_rates_are_taken_over_at_least_half_a_period() -> None:
+    meter = RateMeter(period_s=1.0, now=10.0)
+    assert meter.update(10.2, inserted=50, sampled=5) == (0.0, 0.0), "too short a window"
+    assert meter.update(11.0, inserted=100, sampled=10) == (100.0, 10.0)
+    assert meter.update(11.1, inserted=200, sampled=10) == (100.0, 10.0)
+    assert meter.update(12.0, inserted=200, sampled=30) == (100.0, 20.0)
