@@ -14,7 +14,7 @@ from rclpy.qos import QoSProfile
 from rl_core import weights_auth
 from rl_core.config import ConfigError
 from rl_nodes import graph
-from rl_nodes.conversions import TopicType, plain, topic_type
+from rl_nodes.conversions import TopicType, topic_type
 from rl_nodes.intra_process import IntraProcessManager
 from rl_nodes.intra_process_endpoints import IntraProcessPublisher, IntraProcessSubscription
 
@@ -70,8 +70,8 @@ def robot_id_from_namespace(namespace: str) -> int:
 class RLNode(Node):
     """A node whose topics go through the process' intra-process manager.
 
-    Subclasses create endpoints with :meth:`zc_publisher` / :meth:`zc_subscription` and
-    :meth:`zc_timer`; their callbacks then run on the dispatch thread. ``start()`` is called once
+    Subclasses create endpoints with :meth:`publisher` / :meth:`subscription` and :meth:`timer`;
+    their callbacks then run on the dispatch thread. ``start()`` is called once
     every node of the process exists and the executor runs; ``close()`` before destruction.
     """
 
@@ -83,8 +83,8 @@ class RLNode(Node):
         self.rejections: dict[str, int] = {}
         self._last_reject_log: dict[str, float] = {}
         self._clock_seen = (self.get_clock().now().nanoseconds, time.monotonic())
-        self._diagnostics_pub = self.zc_publisher(plain(DiagnosticArray), graph.DIAGNOSTICS)
-        self.zc_timer(graph.DIAGNOSTICS_PERIOD_S, self._publish_diagnostics)
+        self._diagnostics_pub = self.publisher(graph.DIAGNOSTICS)
+        self.timer(graph.DIAGNOSTICS_PERIOD_S, self._publish_diagnostics)
 
     def publisher(self, topic: graph.Topic | str, topic_type: TopicType[T] | None = None,
                   qos: QoSProfile | None = None) -> IntraProcessPublisher[T]:
@@ -105,23 +105,6 @@ class RLNode(Node):
 
     def timer(self, period_s: float, callback: Callable[[], None]) -> Any:
         """A timer whose callback runs on the dispatch thread."""
-        return self.ipc.create_timer(self, period_s, callback)
-
-    def zc_publisher(self, topic_type: TopicType[T], topic: graph.Topic | str,
-                     qos: QoSProfile | None = None) -> IntraProcessPublisher[T]:
-        """A publisher on ``topic`` (a topic of :mod:`rl_nodes.graph`: its name and QoS; or a
-        name, with ``qos`` or the stream profile)."""
-        name, qos = _name_and_qos(topic, qos)
-        return self.ipc.create_publisher(self, topic_type, name, qos)
-
-    def zc_subscription(self, topic_type: TopicType[T], topic: graph.Topic | str,
-                        callback: Callable[[T], None], qos: QoSProfile | None = None
-                        ) -> IntraProcessSubscription[T]:
-        name, qos = _name_and_qos(topic, qos)
-        return self.ipc.create_subscription(self, topic_type, name, callback, qos,
-                                            on_reject=lambda reason: self.reject(name, reason))
-
-    def zc_timer(self, period_s: float, callback: Callable[[], None]) -> Any:
         return self.ipc.create_timer(self, period_s, callback)
 
     def set_parameters_atomically(self, parameter_list: list[Any]) -> Any:

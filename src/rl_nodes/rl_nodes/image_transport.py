@@ -144,16 +144,16 @@ def subscribe_with_images(node: Any, topic_type: TopicType[Any], topic: str, qos
         (``OBSERVATIONS_WITH_IMAGES``, ``EXPERIENCE_WITH_IMAGES``).
     """
     join: ImageJoin[Any] = ImageJoin(callback, node.reject, what)
-    node.zc_subscription(topic_type, topic, join.on_batch, qos)
+    node.subscription(topic, join.on_batch, topic_type, qos)
     for side_name, side_type in image_receivers(topic):
-        node.zc_subscription(side_type, side_name, join.on_frames, qos)
+        node.subscription(side_name, join.on_frames, side_type, qos)
     return join
 
 
 def image_publisher(node: Any, topic: str, codec: str, quality: int, qos: Any) -> Any:
     """The side-topic publisher of batch topic ``topic`` for ``codec`` (raw, png, jpeg); publish
     with ``local=False`` (in-process receivers get the batch whole)."""
-    return node.zc_publisher(image_topic_type(codec, quality), side_topic(topic, codec), qos)
+    return node.publisher(side_topic(topic, codec), image_topic_type(codec, quality), qos)
 
 
 # --- latent: the trainer's encoder on the robot ---------------------------------------------

@@ -39,7 +39,6 @@ from rl_nodes.conversions import (
     MAX_REQUEST_ROWS,
     OBSERVATIONS,
     OBSERVATIONS_WITH_IMAGES,
-    WEIGHTS,
     Actions,
     Observations,
     Weights,
@@ -73,10 +72,10 @@ class PolicyNode(RLNode):
         if self.robots:
             self._serve_robots(self.robots)
         else:
-            self.actions_pubs.append(self.zc_publisher(ACTIONS, graph.ACTIONS))
+            self.actions_pubs.append(self.publisher(graph.ACTIONS))
             self._subscribe_observations(graph.OBSERVATIONS.name, self._on_observations)
         if self.actor is not None:  # an ONNX policy keeps its weights (and needs no torch)
-            self.zc_subscription(WEIGHTS, graph.WEIGHTS, self._on_weights)
+            self.subscription(graph.WEIGHTS, self._on_weights)
         service = self.create_service(GetAction, graph.GET_ACTION.name, self._on_get_action)
         if self.robots:
             self.get_logger().info(
@@ -117,7 +116,7 @@ class PolicyNode(RLNode):
             subscribe_with_images(self, OBSERVATIONS_WITH_IMAGES, topic, STREAM_QOS, callback,
                                   "observations")
         else:
-            self.zc_subscription(OBSERVATIONS, topic, callback)
+            self.subscription(topic, callback, OBSERVATIONS)
 
     def _on_observations(self, msg: Observations) -> None:
         if not self._valid_observations(msg):
@@ -132,8 +131,8 @@ class PolicyNode(RLNode):
         """Subscribe every robot's observations and set up the batching window."""
         for robot in range(robots):
             namespace = robot_namespace(robot)
-            self.actions_pubs.append(self.zc_publisher(ACTIONS, graph.resolve(
-                graph.ACTIONS.name, namespace)))
+            self.actions_pubs.append(self.publisher(graph.resolve(
+                graph.ACTIONS.name, namespace), ACTIONS))
             self._subscribe_observations(graph.resolve(graph.OBSERVATIONS.name, namespace),
                                          functools.partial(self._on_robot_observations, robot))
         self._window_timer: Any = None
@@ -146,7 +145,7 @@ class PolicyNode(RLNode):
             self._window_timer = None
         self.batcher.window_s = window_ms / 1e3
         if self.batcher.window_s > 0:
-            self._window_timer = self.zc_timer(self.batcher.window_s, self._on_window)
+            self._window_timer = self.timer(self.batcher.window_s, self._on_window)
             if self.batcher.pending:
                 self._arm_window()
             else:

@@ -32,14 +32,12 @@ from rl_nodes import graph
 from rl_nodes.base import EXPERIENCE_QOS, OK, WARN, RLNode
 from rl_nodes.conversions import (
     BUFFER_FILE_SERVICE,
-    EXPERIENCE,
     EXPERIENCE_WITH_IMAGES,
     MAX_REQUEST_ROWS,
     SAMPLE_SERVICE,
     Experience,
     SampleAnswer,
     SampleRequest,
-    plain,
 )
 from rl_nodes.image_transport import subscribe_with_images
 from rl_nodes.intra_process_services import create_service
@@ -63,15 +61,15 @@ class ReplayBufferNode(RLNode):
             subscribe_with_images(self, EXPERIENCE_WITH_IMAGES, graph.EXPERIENCE.name,
                                   EXPERIENCE_QOS, self._on_experience, "experience")
         else:
-            self.zc_subscription(EXPERIENCE, graph.EXPERIENCE, self._on_experience)
-        self.status_pub = self.zc_publisher(plain(ReplayStatus), graph.REPLAY_STATUS)
+            self.subscription(graph.EXPERIENCE, self._on_experience)
+        self.status_pub = self.publisher(graph.REPLAY_STATUS)
         create_service(self.ipc, self, SAMPLE_SERVICE, graph.SAMPLE.name, self.sample)
         create_service(self.ipc, self, BUFFER_FILE_SERVICE, graph.SAVE.name, self.save)
         create_service(self.ipc, self, BUFFER_FILE_SERVICE, graph.LOAD.name, self.load)
-        self.zc_timer(STATUS_PERIOD_S, self._publish_status)
+        self.timer(STATUS_PERIOD_S, self._publish_status)
         self._restore_snapshot()
         if self.config.snapshot_period > 0:
-            self.zc_timer(self.config.snapshot_period, self.service.snapshot)
+            self.timer(self.config.snapshot_period, self.service.snapshot)
         self.get_logger().info(
             f"replay buffer: capacity {self.config.capacity}, obs {self.obs_shape}, action "
             f"{self.action_shape}, prioritized {self.config.prioritized}; rate limit "

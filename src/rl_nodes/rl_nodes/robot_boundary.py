@@ -72,8 +72,8 @@ class RobotBoundary:
         self.controller = config.controller or f"{self.interface}_controller"
         topic = graph.command_topic(self.controller, config.command_topic)
         message_type = Float64MultiArray if config.command_topic == "commands" else JointTrajectory
-        self.command_pub = node.zc_publisher(plain(message_type), topic)
-        node.zc_subscription(plain(JointState), graph.ROBOT_JOINT_STATES, self._on_joint_state)
+        self.command_pub = node.publisher(topic, plain(message_type))
+        node.subscription(graph.ROBOT_JOINT_STATES, self._on_joint_state)
         self._lock = threading.RLock()
         self._estop_executor = self._start_estop_listener()
         from rl_interfaces.srv import ResetRobot

@@ -9,13 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from sensor_msgs.msg import JointState
 from std_msgs.msg import String
-from visualization_msgs.msg import MarkerArray
 
 from rl_core.envs import PybulletRobotEnv
 from rl_nodes import graph, visualization
-from rl_nodes.conversions import plain
 
 
 class RvizDisplay:
@@ -29,11 +26,11 @@ class RvizDisplay:
 
     def __init__(self, node: Any, env: PybulletRobotEnv, robot_id: int, rate_hz: float) -> None:
         self.node, self.env, self.robot_id = node, env, robot_id
-        description = node.zc_publisher(plain(String), graph.ROBOT_DESCRIPTION)
+        description = node.publisher(graph.ROBOT_DESCRIPTION)
         description.publish(String(data=visualization.urdf_for_rviz(env.urdf_path)))
-        self.joint_states_pub = node.zc_publisher(plain(JointState), graph.JOINT_STATES)
-        self.markers_pub = node.zc_publisher(plain(MarkerArray), graph.MARKERS)
-        self.tf_pub = (node.zc_publisher(plain(visualization.TFMessage), graph.TF)
+        self.joint_states_pub = node.publisher(graph.JOINT_STATES)
+        self.markers_pub = node.publisher(graph.MARKERS)
+        self.tf_pub = (node.publisher(graph.TF)
                        if visualization.TFMessage is not None else None)
         self._timer: Any = None
         self.set_rate(rate_hz)
@@ -54,7 +51,7 @@ class RvizDisplay:
             self.node.destroy_timer(self._timer)
             self._timer = None
         if rate_hz > 0:
-            self._timer = self.node.zc_timer(1.0 / rate_hz, self.publish)
+            self._timer = self.node.timer(1.0 / rate_hz, self.publish)
 
     def publish(self) -> None:
         """Publish the environment's state, building only what someone listens to."""

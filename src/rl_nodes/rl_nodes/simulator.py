@@ -26,15 +26,10 @@ from rl_interfaces.msg import ReplayStatus
 from rl_nodes import graph
 from rl_nodes.base import OK, WARN, RLNode, robot_id_from_namespace
 from rl_nodes.conversions import (
-    ACTIONS,
-    EPISODES,
-    EXPERIENCE,
-    OBSERVATIONS,
     Actions,
     Episodes,
     Experience,
     Observations,
-    plain,
 )
 from rl_nodes.parameters import declare_config, watch_config
 from rl_nodes.robot_boundary import RobotBoundary
@@ -74,12 +69,12 @@ class SimulatorNode(RLNode):
         self.gate = ActingGate(STATUS_SILENCE_S)
         self.pacer = Pacer(self.config.max_rate_hz)
         self.rate = stepping.RateMeter(time.monotonic())
-        self.observations_pub = self.zc_publisher(OBSERVATIONS, graph.OBSERVATIONS)
-        self.experience_pub = self.zc_publisher(EXPERIENCE, graph.EXPERIENCE)
-        self.episodes_pub = self.zc_publisher(EPISODES, graph.EPISODES)
-        self.zc_subscription(ACTIONS, graph.ACTIONS, self._on_actions)
-        self.zc_subscription(plain(ReplayStatus), graph.REPLAY_STATUS, self._on_replay_status)
-        self.zc_timer(RESEND_AFTER_S / 2, self._watchdog)
+        self.observations_pub = self.publisher(graph.OBSERVATIONS)
+        self.experience_pub = self.publisher(graph.EXPERIENCE)
+        self.episodes_pub = self.publisher(graph.EPISODES)
+        self.subscription(graph.ACTIONS, self._on_actions)
+        self.subscription(graph.REPLAY_STATUS, self._on_replay_status)
+        self.timer(RESEND_AFTER_S / 2, self._watchdog)
         self.images = SimulatorImages(
             self, None if ros2_control else self.envs.single_observation_space.shape,
             self.config, self._release_held)

@@ -18,7 +18,7 @@ from rl_core.config import SimulatorConfig
 from rl_core.image_codecs import is_image_shape
 from rl_nodes import graph
 from rl_nodes.base import EXPERIENCE_QOS, STREAM_QOS, load_weights_key
-from rl_nodes.conversions import WEIGHTS, Experience, Observations, Weights
+from rl_nodes.conversions import Experience, Observations, Weights
 from rl_nodes.image_transport import LatentEncoder, image_publisher
 from rl_nodes.intra_process_endpoints import IntraProcessPublisher
 
@@ -52,7 +52,7 @@ class SimulatorImages:
         quality = config.jpeg_quality
         if self.codec == "latent":
             self.latent = LatentEncoder(node, obs_shape, load_weights_key(node.get_logger()))
-            node.zc_subscription(WEIGHTS, graph.WEIGHTS, self._on_weights)
+            node.subscription(graph.WEIGHTS, self._on_weights)
         else:
             self.observations_pub = image_publisher(node, graph.OBSERVATIONS.name, self.codec,
                                                     quality, STREAM_QOS)

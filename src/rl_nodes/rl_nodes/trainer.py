@@ -35,11 +35,8 @@ from rl_interfaces.msg import ReplayStatus
 from rl_nodes import graph
 from rl_nodes.base import ERROR, OK, RLNode, load_weights_key
 from rl_nodes.conversions import (
-    EPISODES,
-    EXPERIENCE,
     MAX_REQUEST_ROWS,
     SAMPLE_SERVICE,
-    WEIGHTS,
     Episodes,
     Experience,
     SampleRequest,
@@ -73,16 +70,16 @@ class TrainerNode(RLNode):
                                on_evaluated=self._on_evaluated, priority_rows=MAX_REQUEST_ROWS)
         self.sac, self.learner, self.device = self.run.sac, self.run.learner, self.run.device
         self.weights_key = load_weights_key(self.get_logger())
-        self.weights_pub = self.zc_publisher(WEIGHTS, graph.WEIGHTS)
+        self.weights_pub = self.publisher(graph.WEIGHTS)
         self.sampler = IntraProcessClient(self.ipc, self, SAMPLE_SERVICE, SAMPLE_SERVICE_NAME)
-        self.zc_subscription(EPISODES, graph.EPISODES, self._on_episodes)
-        self.zc_subscription(plain(ReplayStatus), graph.REPLAY_STATUS, self._on_replay_status)
-        self.zc_subscription(plain(DiagnosticArray), graph.DIAGNOSTICS, self._on_diagnostics)
+        self.subscription(graph.EPISODES, self._on_episodes)
+        self.subscription(graph.REPLAY_STATUS, self._on_replay_status)
+        self.subscription(graph.DIAGNOSTICS, self._on_diagnostics)
         #: The latest boundary figures of each robot (robot_interface ros2_control), by namespace.
         self.robot_figures: dict[str, dict[str, str]] = {}
-        self.zc_timer(PROGRESS_PERIOD_S, self._log_progress)
+        self.timer(PROGRESS_PERIOD_S, self._log_progress)
         self.replay_status: ReplayStatus | None = None
-        self.metrics_pubs = {name: self.zc_publisher(plain(Float64), f"~/{name}")
+        self.metrics_pubs = {name: self.publisher(f"~/{name}", plain(Float64))
                              for name in graph.TRAINER_METRICS}
         self.update_mode = ""
         self.finished = False
@@ -113,7 +110,7 @@ class TrainerNode(RLNode):
             f"buffer's rate limiter grants the batches; training until "
             f"{self.config.total_env_steps} transitions; output in {self.run.output_dir}")
         if self.update_mode == INTERLEAVED:
-            self.zc_subscription(EXPERIENCE, graph.EXPERIENCE, self._on_experience)
+            self.subscription(graph.EXPERIENCE, self._on_experience)
             return
         self._learner_thread = threading.Thread(target=self._learner_thread_main, name="learner",
                                                 daemon=True)
