@@ -8,42 +8,24 @@ from concurrent.futures import Future
 from types import SimpleNamespace
 from typing import Any, ClassVar
 
-import gymnasium
 import numpy as np
 import pytest
 
 from rl_core.config import BoundaryConfig, ConfigError
-from rl_core.robot import JointSample, JointTarget
+from rl_core.robot import JointTarget
 from rl_core.robot.boundary import ACTING, RESETTING, STEPPING, WAITING
 from rl_core.robot.driver import RESET_TIMEOUT_S, RobotDriver
 from rl_core.robot.safety import ESTOP, TIMEOUT
-from rl_core.robot.task import Outcome, Task
+from tests.unit import test_robot_boundary as robot_boundary_tests
 
 pytestmark = pytest.mark.unit
 JOINTS = ["a", "b"]
 
 
-class ReachZero(Task):
-    """Two velocity-controlled joints; reward -|q|; ends within 0.05 of zero."""
+class ReachZero(robot_boundary_tests.ReachZero):
+    """The boundary tests' task, with episodes of three steps."""
 
-    joint_names: ClassVar[tuple[str, ...]] = ("a", "b")
-    command_interface: ClassVar[str] = "velocity"
-    control_period: ClassVar[float] = 0.1
     max_episode_steps: ClassVar[int] = 3
-
-    def __init__(self) -> None:
-        self.observation_space = gymnasium.spaces.Box(-10, 10, (2,), np.float32)
-        self.action_space = gymnasium.spaces.Box(-1, 1, (2,), np.float32)
-
-    def reset(self, rng: np.random.Generator) -> JointTarget:
-        return JointTarget(np.array([1.0, -1.0]), np.zeros(2))
-
-    def observe(self, state: JointSample) -> np.ndarray:
-        return state.position.astype(np.float32)
-
-    def outcome(self, action: np.ndarray, state: JointSample) -> Outcome:
-        distance = float(np.linalg.norm(state.position))
-        return Outcome(-distance, distance < 0.05, distance < 0.05)
 
 
 class Clock:
