@@ -1,0 +1,163 @@
+"""The objects the nodes hand each other: observation, action, experience, weights, episode
+and sample-request batches, as numpy arrays and torch tensors.
+
+Inside one process they travel as they are; ``rl_nodes.conversions`` turns them into
+rl_interfaces messages only where a subscriber outside the process exists. Plain Python, no ROS.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+
+import numpy as np
+
+from rl_core.replay import PriorityUpdate
+from rl_core.weights_auth import signature, verify
+
+if TYPE_CHECKING:
+    import torch
+
+T = TypeVar("T")
+
+
+@dataclass
+class Observations:
+    """Observations of all environments of one robot at one step (``obs``: (N, *obs_shape))."""
+
+    robot_id: int
+    step: int
+    obs: np.ndarray
+    stamp_ns: int = 0
+
+
+@dataclass
+class AwaitingImages(Generic[T]):
+    """A batch decoded from DDS without its images, which travel as one image message on the
+    batch topic's ``image`` side topic (rl_nodes.image_transport joins the two).
+
+    :param batch: the batch with empty placeholders in ``fields``.
+    :param fields: the image fields, in the order they are stacked in the image.
+    :param rows: rows of the batch.
+    :param shape: shape of one row's image observation ``(stack, h, w, 3)``.
+    """
+
+    batch: T
+    fields: tuple[str, ...]
+    rows: int
+    shape: tuple[int, ...]
+
+    @property
+    def size(self) -> int:
+        """Pixel values the batch's images hold (every image field of every row)."""
+        return len(self.fields) * self.rows * int(np.prod(self.shape))
+
+    def complete(self, pixels: np.ndarray) -> T:
+        """The batch with its image fields filled from ``pixels`` (the decoded image).
+
+        :raises ValueError: when the pixels do not hold exactly the batch's images.
+        """
+        count = len(self.fields)
+        if pixels.size != self.size:
+            raise ValueError(f"the image holds {pixels.size} values, but {count} x {self.rows} "
+                             f"observations of shape {list(self.shape)} need {self.size}")
+        parts = pixels.reshape((count, self.rows, *self.shape))
+        batch: Any = self.batch  # a dataclass of this module
+        return cast(T, replace(batch, **{name: parts[k] for k, name in enumerate(self.fields)}))
+
+
+@dataclass
+class Actions:
+    """Actions answering one observation batch (``actions``: (N, *action_shape))."""
+
+    robot_id: int
+    step: int
+    actions: np.ndarray
+    policy_version: int = 0
+    stamp_ns: int = 0
+
+
+@dataclass
+class Experience:
+    """A batch of transitions; row i of every array is one transition."""
+
+    robot_id: int
+    obs: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    next_obs: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    policy_version: int = 0
+    stamp_ns: int = 0
+    env_ids: np.ndarray | None = None
+    stream: int = 0  # one run of the robot's simulator (its start time in ns)
+    sequence: int = 0  # message counter within the stream
+
+    def __len__(self) -> int:
+        return int(self.rewards.shape[0])
+
+
+@dataclass
+class Weights:
+    """Actor weights of one version; ``state`` tensors are private copies (read-only for receivers)."""
+
+    version: int
+    update_step: int
+    state: dict[str, torch.Tensor]
+    architecture: dict[str, Any]
+    stamp_ns: int = 0
+    _encoded: tuple[bytes, str] | None = field(default=None, repr=False)
+    epoch: int = 0
+    signature: str = ""
+
+    def encoded(self) -> tuple[bytes, str]:
+        """``(safetensors bytes, sha256)``, computed once per version."""
+        if self._encoded is None:
+            from rl_core.checkpoint import tensors_to_bytes
+
+            self._encoded = tensors_to_bytes(self.state)
+        return self._encoded
+
+    def architecture_json(self) -> str:
+        """The architecture as the canonical JSON text that travels and is signed."""
+        return json.dumps(self.architecture, sort_keys=True)
+
+    def sign(self, key: bytes) -> None:
+        """Set :attr:`signature` (HMAC-SHA256 under the run's key, rl_core.weights_auth)."""
+        self.signature = signature(key, self.epoch, self.version, self.update_step,
+                                   self.architecture_json(), self.encoded()[0])
+
+    def verify(self, key: bytes) -> bool:
+        """Whether :attr:`signature` is the key's signature of these weights."""
+        return bool(self.signature) and verify(key, self.signature, self.epoch, self.version,
+                                               self.update_step, self.architecture_json(),
+                                               self.encoded()[0])
+
+
+@dataclass
+class Episodes:
+    """Episodes that ended at one simulator step."""
+
+    robot_id: int
+    env_ids: list[int]
+    returns: list[float]
+    lengths: list[int]
+    successes: list[bool]
+    total_episodes: int
+    total_env_steps: int
+    policy_version: int
+    stamp_ns: int = 0
+
+
+@dataclass
+class SampleRequest:
+    """Request of the replay buffer's ``sample`` service."""
+
+    batch_size: int
+    max_batches: int  # 0 = only report the sizes
+    weights_version: int = 0
+    insert_budget: int = 0  # grant only what the first insert_budget transitions pay for
+    priorities: PriorityUpdate | None = None  # TD errors of rows of earlier answers
+
