@@ -75,6 +75,12 @@ ESTOP_TRIALS = 5
 #: How long "nothing arrives" is watched while the e-stop is engaged (first trial; then shorter).
 ENGAGED_WINDOW_S = 1.0
 SHORT_ENGAGED_WINDOW_S = 0.3
+#: How long the probe spins before an engagement. Right after it stood idle (the previous test's
+#: ros2 commands), the first hold reached it 6-25 ms after the e-stop (median 15 ms, 17 runs with
+#: one busy-loop process beside the run on 2 cores), the later ones mostly 1-8 ms; with 0.5 s of
+#: spinning first, the first came 1-5 ms after (7 runs). The figure wanted is the run's, not
+#: that of a probe waking up.
+SETTLE_S = 0.5
 #: base.CLOCK_FROZEN_S: a node under use_sim_time says so once its clock stood still this long.
 CLOCK_FROZEN_MESSAGE = "clock has not moved"
 
@@ -411,6 +417,7 @@ def engage_and_release(probe: Probe, window_s: float, check_diagnostics: bool,
     # Publish right after a fresh command (an episode's last one is too): the boundary then
     # sends no hold of its own (deadline or acting pause) for command_timeout, so the first hold
     # that comes is the e-stop's.
+    probe.spin_for(SETTLE_S)
     if at_episode_end:
         sent_at, mark = probe.estop_at_episode_end(30.0)
     else:
