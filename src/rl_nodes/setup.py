@@ -1,6 +1,14 @@
+import runpy
+from pathlib import Path
+
 from setuptools import find_packages, setup
 
 package_name = "rl_nodes"
+#: The node kinds, each a console script of its own. Read from rl_core's registry rather than
+#: imported: rl_core need not be installed yet when this package builds.
+NODE_KINDS = runpy.run_path(
+    str(Path(__file__).resolve().parent.parent / "rl_core" / "rl_core" / "node_kinds.py"))[
+        "NODE_KINDS"]
 
 setup(
     name=package_name,
@@ -18,10 +26,7 @@ setup(
     license="Apache-2.0",
     entry_points={
         "console_scripts": [
-            "simulator = rl_nodes.simulator:main",
-            "policy = rl_nodes.policy:main",
-            "replay_buffer = rl_nodes.replay_buffer:main",
-            "trainer = rl_nodes.trainer:main",
+            *(f"{kind} = rl_nodes.{kind}:main" for kind in NODE_KINDS),
             "container = rl_nodes.container:main",
             "sim_robot = rl_nodes.sim_robot:main",
         ],

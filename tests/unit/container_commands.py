@@ -3,9 +3,11 @@ containers): the optional replica step, then ``ros2 run PACKAGE EXECUTABLE ARGS.
 
 from __future__ import annotations
 
-import ast
+import runpy
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import Any
+from unittest import mock
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 REPLICA_PREFIX = ["python3", "-m", "rl_bringup.replica"]
@@ -57,15 +59,15 @@ def parse_node_command(command: list[str]) -> NodeCommand:
 
 
 def console_scripts(setup_py: Path) -> set[str]:
-    """Names of the console_scripts a setup.py declares, read with ast (nothing is executed)."""
-    tree = ast.parse(setup_py.read_text(), filename=str(setup_py))
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Dict):
-            for key, value in zip(node.keys, node.values):
-                if isinstance(key, ast.Constant) and key.value == "console_scripts":
-                    entries = ast.literal_eval(value)
-                    return {entry.split("=", 1)[0].strip() for entry in entries}
-    raise AssertionError(f"no console_scripts in {setup_py}")
+    """Names of the console_scripts a setup.py declares: the file runs with setuptools' setup
+    replaced by a recorder, so nothing is built."""
+    declared: dict[str, Any] = {}
+    with mock.patch("setuptools.setup", lambda **kwargs: declared.update(kwargs)), \
+            mock.patch("setuptools.find_packages", lambda **kwargs: []):
+        runpy.run_path(str(setup_py))
+    entries = declared.get("entry_points", {}).get("console_scripts")
+    assert entries, f"no console_scripts in {setup_py}"
+    return {entry.split("=", 1)[0].strip() for entry in entries}
 
 
 def node_executables() -> set[str]:

@@ -52,7 +52,7 @@ def stepper(sizes: list[int], random_steps: int = 0) -> Stepper:
         lanes.append(Lane(index, FakeEnvs(size), np.arange(offset, offset + size, dtype=np.uint32),
                           np.zeros((size, 1), np.float32)))
         offset += size
-    return Stepper(lanes, random_steps, np.random.default_rng(0))
+    return Stepper(lanes, random_steps, np.random.default_rng(0), robot_id=4, stream=77)
 
 
 def test_seeds_and_lane_sizes() -> None:
@@ -78,7 +78,7 @@ def test_pipelined_step_numbers_tell_the_lane_and_stale_answers_are_ignored() ->
     first, second = run.lanes
     assert [run.batch_step(lane) for lane in run.lanes] == [0, 1]
     assert run.lane_for(1) is second and run.lane_for(0) is first
-    run.step(first, np.zeros((2, 2), np.float32), policy_version=4)
+    run.step(first, np.zeros((2, 2), np.float32), policy_version=4, stamp_ns=0)
     assert run.batch_step(first) == 2
     assert run.lane_for(0) is None  # the answer to a republished batch, already stepped
     assert run.lane_for(2) is first
@@ -99,15 +99,17 @@ def test_a_step_counts_and_reports_finished_episodes_by_robot_wide_index() -> No
     run = stepper([1, 2])
     lane = run.lanes[1]
     actions = np.full((2, 2), 0.5, np.float32)
-    rows, episodes = run.step(lane, actions, policy_version=3)
+    rows, episodes = run.step(lane, actions, policy_version=3, stamp_ns=11)
     assert episodes is None and rows.sequence == 0 and rows.policy_version == 3
+    assert (rows.robot_id, rows.stream, rows.stamp_ns) == (4, 77, 11)
     np.testing.assert_array_equal(rows.actions, actions)
     np.testing.assert_array_equal(rows.obs, 0.0)  # the observations the actions answered
     np.testing.assert_array_equal(lane.obs, 1.0)  # the next ones
-    run.step(lane, actions, 3)
-    rows, episodes = run.step(lane, actions, policy_version=5)
+    run.step(lane, actions, 3, 12)
+    rows, episodes = run.step(lane, actions, policy_version=5, stamp_ns=13)
     assert rows.sequence == 2 and lane.count == 3
     assert episodes is not None and episodes.env_ids == [1]  # lane 1's first environment
+    assert (episodes.robot_id, episodes.stamp_ns) == (4, 13)
     assert (episodes.total_episodes, episodes.total_env_steps, episodes.policy_version) == (1, 6, 5)
     assert (run.step_count, run.total_env_steps, run.total_episodes) == (3, 6, 1)
 
@@ -116,9 +118,9 @@ def test_the_first_random_steps_take_random_actions() -> None:
     run = stepper([2], random_steps=4)
     lane = run.lanes[0]
     zeros = np.zeros((2, 2), np.float32)
-    first, _ = run.step(lane, zeros, 0)
-    second, _ = run.step(lane, zeros, 0)
-    third, _ = run.step(lane, zeros, 0)  # 4 env steps taken: the policy's actions now
+    first, _ = run.step(lane, zeros, 0, 0)
+    second, _ = run.step(lane, zeros, 0, 0)
+    third, _ = run.step(lane, zeros, 0, 0)  # 4 env steps taken: the policy's actions now
     assert first.actions.dtype == np.float32 and np.abs(first.actions).max() > 0
     assert np.abs(first.actions).max() <= 1.0 and np.abs(second.actions).max() > 0
     np.testing.assert_array_equal(third.actions, zeros)
@@ -130,12 +132,12 @@ def test_a_ros2_control_robot_is_counted_as_one_environment() -> None:
     random = run.boundary_actions(np.zeros((1, 2)), policy_version=2)
     assert random.shape == (2,) and np.abs(random).max() > 0 and run.policy_version == 2
     rows = run.boundary_transition(Transition(np.ones(3), np.zeros(2), 1.5, np.ones(3), True,
-                                              False, None))
+                                              False, None), stamp_ns=21)
     assert rows.obs.shape == (1, 3) and rows.obs.dtype == np.float32
     assert rows.rewards.tolist() == [1.5] and rows.terminated.tolist() == [True]
-    assert rows.env_ids is BOUNDARY_ENV_IDS and rows.sequence == 0
+    assert rows.env_ids is BOUNDARY_ENV_IDS and rows.sequence == 0 and rows.stamp_ns == 21
     assert run.boundary_actions(np.full((1, 2), 0.25), 3).tolist() == [0.25, 0.25]
-    episodes = run.boundary_episode(EpisodeEnd(4.0, 7, None))
+    episodes = run.boundary_episode(EpisodeEnd(4.0, 7, None), stamp_ns=22)
     assert episodes.env_ids == [0] and episodes.successes == [False]
     assert (episodes.total_episodes, episodes.total_env_steps, episodes.policy_version) == (1, 1, 3)
 
@@ -178,7 +180,7 @@ def test_diagnosis_says_the_most_important_first() -> None:
 
 def test_diagnostic_values() -> None:
     run = stepper([2, 2])
-    run.step(run.lanes[0], np.zeros((2, 2), np.float32), 7)
+    run.step(run.lanes[0], np.zeros((2, 2), np.float32), 7, 0)
     values = acting_values(run, ActingGate(1.0), 12.34, {"acting": 10, "experience": 30,
                                                         "all": 40}, now=0.0)
     assert values == {"env steps/s": "12.3", "env steps": 2, "dds bytes": 40,

@@ -13,7 +13,6 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from rl_bringup.process_spec import PlanError
-from rl_core import node_kinds
 from rl_core.config import LAUNCHER_NODE, ConfigError, load_yaml
 from rl_core.cpus import (
     CPUS_VARIABLE,
@@ -24,15 +23,11 @@ from rl_core.cpus import (
     format_cpu_list,
     parse_cpu_list,
 )
+from rl_core.node_kinds import LEARNING_KINDS, NODE_KINDS, PER_ROBOT_KINDS
 
 if TYPE_CHECKING:
     from rl_bringup.process_spec import ProcessSpec
 
-NODE_KINDS: tuple[str, ...] = node_kinds.NODE_KINDS
-#: Kinds that act (step envs, infer actions) and kinds that learn; ``cpus:=auto`` splits the
-#: machine's cores between the two groups.
-ACTING_NODE_KINDS: tuple[str, ...] = node_kinds.PER_ROBOT_KINDS
-LEARNING_NODE_KINDS: tuple[str, ...] = node_kinds.LEARNING_KINDS
 #: No pinning: every process may run anywhere, as the operating system schedules it.
 DEFAULT_CPUS = "none"
 CPUS_FORMS = (
@@ -109,8 +104,9 @@ def cpu_sets(
             return "none", {}
         if text.lower() == "auto":
             acting, learning = split_cores(machine)
-            sets = {kind: acting for kind in ACTING_NODE_KINDS}
-            sets.update((kind, learning) for kind in LEARNING_NODE_KINDS)
+            # The kinds that act (step envs, infer actions) and those that learn.
+            sets = {kind: acting for kind in PER_ROBOT_KINDS}
+            sets.update((kind, learning) for kind in LEARNING_KINDS)
             return "auto", sets
         entries = []
         for item in text.split(";"):

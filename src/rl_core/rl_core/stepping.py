@@ -14,13 +14,13 @@ counted here all the same.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import numpy as np
 
 from rl_core.acting import ActingGate
 from rl_core.envs import VectorEnv
 from rl_core.robot.boundary import EpisodeEnd, Transition
+from rl_core.transport import Episodes, Experience
 
 #: Seed offset of each restart of a simulator, so a respawned one draws a fresh seed stream.
 RESTART_SEED_STRIDE = 1_000_003
@@ -71,42 +71,21 @@ def check_actions(actions: np.ndarray, shape: tuple[int, ...]) -> None:
         raise ValueError(f"expected actions of shape {shape}, got shape {actions.shape}")
 
 
-class Transitions(NamedTuple):
-    """The rows of one experience message (rl_nodes.conversions.Experience)."""
-
-    obs: np.ndarray
-    actions: np.ndarray
-    rewards: np.ndarray
-    next_obs: np.ndarray
-    terminated: np.ndarray
-    truncated: np.ndarray
-    policy_version: int
-    env_ids: np.ndarray
-    sequence: int  # message counter within the simulator's stream
-
-
-class EpisodeEnds(NamedTuple):
-    """The episodes that ended in one step (rl_nodes.conversions.Episodes), with the totals."""
-
-    env_ids: list[int]
-    returns: list[float]
-    lengths: list[int]
-    successes: list[bool]
-    total_episodes: int
-    total_env_steps: int
-    policy_version: int
-
-
 class Stepper:
     """A simulator's lanes and the counts of what they produced.
 
     :param lanes: the environments (none for a robot driven through ros2_control).
     :param random_steps: the first this many environment steps take uniform random actions.
     :param rng: draws the random actions.
+    :param robot_id: the robot the experience and episodes are of.
+    :param stream: this run of the simulator (a respawn starts a newer one).
     """
 
-    def __init__(self, lanes: list[Lane], random_steps: int, rng: np.random.Generator) -> None:
+    def __init__(self, lanes: list[Lane], random_steps: int, rng: np.random.Generator,
+                 robot_id: int = 0, stream: int = 0) -> None:
         self.lanes = lanes
+        self.robot_id = robot_id
+        self.stream = stream
         self.random_steps = random_steps
         self._rng = rng
         self.sequence = 0  # experience messages produced
@@ -137,30 +116,40 @@ class Stepper:
             return self._rng.uniform(-1.0, 1.0, shape)
         return None
 
-    def step(self, lane: Lane, actions: np.ndarray, policy_version: int
-             ) -> tuple[Transitions, EpisodeEnds | None]:
+    def step(self, lane: Lane, actions: np.ndarray, policy_version: int, stamp_ns: int
+             ) -> tuple[Experience, Episodes | None]:
         """Step ``lane`` with ``actions`` (random ones for the first ``random_steps``): the
-        transitions to publish and the episodes that ended (None if none did)."""
+        experience to publish and the episodes that ended (None if none did), stamped
+        ``stamp_ns``."""
         self.policy_version = policy_version
         random = self._random(actions.shape)
         if random is not None:
             actions = random.astype(np.float32)
         step = lane.envs.step(actions)
-        transitions = Transitions(lane.obs, actions, step.rewards, step.next_obs, step.terminated,
-                                  step.truncated, policy_version, lane.env_ids, self.sequence)
-        self.sequence += 1
+        experience = self._experience(lane.obs, actions, step.rewards, step.next_obs,
+                                      step.terminated, step.truncated, lane.env_ids, stamp_ns)
         lane.obs = step.obs
         lane.count += 1
         self.step_count += 1
         self.total_env_steps += len(lane.env_ids)
         if not step.episodes:
-            return transitions, None
+            return experience, None
         self.total_episodes += len(step.episodes)
-        return transitions, EpisodeEnds(
-            [int(lane.env_ids[e.env_index]) for e in step.episodes],
+        return experience, Episodes(
+            self.robot_id, [int(lane.env_ids[e.env_index]) for e in step.episodes],
             [e.episode_return for e in step.episodes], [e.length for e in step.episodes],
             [bool(e.is_success) for e in step.episodes], self.total_episodes,
-            self.total_env_steps, self.policy_version)
+            self.total_env_steps, self.policy_version, stamp_ns)
+
+    def _experience(self, obs: np.ndarray, actions: np.ndarray, rewards: np.ndarray,
+                    next_obs: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
+                    env_ids: np.ndarray, stamp_ns: int) -> Experience:
+        """The next experience message of this simulator's stream."""
+        experience = Experience(self.robot_id, obs, actions, rewards, next_obs, terminated,
+                                truncated, self.policy_version, stamp_ns, env_ids, self.stream,
+                                self.sequence)
+        self.sequence += 1
+        return experience
 
     def boundary_actions(self, actions: np.ndarray, policy_version: int) -> np.ndarray:
         """The action a robot driven through ros2_control applies, from a batch of one."""
@@ -168,25 +157,23 @@ class Stepper:
         random = self._random(actions.shape[1:])
         return actions[0] if random is None else random
 
-    def boundary_transition(self, transition: Transition) -> Transitions:
+    def boundary_transition(self, transition: Transition, stamp_ns: int) -> Experience:
         """A control period of a robot driven through ros2_control, as one experience row."""
-        rows = Transitions(
+        rows = self._experience(
             transition.obs[None].astype(np.float32), transition.action[None],
             np.asarray([transition.reward], dtype=np.float32),
             transition.next_obs[None].astype(np.float32), np.asarray([transition.terminated]),
-            np.asarray([transition.truncated]), self.policy_version, BOUNDARY_ENV_IDS,
-            self.sequence)
-        self.sequence += 1
+            np.asarray([transition.truncated]), BOUNDARY_ENV_IDS, stamp_ns)
         self.step_count += 1
         self.total_env_steps += 1
         return rows
 
-    def boundary_episode(self, episode: EpisodeEnd) -> EpisodeEnds:
+    def boundary_episode(self, episode: EpisodeEnd, stamp_ns: int) -> Episodes:
         """An episode of a robot driven through ros2_control ended."""
         self.total_episodes += 1
-        return EpisodeEnds([0], [episode.episode_return], [episode.length],
-                           [bool(episode.success)], self.total_episodes, self.total_env_steps,
-                           self.policy_version)
+        return Episodes(self.robot_id, [0], [episode.episode_return], [episode.length],
+                        [bool(episode.success)], self.total_episodes, self.total_env_steps,
+                        self.policy_version, stamp_ns)
 
     def unanswered(self, now: float, after_s: float) -> list[Lane]:
         """The lanes whose observations went out more than ``after_s`` ago without an answer

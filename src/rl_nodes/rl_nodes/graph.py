@@ -136,8 +136,8 @@ IMAGE_TOPICS: tuple[Topic, ...] = tuple(image_topic(batch, compressed)
                                         for batch in (OBSERVATIONS, EXPERIENCE)
                                         for compressed in (False, True))
 
-#: Scalars the trainer publishes as ``~/<name>`` (``/trainer/<name>``, std_msgs/Float64).
-TRAINER_METRICS = TRAINER_SCALARS
+#: The trainer publishes each of rl_core.progress.TRAINER_SCALARS as ``~/<name>``
+#: (``/trainer/<name>``, std_msgs/Float64).
 METRIC_TYPE = "std_msgs/msg/Float64"
 
 
@@ -148,7 +148,7 @@ def metric_topic(metric: str) -> Topic:
 #: Every topic of the checked graph, in the order of docs/graph.md.
 TOPICS: tuple[Topic, ...] = (
     OBSERVATIONS, ACTIONS, EXPERIENCE, EPISODES, WEIGHTS, REPLAY_STATUS, ROBOT_DESCRIPTION,
-    JOINT_STATES, MARKERS, DIAGNOSTICS, *(metric_topic(metric) for metric in TRAINER_METRICS),
+    JOINT_STATES, MARKERS, DIAGNOSTICS, *(metric_topic(metric) for metric in TRAINER_SCALARS),
 )
 
 # --- the robot boundary (robot_interface: ros2_control) -------------------------------------------

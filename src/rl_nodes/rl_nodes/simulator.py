@@ -64,8 +64,8 @@ class SimulatorNode(RLNode):
                                    "one batch")
         self.stepper = stepping.Stepper([] if ros2_control else stepping.make_lanes(
             self.config.env_id, self.config.num_envs, self.config.pipeline, seed),
-            self.config.random_steps, np.random.default_rng(seed))
-        self.stream = time.time_ns()  # this run of the simulator; a respawn starts a newer one
+            self.config.random_steps, np.random.default_rng(seed), self.robot_id,
+            stream=time.time_ns())  # this run of the simulator; a respawn starts a newer one
         self.gate = ActingGate(STATUS_SILENCE_S)
         self.pacer = Pacer(self.config.max_rate_hz)
         self.rate = stepping.RateMeter(time.monotonic())
@@ -216,21 +216,18 @@ class SimulatorNode(RLNode):
             self._publish_observations(lane)
             return
         self.pacer.wait()
-        self._publish(*self.stepper.step(lane, msg.actions, msg.policy_version), time.time_ns())
+        self._publish(*self.stepper.step(lane, msg.actions, msg.policy_version, time.time_ns()))
         if self.acting_paused:
             lane.held = True
         else:
             self._publish_observations(lane)
 
-    def _publish(self, rows: stepping.Transitions | None, episodes: stepping.EpisodeEnds | None,
-                 stamp_ns: int) -> None:
-        if rows is not None:
-            experience = Experience(self.robot_id, *rows[:6], rows.policy_version, stamp_ns,
-                                    rows.env_ids, self.stream, rows.sequence)
+    def _publish(self, experience: Experience | None, episodes: Episodes | None) -> None:
+        if experience is not None:
             self.experience_pub.publish(experience)
             self.images.publish_experience(experience)
         if episodes is not None:
-            self.episodes_pub.publish(Episodes(self.robot_id, *episodes, stamp_ns))
+            self.episodes_pub.publish(episodes)
 
     # --- the ros2_control boundary (rl_nodes.robot_boundary calls these) -------------------
 
@@ -250,12 +247,12 @@ class SimulatorNode(RLNode):
             np.float32), self.get_clock().now().nanoseconds))
 
     def publish_boundary_transition(self, transition: Transition) -> None:
-        self._publish(self.stepper.boundary_transition(transition), None,
-                      self.get_clock().now().nanoseconds)
+        self._publish(self.stepper.boundary_transition(
+            transition, self.get_clock().now().nanoseconds), None)
 
     def publish_boundary_episode(self, episode: EpisodeEnd) -> None:
-        self._publish(None, self.stepper.boundary_episode(episode),
-                      self.get_clock().now().nanoseconds)
+        self._publish(None, self.stepper.boundary_episode(
+            episode, self.get_clock().now().nanoseconds))
 
     def _on_replay_status(self, msg: ReplayStatus) -> None:
         """Follow the rate limiter: hold stepping while acting is paused, resume after."""
@@ -281,7 +278,7 @@ class SimulatorNode(RLNode):
         # replay buffer received (tests/integration/test_retire_flush.py).
         self.get_logger().info(f"closing: {self.stepper.sequence} experience messages "
                                f"({self.total_env_steps} env steps) published in stream "
-                               f"{self.stream}")
+                               f"{self.stepper.stream}")
         for lane in self.stepper.lanes:
             lane.envs.close()
         if self.boundary is not None:

@@ -28,7 +28,7 @@ from rl_core.device import describe
 from rl_core.envs import space_shapes
 from rl_core.learner import Grant, PrefetchingSampler
 from rl_core.periodic_evaluation import Evaluation
-from rl_core.progress import evaluation_line, summary_line
+from rl_core.progress import TRAINER_SCALARS, evaluation_line, summary_line
 from rl_core.replay import UNLIMITED_BATCHES
 from rl_core.training_run import INTERLEAVED, TrainingRun, batches_per_request, choose_update_mode
 from rl_interfaces.msg import ReplayStatus
@@ -80,7 +80,7 @@ class TrainerNode(RLNode):
         self.timer(PROGRESS_PERIOD_S, self._log_progress)
         self.replay_status: ReplayStatus | None = None
         self.metrics_pubs = {name: self.publisher(f"~/{name}", plain(Float64))
-                             for name in graph.TRAINER_METRICS}
+                             for name in TRAINER_SCALARS}
         self.update_mode = ""
         self.finished = False
         self._stop = threading.Event()
