@@ -33,6 +33,7 @@ import pytest
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.executors import SingleThreadedExecutor
+from rclpy.subscription import MessageInfo
 from rosgraph_msgs.msg import Clock
 from std_msgs.msg import Bool, Float64MultiArray
 
@@ -111,8 +112,17 @@ def stamp_ns(stamp) -> int:
 
 @dataclass(frozen=True)
 class Command:
-    received: float  # time.monotonic()
+    received: float  # time.monotonic() when the probe's callback ran
     values: tuple[float, ...]
+    #: How long before ``received`` the sample had reached the probe's DDS reader (its
+    #: MessageInfo's received_timestamp): what the probe's own scheduling added.
+    queued_s: float = 0.0
+
+    @property
+    def delivered(self) -> float:
+        """time.monotonic() when the command reached the probe's DDS reader, as it would reach
+        a controller's."""
+        return self.received - self.queued_s
 
 
 @dataclass(frozen=True)
@@ -175,8 +185,9 @@ class Probe:
 
     # --- callbacks
 
-    def _on_command(self, msg: Float64MultiArray) -> None:
-        self.commands.append(Command(time.monotonic(), tuple(msg.data)))
+    def _on_command(self, msg: Float64MultiArray, info: MessageInfo) -> None:
+        queued_s = max(0.0, 1e-9 * (time.time_ns() - info["received_timestamp"]))
+        self.commands.append(Command(time.monotonic(), tuple(msg.data), queued_s))
 
     def _on_observation(self, msg: ObservationBatch) -> None:
         self.observations.append(Observation(time.monotonic(), stamp_ns(msg.header.stamp),
@@ -428,7 +439,7 @@ def engage_and_release(probe: Probe, window_s: float, check_diagnostics: bool,
     index = probe.next_command(mark, lambda c: is_hold(c.values), "the e-stop's hold command",
                                5.0)
     hold = probe.commands[index]
-    latency = hold.received - sent_at
+    latency = hold.delivered - sent_at
     # Engaged: watch that nothing but holds is commanded and no observation is published. An
     # observation stamped after the hold was received was published while engaged.
     hold_wall_ns = time.time_ns() - int((time.monotonic() - hold.received) * 1e9)

@@ -12,34 +12,31 @@ runs on a steady-clock timer, so it keeps watching when simulated time stops.
 from __future__ import annotations
 
 import functools
-import os
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import rclpy
 from builtin_interfaces.msg import Duration
 from rclpy.clock import Clock, ClockType
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from sensor_msgs.msg import JointState
-from std_msgs.msg import Bool, Float64MultiArray
+from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-from rl_core.config import BoundaryConfig
+from rl_core.config import BoundaryConfig, ConfigError
 from rl_core.robot import JointTarget
 from rl_core.robot.boundary import EpisodeEnd, Transition
 from rl_core.robot.driver import RobotDriver
 from rl_core.robot.sim_robot_config import TRAJECTORY_FIELDS
 from rl_core.robot.task import Task
+from rl_core.stepping import check_actions
 from rl_nodes import graph
-from rl_nodes.conversions import plain
+from rl_nodes.conversions import Actions, Observations, plain
+from rl_nodes.estop_listener import EStopListener
 
 if TYPE_CHECKING:
     from rl_nodes.simulator import SimulatorNode
 
-#: Scheduling niceness of the e-stop thread (lower runs first; needs root, else unchanged).
-ESTOP_NICENESS = -10
 
 
 def _locked(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -75,7 +72,7 @@ class RobotBoundary:
         self.command_pub = node.publisher(topic, plain(message_type))
         node.subscription(graph.ROBOT_JOINT_STATES, self._on_joint_state)
         self._lock = threading.RLock()
-        self._estop_executor = self._start_estop_listener()
+        self._estop = EStopListener(node, self._on_estop)
         from rl_interfaces.srv import ResetRobot
 
         self._reset_type = ResetRobot
@@ -84,6 +81,27 @@ class RobotBoundary:
         # Steady clock: the command deadline must hold when simulated time stops.
         self._timer = node.create_timer(min(self.driver.period, 0.05), self._tick,
                                         clock=Clock(clock_type=ClockType.STEADY_TIME))
+
+    @classmethod
+    def for_simulator(cls, node: SimulatorNode, seed: int) -> RobotBoundary:
+        """The boundary of a simulator node whose ``robot_interface`` is ros2_control: its
+        ``env_id`` names the task."""
+        from rl_core.robot.tasks import load_task
+
+        config = node.config
+        try:
+            task = load_task(config.env_id)
+        except ValueError as error:
+            raise ConfigError(f"robot_interface ros2_control needs a task: {error}") from error
+        if config.num_envs != 1 or config.pipeline:
+            node.get_logger().warn("robot_interface ros2_control drives one robot: num_envs and "
+                                   "pipeline are ignored")
+        boundary = cls(node, task, node.boundary_config, seed)
+        node.get_logger().info(
+            f"robot {node.robot_id}: task {type(task).__name__} ({config.env_id}) through "
+            f"ros2_control: joint_states in, {boundary.controller}/"
+            f"{boundary.config.command_topic} out ({boundary.interface}), seed {seed}")
+        return boundary
 
     @property
     def config(self) -> BoundaryConfig:
@@ -98,37 +116,8 @@ class RobotBoundary:
         """The step number of the next observation (an action answers the one before)."""
         return self.driver.observation_step
 
-    def _start_estop_listener(self) -> SingleThreadedExecutor:
-        """The e-stop is taken by a node of its own, ``<simulator>_estop``, spun on a thread of
-        its own: in one process with the learner, the dispatch thread may be inside a gradient
-        step, and the hold must go out within one control period all the same."""
-        node = self.node
-        self._estop_node = rclpy.create_node(f"{node.get_name()}_estop",
-                                             namespace=node.get_namespace(),
-                                             context=node.context)
-        self._estop_node.create_subscription(Bool, graph.ESTOP.name, self._on_estop,
-                                             graph.ESTOP.qos.profile())
-        executor = SingleThreadedExecutor(context=node.context)
-        executor.add_node(self._estop_node)
-
-        def spin() -> None:
-            try:
-                # Ahead of the process' other threads when the cores are busy (root only; a
-                # robot computer runs its control stack so). Idle unless an e-stop comes.
-                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), ESTOP_NICENESS)
-            except OSError:
-                pass
-            try:
-                executor.spin()
-            except (ExternalShutdownException, RuntimeError):
-                pass  # the process is shutting down
-
-        threading.Thread(target=spin, name="estop", daemon=True).start()
-        return executor
-
     def close(self) -> None:
-        self._estop_executor.shutdown(timeout_sec=1.0)
-        self._estop_node.destroy_node()
+        self._estop.close()
 
     # --- callbacks: each hands its input to the driver, under the lock ---------------------
 
@@ -141,14 +130,25 @@ class RobotBoundary:
         stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
         self.driver.on_joint_state(stamp, msg.name, msg.position, msg.velocity, msg.effort)
 
+    def on_actions(self, msg: Actions) -> None:
+        """The policy's answer (a batch of one) to an observation of this robot."""
+        if msg.step != self.observation_step - 1:
+            return  # an answer to an older observation
+        try:
+            check_actions(msg.actions, (1, *self.task.action_space.shape))
+        except ValueError as error:
+            self.node.reject("actions", str(error))
+            return
+        self._on_action(self.node.stepper.boundary_actions(msg.actions, msg.policy_version))
+
     @_locked
-    def on_action(self, action: np.ndarray) -> None:
+    def _on_action(self, action: np.ndarray) -> None:
         self.driver.on_action(action)
 
     @_locked
-    def _on_estop(self, msg: Bool) -> None:
+    def _on_estop(self, engaged: bool) -> None:
         """On the e-stop thread: hold at once; a release resumes on the dispatch thread."""
-        if self.driver.on_estop(bool(msg.data)):
+        if self.driver.on_estop(engaged):
             self.node.ipc.post(self.resume)
 
     @_locked
@@ -194,14 +194,20 @@ class RobotBoundary:
         future.add_done_callback(lambda done: self.node.ipc.post(self._on_reset, done))
         return future
 
+    def _stamp_ns(self) -> int:
+        return self.node.get_clock().now().nanoseconds
+
     def publish_observation(self, obs: np.ndarray, step: int) -> None:
-        self.node.publish_boundary_observation(obs, step)
+        self.node.observations_pub.publish(Observations(
+            self.node.robot_id, step, obs[None].astype(np.float32), self._stamp_ns()))
 
     def publish_transition(self, transition: Transition) -> None:
-        self.node.publish_boundary_transition(transition)
+        self.node.publish_experience(
+            self.node.stepper.boundary_transition(transition, self._stamp_ns()))
 
     def publish_episode(self, episode: EpisodeEnd) -> None:
-        self.node.publish_boundary_episode(episode)
+        self.node.publish_experience(None, self.node.stepper.boundary_episode(
+            episode, self._stamp_ns()))
 
     def acting_paused(self) -> bool:
         return self.node.acting_paused

@@ -18,9 +18,8 @@ import numpy as np
 
 from rl_core import stepping, variables
 from rl_core.acting import ActingGate, Pacer
-from rl_core.config import BoundaryConfig, ConfigError, SimulatorConfig
+from rl_core.config import BoundaryConfig, SimulatorConfig
 from rl_core.envs import VectorEnv
-from rl_core.robot.boundary import EpisodeEnd, Transition
 from rl_core.stepping import Lane
 from rl_interfaces.msg import ReplayStatus
 from rl_nodes import graph
@@ -79,7 +78,7 @@ class SimulatorNode(RLNode):
             self, None if ros2_control else self.envs.single_observation_space.shape,
             self.config, self._release_held)
         if ros2_control:
-            self._setup_boundary(seed)
+            self.boundary = RobotBoundary.for_simulator(self, seed)
             return
         self.display = RvizDisplay.of(self, self.envs.envs[0].unwrapped, self.robot_id,
                                       self.config.visualization_rate_hz)
@@ -113,23 +112,6 @@ class SimulatorNode(RLNode):
     def envs(self) -> VectorEnv:
         """The first lane's environments (all of them without pipelining)."""
         return self.stepper.lanes[0].envs
-
-    def _setup_boundary(self, seed: int) -> None:
-        """robot_interface ros2_control: drive the robot in this namespace (rl_nodes.robot_boundary)."""
-        from rl_core.robot.tasks import load_task
-
-        try:
-            task = load_task(self.config.env_id)
-        except ValueError as error:
-            raise ConfigError(f"robot_interface ros2_control needs a task: {error}") from error
-        if self.config.num_envs != 1 or self.config.pipeline:
-            self.get_logger().warn("robot_interface ros2_control drives one robot: num_envs and "
-                                   "pipeline are ignored")
-        self.boundary = RobotBoundary(self, task, self.boundary_config, seed)
-        self.get_logger().info(
-            f"robot {self.robot_id}: task {type(task).__name__} ({self.config.env_id}) through "
-            f"ros2_control: joint_states in, {self.boundary.controller}/"
-            f"{self.boundary_config.command_topic} out ({self.boundary.interface}), seed {seed}")
 
     def dds_bytes(self) -> dict[str, int]:
         """Payload bytes this simulator sent over DDS: on the acting path (observations and
@@ -203,7 +185,7 @@ class SimulatorNode(RLNode):
         if msg.robot_id != self.robot_id:
             return  # another robot's
         if self.boundary is not None:
-            self._on_boundary_actions(msg)
+            self.boundary.on_actions(msg)
             return
         lane = self.stepper.lane_for(msg.step)
         if lane is None:
@@ -216,43 +198,20 @@ class SimulatorNode(RLNode):
             self._publish_observations(lane)
             return
         self.pacer.wait()
-        self._publish(*self.stepper.step(lane, msg.actions, msg.policy_version, time.time_ns()))
+        self.publish_experience(*self.stepper.step(lane, msg.actions, msg.policy_version, time.time_ns()))
         if self.acting_paused:
             lane.held = True
         else:
             self._publish_observations(lane)
 
-    def _publish(self, experience: Experience | None, episodes: Episodes | None) -> None:
+    def publish_experience(self, experience: Experience | None,
+                           episodes: Episodes | None = None) -> None:
+        """Publish a step's experience and the episodes that ended in it."""
         if experience is not None:
             self.experience_pub.publish(experience)
             self.images.publish_experience(experience)
         if episodes is not None:
             self.episodes_pub.publish(episodes)
-
-    # --- the ros2_control boundary (rl_nodes.robot_boundary calls these) -------------------
-
-    def _on_boundary_actions(self, msg: Actions) -> None:
-        assert self.boundary is not None
-        if msg.step != self.boundary.observation_step - 1:
-            return  # an answer to an older observation
-        try:
-            stepping.check_actions(msg.actions, (1, *self.boundary.task.action_space.shape))
-        except ValueError as error:
-            self.reject("actions", str(error))
-            return
-        self.boundary.on_action(self.stepper.boundary_actions(msg.actions, msg.policy_version))
-
-    def publish_boundary_observation(self, obs: np.ndarray, step: int) -> None:
-        self.observations_pub.publish(Observations(self.robot_id, step, obs[None].astype(
-            np.float32), self.get_clock().now().nanoseconds))
-
-    def publish_boundary_transition(self, transition: Transition) -> None:
-        self._publish(self.stepper.boundary_transition(
-            transition, self.get_clock().now().nanoseconds), None)
-
-    def publish_boundary_episode(self, episode: EpisodeEnd) -> None:
-        self._publish(None, self.stepper.boundary_episode(
-            episode, self.get_clock().now().nanoseconds))
 
     def _on_replay_status(self, msg: ReplayStatus) -> None:
         """Follow the rate limiter: hold stepping while acting is paused, resume after."""
