@@ -8,6 +8,7 @@ hold must go out within one control period all the same (rl_nodes.robot_boundary
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from collections.abc import Callable
 
@@ -20,6 +21,30 @@ from rl_nodes import graph
 
 #: Scheduling niceness of the e-stop thread (lower runs first; needs root, else unchanged).
 ESTOP_NICENESS = -10
+#: Real-time priority of the e-stop thread where the system allows it (1-99; ros2_control's
+#: controller_manager asks for 50).
+ESTOP_RT_PRIORITY = 50
+#: The longest another thread of the process keeps the interpreter once the e-stop thread asks
+#: for it (Python's default is 5 ms): an e-stop takes the interpreter lock several times between
+#: the topic and the hold, and in one process with the learner each may wait that long.
+ESTOP_SWITCH_INTERVAL_S = 0.001
+
+
+def raise_priority() -> str:
+    """Put the calling thread ahead of other work when the cores are busy, as a robot computer
+    runs its control stack: real-time (SCHED_FIFO, priority ESTOP_RT_PRIORITY) where allowed
+    (root or CAP_SYS_NICE), else niceness ESTOP_NICENESS, else as it was. The thread sleeps in
+    the executor's wait unless an e-stop comes. Returns which it got."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(ESTOP_RT_PRIORITY))
+        return "SCHED_FIFO"
+    except (OSError, AttributeError):
+        pass
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), ESTOP_NICENESS)
+        return f"nice {ESTOP_NICENESS}"
+    except OSError:
+        return "unchanged"
 
 
 class EStopListener:
@@ -31,6 +56,7 @@ class EStopListener:
     """
 
     def __init__(self, node: Node, on_estop: Callable[[bool], None]) -> None:
+        sys.setswitchinterval(min(sys.getswitchinterval(), ESTOP_SWITCH_INTERVAL_S))
         self.node = rclpy.create_node(f"{node.get_name()}_estop",
                                       namespace=node.get_namespace(), context=node.context)
         self.node.create_subscription(Bool, graph.ESTOP.name,
@@ -41,12 +67,7 @@ class EStopListener:
         threading.Thread(target=self._spin, name="estop", daemon=True).start()
 
     def _spin(self) -> None:
-        try:
-            # Ahead of the process' other threads when the cores are busy (root only; a robot
-            # computer runs its control stack so). Idle unless an e-stop comes.
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), ESTOP_NICENESS)
-        except OSError:
-            pass
+        raise_priority()
         try:
             self.executor.spin()
         except (ExternalShutdownException, RuntimeError):
