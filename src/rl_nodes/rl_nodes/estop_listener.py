@@ -67,7 +67,7 @@ class EStopListener:
         threading.Thread(target=self._spin, name="estop", daemon=True).start()
 
     def _spin(self) -> None:
-        raise_priority()
+        self.node.get_logger().info(f"e-stop thread: {raise_priority()}")
         try:
             self.executor.spin()
         except (ExternalShutdownException, RuntimeError):
