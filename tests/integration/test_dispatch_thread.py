@@ -16,9 +16,10 @@ from std_msgs.msg import Int64
 from std_srvs.srv import Trigger
 
 from rl_nodes.base import STREAM_QOS
-from rl_nodes.conversions import ServiceType, plain
+from rl_nodes.conversions import plain
 from rl_nodes.intra_process import IntraProcessManager
 from rl_nodes.intra_process_services import IntraProcessClient, create_service
+from rl_nodes.service_types import ServiceType
 
 pytestmark = pytest.mark.integration
 

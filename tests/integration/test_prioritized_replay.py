@@ -17,21 +17,17 @@ import rclpy
 from rclpy.executors import SingleThreadedExecutor
 
 from rl_core.replay import PriorityUpdate
+from rl_core.replay.service import SampleAnswer
+from rl_core.transport import SampleRequest
+from rl_core.wire import MAX_REQUEST_ROWS
 from rl_interfaces.msg import ExperienceBatch, ReplayStatus
 from rl_interfaces.srv import SampleBatch
 from rl_nodes import graph
 from rl_nodes.base import EXPERIENCE_QOS
-from rl_nodes.conversions import (
-    EXPERIENCE,
-    MAX_REQUEST_ROWS,
-    SAMPLE_SERVICE,
-    Experience,
-    SampleAnswer,
-    SampleRequest,
-    experience_to_msg,
-)
+from rl_nodes.conversions import EXPERIENCE, Experience, experience_to_msg
 from rl_nodes.intra_process import IntraProcessManager
 from rl_nodes.replay_buffer import ReplayBufferNode
+from rl_nodes.service_types import SAMPLE_SERVICE
 from rl_nodes.trainer import TrainerNode
 from tests.integration.in_process import overrides_file, spinning
 from tests.processes import REPO, Child

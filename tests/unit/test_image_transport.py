@@ -13,20 +13,20 @@ from rclpy.serialization import serialize_message
 
 from rl_core.image_join import Frames, camera_frame
 from rl_core.replay import Batch
+from rl_core.replay.service import SampleAnswer
 from rl_nodes.conversions import (
     EPISODES,
     EXPERIENCE,
     EXPERIENCE_WITH_IMAGES,
     OBSERVATIONS,
     OBSERVATIONS_WITH_IMAGES,
-    SAMPLE_SERVICE,
     AwaitingImages,
     Episodes,
     Experience,
     Observations,
-    SampleAnswer,
 )
 from rl_nodes.image_transport import COMPRESSED_IMAGES, RAW_IMAGES, ImageJoin, image_topic_type, side_topic
+from rl_nodes.service_types import SAMPLE_SERVICE
 
 pytestmark = pytest.mark.unit
 

@@ -55,7 +55,7 @@ def experience(sequence: int, rows: int = 4, robot_id: int = 0, value: float = 0
 
 def request(batch_size: int = 8, max_batches: int = 1, priorities: PriorityUpdate | None = None
             ) -> SimpleNamespace:
-    """The fields of rl_nodes.conversions.SampleRequest."""
+    """The fields of rl_core.transport.SampleRequest."""
     return SimpleNamespace(batch_size=batch_size, max_batches=max_batches, weights_version=3,
                            insert_budget=0, priorities=priorities)
 

@@ -30,11 +30,11 @@ from typing import Any, TypeVar
 import numpy as np
 from sensor_msgs.msg import CompressedImage, Image
 
+from rl_core import wire
 from rl_core.image_codecs import compressed_format, decode_raw_tall, decode_tall, encode_batch, format_codec
 from rl_core.image_join import Frames, HalfJoin, camera_frame
 from rl_nodes import graph
 from rl_nodes.conversions import (
-    FIXED_BYTES,
     AwaitingImages,
     Experience,
     Observations,
@@ -80,7 +80,7 @@ def image_topic_type(codec: str, quality: int = 90) -> TopicType[Any]:
 
 
 def _image_bytes(msg: Image | CompressedImage) -> int:
-    return FIXED_BYTES + len(msg.data)  # header, format or sizes, and the data
+    return wire.FIXED_BYTES + len(msg.data)  # header, format or sizes, and the data
 
 
 def _raw_to_msg(data: Observations | Experience) -> Image:

@@ -31,12 +31,12 @@ from rl_core.central_batching import CentralBatcher
 from rl_core.config import PolicyConfig
 from rl_core.policy_model import build_policy_model
 from rl_core.policy_weights import WeightsGate
+from rl_core.wire import MAX_REQUEST_ROWS
 from rl_interfaces.srv import GetAction
 from rl_nodes import graph
 from rl_nodes.base import OK, STREAM_QOS, WARN, RLNode, load_weights_key
 from rl_nodes.conversions import (
     ACTIONS,
-    MAX_REQUEST_ROWS,
     OBSERVATIONS,
     OBSERVATIONS_WITH_IMAGES,
     Actions,

@@ -31,22 +31,17 @@ from rl_core.periodic_evaluation import Evaluation
 from rl_core.progress import TRAINER_SCALARS, evaluation_line, summary_line
 from rl_core.replay import UNLIMITED_BATCHES
 from rl_core.training_run import INTERLEAVED, TrainingRun, batches_per_request, choose_update_mode
+from rl_core.transport import SampleRequest
+from rl_core.wire import MAX_REQUEST_ROWS
 from rl_interfaces.msg import ReplayStatus
 from rl_nodes import graph
 from rl_nodes.base import ERROR, OK, RLNode, load_weights_key
-from rl_nodes.conversions import (
-    MAX_REQUEST_ROWS,
-    SAMPLE_SERVICE,
-    Episodes,
-    Experience,
-    SampleRequest,
-    Weights,
-    plain,
-)
+from rl_nodes.conversions import Episodes, Experience, Weights, plain
 from rl_nodes.intra_process_services import IntraProcessClient, ServiceUnavailable
 from rl_nodes.parameters import declare_config, watch_config
 from rl_nodes.process_settings import learner_cpus, pin_current_thread
 from rl_nodes.runtime import main_for
+from rl_nodes.service_types import SAMPLE_SERVICE
 
 SAMPLE_SERVICE_NAME = graph.service_name(graph.SAMPLE)
 PROGRESS_PERIOD_S = 2.0

@@ -163,7 +163,7 @@ class ReplayService:
     def sample(self, request: Any) -> SampleAnswer:
         """Apply the request's priorities, then grant up to ``request.max_batches`` batches
         (0 = only report sizes); ``request`` has the fields of
-        ``rl_nodes.conversions.SampleRequest``."""
+        ``rl_core.transport.SampleRequest``."""
         if request.priorities is not None:
             self.update_priorities(request.priorities)
         if request.max_batches and not 1 <= request.batch_size <= self.max_rows:

@@ -1,0 +1,107 @@
+"""How the project's services map their Python objects onto rl_interfaces service types: the
+replay buffer's ``sample`` (rl_core.replay.service) and its ``save``/``load``.
+
+The zero-copy channel (rl_nodes.intra_process_services) hands the objects over inside one
+process; these conversions run only across processes.
+"""
+
+from __future__ import annotations
+
+import array
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from rl_core import wire
+from rl_core.replay import Batch, PriorityUpdate
+from rl_core.replay.service import SampleAnswer
+from rl_core.transport import AwaitingImages, Experience, SampleRequest
+from rl_interfaces.srv import BufferFile, SampleBatch
+from rl_nodes.conversions import experience_from_msg, experience_to_msg
+
+
+@dataclass(frozen=True)
+class ServiceType:
+    """How a service's request/response objects map onto a ROS service type."""
+
+    srv_type: type
+    request_to_msg: Callable[[Any], Any]
+    request_from_msg: Callable[[Any], Any]
+    response_to_msg: Callable[[Any], Any]
+    response_from_msg: Callable[[Any], Any]
+
+
+# --- replay sampling service --------------------------------------------------------------------
+
+def _sample_request_to_msg(request: SampleRequest) -> Any:
+    msg = SampleBatch.Request(batch_size=request.batch_size, max_batches=request.max_batches,
+                              weights_version=request.weights_version,
+                              insert_budget=request.insert_budget)
+    if request.priorities is not None:
+        msg.priority_indices = wire.int64_array(request.priorities.indices)
+        msg.priorities = wire.float32_array(request.priorities.priorities)
+        msg.priorities_drawn_at = request.priorities.drawn_at
+    return msg
+
+
+def _sample_request_from_msg(msg: Any) -> SampleRequest:
+    """The request; its priorities are passed on unchecked (the replay buffer validates them,
+    so that a bad priority update is rejected on its own while the batches are still served)."""
+    priorities = None
+    if len(msg.priority_indices) or len(msg.priorities):
+        priorities = PriorityUpdate(np.frombuffer(msg.priority_indices, dtype=np.int64),
+                                    np.frombuffer(msg.priorities, dtype=np.float32),
+                                    int(msg.priorities_drawn_at))
+    return SampleRequest(int(msg.batch_size), int(msg.max_batches), int(msg.weights_version),
+                         int(msg.insert_budget), priorities)
+
+
+def _sample_response_to_msg(result: SampleAnswer) -> Any:
+    response = SampleBatch.Response(success=result.success, message=result.message,
+                                    batches=len(result.batches), buffer_size=result.buffer_size,
+                                    total_inserted=result.total_inserted,
+                                    prioritized=result.prioritized)
+    if result.batches:
+        batch = wire.join_batches(result.batches)
+        response.batch = experience_to_msg(Experience(
+            0, batch.obs, batch.actions, batch.rewards, batch.next_obs,
+            np.asarray(batch.terminated) > 0.5, np.zeros(len(batch.rewards), dtype=bool)))
+        if batch.obs.dtype == np.uint8:  # image observations: compressed uint8 pixels
+            response.pixels = array.array("B", wire.deflate_pixels(batch.obs, batch.next_obs))
+        response.indices = wire.int64_array(batch.indices)
+        response.weights = wire.float32_array(batch.weights)
+    return response
+
+
+def _sample_response_from_msg(msg: Any) -> SampleAnswer:
+    batches: list[Batch] = []
+    if msg.success and msg.batches > 0 and msg.batch.batch_size > 0:
+        experience = experience_from_msg(msg.batch, images=True)
+        if isinstance(experience, AwaitingImages):
+            experience = experience.complete(wire.inflate_pixels(msg.pixels, experience.size))
+        rows = len(experience)
+        if len(msg.indices) != rows:
+            raise ValueError(f"sample answer holds {len(msg.indices)} indices for {rows} rows")
+        whole = Batch(experience.obs, experience.actions, experience.rewards, experience.next_obs,
+                      experience.terminated.astype(np.float32),
+                      np.frombuffer(msg.indices, dtype=np.int64),
+                      wire.shaped(msg.weights, rows, (), "weights").reshape(rows))
+        batches = wire.split_batches(whole, int(msg.batches))
+    return SampleAnswer(msg.success, msg.message, batches, msg.buffer_size, msg.total_inserted,
+                        msg.prioritized)
+
+
+#: ``sample``: request = :class:`SampleRequest`, response = :class:`SampleAnswer`.
+SAMPLE_SERVICE = ServiceType(SampleBatch, _sample_request_to_msg, _sample_request_from_msg,
+                             _sample_response_to_msg, _sample_response_from_msg)
+
+#: ``save``/``load``: request = path (str), response = (success, message, size, path).
+BUFFER_FILE_SERVICE = ServiceType(
+    BufferFile,
+    lambda path: BufferFile.Request(path=path),
+    lambda msg: msg.path,
+    lambda r: BufferFile.Response(success=r[0], message=r[1], size=r[2], path=r[3]),
+    lambda msg: (msg.success, msg.message, msg.size, msg.path))
+
+
