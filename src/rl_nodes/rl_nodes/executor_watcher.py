@@ -2,7 +2,7 @@
 watcher thread that waits in it while that thread is busy.
 
 ``IntraProcessManager.spin`` (rl_nodes.intra_process) runs the process' dispatch queue and every
-rclpy executor callback on one thread (:class:`DispatchExecutor`). While the queue is empty that
+rclpy executor callback on one thread (rl_nodes.dispatch_executor). While the queue is empty that
 thread waits in the executor itself; once the queue has stayed busy for
 :data:`EXECUTOR_HANDOVER_S`, an :class:`ExecutorWatcher` thread waits in the executor on its
 behalf (rcl releases the GIL while it waits) and hands each ready callback over, which the
@@ -15,15 +15,12 @@ from __future__ import annotations
 import threading
 import weakref
 from collections import deque
-from collections.abc import Callable
 from typing import Any
 
 from rcl_interfaces.srv import DescribeParameters, GetParameters, GetParameterTypes, ListParameters
-from rclpy.context import Context
 from rclpy.executors import (
     ConditionReachedException,
     Executor,
-    ExternalShutdownException,
     ShutdownException,
     TimeoutException,
 )
@@ -36,10 +33,10 @@ from rclpy.type_description_service import TypeDescriptionService
 from type_description_interfaces.srv import GetTypeDescription
 
 #: Busy time of the dispatch queue after which the watcher thread waits in the executor for it.
-#: Short busy spells (a decoupled node handling one message or stepping 64 environments) never
-#: start it: a start and stop cost a wait-set build and two thread switches (~0.5 ms). A
-#: colocated stepping loop stays busy, so the watcher starts once and stays; an outside request
-#: waits at most this long, plus the callback in progress, at the start of a busy spell.
+#: Short busy spells (a decoupled node handling one message) never start it: a start and stop
+#: cost a wait-set build and two thread switches. A colocated stepping loop stays busy, so the
+#: watcher starts once and stays; an outside request waits at most this long, plus the
+#: callback in progress, at the start of a busy spell.
 EXECUTOR_HANDOVER_S = 0.01
 #: Executor callbacks the dispatch thread runs without waiting after a handed-over one.
 READY_BURST = 64
@@ -55,21 +52,16 @@ READ_ONLY_SERVICES = {DescribeParameters: ParameterService, GetParameters: Param
 class ExecutorWatcher:
     """Waits in the rclpy executor for the dispatch thread while that thread is busy.
 
-    rclpy's executor finds ready callbacks only by building a wait set of every entity of every
-    node and waiting on it: about 1 ms of Python for a colocated container's four nodes (32
-    services, 74 event handlers). Polling it often enough for prompt answers takes a large share
-    of a busy loop (measured: 15-20 % at one poll per 5 ms), and polling it rarely left outside
-    requests waiting (one callback per poll, a poll every ~100 ms: ~1 s for ``get_parameters``).
-    This thread instead blocks in the wait (rcl releases the GIL there), so it costs only when
-    something is ready. Two kinds of callback it runs itself, because they touch no node state:
-    the timers of ``IntraProcessManager.create_timer`` (their callback only posts) and
-    rclpy's read-only services (``get_parameters`` and kin, ``get_type_description``), which
-    thus answer even while a dispatch callback runs a gradient step. Any other ready callback
-    it hands over (:attr:`handlers`) and stops waiting until the dispatch thread has run it and
-    calls :meth:`wait_on_behalf` again: with a subscription's message pending, a wait that
-    leaves the subscription out returns at once (its QoS events stay in), so waiting on would
-    spin (measured: ~500 empty wake-ups a second, the dispatch thread 30 % slower on the GIL).
-    The executor is thus used by one thread at a time.
+    rclpy finds ready callbacks only by building a wait set of every entity and waiting on it,
+    so polling is either costly or slow (docs/architecture.md, "Zero-copy inside one process",
+    has the figures); this thread blocks in the wait instead (rcl releases the GIL there) and
+    costs only when something is ready. It runs two kinds of callback itself, because they touch
+    no node state: the timers of ``IntraProcessManager.create_timer`` (they only post) and
+    rclpy's read-only services (``get_parameters`` and kin, ``get_type_description``). Any other
+    ready callback it hands over (:attr:`handlers`) and stops waiting until the dispatch thread
+    has run it and calls :meth:`wait_on_behalf` again: with a message pending, a wait that
+    leaves its subscription out returns at once, so waiting on would spin. The executor is thus
+    used by one thread at a time.
     """
 
     def __init__(self, executor: Executor, posting_timers: weakref.WeakSet[Timer]) -> None:
@@ -108,10 +100,9 @@ class ExecutorWatcher:
 
     def _clear_guard(self) -> None:
         """Clear the executor's guard condition before a wait: every callback rclpy runs
-        triggers it twice, so the next full wait (~0.7 ms of Python for a colocated container's
-        entities) would return at once and find nothing. A wait on the guard alone costs
-        microseconds. The full wait is built afterwards, so what a trigger announces (an entity
-        that may be waited on again, a new one, a stop request checked first) is not lost."""
+        triggers it, so the next full (costly) wait would return at once and find nothing; a
+        wait on the guard alone costs microseconds. The full wait is built afterwards, so what a
+        trigger announces (an entity to wait on again, a new one, a stop request) is not lost."""
         guard, wait_set = self._guard, self._guard_wait
         if wait_set is None:
             return
@@ -205,117 +196,3 @@ class ExecutorWatcher:
             if handed_over is not None:
                 self.handlers.append(handed_over)
                 self.news = True
-
-
-class DispatchExecutor:
-    """The rclpy executor as the dispatch thread drives it, with the :class:`ExecutorWatcher`
-    that waits in it while that thread is busy; made by ``IntraProcessManager.spin`` for the
-    time it spins, and used on the dispatch thread only.
-
-    :param executor: the rclpy executor of the process' nodes.
-    :param posting_timers: timers whose callback only posts (the watcher runs them itself).
-    :param context: the rclpy context; once it is shut down, errors mean shutdown.
-    :param on_error: receives ``(source, exception)`` for a failing executor callback; without
-        it the exception propagates.
-    :param on_shutdown: called when the executor reports that the context was shut down.
-    """
-
-    def __init__(self, executor: Executor, posting_timers: weakref.WeakSet[Timer], context: Context,
-                 on_error: Callable[[str, Exception], None] | None,
-                 on_shutdown: Callable[[], None]) -> None:
-        self.executor = executor
-        self.watcher = ExecutorWatcher(executor, posting_timers)
-        self.context = context
-        self.on_error = on_error
-        self.on_shutdown = on_shutdown
-        #: Whether the dispatch thread runs inside the executor now (it cannot be re-entered).
-        self.in_executor = False
-
-    def spin_once(self, timeout_s: float) -> None:
-        """Wait in the executor here for up to ``timeout_s`` and run what is ready."""
-        self.in_executor = True
-        try:
-            self.executor.spin_once(timeout_sec=timeout_s)
-        except Exception as error:  # noqa: BLE001 - reported; the loop goes on
-            self.report_error(error)
-        finally:
-            self.in_executor = False
-
-    def take_back(self) -> None:
-        """Stop the watcher's wait, if it waits, and run what it handed over."""
-        if self.watcher.active:
-            self.watcher.reclaim()
-            self.run_handed_over()
-
-    def run_handed_over(self) -> None:
-        """Run the executor callbacks the watcher handed over and report every failure it saw."""
-        watcher = self.watcher
-        watcher.news = False
-        if watcher.active and watcher.parked:
-            watcher.active = False  # it handed a callback over and waits no more
-        handlers = watcher.handlers
-        ran = False
-        while handlers:
-            handler = handlers.popleft()
-            if handler.done():  # handed over twice (rclpy yields an unfinished task again)
-                continue
-            self._run_handler(handler)
-            ran = True
-        if ran and not watcher.active:
-            self._run_ready()
-        while watcher.failed:
-            failure = watcher.failed.popleft().exception()
-            if failure is not None:
-                self.report_error(failure)
-        if watcher.error is not None:
-            error, watcher.error = watcher.error, None
-            watcher.reclaim()
-            self.report_error(error)
-
-    def close(self) -> None:
-        """Stop the watcher, then run what it handed over just before the loop ended: rclpy made
-        a task of it, which must run (a service request is answered, a message taken) rather
-        than be dropped unawaited."""
-        self.watcher.close()
-        try:
-            self.run_handed_over()
-        except Exception:  # noqa: BLE001 - ending anyway: the error that ended it is reported
-            pass
-
-    def report_error(self, error: BaseException) -> None:
-        """Shut down on a shut-down context, else hand ``error`` to ``on_error`` (or raise it)."""
-        shut_down = isinstance(error, (ExternalShutdownException, ShutdownException))
-        if shut_down or not self.context.ok():
-            self.on_shutdown()  # the context was shut down (SIGINT/SIGTERM)
-        elif self.on_error is not None and isinstance(error, Exception):
-            self.on_error("executor callback", error)  # a service, timer or parameter callback
-        else:
-            raise error
-
-    def _run_handler(self, handler: Task[None]) -> None:
-        self.in_executor = True
-        try:
-            handler()
-            error = handler.exception()
-        finally:
-            self.in_executor = False
-        if error is not None:
-            self.report_error(error)
-
-    def _run_ready(self) -> None:
-        """Run the executor callbacks ready now, up to :data:`READY_BURST`, without waiting:
-        after a handed-over callback more of a stream are often queued (joint states, a burst of
-        messages), and one per dispatch callback (a gradient step) would fall behind a stream
-        faster than that. Each look costs a wait-set build (~0.65 ms for a colocated
-        container), paid only when something came in."""
-        executor = self.executor
-        for _ in range(READY_BURST):
-            try:
-                handler, _, _ = executor.wait_for_ready_callbacks(timeout_sec=0.0)
-            except TimeoutException:
-                return
-            except Exception as error:  # noqa: BLE001 - shut down, or rclpy failed: reported
-                self.report_error(error)
-                return
-            if not handler.done():
-                self._run_handler(handler)

@@ -7,9 +7,9 @@ than the work of an acting step. This module provides one:
 * Publishers and subscriptions made through :class:`IntraProcessManager` are also real rclpy
   endpoints, so the topics remain real ROS topics (rqt_graph, ``ros2 topic echo`` see them).
 * A publish hands the **same Python object** to every subscription of the same topic in the same
-  process by appending it to a process-local dispatch queue; the dispatch loop
-  (:meth:`IntraProcessManager.spin`) calls the subscribers. A publish never calls a subscriber
-  re-entrantly (trampoline), so ping-pong loops do not grow the stack.
+  process by appending it to a process-local dispatch queue (rl_core.dispatch); the dispatch
+  loop (:meth:`IntraProcessManager.spin`) calls the subscribers. A publish never calls a
+  subscriber re-entrantly (trampoline), so ping-pong loops do not grow the stack.
 * The object is converted to a ROS message and published over DDS only when a subscriber outside
   the process exists (matched subscription count > local subscription count), or always for
   transient-local topics, whose DDS history must hold the latest value for late joiners.
@@ -35,7 +35,6 @@ rl_nodes.intra_process_endpoints, services and clients in rl_nodes.intra_process
 
 from __future__ import annotations
 
-import queue
 import threading
 import time
 import weakref
@@ -49,21 +48,18 @@ from rclpy.node import Node
 from rclpy.qos import QoSProfile
 from rclpy.timer import Timer
 
+from rl_core.dispatch import DispatchQueue
 from rl_nodes.conversions import TopicType
-from rl_nodes.executor_watcher import EXECUTOR_HANDOVER_S, DispatchExecutor
-from rl_nodes.graph import GUID_PREFIX_BYTES
-from rl_nodes.intra_process_endpoints import IntraProcessPublisher, IntraProcessSubscription, TopicEntry
+from rl_nodes.dispatch_executor import DispatchExecutor
+from rl_nodes.executor_watcher import EXECUTOR_HANDOVER_S
+from rl_nodes.intra_process_endpoints import (
+    IntraProcessPublisher,
+    IntraProcessSubscription,
+    OwnPublications,
+    TopicEntry,
+)
 
 T = TypeVar("T")
-BURST = 64  # dispatch items run between two shutdown/deadline checks
-
-
-def callback_name(function: Callable[..., Any]) -> str:
-    """A readable name of a dispatched callable (``SimulatorNode._on_actions``) for error reports."""
-    target = getattr(function, "__self__", None)
-    if isinstance(target, IntraProcessSubscription):  # a subscription's deliver: name the callback
-        function = target.callback
-    return getattr(function, "__qualname__", repr(function))
 
 
 class IntraProcessManager:
@@ -78,21 +74,20 @@ class IntraProcessManager:
 
     def __init__(self, context: Context) -> None:
         self.context = context
-        self._queue: queue.SimpleQueue[tuple[Callable[..., None], tuple[Any, ...]]] = queue.SimpleQueue()
+        #: The calls the dispatch thread runs (posted messages, timer ticks, handed-over work).
+        self.dispatch = DispatchQueue()
+        self.dispatch.wake = self._wake_executor
         self._topics: dict[str, TopicEntry] = {}
         self._services: dict[str, Callable[[Any], Any]] = {}
         self._lock = threading.Lock()
-        self._local_prefix: bytes | None = None
-        self._shutdown = threading.Event()
+        self._own_publications = OwnPublications()
         self._executor: Executor | None = None  # set while spin() drives it
         self._driver: DispatchExecutor | None = None  # set while spin() drives an executor
         #: Timers of :meth:`create_timer`: their rclpy callback only posts, so any thread may run
         #: it (the executor watcher does).
         self._posting_timers: weakref.WeakSet[Timer] = weakref.WeakSet()
-        self._executor_waiting = False
         self._dispatch_thread: int | None = None
         self._on_error: Callable[[str, Exception], None] | None = None
-        self.exit_code = 0
         #: Objects handed over locally / converted and published over DDS / received over DDS.
         self.stats = {"local_deliveries": 0, "dds_publications": 0, "dds_receptions": 0,
                       "dropped_own_dds": 0, "rejected": 0, "dds_failures": 0,
@@ -165,30 +160,31 @@ class IntraProcessManager:
     # --- dispatch loop --------------------------------------------------------------------------
 
     def post(self, function: Callable[..., None], *args: Any) -> None:
-        """Run ``function(*args)`` on the dispatch thread, after what is already queued.
+        """Run ``function(*args)`` on the dispatch thread, after what is already queued; from any
+        thread (it wakes the dispatch thread when that waits in the executor)."""
+        self.dispatch.post(function, *args)
 
-        Callable from any thread; wakes the dispatch thread when it waits in the executor.
-        """
-        self._queue.put((function, args))
-        if self._executor_waiting:
-            executor = self._executor
-            if executor is not None:
-                executor.wake()
+    def _wake_executor(self) -> None:
+        executor = self._executor
+        if executor is not None:
+            executor.wake()
 
     def request_shutdown(self, exit_code: int = 0) -> None:
         """Make :meth:`spin` return ``exit_code`` (e.g. the trainer finished)."""
-        self.exit_code = exit_code
-        self._shutdown.set()
-        self.post(lambda: None)  # wake the loop
+        self.dispatch.request_shutdown(exit_code)
+
+    @property
+    def exit_code(self) -> int:
+        return self.dispatch.exit_code
 
     @property
     def shutdown_requested(self) -> bool:
-        return self._shutdown.is_set()
+        return self.dispatch.shutdown_requested
 
     @property
     def queued(self) -> int:
         """Items waiting in the dispatch queue (approximately, as ``qsize`` counts)."""
-        return self._queue.qsize()
+        return self.dispatch.queued
 
     def report_error(self, source: str, error: Exception) -> None:
         """Hand ``error`` to the ``on_error`` of the running :meth:`spin`, if it has one."""
@@ -201,7 +197,7 @@ class IntraProcessManager:
         """Whether the caller runs on the thread that drives :meth:`spin` (and the executor)."""
         return threading.get_ident() == self._dispatch_thread
 
-    def spin(self, timeout_s: float | None = None,  # noqa: C901 - one hot loop, kept whole
+    def spin(self, timeout_s: float | None = None,
              on_error: Callable[[str, Exception], None] | None = None,
              executor: Executor | None = None) -> int:
         """Drain the dispatch queue until shutdown (or ``timeout_s``); returns the exit code.
@@ -219,7 +215,7 @@ class IntraProcessManager:
             must spin the executor.
         """
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        get, get_nowait = self._queue.get, self._queue.get_nowait
+        dispatch = self.dispatch
         monotonic = time.monotonic
         self._dispatch_thread = threading.get_ident()
         self._executor = executor
@@ -230,56 +226,44 @@ class IntraProcessManager:
             if executor is not None else None)
         watcher = driver.watcher if driver is not None else None
         handover_at = monotonic() + EXECUTOR_HANDOVER_S  # when a busy spell gets the watcher
+
+        def executor_has_work() -> bool:
+            """What the watcher handed over runs after the callback in progress, not after the
+            burst (one callback may carry a gradient step, milliseconds); and a busy spell
+            hands the executor to the watcher."""
+            return watcher is not None and (watcher.news or (
+                not watcher.active and monotonic() >= handover_at))
+
         try:
-            while not self._shutdown.is_set() and self.context.ok():
+            while not dispatch.shutdown_requested and self.context.ok():
                 now = monotonic()
                 wait = 0.1 if deadline is None else min(0.1, deadline - now)
                 if wait <= 0:
                     break
-                if watcher is not None:
+                if driver is not None and watcher is not None:
                     if watcher.news:
                         driver.run_handed_over()
-                    if not watcher.active and now >= handover_at and not self._queue.empty():
+                    if not watcher.active and now >= handover_at and not dispatch.empty():
                         watcher.wait_on_behalf()
-                try:
-                    item = get_nowait()
-                except queue.Empty:
-                    if watcher is None:
-                        try:
-                            item = get(timeout=wait)
-                        except queue.Empty:
+                call = dispatch.next()
+                if call is None:
+                    if driver is None:
+                        call = dispatch.next(wait)
+                        if call is None:
                             continue
                     else:
                         driver.take_back()  # idle now: wait in the executor here, not there
-                        self._executor_waiting = True
+                        dispatch.waiting = True
                         try:
-                            if self._queue.empty():  # re-check: a post may have come before the flag
+                            if dispatch.empty():  # re-check: a post may have come before the flag
                                 driver.spin_once(wait)
                         finally:
-                            self._executor_waiting = False
+                            dispatch.waiting = False
                         handover_at = monotonic() + EXECUTOR_HANDOVER_S
                         continue
-                # Drain a burst before the next shutdown/deadline check: those checks cost about
-                # as much as a hand-off, and a stepping loop keeps the queue busy. What the
-                # watcher hands over runs after the callback in progress, not after the burst:
-                # one callback may carry a gradient step (milliseconds).
-                for count in range(1, BURST + 1):
-                    function, args = item
-                    try:
-                        function(*args)
-                    except Exception as error:  # a failing callback must not stop the other nodes
-                        if on_error is None:
-                            raise
-                        on_error(callback_name(function), error)
-                    if count == BURST or self._shutdown.is_set():
-                        break
-                    if watcher is not None and (watcher.news or (
-                            not watcher.active and monotonic() >= handover_at)):
-                        break
-                    try:
-                        item = get_nowait()
-                    except queue.Empty:
-                        break
+                # A burst between two shutdown/deadline checks: those cost about as much as a
+                # hand-off, and a stepping loop keeps the queue busy.
+                dispatch.run_burst(call, on_error, executor_has_work)
         finally:
             if driver is not None:
                 driver.close()
@@ -301,50 +285,15 @@ class IntraProcessManager:
         driver = self._driver
         if driver is None or not self.on_dispatch_thread:
             return done.wait(timeout_s)
-        if driver.in_executor:
-            raise RuntimeError("a service handler or parameter callback cannot wait for a remote "
-                               "service answer on the dispatch thread; call it from a worker thread")
-        driver.take_back()  # this thread waits in the executor now
-        deadline = time.monotonic() + timeout_s
-        while not done.is_set():
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or not self.context.ok():
-                return done.is_set()
-            driver.spin_once(min(remaining, 0.05))
-        return True
+        return driver.wait_for(done, timeout_s)
 
     def spin_until(self, condition: Callable[[], bool], timeout_s: float) -> bool:
         """Drain the queue until ``condition()`` holds or ``timeout_s`` passes (tests, tools)."""
-        deadline = time.monotonic() + timeout_s
-        while not condition():
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or not self.context.ok():
-                return False
-            try:
-                function, args = self._queue.get(timeout=min(0.05, remaining))
-            except queue.Empty:
-                continue
-            function(*args)
-        return True
+        return self.dispatch.run_until(condition, timeout_s, self.context.ok)
 
     # --- own-publication filter -----------------------------------------------------------------
 
     def is_own_publication(self, node: Node, topic_name: str, publisher_gid: bytes | None) -> bool:
         """Whether a DDS message was published by this process (already delivered locally)."""
-        if publisher_gid is None:
-            return False
-        entry = self._topics.get(topic_name)
-        if not entry or not entry.publishers:
-            return False  # no local publisher on this topic: it came from elsewhere
-        if self._local_prefix is None:
-            self._local_prefix = self._find_local_prefix(node, topic_name, entry)
-        return self._local_prefix is not None and publisher_gid[:GUID_PREFIX_BYTES] == self._local_prefix
-
-    @staticmethod
-    def _find_local_prefix(node: Node, topic_name: str, entry: TopicEntry) -> bytes | None:
-        """GUID prefix of this process' DDS participant, read from a local publisher's endpoint."""
-        local_nodes = {(p.node.get_name(), p.node.get_namespace()) for p in entry.publishers}
-        for info in node.get_publishers_info_by_topic(topic_name):
-            if (info.node_name, info.node_namespace) in local_nodes:
-                return bytes(info.endpoint_gid)[:GUID_PREFIX_BYTES]
-        return None
+        return self._own_publications.match(node, self._topics.get(topic_name), topic_name,
+                                            publisher_gid)

@@ -18,6 +18,7 @@ from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy
 
 from rl_nodes.conversions import TopicType
+from rl_nodes.graph import GUID_PREFIX_BYTES
 
 if TYPE_CHECKING:
     from rl_nodes.intra_process import IntraProcessManager
@@ -35,6 +36,28 @@ class TopicEntry:
     publishers: list[IntraProcessPublisher[Any]] = field(default_factory=list)
     latest: Any = None  # last object of a transient-local topic, for late local subscribers
     has_latest: bool = False
+
+
+class OwnPublications:
+    """Recognises DDS copies of the process' own publications by the GUID prefix of its
+    participant, read once from the endpoint of a local publisher."""
+
+    def __init__(self) -> None:
+        self._prefix: bytes | None = None
+
+    def match(self, node: Node, entry: TopicEntry | None, topic_name: str,
+              publisher_gid: bytes | None) -> bool:
+        """Whether a message on ``topic_name`` (local endpoints ``entry``) from the publisher
+        ``publisher_gid`` came from this process."""
+        if publisher_gid is None or not entry or not entry.publishers:
+            return False  # no local publisher on this topic: it came from elsewhere
+        if self._prefix is None:
+            local_nodes = {(p.node.get_name(), p.node.get_namespace()) for p in entry.publishers}
+            for info in node.get_publishers_info_by_topic(topic_name):
+                if (info.node_name, info.node_namespace) in local_nodes:
+                    self._prefix = bytes(info.endpoint_gid)[:GUID_PREFIX_BYTES]
+                    break
+        return self._prefix is not None and publisher_gid[:GUID_PREFIX_BYTES] == self._prefix
 
 
 class IntraProcessPublisher(Generic[T]):

@@ -1,0 +1,150 @@
+"""The rclpy executor as the dispatch thread of rl_nodes.intra_process drives it: waiting in it
+while the dispatch queue is idle, taking it back from the :class:`ExecutorWatcher` that waits in
+it while the queue is busy, running what the watcher handed over, and reporting failures.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+from collections.abc import Callable
+
+from rclpy.context import Context
+from rclpy.executors import Executor, ExternalShutdownException, ShutdownException, TimeoutException
+from rclpy.task import Task
+from rclpy.timer import Timer
+
+from rl_nodes.executor_watcher import READY_BURST, ExecutorWatcher
+
+
+class DispatchExecutor:
+    """The rclpy executor as the dispatch thread drives it, with the :class:`ExecutorWatcher`
+    that waits in it while that thread is busy; made by ``IntraProcessManager.spin`` for the
+    time it spins, and used on the dispatch thread only.
+
+    :param executor: the rclpy executor of the process' nodes.
+    :param posting_timers: timers whose callback only posts (the watcher runs them itself).
+    :param context: the rclpy context; once it is shut down, errors mean shutdown.
+    :param on_error: receives ``(source, exception)`` for a failing executor callback; without
+        it the exception propagates.
+    :param on_shutdown: called when the executor reports that the context was shut down.
+    """
+
+    def __init__(self, executor: Executor, posting_timers: weakref.WeakSet[Timer], context: Context,
+                 on_error: Callable[[str, Exception], None] | None,
+                 on_shutdown: Callable[[], None]) -> None:
+        self.executor = executor
+        self.watcher = ExecutorWatcher(executor, posting_timers)
+        self.context = context
+        self.on_error = on_error
+        self.on_shutdown = on_shutdown
+        #: Whether the dispatch thread runs inside the executor now (it cannot be re-entered).
+        self.in_executor = False
+
+    def spin_once(self, timeout_s: float) -> None:
+        """Wait in the executor here for up to ``timeout_s`` and run what is ready."""
+        self.in_executor = True
+        try:
+            self.executor.spin_once(timeout_sec=timeout_s)
+        except Exception as error:  # noqa: BLE001 - reported; the loop goes on
+            self.report_error(error)
+        finally:
+            self.in_executor = False
+
+    def take_back(self) -> None:
+        """Stop the watcher's wait, if it waits, and run what it handed over."""
+        if self.watcher.active:
+            self.watcher.reclaim()
+            self.run_handed_over()
+
+    def run_handed_over(self) -> None:
+        """Run the executor callbacks the watcher handed over and report every failure it saw."""
+        watcher = self.watcher
+        watcher.news = False
+        if watcher.active and watcher.parked:
+            watcher.active = False  # it handed a callback over and waits no more
+        handlers = watcher.handlers
+        ran = False
+        while handlers:
+            handler = handlers.popleft()
+            if handler.done():  # handed over twice (rclpy yields an unfinished task again)
+                continue
+            self._run_handler(handler)
+            ran = True
+        if ran and not watcher.active:
+            self._run_ready()
+        while watcher.failed:
+            failure = watcher.failed.popleft().exception()
+            if failure is not None:
+                self.report_error(failure)
+        if watcher.error is not None:
+            error, watcher.error = watcher.error, None
+            watcher.reclaim()
+            self.report_error(error)
+
+    def wait_for(self, done: threading.Event, timeout_s: float) -> bool:
+        """Wait for ``done`` on the dispatch thread, turning the executor meanwhile (a remote
+        service's answer is completed by the executor, which this thread drives).
+
+        :raises RuntimeError: when called from inside an executor callback (a service handler,
+            a parameter callback), where the executor cannot be re-entered.
+        """
+        if self.in_executor:
+            raise RuntimeError("a service handler or parameter callback cannot wait for a remote "
+                               "service answer on the dispatch thread; call it from a worker thread")
+        self.take_back()  # this thread waits in the executor now
+        deadline = time.monotonic() + timeout_s
+        while not done.is_set():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not self.context.ok():
+                return done.is_set()
+            self.spin_once(min(remaining, 0.05))
+        return True
+
+    def close(self) -> None:
+        """Stop the watcher, then run what it handed over just before the loop ended: rclpy made
+        a task of it, which must run (a service request is answered, a message taken) rather
+        than be dropped unawaited."""
+        self.watcher.close()
+        try:
+            self.run_handed_over()
+        except Exception:  # noqa: BLE001 - ending anyway: the error that ended it is reported
+            pass
+
+    def report_error(self, error: BaseException) -> None:
+        """Shut down on a shut-down context, else hand ``error`` to ``on_error`` (or raise it)."""
+        shut_down = isinstance(error, (ExternalShutdownException, ShutdownException))
+        if shut_down or not self.context.ok():
+            self.on_shutdown()  # the context was shut down (SIGINT/SIGTERM)
+        elif self.on_error is not None and isinstance(error, Exception):
+            self.on_error("executor callback", error)  # a service, timer or parameter callback
+        else:
+            raise error
+
+    def _run_handler(self, handler: Task[None]) -> None:
+        self.in_executor = True
+        try:
+            handler()
+            error = handler.exception()
+        finally:
+            self.in_executor = False
+        if error is not None:
+            self.report_error(error)
+
+    def _run_ready(self) -> None:
+        """Run the executor callbacks ready now, up to :data:`READY_BURST`, without waiting:
+        after a handed-over callback more of a stream are often queued (joint states, a burst of
+        messages), and one per dispatch callback (a gradient step) would fall behind. Each look
+        costs a wait-set build, paid only when something came in."""
+        executor = self.executor
+        for _ in range(READY_BURST):
+            try:
+                handler, _, _ = executor.wait_for_ready_callbacks(timeout_sec=0.0)
+            except TimeoutException:
+                return
+            except Exception as error:  # noqa: BLE001 - shut down, or rclpy failed: reported
+                self.report_error(error)
+                return
+            if not handler.done():
+                self._run_handler(handler)
