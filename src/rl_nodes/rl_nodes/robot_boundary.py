@@ -38,7 +38,6 @@ if TYPE_CHECKING:
     from rl_nodes.simulator import SimulatorNode
 
 
-
 def _locked(method: Callable[..., Any]) -> Callable[..., Any]:
     """Run a method of RobotBoundary under its lock: the e-stop thread and the dispatch thread
     both drive the robot and send commands."""
