@@ -25,6 +25,7 @@ namespaces the tests skip, except under ``CI=true``, where they fail.
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import re
@@ -155,11 +156,12 @@ def tails(children: dict[str, Child], lines: int = 25) -> str:
 def run_deployment(network: Network, discovery: str, env: dict[str, str], tmp_path: Path,
                    budget: int = BUDGET, rate_hz: float = RATE_HZ,
                    eval_episodes: int | None = 2, deadline_s: float = TRAINER_DEADLINE_S,
-                   during: Callable[[Child], None] | None = None
+                   during: Callable[[dict[str, Child]], None] | None = None
                    ) -> tuple[dict[str, Any], dict[str, list[str]]]:
-    """Start learner, observer and two robots in their namespaces; run ``during(observer)``
-    while they train; check the run; stop all. Returns result.json and every process's output
-    lines by name (``observer``, ``learner``, ``robot_0``, ...)."""
+    """Start learner, observer and two robots in their namespaces; run ``during(children)``
+    (the started processes by name) while they train; check the run; stop all. Returns
+    result.json and every process's output lines by name (``observer``, ``learner``,
+    ``robot_0``, ...)."""
     output_dir = tmp_path / "run"
     overrides = write_overrides(tmp_path / "overrides.yaml", output_dir, budget, rate_hz,
                                 eval_episodes)
@@ -189,7 +191,7 @@ def run_deployment(network: Network, discovery: str, env: dict[str, str], tmp_pa
                 "--node", f"policy@/robot_{robot_id}", *params])
 
         if during is not None:
-            during(observer)
+            during(children)
         code = learner.wait(deadline_s)
         assert code is not None, f"trainer did not finish in {deadline_s} s\n" + \
             tails(children)
@@ -240,6 +242,18 @@ def test_discovery_server_across_hosts(network: Network, ros_env: dict[str, str]
     run_deployment(network, discovery, env, tmp_path)
 
 
+def thread_waits(pid: int) -> list[str]:
+    """The kernel function each thread of ``pid`` waits in (``/proc/PID/task/*/wchan``; "0"
+    for a running thread): a robot stuck in a blocking send shows ``sock_alloc_send_pskb``."""
+    waits = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            waits.append((task / "wchan").read_text().strip() or "0")
+        except OSError:
+            pass  # the thread ended
+    return waits
+
+
 def episode_versions(lines: list[str], robot_id: int) -> list[int]:
     """Policy versions of ``robot_id``'s episodes in the observer's output, in order."""
     return [int(match.group(3)) for line in lines
@@ -255,8 +269,10 @@ def test_training_survives_a_cut_link(network: Network, ros_env: dict[str, str],
     acting (experience sent then would be lost) and resumes once the link is back."""
     env = process_environment(ros_env, "subnet")
     marks: dict[str, int] = {}
+    waits: collections.Counter[str] = collections.Counter()
 
-    def cut_link(observer: Child) -> None:
+    def cut_link(children: dict[str, Child]) -> None:
+        observer = children["observer"]
         assert observer.wait_for_line(
             lambda line: bool((m := EPISODES_LINE.search(line)) and m.group(1) == "0"
                               and int(m.group(2)) >= LINK_CUT_AT and int(m.group(3)) > 0),
@@ -265,7 +281,10 @@ def test_training_survives_a_cut_link(network: Network, ros_env: dict[str, str],
         try:
             time.sleep(1.0)  # what was already on the wire
             marks["cut"] = len(observer.lines)
-            time.sleep(LINK_CUT_S - 1.0)
+            until = time.monotonic() + LINK_CUT_S - 1.0
+            while time.monotonic() < until:  # where robot_0's threads wait, for a failure report
+                waits.update(thread_waits(children["robot_0"].pid))
+                time.sleep(0.5)
             marks["silent"] = len(observer.lines)
         finally:
             network.set_link("robot_0", up=True)
@@ -286,6 +305,7 @@ def test_training_survives_a_cut_link(network: Network, ros_env: dict[str, str],
         f"robot_0 did not rejoin with new weights: {rejoined[-5:]}, {marks}"
     robot_0 = "\n".join(outputs["robot_0"])
     assert "no /replay_status" in robot_0 and "the replay buffer reports again" in robot_0, \
-        "robot_0 did not pause while cut off from the replay buffer, or never resumed:\n" + robot_0
+        ("robot_0 did not pause while cut off from the replay buffer, or never resumed; its "
+         f"threads' kernel waits during the cut (samples): {dict(waits)}\n" + robot_0)
     assert result["best_eval_mean_return"] >= SOLVED, \
         f"{result}\nthe learner's progress:\n" + "\n".join(outputs["learner"][-30:])

@@ -13,12 +13,12 @@ pytestmark = pytest.mark.unit
 
 def test_acting_follows_the_rate_limiter_and_counts_paused_time() -> None:
     gate = ActingGate(silence_s=2.0)
-    assert gate.on_status(True, False, now=0.0) == StatusChange(False, False)
+    assert gate.on_status(True, False, now=0.0) == StatusChange(True, False, False)  # the first
     assert not gate.paused
-    assert gate.on_status(True, True, now=1.0) == StatusChange(False, False)
+    assert gate.on_status(True, True, now=1.0) == StatusChange(False, False, False)
     assert gate.paused and gate.paused_total(1.5) == pytest.approx(0.5)
     assert gate.on_status(True, True, now=1.8).resumed is False  # still paused
-    assert gate.on_status(True, False, now=2.0) == StatusChange(False, True)
+    assert gate.on_status(True, False, now=2.0) == StatusChange(False, False, True)
     assert not gate.paused and gate.paused_total(10.0) == pytest.approx(1.0)
 
 
@@ -38,7 +38,7 @@ def test_a_silent_rate_limited_buffer_pauses_acting_until_it_reports_again() -> 
     assert gate.on_tick(now=2.5)
     assert gate.silent and gate.paused and gate.silent_for(3.0) == pytest.approx(3.0)
     assert not gate.on_tick(now=3.0)  # reported once
-    assert gate.on_status(True, False, now=4.0) == StatusChange(True, True)
+    assert gate.on_status(True, False, now=4.0) == StatusChange(False, True, True)
     assert not gate.silent and not gate.paused
     assert gate.paused_total(4.0) == pytest.approx(1.5)
 
@@ -47,7 +47,7 @@ def test_heard_again_while_the_limiter_still_pauses() -> None:
     gate = ActingGate(silence_s=1.0)
     gate.on_status(True, False, now=0.0)
     gate.on_tick(now=2.0)
-    assert gate.on_status(True, True, now=3.0) == StatusChange(True, False)
+    assert gate.on_status(True, True, now=3.0) == StatusChange(False, True, False)
     assert gate.paused and not gate.silent
 
 

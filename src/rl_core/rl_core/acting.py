@@ -14,6 +14,8 @@ from typing import NamedTuple
 class StatusChange(NamedTuple):
     """What one ``/replay_status`` changed."""
 
+    #: The first status heard since start.
+    first: bool
     #: The replay buffer had fallen silent and reports again.
     heard_again: bool
     #: Acting was paused and may go on now.
@@ -39,10 +41,12 @@ class ActingGate:
 
     def on_status(self, rate_limited: bool, acting_paused: bool, now: float) -> StatusChange:
         """A ``/replay_status`` came."""
+        first = self._status_at is None
         self._status_at = now
         self._rate_limited = rate_limited
         heard_again, self.silent = self.silent, False
-        return StatusChange(heard_again, self._set_paused(rate_limited and acting_paused, now))
+        return StatusChange(first, heard_again,
+                            self._set_paused(rate_limited and acting_paused, now))
 
     def on_tick(self, now: float) -> bool:
         """Periodic check; True when the buffer has just been found silent (acting pauses)."""

@@ -217,6 +217,10 @@ class SimulatorNode(RLNode):
         """Follow the rate limiter: hold stepping while acting is paused, resume after."""
         change = self.gate.on_status(bool(msg.rate_limited), bool(msg.acting_paused),
                                      time.monotonic())
+        if change.first:
+            self.get_logger().info(
+                "the replay buffer reports; acting follows its rate limiter" if msg.rate_limited
+                else "the replay buffer reports; its rate limiter is off: acting runs free")
         if change.heard_again:
             self.get_logger().info("the replay buffer reports again; acting follows its rate "
                                    "limiter")
