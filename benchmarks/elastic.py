@@ -136,7 +136,7 @@ def measure(robots: int, extra: Sequence[str], args: argparse.Namespace, domain_
             last = statuses[-1] if statuses else None
             return last is not None and learning_steady(
                 last.total_inserted, last.total_sampled, last.learning_starts,
-                last.samples_per_insert, last.rate_limited) and node.count_publishers(
+                last.target_updates_per_transition, last.rate_limited) and node.count_publishers(
                 graph.EXPERIENCE.name) >= robots
 
         spin_until(steady, STARTUP_TIMEOUT_S, "steady learning with every robot")

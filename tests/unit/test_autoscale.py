@@ -189,7 +189,7 @@ def test_relative_gain_edges() -> None:
 
 def sample(stamp: float, inserted: int, sampled: int, blocked: float) -> StatusSample:
     return StatusSample(stamp_s=stamp, total_inserted=inserted, total_sampled=sampled,
-                        insert_blocked_s=blocked, samples_per_insert=1.0, rate_limited=True)
+                        insert_blocked_s=blocked, target_updates_per_transition=1.0, rate_limited=True)
 
 
 def test_window_from_status_reports() -> None:

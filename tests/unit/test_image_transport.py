@@ -164,15 +164,16 @@ def test_sample_answers_carry_image_batches_as_uint8_pixels() -> None:
                   frames(rows, 4), np.zeros(rows, np.float32), np.arange(rows),
                   np.ones(rows, np.float32))
     msg = SAMPLE_SERVICE.response_to_msg(SampleAnswer(True, "", [batch], 10, 10))
-    assert len(msg.batch.obs) == 0 and 0 < len(msg.pixels) < batch.obs.nbytes, "compressed"
+    assert len(msg.transitions.obs) == 0 and 0 < len(msg.transitions.pixels) < batch.obs.nbytes, \
+        "compressed"
     (back,) = SAMPLE_SERVICE.response_from_msg(msg).batches
     assert back.obs.dtype == np.uint8
     np.testing.assert_array_equal(back.obs, batch.obs)
     np.testing.assert_array_equal(back.next_obs, batch.next_obs)
-    pixels = bytes(msg.pixels)
+    pixels = bytes(msg.transitions.pixels)
     for bad, match in ((pixels[:-4], "does not inflate"), (b"not zlib", "not zlib data"),
                        (zlib.compress(bytes(10 * batch.obs.nbytes)), "does not inflate")):
-        msg.pixels = array.array("B", bad)
+        msg.transitions.pixels = array.array("B", bad)
         with pytest.raises(ValueError, match=match):
             SAMPLE_SERVICE.response_from_msg(msg)
 

@@ -138,7 +138,7 @@ class StatusSample:
     total_inserted: int
     total_sampled: int
     insert_blocked_s: float
-    samples_per_insert: float
+    target_updates_per_transition: float
     rate_limited: bool
 
 
@@ -198,7 +198,7 @@ def window_from_samples(samples: Sequence[StatusSample], robots: int, idle_cpus:
         raise ValueError("replay counters went backwards (the replay buffer restarted)")
     return Window(robots=robots, duration_s=duration, env_steps_per_s=inserted / duration,
                   updates_per_transition=sampled / inserted if inserted else math.nan,
-                  target_updates_per_transition=last.samples_per_insert,
+                  target_updates_per_transition=last.target_updates_per_transition,
                   paused_fraction=min(1.0, max(0.0, blocked / duration)),
                   rate_limited=last.rate_limited, idle_cpus=idle_cpus, robot_cpus=robot_cpus)
 
@@ -209,7 +209,7 @@ CATCH_UP_SLACK = 100
 
 
 def learning_steady(total_inserted: int, total_sampled: int, learning_starts: int,
-                    samples_per_insert: float, rate_limited: bool) -> bool:
+                    target_updates_per_transition: float, rate_limited: bool) -> bool:
     """Whether windows can begin: learning started and, with the rate limiter on, the learner
     owes at most :data:`CATCH_UP_SLACK` batches (or 2 %) of what the data pays for.
 
@@ -220,7 +220,7 @@ def learning_steady(total_inserted: int, total_sampled: int, learning_starts: in
     """
     if total_inserted < max(1, learning_starts):
         return False
-    owed = samples_per_insert * (total_inserted - learning_starts) - total_sampled
+    owed = target_updates_per_transition * (total_inserted - learning_starts) - total_sampled
     return not rate_limited or owed <= max(CATCH_UP_SLACK, 0.02 * total_sampled)
 
 

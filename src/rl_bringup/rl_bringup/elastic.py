@@ -112,7 +112,8 @@ def status_sample(msg: Any) -> StatusSample:
     return StatusSample(stamp_s=msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec,
                         total_inserted=msg.total_inserted, total_sampled=msg.total_sampled,
                         insert_blocked_s=msg.insert_blocked_s,
-                        samples_per_insert=msg.samples_per_insert, rate_limited=msg.rate_limited)
+                        target_updates_per_transition=msg.target_updates_per_transition,
+                        rate_limited=msg.rate_limited)
 
 
 class ElasticRobots:
@@ -204,9 +205,10 @@ class ElasticRobots:
             return False  # the processes are going away: nothing left to measure
         if self.phase == WAITING:
             status = self._latest
-            if status is not None and learning_steady(
-                    status.total_inserted, status.total_sampled, status.learning_starts,
-                    status.samples_per_insert, status.rate_limited) and self._robots_ready():
+            steady = status is not None and learning_steady(
+                status.total_inserted, status.total_sampled, status.learning_starts,
+                status.target_updates_per_transition, status.rate_limited)
+            if steady and self._robots_ready():
                 self._settle(now, self.settings.warmup_s)
         elif self.phase == SETTLING:
             if now >= self._until:

@@ -25,7 +25,7 @@ MAX_WEIGHTS_BYTES = 256 * 1024 * 1024
 MAX_EXPERIENCE_ROWS = 65536
 #: Most rows a sample request or a get_action request may ask for.
 MAX_REQUEST_ROWS = 1 << 20
-#: zlib level of a sample answer's image pixels (SampleBatch.srv): the fastest.
+#: zlib level of a sample answer's image pixels (TransitionBatch.msg): the fastest.
 PIXELS_ZLIB_LEVEL = 1
 #: The only weights format that travels.
 WEIGHTS_FORMAT = "safetensors"

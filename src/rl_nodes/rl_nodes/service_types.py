@@ -16,9 +16,9 @@ import numpy as np
 from rl_core import wire
 from rl_core.replay import Batch, PriorityUpdate
 from rl_core.replay.service import SampleAnswer
-from rl_core.transport import AwaitingImages, Experience, SampleRequest
+from rl_core.transport import SampleRequest
+from rl_interfaces.msg import TransitionBatch
 from rl_interfaces.srv import BufferFile, SampleBatch
-from rl_nodes.conversions import experience_from_msg, experience_to_msg
 
 
 @dataclass(frozen=True)
@@ -57,37 +57,66 @@ def _sample_request_from_msg(msg: Any) -> SampleRequest:
                          int(msg.insert_budget), priorities)
 
 
+def transitions_to_msg(batch: Batch) -> TransitionBatch:
+    """A sampled batch as a ``TransitionBatch`` (image observations as compressed pixels)."""
+    rows = len(batch.rewards)
+    msg = TransitionBatch(batch_size=rows)
+    msg.obs_shape = wire.uint32_array(batch.obs.shape[1:])
+    msg.action_shape = wire.uint32_array(batch.actions.shape[1:])
+    if batch.obs.dtype == np.uint8:  # image observations: compressed uint8 pixels
+        msg.pixels = array.array("B", wire.deflate_pixels(batch.obs, batch.next_obs))
+    else:
+        msg.obs = wire.float32_array(batch.obs)
+        msg.next_obs = wire.float32_array(batch.next_obs)
+    msg.actions = wire.float32_array(batch.actions)
+    msg.rewards = wire.float32_array(batch.rewards)
+    msg.terminated = (np.asarray(batch.terminated) > 0.5).tolist()
+    msg.indices = wire.int64_array(batch.indices)
+    msg.weights = wire.float32_array(batch.weights)
+    return msg
+
+
+def transitions_from_msg(msg: TransitionBatch) -> Batch:
+    """The batch of a ``TransitionBatch``, every field's size checked against ``batch_size``.
+
+    :raises ValueError: naming the field that does not fit.
+    """
+    rows = int(msg.batch_size)
+    wire.check_rows(rows, "transitions")
+    obs_shape = wire.positive_shape(msg.obs_shape, "obs_shape")
+    action_shape = wire.positive_shape(msg.action_shape, "action_shape")
+    wire.check_length(msg.terminated, rows, "terminated")
+    wire.check_length(msg.indices, rows, "indices")
+    if len(msg.pixels):
+        if len(msg.obs) or len(msg.next_obs):
+            raise ValueError("field 'pixels' is set but 'obs'/'next_obs' are not empty; images "
+                             "travel in 'pixels' only")
+        size = 2 * rows * int(np.prod(obs_shape, dtype=np.int64))
+        obs, next_obs = wire.inflate_pixels(msg.pixels, size).reshape((2, rows, *obs_shape))
+    else:
+        obs = wire.shaped(msg.obs, rows, obs_shape, "obs")
+        next_obs = wire.shaped(msg.next_obs, rows, obs_shape, "next_obs")
+    return Batch(obs, wire.shaped(msg.actions, rows, action_shape, "actions"),
+                 wire.shaped(msg.rewards, rows, (), "rewards").reshape(rows), next_obs,
+                 np.asarray(msg.terminated, dtype=np.float32),
+                 np.frombuffer(msg.indices, dtype=np.int64),
+                 wire.shaped(msg.weights, rows, (), "weights").reshape(rows))
+
+
 def _sample_response_to_msg(result: SampleAnswer) -> Any:
     response = SampleBatch.Response(success=result.success, message=result.message,
                                     batches=len(result.batches), buffer_size=result.buffer_size,
                                     total_inserted=result.total_inserted,
                                     prioritized=result.prioritized)
     if result.batches:
-        batch = wire.join_batches(result.batches)
-        response.batch = experience_to_msg(Experience(
-            0, batch.obs, batch.actions, batch.rewards, batch.next_obs,
-            np.asarray(batch.terminated) > 0.5, np.zeros(len(batch.rewards), dtype=bool)))
-        if batch.obs.dtype == np.uint8:  # image observations: compressed uint8 pixels
-            response.pixels = array.array("B", wire.deflate_pixels(batch.obs, batch.next_obs))
-        response.indices = wire.int64_array(batch.indices)
-        response.weights = wire.float32_array(batch.weights)
+        response.transitions = transitions_to_msg(wire.join_batches(result.batches))
     return response
 
 
 def _sample_response_from_msg(msg: Any) -> SampleAnswer:
     batches: list[Batch] = []
-    if msg.success and msg.batches > 0 and msg.batch.batch_size > 0:
-        experience = experience_from_msg(msg.batch, images=True)
-        if isinstance(experience, AwaitingImages):
-            experience = experience.complete(wire.inflate_pixels(msg.pixels, experience.size))
-        rows = len(experience)
-        if len(msg.indices) != rows:
-            raise ValueError(f"sample answer holds {len(msg.indices)} indices for {rows} rows")
-        whole = Batch(experience.obs, experience.actions, experience.rewards, experience.next_obs,
-                      experience.terminated.astype(np.float32),
-                      np.frombuffer(msg.indices, dtype=np.int64),
-                      wire.shaped(msg.weights, rows, (), "weights").reshape(rows))
-        batches = wire.split_batches(whole, int(msg.batches))
+    if msg.success and msg.batches > 0 and msg.transitions.batch_size > 0:
+        batches = wire.split_batches(transitions_from_msg(msg.transitions), int(msg.batches))
     return SampleAnswer(msg.success, msg.message, batches, msg.buffer_size, msg.total_inserted,
                         msg.prioritized)
 

@@ -58,7 +58,7 @@ class StatusFigures:
     sample_rate: float
     rate_limited: bool
     acting_paused: bool
-    samples_per_insert: float
+    target_updates_per_transition: float
     learning_starts: int
     updates_per_transition: float
     total_sampled: int
@@ -329,7 +329,7 @@ class ReplayService:
                              insert_rate=insert_rate, sample_rate=sample_rate,
                              rate_limited=self.config.rate_limit,
                              acting_paused=self.replay.acting_paused,
-                             samples_per_insert=self.config.updates_per_transition,
+                             target_updates_per_transition=self.config.updates_per_transition,
                              learning_starts=self.config.learning_starts,
                              updates_per_transition=stats.achieved_samples_per_insert,
                              total_sampled=stats.samples, insert_blocked_s=stats.insert_blocked_s,
