@@ -336,7 +336,7 @@ def service_probes(injector: Injector) -> list[tuple[Probe, Callable[[], str]]]:
     from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
     from rcl_interfaces.srv import SetParameters
 
-    from rl_interfaces.srv import BufferFile, GetAction, SampleBatch
+    from rl_interfaces.srv import BufferFile, GetAction, SampleBatch, UpdatePriorities
     from rl_nodes import graph
 
     def call(service_type: Any, name: str, **fields: Any) -> Callable[[], str]:
@@ -357,9 +357,9 @@ def service_probes(injector: Injector) -> list[tuple[Probe, Callable[[], str]]]:
         (Probe("/replay_buffer/sample", "batch_size 4294967295", "rejected sample request",
                REPLAY), call(SampleBatch, "/replay_buffer/sample", batch_size=2**32 - 1,
                              max_batches=1)),
-        (Probe("/replay_buffer/sample", "priorities for a buffer that samples uniformly",
-               "rejected priorities (buffer not prioritized)", REPLAY, refusal_answer=False),
-         call(SampleBatch, "/replay_buffer/sample", max_batches=0, priority_indices=[0],
+        (Probe("/replay_buffer/update_priorities", "priorities for a buffer that samples "
+               "uniformly", "rejected priorities (buffer not prioritized)", REPLAY),
+         call(UpdatePriorities, "/replay_buffer/update_priorities", indices=[0],
               priorities=[float("nan")])),
         (Probe("/replay_buffer/save", "absolute path /tmp/stolen.npz", "rejected save request",
                REPLAY), call(BufferFile, "/replay_buffer/save", path="/tmp/stolen.npz")),

@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -17,17 +18,15 @@ import rclpy
 from rclpy.executors import SingleThreadedExecutor
 
 from rl_core.replay import PriorityUpdate
-from rl_core.replay.service import SampleAnswer
 from rl_core.transport import SampleRequest
 from rl_core.wire import MAX_REQUEST_ROWS
 from rl_interfaces.msg import ExperienceBatch, ReplayStatus
-from rl_interfaces.srv import SampleBatch
 from rl_nodes import graph
 from rl_nodes.base import EXPERIENCE_QOS
 from rl_nodes.conversions import EXPERIENCE, Experience, experience_to_msg
 from rl_nodes.intra_process import IntraProcessManager
 from rl_nodes.replay_buffer import ReplayBufferNode
-from rl_nodes.service_types import SAMPLE_SERVICE
+from rl_nodes.service_types import PRIORITIES_SERVICE, SAMPLE_SERVICE, ServiceType
 from rl_nodes.trainer import TrainerNode
 from tests.integration.in_process import overrides_file, spinning
 from tests.processes import REPO, Child
@@ -118,34 +117,36 @@ def test_bad_priorities_are_rejected_per_reason_and_sampling_goes_on(learner_pro
            "malformed": PriorityUpdate(np.array([0, 1, 2]), np.ones(2, np.float32), total),
            "too many": PriorityUpdate(np.zeros(MAX_REQUEST_ROWS + 1, np.int64),
                                       np.ones(MAX_REQUEST_ROWS + 1, np.float32), total)}
-    for update in bad.values():
-        result = replay.sample(SampleRequest(16, 1, priorities=update))
+    for kind, update in bad.items():
+        answer = call_service(probe, PRIORITIES_SERVICE, UPDATE_PRIORITIES_NAME, update)
+        assert not answer.success and answer.message, kind
+        result = replay.sample(SampleRequest(16, 1))
         assert result.success and result.prioritized and len(result.batches) == 1
     assert {f"priorities ({kind})": 1 for kind in bad}.items() <= replay.rejections.items()
     np.testing.assert_array_equal(replay.buffer.state_dict()["priorities"], before)
-    # Over the wire: the request's fields arrive as the same update, answers carry the flag.
+    # Over the wire: the update's fields arrive as the same update, answers carry the flag.
     good = PriorityUpdate(np.array([3, 4]), np.array([7.0, 0.5], np.float32), total)
-    wire_request = SAMPLE_SERVICE.request_to_msg(SampleRequest(16, 1, 0, 0, good))
-    decoded = SAMPLE_SERVICE.request_from_msg(wire_request)
-    assert decoded.priorities is not None and decoded.priorities.drawn_at == total
-    np.testing.assert_array_equal(decoded.priorities.indices, good.indices)
-    np.testing.assert_array_equal(decoded.priorities.priorities, good.priorities)
-    result = replay.sample(decoded)
+    answer = call_service(probe, PRIORITIES_SERVICE, UPDATE_PRIORITIES_NAME, good)
+    assert answer == (True, "", 2, 0)
     assert replay.service.priorities_applied == 2
-    assert SAMPLE_SERVICE.response_from_msg(SAMPLE_SERVICE.response_to_msg(result)).prioritized
-    assert SAMPLE_SERVICE.request_from_msg(
-        SAMPLE_SERVICE.request_to_msg(SampleRequest(0, 0))).priorities is None
+    result = call_service(probe, SAMPLE_SERVICE, SAMPLE_NAME, SampleRequest(16, 1))
+    assert result.success and result.prioritized
 
 
-def call_sample(probe: rclpy.node.Node, request: SampleRequest) -> SampleAnswer:
-    client = probe.create_client(SampleBatch, "/replay_buffer/sample")
+SAMPLE_NAME = "/replay_buffer/sample"
+UPDATE_PRIORITIES_NAME = "/replay_buffer/update_priorities"
+
+
+def call_service(probe: rclpy.node.Node, service: ServiceType, name: str, request: Any) -> Any:
+    """``request`` sent over DDS from ``probe`` (spun by another thread); the answer object."""
+    client = probe.create_client(service.srv_type, name)
     try:
-        assert client.wait_for_service(timeout_sec=10.0), "/replay_buffer/sample never appeared"
+        assert client.wait_for_service(timeout_sec=10.0), f"{name} never appeared"
         done = threading.Event()
-        future = client.call_async(SAMPLE_SERVICE.request_to_msg(request))
+        future = client.call_async(service.request_to_msg(request))
         future.add_done_callback(lambda _: done.set())
-        assert done.wait(10.0), "/replay_buffer/sample did not answer"
-        return SAMPLE_SERVICE.response_from_msg(future.result())
+        assert done.wait(10.0), f"{name} did not answer"
+        return service.response_from_msg(future.result())
     finally:
         probe.destroy_client(client)
 
@@ -183,7 +184,7 @@ def test_decoupled_trainer_skews_sampling_towards_high_td_errors(tmp_path: Path,
         rewards: list[np.ndarray] = []
         deadline = time.monotonic() + 30.0
         while sum(map(len, rewards)) < 1280 and time.monotonic() < deadline:
-            result = call_sample(probe, SampleRequest(64, 20))
+            result = call_service(probe, SAMPLE_SERVICE, SAMPLE_NAME, SampleRequest(64, 20))
             assert result.success and result.prioritized, result.message
             rewards += [batch.rewards for batch in result.batches]
         assert sum(map(len, rewards)) >= 1280, "the rate limiter granted too few batches"

@@ -53,11 +53,10 @@ def experience(sequence: int, rows: int = 4, robot_id: int = 0, value: float = 0
                            truncated=np.zeros(rows, bool), policy_version=2)
 
 
-def request(batch_size: int = 8, max_batches: int = 1, priorities: PriorityUpdate | None = None
-            ) -> SimpleNamespace:
+def request(batch_size: int = 8, max_batches: int = 1) -> SimpleNamespace:
     """The fields of rl_core.transport.SampleRequest."""
     return SimpleNamespace(batch_size=batch_size, max_batches=max_batches, weights_version=3,
-                           insert_budget=0, priorities=priorities)
+                           insert_budget=0)
 
 
 def test_experience_is_stored_once_and_bad_batches_are_rejected_with_the_reason() -> None:
@@ -118,20 +117,24 @@ def test_priorities_are_applied_or_rejected_per_reason() -> None:
     node = Node()
     uniform = node.service()
     update = PriorityUpdate(np.zeros(2, np.int64), np.ones(2, np.float32), 0)
-    uniform.update_priorities(update)
+    refused = uniform.update_priorities(update)
+    assert not refused.success and "samples uniformly" in refused.message
     assert node.kinds == ["priorities (buffer not prioritized)"]
     service = node.service(prioritized=True)
     service.insert(experience(0, rows=8))
     too_many = PriorityUpdate(np.zeros(MAX_ROWS + 1, np.int64), np.ones(MAX_ROWS + 1, np.float32), 0)
-    service.update_priorities(too_many)
-    service.update_priorities(PriorityUpdate(np.zeros(2, np.int64), np.full(2, -1.0, np.float32), 8))
+    assert not service.update_priorities(too_many).success
+    negative = PriorityUpdate(np.zeros(2, np.int64), np.full(2, -1.0, np.float32), 8)
+    assert not service.update_priorities(negative).success
     assert node.kinds[1] == "priorities (too many)" and node.kinds[2].startswith("priorities (")
-    answer = service.sample(request(batch_size=4, priorities=PriorityUpdate(
-        np.array([0, 1]), np.array([2.0, 3.0], np.float32), 8)))
-    assert answer.prioritized and service.priorities_applied == 2 and service.priorities_stale == 0
+    good = PriorityUpdate(np.array([0, 1]), np.array([2.0, 3.0], np.float32), 8)
+    assert service.update_priorities(good) == (True, "", 2, 0)
+    assert service.sample(request(batch_size=4)).prioritized
+    assert service.priorities_applied == 2 and service.priorities_stale == 0
     service.insert(experience(1, rows=4))
-    service.update_priorities(PriorityUpdate(np.array([8, 1]), np.ones(2, np.float32), 8))
-    assert (service.priorities_applied, service.priorities_stale) == (3, 1), "slot 8 rewritten"
+    later = PriorityUpdate(np.array([8, 1]), np.ones(2, np.float32), 8)
+    assert service.update_priorities(later) == (True, "", 1, 1), "slot 8 rewritten"
+    assert (service.priorities_applied, service.priorities_stale) == (3, 1)
 
 
 def test_files_stay_in_output_dir_and_a_failed_load_keeps_the_contents(tmp_path: Path) -> None:

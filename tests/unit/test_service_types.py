@@ -10,10 +10,10 @@ import pytest
 from rclpy.serialization import deserialize_message, serialize_message
 
 from rl_core.replay import Batch, PriorityUpdate
-from rl_core.replay.service import SampleAnswer
+from rl_core.replay.service import PriorityAnswer, SampleAnswer
 from rl_core.transport import SampleRequest
-from rl_interfaces.srv import SampleBatch
-from rl_nodes.service_types import SAMPLE_SERVICE
+from rl_interfaces.srv import SampleBatch, UpdatePriorities
+from rl_nodes.service_types import PRIORITIES_SERVICE, SAMPLE_SERVICE
 
 pytestmark = pytest.mark.unit
 
@@ -61,12 +61,14 @@ def test_a_malformed_transition_batch_is_refused_naming_the_field(field: str, va
         SAMPLE_SERVICE.response_from_msg(msg)
 
 
-def test_a_request_carries_its_priorities() -> None:
-    priorities = PriorityUpdate(np.array([3, 5], np.int64), np.array([0.5, 2.0], np.float32), 7)
-    msg = SAMPLE_SERVICE.request_to_msg(SampleRequest(64, 2, 9, 1000, priorities))
-    back = SAMPLE_SERVICE.request_from_msg(msg)
-    assert (back.batch_size, back.max_batches, back.weights_version, back.insert_budget) == \
-        (64, 2, 9, 1000)
-    assert back.priorities is not None and back.priorities.drawn_at == 7
-    np.testing.assert_array_equal(back.priorities.indices, priorities.indices)
-    np.testing.assert_array_equal(back.priorities.priorities, priorities.priorities)
+def test_a_request_and_a_priority_update_cross_the_wire() -> None:
+    msg = SAMPLE_SERVICE.request_to_msg(SampleRequest(64, 2, 9, 1000))
+    assert SAMPLE_SERVICE.request_from_msg(msg) == SampleRequest(64, 2, 9, 1000)
+    update = PriorityUpdate(np.array([3, 5], np.int64), np.array([0.5, 2.0], np.float32), 7)
+    back = PRIORITIES_SERVICE.request_from_msg(deserialize_message(
+        serialize_message(PRIORITIES_SERVICE.request_to_msg(update)), UpdatePriorities.Request))
+    assert back.drawn_at == 7
+    np.testing.assert_array_equal(back.indices, update.indices)
+    np.testing.assert_array_equal(back.priorities, update.priorities)
+    answer = PriorityAnswer(False, "index out of range", 0, 0)
+    assert PRIORITIES_SERVICE.response_from_msg(PRIORITIES_SERVICE.response_to_msg(answer)) == answer

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 import numpy as np
 
-from rl_core.replay import PriorityUpdate
 from rl_core.weights_auth import signature, verify
 
 if TYPE_CHECKING:
@@ -159,5 +158,4 @@ class SampleRequest:
     max_batches: int  # 0 = only report the sizes
     weights_version: int = 0
     insert_budget: int = 0  # grant only what the first insert_budget transitions pay for
-    priorities: PriorityUpdate | None = None  # TD errors of rows of earlier answers
 

@@ -212,9 +212,11 @@ class Service:
 
 GET_ACTION = Service("~/get_action", "rl_interfaces/srv/GetAction", POLICY)
 SAMPLE = Service("~/sample", "rl_interfaces/srv/SampleBatch", REPLAY_BUFFER)
+UPDATE_PRIORITIES = Service("~/update_priorities", "rl_interfaces/srv/UpdatePriorities",
+                            REPLAY_BUFFER)
 SAVE = Service("~/save", "rl_interfaces/srv/BufferFile", REPLAY_BUFFER)
 LOAD = Service("~/load", "rl_interfaces/srv/BufferFile", REPLAY_BUFFER)
-SERVICES: tuple[Service, ...] = (GET_ACTION, SAMPLE, SAVE, LOAD)
+SERVICES: tuple[Service, ...] = (GET_ACTION, SAMPLE, UPDATE_PRIORITIES, SAVE, LOAD)
 #: sim_robot's reset (robot_interface ros2_control): put the joints in the task's start state.
 #: Not in the checked graph: only ros2_control deployments with sim_robot have it.
 RESET_ROBOT = Service("~/reset", RESET_ROBOT_TYPE, SIM_ROBOT)

@@ -1,4 +1,5 @@
-"""Replay buffer node: stores ``/experience`` from every robot, serves ``sample``, ``save``, ``load``.
+"""Replay buffer node: stores ``/experience`` from every robot, serves ``sample``,
+``update_priorities``, ``save`` and ``load``.
 
 The buffer is sized from ``env_id``. A rate limiter (Reverb's ``SampleToInsertRatio``, see
 :mod:`rl_core.replay.limited`) keeps learning at ``updates_per_transition`` batches per transition:
@@ -8,10 +9,11 @@ The buffer is sized from ``env_id``. A rate limiter (Reverb's ``SampleToInsertRa
 obey. Inserts are never refused for rate reasons, so no experience is dropped. Malformed batches
 are rejected with a logged reason and counted; what is stored stays.
 
-With ``prioritized`` the answers say so, and the trainer's next request carries the TD errors of
-the rows it learned on; they are checked (equal lengths, at most ``MAX_REQUEST_ROWS``, slots in
-range, values finite and >= 0) and applied before that request's batches are drawn. A bad update
-is rejected on its own, counted per reason; slots overwritten since they were drawn are skipped.
+With ``prioritized`` the answers say so, and the trainer sends the TD errors of the rows it
+learned on through ``update_priorities`` before its next ``sample``; they are checked (equal
+lengths, at most ``MAX_REQUEST_ROWS``, slots in range, values finite and >= 0). A bad update is
+refused with the reason and counted per reason; slots overwritten since they were drawn are
+skipped.
 
 What is stored and answered, the files and the figures are :mod:`rl_core.replay.service`'s; this
 node connects it to the topics, services and timers.
@@ -37,7 +39,7 @@ from rl_nodes.image_transport import subscribe_with_images
 from rl_nodes.intra_process_services import create_service
 from rl_nodes.parameters import declare_config, watch_config
 from rl_nodes.runtime import main_for
-from rl_nodes.service_types import BUFFER_FILE_SERVICE, SAMPLE_SERVICE
+from rl_nodes.service_types import BUFFER_FILE_SERVICE, PRIORITIES_SERVICE, SAMPLE_SERVICE
 
 STATUS_PERIOD_S = 1.0
 
@@ -59,6 +61,8 @@ class ReplayBufferNode(RLNode):
             self.subscription(graph.EXPERIENCE, self._on_experience)
         self.status_pub = self.publisher(graph.REPLAY_STATUS)
         create_service(self.ipc, self, SAMPLE_SERVICE, graph.SAMPLE.name, self.sample)
+        create_service(self.ipc, self, PRIORITIES_SERVICE, graph.UPDATE_PRIORITIES.name,
+                       self.service.update_priorities)
         create_service(self.ipc, self, BUFFER_FILE_SERVICE, graph.SAVE.name, self.save)
         create_service(self.ipc, self, BUFFER_FILE_SERVICE, graph.LOAD.name, self.load)
         self.timer(STATUS_PERIOD_S, self._publish_status)
@@ -88,8 +92,7 @@ class ReplayBufferNode(RLNode):
         self.service.insert(msg)
 
     def sample(self, request: SampleRequest) -> SampleAnswer:
-        """Apply the request's priorities, then grant up to ``request.max_batches`` batches
-        (0 = only report sizes); thread-safe."""
+        """Grant up to ``request.max_batches`` batches (0 = only report sizes); thread-safe."""
         return self.service.sample(request)
 
     def save(self, path: str) -> FileAnswer:

@@ -1,5 +1,6 @@
 """How the project's services map their Python objects onto rl_interfaces service types: the
-replay buffer's ``sample`` (rl_core.replay.service) and its ``save``/``load``.
+replay buffer's ``sample`` and ``update_priorities`` (rl_core.replay.service) and its
+``save``/``load``.
 
 The zero-copy channel (rl_nodes.intra_process_services) hands the objects over inside one
 process; these conversions run only across processes.
@@ -15,10 +16,10 @@ import numpy as np
 
 from rl_core import wire
 from rl_core.replay import Batch, PriorityUpdate
-from rl_core.replay.service import SampleAnswer
+from rl_core.replay.service import PriorityAnswer, SampleAnswer
 from rl_core.transport import SampleRequest
 from rl_interfaces.msg import TransitionBatch
-from rl_interfaces.srv import BufferFile, SampleBatch
+from rl_interfaces.srv import BufferFile, SampleBatch, UpdatePriorities
 
 
 @dataclass(frozen=True)
@@ -35,26 +36,14 @@ class ServiceType:
 # --- replay sampling service --------------------------------------------------------------------
 
 def _sample_request_to_msg(request: SampleRequest) -> Any:
-    msg = SampleBatch.Request(batch_size=request.batch_size, max_batches=request.max_batches,
-                              weights_version=request.weights_version,
-                              insert_budget=request.insert_budget)
-    if request.priorities is not None:
-        msg.priority_indices = wire.int64_array(request.priorities.indices)
-        msg.priorities = wire.float32_array(request.priorities.priorities)
-        msg.priorities_drawn_at = request.priorities.drawn_at
-    return msg
+    return SampleBatch.Request(batch_size=request.batch_size, max_batches=request.max_batches,
+                               weights_version=request.weights_version,
+                               insert_budget=request.insert_budget)
 
 
 def _sample_request_from_msg(msg: Any) -> SampleRequest:
-    """The request; its priorities are passed on unchecked (the replay buffer validates them,
-    so that a bad priority update is rejected on its own while the batches are still served)."""
-    priorities = None
-    if len(msg.priority_indices) or len(msg.priorities):
-        priorities = PriorityUpdate(np.frombuffer(msg.priority_indices, dtype=np.int64),
-                                    np.frombuffer(msg.priorities, dtype=np.float32),
-                                    int(msg.priorities_drawn_at))
     return SampleRequest(int(msg.batch_size), int(msg.max_batches), int(msg.weights_version),
-                         int(msg.insert_budget), priorities)
+                         int(msg.insert_budget))
 
 
 def transitions_to_msg(batch: Batch) -> TransitionBatch:
@@ -124,6 +113,27 @@ def _sample_response_from_msg(msg: Any) -> SampleAnswer:
 #: ``sample``: request = :class:`SampleRequest`, response = :class:`SampleAnswer`.
 SAMPLE_SERVICE = ServiceType(SampleBatch, _sample_request_to_msg, _sample_request_from_msg,
                              _sample_response_to_msg, _sample_response_from_msg)
+
+# --- priorities -----------------------------------------------------------------------------
+
+def _priorities_to_msg(update: PriorityUpdate) -> Any:
+    return UpdatePriorities.Request(indices=wire.int64_array(update.indices),
+                                    priorities=wire.float32_array(update.priorities),
+                                    drawn_at=update.drawn_at)
+
+
+def _priorities_from_msg(msg: Any) -> PriorityUpdate:
+    """The update, unchecked: the replay buffer validates it and says why it refuses one."""
+    return PriorityUpdate(np.frombuffer(msg.indices, dtype=np.int64),
+                          np.frombuffer(msg.priorities, dtype=np.float32), int(msg.drawn_at))
+
+
+#: ``update_priorities``: request = :class:`PriorityUpdate`, response = :class:`PriorityAnswer`.
+PRIORITIES_SERVICE = ServiceType(
+    UpdatePriorities, _priorities_to_msg, _priorities_from_msg,
+    lambda a: UpdatePriorities.Response(success=a.success, message=a.message, applied=a.applied,
+                                        skipped=a.skipped),
+    lambda msg: PriorityAnswer(msg.success, msg.message, msg.applied, msg.skipped))
 
 #: ``save``/``load``: request = path (str), response = (success, message, size, path).
 BUFFER_FILE_SERVICE = ServiceType(

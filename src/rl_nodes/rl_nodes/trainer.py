@@ -41,9 +41,10 @@ from rl_nodes.intra_process_services import IntraProcessClient, ServiceUnavailab
 from rl_nodes.parameters import declare_config, watch_config
 from rl_nodes.process_settings import learner_cpus, pin_current_thread
 from rl_nodes.runtime import main_for
-from rl_nodes.service_types import SAMPLE_SERVICE
+from rl_nodes.service_types import PRIORITIES_SERVICE, SAMPLE_SERVICE
 
 SAMPLE_SERVICE_NAME = graph.service_name(graph.SAMPLE)
+PRIORITIES_SERVICE_NAME = graph.service_name(graph.UPDATE_PRIORITIES)
 PROGRESS_PERIOD_S = 2.0
 #: Diagnostic keys of a robot boundary kept for result.json (and those starting with safety).
 ROBOT_FIGURE_KEYS = (graph.LATENCY_P50_KEY, graph.LATENCY_P99_KEY, graph.CONTROL_RATE_KEY)
@@ -67,6 +68,8 @@ class TrainerNode(RLNode):
         self.weights_key = load_weights_key(self.get_logger())
         self.weights_pub = self.publisher(graph.WEIGHTS)
         self.sampler = IntraProcessClient(self.ipc, self, SAMPLE_SERVICE, SAMPLE_SERVICE_NAME)
+        self.prioritizer = IntraProcessClient(self.ipc, self, PRIORITIES_SERVICE,
+                                              PRIORITIES_SERVICE_NAME)
         self.subscription(graph.EPISODES, self._on_episodes)
         self.subscription(graph.REPLAY_STATUS, self._on_replay_status)
         self.subscription(graph.DIAGNOSTICS, self._on_diagnostics)
@@ -114,9 +117,16 @@ class TrainerNode(RLNode):
     # --- the three sources of grants ------------------------------------------------------------
 
     def _sample(self, batches: int) -> Grant:
+        """The learner's new priorities go back first, so that the batches drawn next follow
+        them; then the request."""
+        update = self.learner.priorities.take()
+        if update is not None:
+            answer = self.prioritizer.call(update)
+            if not answer.success:
+                self.reject("priorities", answer.message)
         return self.sampler.call(SampleRequest(
             self.config.batch_size, batches, self.run.weights_version,
-            self.config.total_env_steps, self.learner.priorities.take()))
+            self.config.total_env_steps))
 
     def _on_experience(self, msg: Experience) -> None:
         """Interleaved: learn on what the rate limiter grants after this insert."""

@@ -47,6 +47,16 @@ class SampleAnswer(NamedTuple):
 FileAnswer = tuple[bool, str, int, str]
 
 
+class PriorityAnswer(NamedTuple):
+    """The answer to a priority update (``UpdatePriorities.srv``)."""
+
+    success: bool
+    message: str
+    #: Priorities applied, and those skipped because their slot was overwritten since.
+    applied: int
+    skipped: int
+
+
 @dataclass
 class StatusFigures:
     """The ``/replay_status`` fields the service knows (the node adds its rejection count)."""
@@ -161,11 +171,8 @@ class ReplayService:
             self._on_pause_change()
 
     def sample(self, request: Any) -> SampleAnswer:
-        """Apply the request's priorities, then grant up to ``request.max_batches`` batches
-        (0 = only report sizes); ``request`` has the fields of
-        ``rl_core.transport.SampleRequest``."""
-        if request.priorities is not None:
-            self.update_priorities(request.priorities)
+        """Grant up to ``request.max_batches`` batches (0 = only report sizes); ``request`` has
+        the fields of ``rl_core.transport.SampleRequest``."""
         if request.max_batches and not 1 <= request.batch_size <= self.max_rows:
             message = f"batch_size must be between 1 and {self.max_rows}, got {request.batch_size}"
             self._reject("sample request", message)
@@ -185,24 +192,27 @@ class ReplayService:
         return SampleAnswer(True, message, draw.batches, draw.buffer_size, draw.total_inserted,
                             self.buffer.prioritized)
 
-    def update_priorities(self, update: PriorityUpdate) -> None:
+    def update_priorities(self, update: PriorityUpdate) -> PriorityAnswer:
         """Apply a learner's priorities, or reject them (counted per reason)."""
         if not self.buffer.prioritized:
-            self._reject("priorities (buffer not prioritized)", f"{len(update)} priorities sent "
-                         "to a buffer that samples uniformly (prioritized: false)")
-            return
+            return self._refuse_priorities("buffer not prioritized", f"{len(update)} priorities "
+                                           "sent to a buffer that samples uniformly "
+                                           "(prioritized: false)")
         if max(len(update.indices), len(update.priorities)) > self.max_rows:
-            self._reject("priorities (too many)", f"{len(update)} priorities in one request, "
-                         f"more than the cap of {self.max_rows}")
-            return
+            return self._refuse_priorities("too many", f"{len(update)} priorities in one "
+                                           f"request, more than the cap of {self.max_rows}")
         with self.lock:
             try:
                 applied = self.replay.update_priorities(update)
             except InvalidPriorities as error:
-                self._reject(f"priorities ({error.kind})", str(error))
-                return
+                return self._refuse_priorities(error.kind, str(error))
             self.priorities_applied += applied
             self.priorities_stale += len(update) - applied
+        return PriorityAnswer(True, "", applied, len(update) - applied)
+
+    def _refuse_priorities(self, kind: str, message: str) -> PriorityAnswer:
+        self._reject(f"priorities ({kind})", message)
+        return PriorityAnswer(False, message, 0, 0)
 
     # --- files: save/load and snapshots, confined to output_dir/replay ---------------------------
 
