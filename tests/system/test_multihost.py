@@ -54,6 +54,8 @@ DISCOVERY_PORT = 11811
 LINK_CUT_S = 10.0
 LINK_CUT_BUDGET = 12000  # env steps (both robots): the fault test's budget, enough to solve
 LINK_CUT_AT = 2000  # robot_0's own env steps when its link is cut: mid-training
+#: What a simulator logs when it first hears the replay buffer (rl_nodes.simulator).
+FIRST_STATUS = "the replay buffer reports; acting follows its rate limiter"
 SOLVED = 180.0
 
 START_DEADLINE_S = 30.0
@@ -273,6 +275,10 @@ def test_training_survives_a_cut_link(network: Network, ros_env: dict[str, str],
 
     def cut_link(children: dict[str, Child]) -> None:
         observer = children["observer"]
+        # Weights version 1 (the untrained actor) goes out before the learner serves; cut only
+        # once robot_0 follows the replay buffer, which it judges silent only after hearing it.
+        assert children["robot_0"].wait_for_line(lambda line: FIRST_STATUS in line, 240.0), \
+            "robot_0 never heard /replay_status"
         assert observer.wait_for_line(
             lambda line: bool((m := EPISODES_LINE.search(line)) and m.group(1) == "0"
                               and int(m.group(2)) >= LINK_CUT_AT and int(m.group(3)) > 0),
