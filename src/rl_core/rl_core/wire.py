@@ -130,6 +130,17 @@ def check_rows(rows: int, what: str) -> None:
                          f"{MAX_EXPERIENCE_ROWS}; split them into smaller messages")
 
 
+def transition_layout(msg: Any) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
+    """``(rows, obs_shape, action_shape)`` of a batch of transitions (``ExperienceBatch``,
+    ``TransitionBatch``), checked: the row cap, positive shapes, one ``terminated`` per row."""
+    rows = int(msg.batch_size)
+    check_rows(rows, "transitions")
+    obs_shape = positive_shape(msg.obs_shape, "obs_shape")
+    action_shape = positive_shape(msg.action_shape, "action_shape")
+    check_length(msg.terminated, rows, "terminated")
+    return rows, obs_shape, action_shape
+
+
 def finite(values: np.ndarray, name: str) -> np.ndarray:
     """``values`` when all are finite. Decoders of network input check this, so that a local
     (zero-copy) hand-off from the process' own node pays nothing."""

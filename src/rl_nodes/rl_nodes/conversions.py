@@ -159,11 +159,7 @@ def experience_from_msg(msg: ExperienceBatch, images: bool = False
                         ) -> Experience | AwaitingImages[Experience]:
     """The experience; with ``images``, a batch whose images travel on the side topic comes
     back as :class:`AwaitingImages` (without, it is refused)."""
-    rows = int(msg.batch_size)
-    wire.check_rows(rows, "transitions")
-    obs_shape = wire.positive_shape(msg.obs_shape, "obs_shape")
-    action_shape = wire.positive_shape(msg.action_shape, "action_shape")
-    wire.check_length(msg.terminated, rows, "terminated")
+    rows, obs_shape, action_shape = wire.transition_layout(msg)
     wire.check_length(msg.truncated, rows, "truncated")
     awaiting = wire.images_elsewhere(msg.obs, rows, obs_shape)
     if awaiting and not images:

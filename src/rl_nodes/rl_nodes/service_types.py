@@ -70,11 +70,7 @@ def transitions_from_msg(msg: TransitionBatch) -> Batch:
 
     :raises ValueError: naming the field that does not fit.
     """
-    rows = int(msg.batch_size)
-    wire.check_rows(rows, "transitions")
-    obs_shape = wire.positive_shape(msg.obs_shape, "obs_shape")
-    action_shape = wire.positive_shape(msg.action_shape, "action_shape")
-    wire.check_length(msg.terminated, rows, "terminated")
+    rows, obs_shape, action_shape = wire.transition_layout(msg)
     wire.check_length(msg.indices, rows, "indices")
     if len(msg.pixels):
         if len(msg.obs) or len(msg.next_obs):
