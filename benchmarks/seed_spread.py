@@ -1,26 +1,37 @@
 #!/usr/bin/env python3
-"""Spread of the final policy over seeds: the bare loop trained once per seed, per config.
+"""Spread of the final and the best policy over seeds: one training run per seed, per config.
 
 One training run is one draw from a distribution: the final actor of SAC on cart-pole evaluates
 anywhere from about 175 to 200 depending on the seed (docs/benchmarks.md, "Spread of the final
 policy over seeds"). This benchmark measures that distribution, so that a budget, a hyperparameter
 or a single-run threshold can be judged against it rather than against one lucky or unlucky run.
 
-Every (config, seed) pair is one ``rl-train-bare`` process (``python -m rl_core.training``) with
-``--seed`` and ``--total-env-steps``; ``--jobs`` of them run at once (each trains on one torch
-thread, as the configs set), seeds interleaved across configs so that every config sees the same
-machine load. A line prints as each run ends; the table gives, per config: runs, median, minimum
-and maximum of the evaluation return, and how many runs reached the config's ``solve_return`` (the
-threshold the learning tests assert).
+``--mode bare`` (the default): every (config, seed) pair is one ``rl-train-bare`` process
+(``python -m rl_core.training``) with ``--seed`` and ``--total-env-steps``; ``--jobs`` of them run
+at once (each trains on one torch thread, as the configs set), seeds interleaved across configs so
+that every config sees the same machine load.
+
+``--mode colocated|decoupled|hybrid`` is its distributed counterpart: every pair is one
+``rl-bringup launch MODE robots:=N seed:=S`` (one at a time unless ``--jobs`` says otherwise;
+each run takes every core it can get), with ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`` and a
+``ROS_DOMAIN_ID`` of its own. Message timing decides what each batch holds, so even a repeated
+seed is a fresh draw there.
+
+A line prints as each run ends; the table gives, per config: runs, median, minimum and maximum of
+the final evaluation, the same for the best checkpoint's evaluation (what the learning tests
+assert, docs/architecture.md "The best checkpoint"), and how many runs reached the config's
+``solve_return`` with each.
 
 Usage::
 
     .venv/bin/python benchmarks/seed_spread.py                              # cartpole, seeds 1-16
     .venv/bin/python benchmarks/seed_spread.py --seeds 1-24 --total-env-steps 12000
     .venv/bin/python benchmarks/seed_spread.py --config cartpole --config /tmp/gamma098.yaml
+    .venv/bin/python benchmarks/seed_spread.py --mode hybrid --robots 2 --seeds 1-24 \
+        --total-env-steps 12000
 
 It is a benchmark, not a test: it prints figures; the exit code is 1 only when a run fails (its
-line says why), 2 on bad flags. No ROS is started.
+line says why), 2 on bad flags. Only the distributed modes start ROS.
 """
 
 from __future__ import annotations
@@ -28,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -36,11 +48,17 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from rl_bringup.discovery import RANDOM_DOMAIN_ID_RANGE
+from rl_bringup.layouts import MODES as ROS_MODES
+from rl_bringup.supervisor import describe_exit, stop_process
 from rl_bringup.tools.common import load_config
 from rl_bringup.tools.subcommand import ToolError
 
-#: Seconds one bare run may take before it is stopped and reported as failed.
+#: Seconds one run may take before it is stopped and reported as failed.
 RUN_TIMEOUT_S = 3600.0
+#: Seconds a launched run gets to shut down after SIGINT before its process group is killed.
+STOP_GRACE_S = 20.0
+BARE = "bare"
 
 
 @dataclass
@@ -50,6 +68,7 @@ class Outcome:
     config: str
     seed: int
     eval_mean_return: float | None = None
+    best_eval_mean_return: float | None = None
     solved_at_env_steps: int | None = None
     wall_time_s: float = 0.0
     error: str = ""
@@ -72,46 +91,80 @@ def parse_seeds(text: str) -> list[int]:
     return seeds
 
 
-def train_one(config: Path, seed: int, steps: int | None, output: Path) -> Outcome:
-    """Run the bare loop for one seed in its own process and read its ``result.json``."""
-    command = [sys.executable, "-m", "rl_core.training", "--config", str(config),
-               "--output", str(output), "--seed", str(seed)]
-    if steps:
-        command += ["--total-env-steps", str(steps)]
+@dataclass(frozen=True)
+class Runner:
+    """How every run starts: the mode, its robots and the budget (None: each config's)."""
+
+    mode: str = BARE
+    robots: int = 1
+    steps: int | None = None
+
+    def command(self, config: Path, seed: int, output: Path, domain_id: int) -> list[str]:
+        if self.mode == BARE:
+            return [sys.executable, "-m", "rl_core.training", "--config", str(config),
+                    "--output", str(output), "--seed", str(seed),
+                    *(["--total-env-steps", str(self.steps)] if self.steps else [])]
+        return [sys.executable, "-m", "rl_bringup.cli", "launch", self.mode,
+                f"robots:={self.robots}", f"config:={config}", f"output_dir:={output}",
+                f"domain_id:={domain_id}", f"seed:={seed}",
+                *([f"total_env_steps:={self.steps}"] if self.steps else [])]
+
+
+def train_one(runner: Runner, config: Path, seed: int, output: Path, domain_id: int) -> Outcome:
+    """Run one seed in its own process tree (its log in ``output/run.log``) and read its
+    ``result.json``; a run past :data:`RUN_TIMEOUT_S` is stopped by its process group."""
+    output.mkdir(parents=True, exist_ok=True)
+    command = runner.command(config, seed, output, domain_id)
+    environment = {**os.environ, "PYTHONUNBUFFERED": "1",
+                   "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST", "ROS_DOMAIN_ID": str(domain_id)}
     began = time.monotonic()
     outcome = Outcome(str(config), seed)
-    try:
-        finished = subprocess.run(command, capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
-                                  check=False)
-    except subprocess.TimeoutExpired:  # subprocess.run kills its own child by PID
-        outcome.error = f"no result after {RUN_TIMEOUT_S:.0f} s"
-        return outcome
+    log = output / "run.log"
+    with open(log, "wb") as log_file:
+        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log_file,
+                                   stderr=subprocess.STDOUT, env=environment,
+                                   start_new_session=True)
+        try:
+            process.wait(timeout=RUN_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            outcome.error = f"no result after {RUN_TIMEOUT_S:.0f} s"
+        finally:
+            stop_process(process, STOP_GRACE_S)
     outcome.wall_time_s = time.monotonic() - began
     result_file = output / "result.json"
-    if finished.returncode != 0 or not result_file.is_file():
-        tail = (finished.stderr or finished.stdout).strip().splitlines()[-1:] or ["no output"]
-        outcome.error = f"exit {finished.returncode}: {tail[0]}"
+    if not outcome.error and (process.returncode != 0 or not result_file.is_file()):
+        outcome.error = f"{describe_exit(process.returncode or 0)}, no result.json"
+    if outcome.error:
+        outcome.error += f" (log: {log})"
         return outcome
     result = json.loads(result_file.read_text())
-    outcome.eval_mean_return = float(result["eval_mean_return"])
+    outcome.eval_mean_return = result.get("eval_mean_return")
+    outcome.best_eval_mean_return = result.get("best_eval_mean_return")
     outcome.solved_at_env_steps = result.get("solved_at_env_steps")
     return outcome
 
 
+def spread(values: list[float], threshold: float) -> str:
+    """``median | min | max | reached/runs`` cells of one column of returns."""
+    if not values:
+        return "- | - | - | -"
+    reached = sum(value >= threshold for value in values)
+    return (f"{statistics.median(values):.1f} | {min(values):.1f} | {max(values):.1f} | "
+            f"{reached}/{len(values)}")
+
+
 def table(configs: dict[str, float], outcomes: list[Outcome]) -> str:
-    """One markdown row per config: runs, median/min/max evaluation, runs reaching the threshold."""
-    lines = ["| config | runs | median | min | max | >= solve_return |",
-             "|---|---:|---:|---:|---:|---:|"]
+    """One markdown row per config: runs, then median/min/max and runs reaching ``solve_return``
+    for the final evaluation and for the best checkpoint's."""
+    lines = ["| config | solve_return | runs | final: median | min | max | reached "
+             "| best: median | min | max | reached |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name, threshold in configs.items():
-        returns = [o.eval_mean_return for o in outcomes
-                   if o.config == name and o.eval_mean_return is not None]
-        if not returns:
-            lines.append(f"| {Path(name).name} | 0 | - | - | - | - |")
-            continue
-        reached = sum(value >= threshold for value in returns)
-        lines.append(f"| {Path(name).name} | {len(returns)} | {statistics.median(returns):.1f} | "
-                     f"{min(returns):.1f} | {max(returns):.1f} | "
-                     f"{reached}/{len(returns)} (>= {threshold:g}) |")
+        mine = [o for o in outcomes if o.config == name and not o.error]
+        final = [o.eval_mean_return for o in mine if o.eval_mean_return is not None]
+        best = [o.best_eval_mean_return for o in mine if o.best_eval_mean_return is not None]
+        lines.append(f"| {Path(name).name} | {threshold:g} | {len(mine)} | "
+                     f"{spread(final, threshold)} | {spread(best, threshold)} |")
     return "\n".join(lines)
 
 
@@ -125,32 +178,51 @@ def main(argv: list[str] | None = None) -> int:
                         help="N-M and/or comma-separated seeds (default 1-16)")
     parser.add_argument("--total-env-steps", type=int, default=None,
                         help="budget of every run (default: each config's)")
-    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
-                        help="runs at once (default: the CPU count)")
+    parser.add_argument("--mode", choices=(BARE, *ROS_MODES), default=BARE,
+                        help="bare loop (default) or a deployment started by rl-bringup launch")
+    parser.add_argument("--robots", type=int, default=2,
+                        help="robots of decoupled and hybrid runs (default 2)")
+    parser.add_argument("--jobs", type=int, default=None,
+                        help="runs at once (default: the CPU count for bare, else 1)")
+    parser.add_argument("--domain-id", type=int, default=None,
+                        help="ROS_DOMAIN_ID of the first ROS run, counting up (default random)")
     parser.add_argument("--output", type=Path, default=None,
                         help="folder for the runs (default runs/seeds-<time>)")
     parser.add_argument("--json", type=Path, default=None, help="write every run's outcome here")
     args = parser.parse_args(argv)
-    if args.jobs < 1 or (args.total_env_steps is not None and args.total_env_steps < 1):
-        parser.error("--jobs and --total-env-steps must be positive")
+    jobs = args.jobs if args.jobs is not None else (os.cpu_count() or 1) if args.mode == BARE else 1
+    if jobs < 1 or args.robots < 1 or (args.total_env_steps is not None
+                                       and args.total_env_steps < 1):
+        parser.error("--jobs, --robots and --total-env-steps must be positive")
+    low, high = RANDOM_DOMAIN_ID_RANGE
+    first_domain = args.domain_id if args.domain_id is not None else random.randint(low, high)
+    if not low <= first_domain <= high:
+        parser.error(f"--domain-id must be in {low}..{high}")
+    robots = 1 if args.mode in (BARE, "colocated") else args.robots
+    runner = Runner(args.mode, robots, args.total_env_steps)
     try:
         configs = {str(path): config.trainer.solve_return
                    for path, config in (load_config(value) for value in args.config or ["cartpole"])}
     except ToolError as error:
         parser.error(str(error))
     output = args.output or Path(f"runs/seeds-{time.strftime('%Y%m%d-%H%M%S')}")
-    print(f"{len(configs)} config(s) x {len(args.seeds)} seeds, {args.jobs} at once, output "
-          f"{output}", flush=True)
+    print(f"{len(configs)} config(s) x {len(args.seeds)} seeds, mode {args.mode}"
+          f"{f' robots:={robots}' if robots > 1 else ''}, {jobs} at once, output {output}",
+          flush=True)
 
     outcomes: list[Outcome] = []
-    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        runs = [pool.submit(train_one, Path(config), seed, args.total_env_steps,
-                            output / f"{index}-{Path(config).stem}" / f"seed{seed}")
-                for seed in args.seeds for index, config in enumerate(configs)]
+    pairs = [(seed, index, config) for seed in args.seeds for index, config in enumerate(configs)]
+    span = high - low + 1
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        runs = [pool.submit(train_one, runner, Path(config), seed,
+                            output / f"{index}-{Path(config).stem}" / f"seed{seed}",
+                            low + (first_domain - low + number) % span)
+                for number, (seed, index, config) in enumerate(pairs)]
         for future in as_completed(runs):
             outcome = future.result()
             outcomes.append(outcome)
-            figure = (f"evaluation {outcome.eval_mean_return:.1f}, solved at "
+            figure = (f"evaluation {outcome.eval_mean_return}, best "
+                      f"{outcome.best_eval_mean_return}, solved at "
                       f"{outcome.solved_at_env_steps} steps, {outcome.wall_time_s:.0f} s"
                       if not outcome.error else f"FAILED: {outcome.error}")
             print(f"{Path(outcome.config).name} seed {outcome.seed}: {figure}", flush=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.seed_spread import Outcome, parse_seeds, table
+from benchmarks.seed_spread import Outcome, Runner, parse_seeds, table
 from benchmarks.seed_spread import main as seed_spread
 from rl_core.training import main as train_bare
 
@@ -65,7 +65,37 @@ def test_seed_spread_runs_every_seed_and_tabulates(tmp_path: Path, capsys) -> No
         returns = eval_returns(run)
         assert outcome["eval_mean_return"] == pytest.approx(sum(returns) / len(returns))
     printed = capsys.readouterr().out
-    assert "| short-seed0.yaml | 2 |" in printed and "(>= 180)" in printed
+    assert "| short-seed0.yaml | 180 | 2 |" in printed
+
+
+def test_seed_spread_launches_a_distributed_mode_per_seed(tmp_path: Path, ros_env,
+                                                          capsys) -> None:
+    """``--mode hybrid``: one ``rl-bringup launch hybrid robots:=2 seed:=S`` per seed, on the
+    given ROS domain, its final and best evaluations read from its result.json."""
+    domain = int(ros_env["ROS_DOMAIN_ID"])
+    assert seed_spread(["--config", str(short_config(tmp_path)), "--seeds", "3", "--mode",
+                        "hybrid", "--robots", "2", "--domain-id", str(domain),
+                        "--output", str(tmp_path / "runs"), "--json", str(tmp_path / "o.json")]) == 0
+    [outcome] = json.loads((tmp_path / "o.json").read_text())
+    run = tmp_path / "runs" / "0-short-seed0" / "seed3"
+    result = json.loads((run / "result.json").read_text())
+    assert outcome["error"] == "" and outcome["seed"] == 3
+    assert outcome["eval_mean_return"] == result["eval_mean_return"]
+    assert outcome["best_eval_mean_return"] == result["best_eval_mean_return"]
+    log = (run / "run.log").read_text()
+    assert "[robot_1] " in log and "seed 3" in log, log[-3000:]
+    assert "mode hybrid robots:=2, 1 at once" in capsys.readouterr().out
+
+
+def test_runner_commands_carry_the_seed_budget_and_domain(tmp_path: Path) -> None:
+    config, output = tmp_path / "c.yaml", tmp_path / "out"
+    bare = Runner(steps=500).command(config, 7, output, 42)
+    assert bare[1:] == ["-m", "rl_core.training", "--config", str(config), "--output", str(output),
+                        "--seed", "7", "--total-env-steps", "500"]
+    launched = Runner("decoupled", 3).command(config, 7, output, 42)
+    assert launched[1:6] == ["-m", "rl_bringup.cli", "launch", "decoupled", "robots:=3"]
+    assert {"seed:=7", "domain_id:=42", f"config:={config}", f"output_dir:={output}"} <= set(launched)
+    assert not any(part.startswith("total_env_steps") for part in launched)
 
 
 def test_seeds_parse_ranges_and_lists() -> None:
@@ -76,8 +106,9 @@ def test_seeds_parse_ranges_and_lists() -> None:
 
 
 def test_table_counts_runs_at_the_threshold_and_leaves_out_failed_ones() -> None:
-    outcomes = [Outcome("a.yaml", 1, 200.0), Outcome("a.yaml", 2, 179.9),
-                Outcome("a.yaml", 3, 180.0), Outcome("a.yaml", 4, error="exit 1: boom")]
+    outcomes = [Outcome("a.yaml", 1, 200.0, 200.0), Outcome("a.yaml", 2, 179.9, 185.0),
+                Outcome("a.yaml", 3, 180.0, 179.0), Outcome("a.yaml", 4, error="exit 1: boom")]
     rows = table({"a.yaml": 180.0, "b.yaml": 180.0}, outcomes).splitlines()
-    assert rows[2] == "| a.yaml | 3 | 180.0 | 179.9 | 200.0 | 2/3 (>= 180) |"
-    assert rows[3] == "| b.yaml | 0 | - | - | - | - |"
+    assert rows[2] == ("| a.yaml | 180 | 3 | 180.0 | 179.9 | 200.0 | 2/3 "
+                       "| 185.0 | 179.0 | 200.0 | 2/3 |")
+    assert rows[3] == "| b.yaml | 180 | 0 | - | - | - | - | - | - | - | - |"

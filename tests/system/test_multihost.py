@@ -52,11 +52,10 @@ BUDGET = 3000  # env steps over both robots
 RATE_HZ = 50.0  # per simulator: 2 robots -> ~30 s of stepping, light enough for 2 cores
 DISCOVERY_PORT = 11811
 LINK_CUT_S = 10.0
-LINK_CUT_BUDGET = 12000  # env steps (both robots): the fault test's budget, enough to solve
+LINK_CUT_BUDGET = 12000  # env steps (both robots): the distributed tests' budget
 LINK_CUT_AT = 2000  # robot_0's own env steps when its link is cut: mid-training
 #: What a simulator logs when it first hears the replay buffer (rl_nodes.simulator).
 FIRST_STATUS = "the replay buffer reports; acting follows its rate limiter"
-SOLVED = 180.0
 
 START_DEADLINE_S = 30.0
 TRAINER_DEADLINE_S = 120.0
@@ -267,8 +266,14 @@ def test_training_survives_a_cut_link(network: Network, ros_env: dict[str, str],
                                       tmp_path: Path) -> None:
     """Unplug robot_0's cable for LINK_CUT_S in the middle of training, then plug it back: the
     robot must rejoin (its episodes reach the learner again, played with weights published after
-    the cut) and the run must still solve cart-pole. Cut off from the replay buffer, robot_0 pauses
-    acting (experience sent then would be lost) and resumes once the link is back."""
+    the cut) and the run must complete its budget at the configured update ratio. Cut off from the
+    replay buffer, robot_0 pauses acting (experience sent then would be lost) and resumes once the
+    link is back.
+
+    Whether the run also solves cart-pole is printed, not asserted: that is one draw of the
+    distributed spread, and this run failed 180 in 2 of about 24 runs on record (156.8 and 175.4,
+    both in whole-suite runs), well above the 1 in 100 a learning test may fail (issue 21;
+    docs/reliability.md, "A cut link"). ``benchmarks/seed_spread.py --mode hybrid`` measures it."""
     env = process_environment(ros_env, "subnet")
     marks: dict[str, int] = {}
     waits: collections.Counter[str] = collections.Counter()
@@ -313,5 +318,5 @@ def test_training_survives_a_cut_link(network: Network, ros_env: dict[str, str],
     assert "no /replay_status" in robot_0 and "the replay buffer reports again" in robot_0, \
         ("robot_0 did not pause while cut off from the replay buffer, or never resumed; its "
          f"threads' kernel waits during the cut (samples): {dict(waits)}\n" + robot_0)
-    assert result["best_eval_mean_return"] >= SOLVED, \
+    assert result["updates_per_transition"] == pytest.approx(1.0, rel=0.05), \
         f"{result}\nthe learner's progress:\n" + "\n".join(outputs["learner"][-30:])
