@@ -82,23 +82,8 @@ class PybulletRobotEnv(gymnasium.Env[np.ndarray, np.ndarray]):
         Raises:
             ValueError: If an argument is out of range or the URDF is missing.
         """
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(
-                f"render_mode must be None or one of {self.metadata['render_modes']}, "
-                f"got {render_mode!r}"
-            )
-        if not (math.isfinite(control_period) and control_period > 0.0):
-            raise ValueError(f"control_period must be a positive number, got {control_period}")
-        if physics_substeps < 1:
-            raise ValueError(f"physics_substeps must be >= 1, got {physics_substeps}")
-        if render_width < 1 or render_height < 1:
-            raise ValueError(
-                f"render size must be positive, got {render_width}x{render_height}"
-            )
-        path = Path(urdf_path).resolve()
-        if not path.is_file():
-            raise ValueError(f"URDF file not found: {path}")
-
+        path = self._checked_urdf(urdf_path, control_period, physics_substeps,
+                                  render_mode, render_width, render_height)
         self.render_mode = render_mode
         self.urdf_path: str = str(path)
         self.control_period = float(control_period)
@@ -136,6 +121,28 @@ class PybulletRobotEnv(gymnasium.Env[np.ndarray, np.ndarray]):
         self._step_simulation = p.stepSimulation
         self._get_joint_states = p.getJointStates
         self._set_joint_motor_control_array = p.setJointMotorControlArray
+
+    def _checked_urdf(self, urdf_path: str | Path, control_period: float,
+                      physics_substeps: int, render_mode: str | None, render_width: int,
+                      render_height: int) -> Path:
+        """The URDF's resolved path, once every argument of ``__init__`` is in range."""
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(
+                f"render_mode must be None or one of {self.metadata['render_modes']}, "
+                f"got {render_mode!r}"
+            )
+        if not (math.isfinite(control_period) and control_period > 0.0):
+            raise ValueError(f"control_period must be a positive number, got {control_period}")
+        if physics_substeps < 1:
+            raise ValueError(f"physics_substeps must be >= 1, got {physics_substeps}")
+        if render_width < 1 or render_height < 1:
+            raise ValueError(
+                f"render size must be positive, got {render_width}x{render_height}"
+            )
+        path = Path(urdf_path).resolve()
+        if not path.is_file():
+            raise ValueError(f"URDF file not found: {path}")
+        return path
 
     # ------------------------------------------------------------------ physics
 

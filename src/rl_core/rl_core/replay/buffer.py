@@ -368,6 +368,20 @@ class ReplayBuffer:
             ValueError: On a wrong shape or dtype, mismatched ``N``, non-finite
                 values, or flags other than 0/1, naming the field.
         """
+        block, images = self._pack(obs, actions, rewards, next_obs, terminated, truncated)
+        # ---- validation done; nothing below can fail on user input.
+        return self._write(block, images)
+
+    def _pack(
+        self,
+        obs: npt.ArrayLike,
+        actions: npt.ArrayLike,
+        rewards: npt.ArrayLike,
+        next_obs: npt.ArrayLike,
+        terminated: npt.ArrayLike,
+        truncated: npt.ArrayLike | None,
+    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """The validated rows of one insert as a float32 block, and its image fields apart."""
         obs_array = self._as_field(obs, "obs")
         count = obs_array.shape[0]
         inputs = {
@@ -398,8 +412,11 @@ class ReplayBuffer:
                 else:
                     columns[...] = column.reshape(count, field.stop - field.start)
         self._check_block(block)
+        return block, images
 
-        # ---- validation done; nothing below can fail on user input.
+    def _write(self, block: np.ndarray, images: dict[str, np.ndarray]) -> npt.NDArray[np.int64]:
+        """Store validated rows (the last ``capacity`` of them) and return their slots."""
+        count = block.shape[0]
         self._total_inserted += count
         if count == 0:
             return np.empty(0, dtype=np.int64)
