@@ -1,10 +1,14 @@
-"""A robot process retired with SIGINT (as ``robots:=auto`` retires one) delivers all the
-experience it published: a subscriber in this process receives every message of the stream, from
-the first one after it matched up to the count the simulator reports when it closes."""
+"""A robot process retired with SIGINT (as ``robots:=auto`` retires one) or SIGTERM (as a launch
+escalates, or Kubernetes stops a pod) delivers all the experience it published: a subscriber in
+this process receives every message of the stream, from the first one after it matched up to the
+count the simulator reports when it closes (rl_nodes.runtime: the signal ends the spin loop, the
+nodes close, their reliable publishers are flushed, and only then does the context end)."""
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import sys
 import time
 from pathlib import Path
@@ -24,8 +28,9 @@ DEADLINE_S = 90.0
 MESSAGES_BEFORE_RETIRING = 300
 
 
-def test_sigint_delivers_every_published_experience_message(tmp_path: Path,
-                                                            ros_env: dict[str, str]) -> None:
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_stop_signal_delivers_every_published_experience_message(
+        signum: int, tmp_path: Path, ros_env: dict[str, str]) -> None:
     overrides = tmp_path / "overrides.yaml"
     # Random actions and no rate cap: the robot publishes as fast as it can when it is retired.
     overrides.write_text(yaml.safe_dump({"/**/simulator": {"ros__parameters": {
@@ -52,7 +57,11 @@ def test_sigint_delivers_every_published_experience_message(tmp_path: Path,
             assert robot.process.poll() is None, robot.output()[-3000:]
             assert time.monotonic() < deadline, f"{received.keys()}\n{robot.output()[-3000:]}"
             executor.spin_once(timeout_sec=0.1)
-        code = robot.stop(grace_s=20.0)  # SIGINT, as Supervisor.retire sends first
+        if signum == signal.SIGINT:
+            code = robot.stop(grace_s=20.0)  # SIGINT, as Supervisor.retire sends first
+        else:
+            os.kill(robot.pid, signum)  # the process this test started, by PID
+            code = robot.wait(20.0)
         drain_until = time.monotonic() + 3.0
         while time.monotonic() < drain_until:
             executor.spin_once(timeout_sec=0.1)

@@ -4,6 +4,11 @@ message from DDS reaches its callback without a thread hand-off.
 
 Every node executable and the colocated container go through :func:`run_nodes`, so a node's code
 is the same whether it runs alone (decoupled) or beside others (colocated, hybrid).
+
+SIGINT and SIGTERM end the spin loop, not the rcl context: rclpy's own handler would shut the
+context down at once, so what a node publishes while it closes (a retiring robot's last
+experience) could not go out, nor could the process wait for its reliable readers to acknowledge
+it. The context ends after the nodes closed and their publishers were flushed.
 """
 
 from __future__ import annotations
@@ -11,14 +16,19 @@ from __future__ import annotations
 import importlib
 import math
 import os
+import signal
 import sys
+import threading
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import rclpy
+from rclpy.duration import Duration
 from rclpy.executors import SingleThreadedExecutor
+from rclpy.qos import ReliabilityPolicy
+from rclpy.signals import SignalHandlerOptions
 
 from rl_core import node_kinds
 from rl_core.config import ConfigError
@@ -28,6 +38,11 @@ from rl_nodes.process_settings import apply_process_settings
 
 #: Node kinds and their classes (imported lazily, so a process loads only what it runs).
 NODE_CLASSES = node_kinds.NODE_CLASSES
+#: Signals that stop a node process gracefully (a launch, the supervisor and k8s send them).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+#: Seconds a closing process waits, over all its reliable publishers, for their readers to
+#: acknowledge what was published (a reader that died unannounced costs this once).
+FLUSH_TIMEOUT_S = 1.0
 
 
 def node_class(kind: str) -> type[RLNode]:
@@ -82,8 +97,10 @@ def run_nodes(specs: Sequence[tuple[str, str | None]], args: Sequence[str] | Non
     except ValueError as error:
         print(f"configuration error: {error}", file=sys.stderr)
         return 2
-    rclpy.init(args=list(args) if args is not None else sys.argv)
+    rclpy.init(args=list(args) if args is not None else sys.argv,
+               signal_handler_options=SignalHandlerOptions.NO)
     manager = IntraProcessManager.for_context(rclpy.get_default_context())
+    previous_handlers = stop_on_signals(lambda: manager.request_shutdown(0))
     executor = SingleThreadedExecutor()
     nodes: list[RLNode] = []
     code = 0
@@ -108,11 +125,40 @@ def run_nodes(specs: Sequence[tuple[str, str | None]], args: Sequence[str] | Non
                 node.close()
             except Exception as error:  # noqa: BLE001 - closing one node must not skip the others
                 print(f"error while closing {node.get_name()}: {error}", file=sys.stderr)
+        flush_publishers(nodes, FLUSH_TIMEOUT_S)
         executor.shutdown(timeout_sec=1.0)
         for node in nodes:
             node.destroy_node()
         rclpy.try_shutdown()
+        for signum, handler in previous_handlers.items():
+            signal.signal(signum, handler)
     return code
+
+
+def stop_on_signals(stop: Callable[[], None]) -> dict[int, Any]:
+    """Call ``stop`` on SIGINT and SIGTERM (main thread only); returns the handlers replaced."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {signum: signal.signal(signum, lambda _signum, _frame: stop())
+            for signum in STOP_SIGNALS}
+
+
+def flush_publishers(nodes: Sequence[Any], timeout_s: float) -> bool:
+    """Wait until every reliable publisher of ``nodes`` has its messages acknowledged by its
+    readers, ``timeout_s`` for all together; False when time ran out (or rcl refused)."""
+    deadline = time.monotonic() + timeout_s
+    for node in nodes:
+        for publisher in list(node.publishers):
+            if publisher.qos_profile.reliability != ReliabilityPolicy.RELIABLE:
+                continue
+            left = deadline - time.monotonic()
+            try:
+                if left <= 0 or not publisher.wait_for_all_acked(
+                        Duration(nanoseconds=int(left * 1e9))):
+                    return False
+            except Exception:  # noqa: BLE001 - a publisher already gone: nothing left to flush
+                continue
+    return True
 
 
 def main_for(kind: str) -> int:
