@@ -372,9 +372,9 @@ def service_probes(injector: Injector) -> list[tuple[Probe, Callable[[], str]]]:
         (Probe(get_action, f"{rows:,} rows (over MAX_REQUEST_ROWS)",
                "rejected get_action request", "/robot_0/policy"),
          call(GetAction, get_action, obs_shape=[4], obs=array.array("f", bytes(16 * rows)))),
-        (Probe("/trainer total_env_steps", "set to 1 (read-only: it ends the run)",
-               "rejected parameter change", TRAINER),
-         call(SetParameters, "/trainer/set_parameters", parameters=parameter(
+        (Probe("/replay_buffer total_env_steps", "set to 1 (read-only: it ends the run)",
+               "rejected parameter change", REPLAY),
+         call(SetParameters, "/replay_buffer/set_parameters", parameters=parameter(
              "total_env_steps", type=ParameterType.PARAMETER_INTEGER, integer_value=1))),
         (Probe("/trainer actor_lr", "set to -1 (outside its range)",
                "rejected parameter change", TRAINER),

@@ -55,8 +55,8 @@ def pixel_nodes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         "simulator": {"random_steps": 20, "observation_codec": "jpeg",
                       "visualization_rate_hz": 0.0},
         "replay_buffer": {"learning_starts": 40, "capacity": 500, "snapshot_period": 0.0,
-                          "output_dir": str(tmp_path / "run")},
-        "trainer": {"total_env_steps": 10**6, "batch_size": 16, "weights_period": 0.2,
+                          "output_dir": str(tmp_path / "run"), "total_env_steps": 10**6},
+        "trainer": {"batch_size": 16, "weights_period": 0.2,
                     "checkpoint_period": 0.0, "output_dir": str(tmp_path / "run")},
     })
     rclpy.init(args=["--ros-args", "--params-file", str(CONFIG), "--params-file", str(overrides)])

@@ -53,8 +53,8 @@ def colocated(tmp_path: Path) -> Iterator[dict[str, object]]:
     overrides = overrides_file(tmp_path, {
         "simulator": {"num_envs": 4, "random_steps": 40},
         "replay_buffer": {"learning_starts": 100, "output_dir": str(tmp_path / "run"),
-                          "snapshot_period": 0.0},
-        "trainer": {"total_env_steps": 10**6, "weights_period": 0.2,
+                          "snapshot_period": 0.0, "total_env_steps": 10**6},
+        "trainer": {"weights_period": 0.2,
                     "batch_size": 32, "output_dir": str(tmp_path / "run"),
                     "checkpoint_period": 0.0},
     })
@@ -157,8 +157,8 @@ def test_live_parameters_take_effect_and_invalid_values_are_refused(colocated) -
 
 
 def test_late_policy_process_gets_the_current_weights_at_once(tmp_path: Path, ros_env) -> None:
-    overrides = overrides_file(tmp_path, {"trainer": {"total_env_steps": 10**6,
-                                                      "output_dir": str(tmp_path / "run")}})
+    overrides = overrides_file(tmp_path, {"replay_buffer": {"total_env_steps": 10**6},
+                                          "trainer": {"output_dir": str(tmp_path / "run")}})
     bin_dir = Path(sys.executable).parent
     learner = Child([str(bin_dir / "container"), "--node", "replay_buffer@/", "--node", "trainer@/",
                      "--ros-args", "--params-file", str(CONFIG), "--params-file", str(overrides)],
@@ -236,4 +236,24 @@ def test_policy_node_refuses_an_onnx_model_of_another_task_or_none(
         with pytest.raises(ConfigError, match=re.escape(message)):
             PolicyNode("/robot_0")
     finally:
+        rclpy.try_shutdown()
+
+
+def test_a_trainer_given_the_budget_still_hands_it_to_the_replay_buffer(tmp_path: Path) -> None:
+    """``total_env_steps`` is the replay buffer's; set on the trainer (deprecated) it is passed on
+    with every sample request, and ``ros2 param describe`` says so."""
+    overrides = overrides_file(tmp_path, {"trainer": {"total_env_steps": 321,
+                                                      "output_dir": str(tmp_path / "run")}})
+    rclpy.init(args=["--ros-args", "--params-file", str(CONFIG), "--params-file", str(overrides)])
+    trainer = None
+    try:
+        trainer = TrainerNode("/")
+        assert trainer.budget == 321
+        descriptor = trainer.describe_parameter("total_env_steps")
+        assert descriptor.read_only and "Deprecated: the replay_buffer's parameter" in \
+            descriptor.description
+    finally:
+        if trainer is not None:
+            trainer.close()
+            trainer.destroy_node()
         rclpy.try_shutdown()

@@ -69,9 +69,9 @@ def learner_process(tmp_path: Path, request: pytest.FixtureRequest
                     ) -> Iterator[tuple[ReplayBufferNode, TrainerNode | None, rclpy.node.Node]]:
     """Replay buffer (and, with a trainer update_mode as param, a trainer) in this process."""
     update_mode = getattr(request, "param", None)
-    overrides = overrides_file(tmp_path, {"replay_buffer": REPLAY, "trainer": {
-        **TRAINER, "total_env_steps": 10**6, "update_mode": update_mode or "auto",
-        "output_dir": str(tmp_path / "run")}})
+    overrides = overrides_file(tmp_path, {"replay_buffer": {**REPLAY, "total_env_steps": 10**6},
+                                          "trainer": {**TRAINER, "update_mode": update_mode or "auto",
+                                                      "output_dir": str(tmp_path / "run")}})
     rclpy.init(args=["--ros-args", "--params-file", str(CONFIG), "--params-file", str(overrides)])
     replay = ReplayBufferNode("/")
     trainer = TrainerNode("/") if update_mode else None
@@ -153,10 +153,12 @@ def call_service(probe: rclpy.node.Node, service: ServiceType, name: str, reques
 
 def test_decoupled_trainer_skews_sampling_towards_high_td_errors(tmp_path: Path, ros_env) -> None:
     """Replay buffer and trainer as processes (decoupled): the trainer learns on the updates
-    ``total_env_steps`` pays for and exits; the batches the rest pay for show the skew."""
+    the buffer's ``total_env_steps`` pays for and exits once the buffer says the run is done;
+    the batches the rest pay for (a probe raising the budget, as a learner resumed with a larger
+    one would) show the skew."""
     budget = LEARNING_STARTS + 400
-    overrides = overrides_file(tmp_path, {"replay_buffer": REPLAY, "trainer": {
-        **TRAINER, "total_env_steps": budget, "output_dir": str(tmp_path / "run")}})
+    overrides = overrides_file(tmp_path, {"replay_buffer": {**REPLAY, "total_env_steps": budget},
+                                          "trainer": {**TRAINER, "output_dir": str(tmp_path / "run")}})
     ros_args = ["--ros-args", "--params-file", str(CONFIG), "--params-file", str(overrides)]
     replay = Child([str(BIN / "replay_buffer"), *ros_args], env=ros_env)
     trainer = Child([str(BIN / "trainer"), *ros_args], env=ros_env)
@@ -184,7 +186,8 @@ def test_decoupled_trainer_skews_sampling_towards_high_td_errors(tmp_path: Path,
         rewards: list[np.ndarray] = []
         deadline = time.monotonic() + 30.0
         while sum(map(len, rewards)) < 1280 and time.monotonic() < deadline:
-            result = call_service(probe, SAMPLE_SERVICE, SAMPLE_NAME, SampleRequest(64, 20))
+            result = call_service(probe, SAMPLE_SERVICE, SAMPLE_NAME,
+                                  SampleRequest(64, 20, insert_budget=MESSAGES * ROWS_PER_MESSAGE))
             assert result.success and result.prioritized, result.message
             rewards += [batch.rewards for batch in result.batches]
         assert sum(map(len, rewards)) >= 1280, "the rate limiter granted too few batches"

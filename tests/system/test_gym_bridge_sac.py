@@ -48,14 +48,14 @@ def test_stable_baselines3_sac_solves_cartpole_through_the_bridge(
                     policy_kwargs={"net_arch": list(config.sac.hidden_sizes)},
                     seed=config.simulator.seed, device="cpu")
         began = time.monotonic()
-        model.learn(total_timesteps=config.trainer.total_env_steps)
+        model.learn(total_timesteps=config.replay.total_env_steps)
         trained_s = time.monotonic() - began
         # learn() stops in the middle of an episode, which a remote simulator cannot cut short
         # (reset() continues it): evaluate one episode more and leave out that first one.
         returns, _ = evaluate_policy(model, env, n_eval_episodes=config.trainer.eval_episodes + 1,
                                      deterministic=True, return_episode_rewards=True)
         mean, std = float(np.mean(returns[1:])), float(np.std(returns[1:]))
-        print(f"SAC through the bridge: {config.trainer.total_env_steps} env steps in "
+        print(f"SAC through the bridge: {config.replay.total_env_steps} env steps in "
               f"{trained_s:.0f} s, evaluation {mean:.1f} +- {std:.1f}")
         assert mean >= config.trainer.solve_return, (mean, std, simulator.output()[-2000:])
     finally:

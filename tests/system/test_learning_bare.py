@@ -21,7 +21,7 @@ def test_bare_loop_solves_cartpole(tmp_path: Path) -> None:
     config = load_run_config(CONFIG)
     lines: list[str] = []
     result = train(config, tmp_path, log=lines.append)
-    assert result.env_steps == config.trainer.total_env_steps
+    assert result.env_steps == config.replay.total_env_steps
     assert len(result.eval_returns) == 10
     # The best checkpoint, as the tests of every mode judge it (docs/architecture.md, "The best
     # checkpoint"): its figures come from the final evaluation's episodes, which did not select it.

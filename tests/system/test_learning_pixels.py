@@ -47,6 +47,6 @@ def test_pixel_cartpole_learns_clearly_better_than_random(tmp_path: Path) -> Non
     episodes, seed = config.trainer.eval_episodes, config.simulator.seed
     random_returns = random_policy_returns(config.simulator.env_id, episodes, seed)
     result = train(config, tmp_path, log=lambda line: None)
-    assert result.env_steps == config.trainer.total_env_steps
+    assert result.env_steps == config.replay.total_env_steps
     assert result.eval_mean_return >= FACTOR_OVER_RANDOM * random_returns.mean(), (
         f"learned {result.eval_mean_return:.1f} vs random {random_returns.mean():.1f}")

@@ -131,11 +131,11 @@ def process_environment(base: dict[str, str], discovery: str) -> dict[str, str]:
 def write_overrides(path: Path, output_dir: Path, budget: int, rate_hz: float,
                     eval_episodes: int | None) -> Path:
     # A second params file: its node blocks win over the scenario file's (a plain -p does not).
-    trainer = {"total_env_steps": budget, "checkpoint_period": 0.0,
-               "output_dir": str(output_dir)}
+    trainer: dict[str, Any] = {"checkpoint_period": 0.0, "output_dir": str(output_dir)}
     if eval_episodes is not None:
         trainer["eval_episodes"] = eval_episodes
     path.write_text(json.dumps({"/**/trainer": {"ros__parameters": trainer},
+                                "/**/replay_buffer": {"ros__parameters": {"total_env_steps": budget}},
                                 "/**/simulator": {"ros__parameters": {"max_rate_hz": rate_hz}}}))
     return path  # JSON is YAML
 

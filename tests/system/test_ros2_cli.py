@@ -240,8 +240,11 @@ def test_decoupled_two_robots_under_the_ros2_command_line(ros2_env, tmp_path: Pa
 def check_parameters(env: dict[str, str]) -> None:
     """The parameter overrides reached the node; a live parameter changes, a read-only one is
     refused with the reason."""
-    code, output = ros2(env, "param", "get", *SPIN, "/trainer", "total_env_steps")
+    code, output = ros2(env, "param", "get", *SPIN, "/replay_buffer", "total_env_steps")
     assert code == 0 and "Integer value is: 1000000000" in output, output
+    # It moved to the replay buffer: the trainer's own (deprecated) stays unset.
+    code, output = ros2(env, "param", "get", *SPIN, "/trainer", "total_env_steps")
+    assert code == 0 and "Integer value is: 0" in output, output
     code, output = ros2(env, "param", "set", *SPIN, "/trainer", "actor_lr", "0.0005")
     assert code == 0 and "Set parameter successful" in output, output
     code, output = ros2(env, "param", "get", *SPIN, "/trainer", "actor_lr")

@@ -77,3 +77,15 @@ def test_a_limiter_pause_holds_only_while_its_buffer_reports() -> None:
     assert not gate.held_by_limiter(now=5.6)
     gate.on_status(False, True, now=6.0)  # without the limiter acting_paused means nothing
     assert not gate.held_by_limiter(now=6.1)
+
+
+def test_acting_stops_when_the_run_is_done_and_goes_on_with_a_new_budget() -> None:
+    gate = ActingGate(silence_s=3.0)
+    gate.on_status(True, False, now=0.0)
+    change = gate.on_status(True, False, now=1.0, done=True)
+    assert change.finished and gate.paused and gate.done
+    assert not gate.on_status(True, False, now=2.0, done=True).finished  # told once
+    assert gate.paused
+    assert gate.on_status(False, False, now=3.0, done=True).resumed is False  # limiter off: still
+    assert gate.on_status(True, False, now=4.0, done=False).resumed  # resumed with more budget
+    assert not gate.paused and not gate.done

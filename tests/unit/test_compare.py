@@ -222,7 +222,7 @@ def test_defaults_are_all_modes_two_robots_and_the_configs_budget() -> None:
     settings = settings_from_values({})
     assert settings.modes == ("bare", "colocated", "decoupled", "hybrid")
     assert settings.robots == 2 and settings.repeats == 1 and settings.domain_id is None
-    assert settings.total_env_steps == load_config("cartpole")[1].trainer.total_env_steps
+    assert settings.total_env_steps == load_config("cartpole")[1].replay.total_env_steps
     assert settings.config_file.endswith("cartpole.yaml")
     assert Path(settings.output_dir).name.startswith("compare-") and settings.json_file is None
     assert settings.timeout_s == compare.DEFAULT_TIMEOUT_S

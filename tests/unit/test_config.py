@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from rl_core.config import (
     SimulatorConfig,
     load_run_config,
     node_parameters,
+    parameters_for,
     renamed,
 )
 
@@ -86,3 +88,32 @@ def test_a_former_parameter_name_works_with_a_warning(tmp_path: Path) -> None:
         overridden = load_run_config(path, {"replay_buffer": {"updates_per_step": 3.0}})
     assert overridden.replay.updates_per_transition == 3.0
     assert RENAMED_PARAMETERS == {"updates_per_step": "updates_per_transition"}
+
+
+def test_the_budget_is_the_replay_buffers_and_the_trainers_still_works_with_a_warning(
+        tmp_path: Path) -> None:
+    """total_env_steps moved from the trainer to the replay buffer (it owns the schedule)."""
+    path = tmp_path / "old.yaml"
+    path.write_text("/**:\n  ros__parameters:\n    env_id: rl_ros2/CartPoleBalance-v0\n"
+                    "/**/trainer:\n  ros__parameters:\n    total_env_steps: 1234\n")
+    with pytest.warns(FutureWarning, match="'total_env_steps' of the trainer is deprecated: it is "
+                      "the replay_buffer's now"):
+        config = load_run_config(path)
+    assert config.replay.total_env_steps == 1234 and not hasattr(config.trainer, "total_env_steps")
+    # Where it belongs, or shared by every node, it raises no warning.
+    path.write_text("/**:\n  ros__parameters:\n    total_env_steps: 99\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert load_run_config(path).replay.total_env_steps == 99
+        assert load_run_config(path, {"replay_buffer": {"total_env_steps": 7}}
+                               ).replay.total_env_steps == 7
+
+
+def test_overrides_go_to_the_node_kinds_that_declare_them() -> None:
+    overrides = {"total_env_steps": 5, "actor_lr": 0.1, "updates_per_step": 2.0,
+                 "use_sim_time": True, "seed": 3}
+    assert parameters_for("replay_buffer", overrides) == {
+        "total_env_steps": 5, "updates_per_step": 2.0, "use_sim_time": True, "seed": 3}
+    assert parameters_for("trainer", overrides) == {"actor_lr": 0.1, "use_sim_time": True,
+                                                    "seed": 3}
+    assert parameters_for("sim_robot", overrides) == overrides  # not a node kind of rl_core

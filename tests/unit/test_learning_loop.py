@@ -33,9 +33,11 @@ ENV_ID = "rl_ros2/CartPoleBalance-v0"
 SMALL = SACConfig(hidden_sizes=(16, 16))
 
 
-def filled_replay(transitions: int, prioritized: bool = False, learning_starts: int = 10):
+def filled_replay(transitions: int, prioritized: bool = False, learning_starts: int = 10,
+                  total_env_steps: int = 20_000):
     config = ReplayConfig(capacity=1000, prioritized=prioritized, learning_starts=learning_starts,
-                          updates_per_transition=1.0, error_buffer=10_000)
+                          updates_per_transition=1.0, error_buffer=10_000,
+                          total_env_steps=total_env_steps)
     replay = new_replay(config, new_buffer(config, (4,), (1,)))
     rng = np.random.default_rng(0)
     for _ in range(transitions // 10):
@@ -72,8 +74,8 @@ def test_a_failed_update_is_reported_and_the_rest_go_on() -> None:
     assert reports and reports[0][0] == "update" and "finite" in reports[0][1]
 
 
-def test_run_ends_once_the_budget_is_in_and_nothing_more_is_granted() -> None:
-    replay = filled_replay(60)
+def test_run_ends_when_the_replay_buffer_says_the_run_is_done() -> None:
+    replay = filled_replay(70, total_env_steps=60)  # 10 more than the budget came in
     learner = Learner(SAC(4, 1, SMALL), ENV_ID)
     rounds = []
 
@@ -81,9 +83,10 @@ def test_run_ends_once_the_budget_is_in_and_nothing_more_is_granted() -> None:
         rounds.append(1)
         return replay.take(8, 4)[0]
 
-    assert learner.run(source, budget=60, stop=threading.Event())
+    assert learner.run(source, stop=threading.Event())
     assert learner.sac.update_step == 50  # every update the 50 paying transitions pay for
-    assert len(rounds) == 50 // 4 + 2  # 13 rounds learn, the 14th finds nothing granted
+    assert len(rounds) == 50 // 4 + 1  # the 13th round grants the last 2 and says "done"
+    assert learner.done and learner.total_env_steps == 60 and learner.env_steps == 70
 
 
 def test_run_reports_a_failed_round_goes_on_and_stops_when_asked() -> None:
@@ -100,7 +103,7 @@ def test_run_reports_a_failed_round_goes_on_and_stops_when_asked() -> None:
         return None  # nothing granted yet
 
     learner = Learner(SAC(4, 1, SMALL), ENV_ID, report=lambda what, why: reports.append(why))
-    assert not learner.run(source, budget=10, stop=stop)
+    assert not learner.run(source, stop=stop)
     assert reports == ["RuntimeError: service gone"] and len(calls) == 3
 
 
@@ -132,7 +135,7 @@ def test_replay_figures_read_a_status() -> None:
 def new_run(tmp_path: Path, **config) -> TrainingRun:
     reports: list[tuple[str, str]] = []
     settings = {"env_id": ENV_ID, "output_dir": str(tmp_path), "eval_episodes": 1,
-                "eval_period": 0, "total_env_steps": 50, **config}
+                "eval_period": 0, **config}
     run = TrainingRun(TrainerConfig(**settings), SMALL, (4,), (1,),
                       report=lambda what, why: reports.append((what, why)), log=reports.append,
                       on_evaluated=None, priority_rows=1000)
@@ -168,14 +171,14 @@ def test_a_training_run_reports_progress_and_ends_with_its_result(tmp_path: Path
     run = new_run(tmp_path)
     warning = run.start()
     assert warning == "" or "TensorBoard" in warning
-    run.learner.learn(filled_replay(50).take(8, UNLIMITED_BATCHES)[0])
+    run.learner.learn(filled_replay(50, total_env_steps=50).take(8, UNLIMITED_BATCHES)[0])
     status = SimpleNamespace(updates_per_transition=1.0, newest_weights_version=2,
                              acting_weights_version=1, insert_blocked_s=0.0, sample_blocked_s=0.0,
                              learning_starts=10)
     line, scalars = run.progress(status)
     assert line.startswith("steps 50/50 | ") and "updates 40 (1.00/transition) | weights v0" in line
     assert scalars["policy_lag"] == 1.0 and "critic_loss" in scalars
-    assert run.budget_reached and run.health() == ""
+    assert run.done and run.health() == ""
     result = run.finish("interleaved", status, {"robots": {}})
     document = json.loads((tmp_path / "result.json").read_text())
     assert document["update_mode"] == "interleaved" and document["policy_lag"] == 1.0
@@ -190,6 +193,7 @@ def test_progress_and_summary_lines() -> None:
     line = progress_line(learner, 10, 100, 1234.0, " (0.50/transition)", ("alpha 1.000",))
     assert line == ("steps 10/100 | 1,234 steps/s | episodes 1 | return(last 1) 12.0 | "
                     "updates 0 (0.50/transition) | alpha 1.000 | critic loss nan")
+    assert progress_line(learner, 10, 0, 1.0).startswith("steps 10/? | ")  # budget not heard yet
     result = SimpleNamespace(env_steps=10, updates=5, updates_per_transition=0.5, episodes=1,
                              wall_time_s=3.0, eval_mean_return=1.0, eval_std_return=0.5,
                              eval_returns=[1.0, 1.0], eval_success_rate=None, checkpoint_dir="c",

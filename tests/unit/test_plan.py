@@ -25,7 +25,7 @@ from rl_bringup.discovery import PROFILES_VARIABLE
 from rl_bringup.layouts import MODES
 from rl_bringup.parameter_overrides import format_parameter_value
 from rl_bringup.plan import MAX_RESPAWNS, RESPAWN_DELAY_S, Plan, PlanError, ProcessSpec, make_plan
-from rl_core.config import NODE_CONFIGS, RENAMED_PARAMETERS
+from rl_core.config import NODE_CONFIGS, RENAMED_PARAMETERS, parameters_for
 
 pytestmark = pytest.mark.unit
 
@@ -532,13 +532,21 @@ def test_launch_parameter_overrides_reach_the_nodes_that_declare_them(
         check_node_matches(node, process)
         # Parsed as YAML like ros2 launch does; an int for a float parameter is widened, an empty
         # value is not given at all.
+        # Each node kind's block holds the overrides that kind declares (a simulator's process
+        # gets none of these: no file).
+        if not process.has_overrides:
+            assert node.kwargs["parameters"] == [process.params_file]
+            continue
         blocks = yaml.safe_load(Path(node.kwargs["parameters"][1]).read_text())
-        for block in blocks.values():
-            overrides_given = block["ros__parameters"]
-            assert overrides_given["total_env_steps"] == 20000
-            assert overrides_given["actor_lr"] == 1.0
-            assert isinstance(overrides_given["actor_lr"], float)
-            assert "num_envs" not in overrides_given
+        owners = {"total_env_steps": "replay_buffer", "actor_lr": "trainer",
+                  "deterministic": "policy"}
+        for key, block in blocks.items():
+            kind, given = key.rsplit("/", 1)[-1], block["ros__parameters"]
+            assert {name for name in owners if name in given} == \
+                {name for name, owner in owners.items() if owner == kind}, (key, given)
+            assert given.get("total_env_steps", 20000) == 20000
+            assert isinstance(given.get("actor_lr", 1.0), float)
+            assert "num_envs" not in given
 
 
 def test_launch_and_cli_make_the_same_plan_from_the_same_arguments(
@@ -620,13 +628,14 @@ def check_node_matches(node: FakeNode, process: ProcessSpec) -> None:
     expected_namespace = process.namespace if single_node_namespace else None
     assert options["namespace"] == expected_namespace
     expected_parameters: list[Any] = [process.params_file]
-    if process.parameters:
+    if process.has_overrides:
         # The overrides as a file with a block per node kind: a dict would land under /**, below
         # the scenario file's node-specific blocks.
         expected_parameters.append(process.overrides_file())
         overrides = yaml.safe_load(Path(options["parameters"][1]).read_text())
-        assert overrides == {f"/**/{kind}": {"ros__parameters": process.parameters}
-                             for kind in {kind for kind, _ in process.hosted_nodes()}}
+        assert overrides == {f"/**/{kind}": {"ros__parameters": given}
+                             for kind in {kind for kind, _ in process.hosted_nodes()}
+                             if (given := parameters_for(kind, process.parameters))}
     assert options["parameters"] == expected_parameters
     assert options["additional_env"] == process.env
     assert options["additional_env"]["ROS_AUTOMATIC_DISCOVERY_RANGE"] in ("LOCALHOST", "SUBNET")

@@ -53,10 +53,10 @@ def experience(sequence: int, rows: int = 4, robot_id: int = 0, value: float = 0
                            truncated=np.zeros(rows, bool), policy_version=2)
 
 
-def request(batch_size: int = 8, max_batches: int = 1) -> SimpleNamespace:
+def request(batch_size: int = 8, max_batches: int = 1, insert_budget: int = 0) -> SimpleNamespace:
     """The fields of rl_core.transport.SampleRequest."""
     return SimpleNamespace(batch_size=batch_size, max_batches=max_batches, weights_version=3,
-                           insert_budget=0)
+                           insert_budget=insert_budget)
 
 
 def test_experience_is_stored_once_and_bad_batches_are_rejected_with_the_reason() -> None:
@@ -82,7 +82,8 @@ def test_experience_is_stored_once_and_bad_batches_are_rejected_with_the_reason(
 def test_sample_answers_sizes_empty_rate_limited_and_granted() -> None:
     node = Node()
     service = node.service(updates_per_transition=0.5)
-    assert tuple(service.sample(request(max_batches=0))) == (True, "sizes only", [], 0, 0, False)
+    assert tuple(service.sample(request(max_batches=0))) == (True, "sizes only", [], 0, 0, False,
+                                                             20_000, False)
     assert service.sample(request()).message == "buffer is empty; wait for experience"
     service.insert(experience(0, rows=8))
     answer = service.sample(request(max_batches=10))
@@ -96,6 +97,35 @@ def test_sample_answers_sizes_empty_rate_limited_and_granted() -> None:
     assert not answer.success
     assert answer.message == f"batch_size must be between 1 and {MAX_ROWS}, got {MAX_ROWS + 1}"
     assert (answer.buffer_size, answer.total_inserted) == (8, 8) and node.kinds == ["sample request"]
+
+
+def test_the_buffer_owns_the_schedule_and_says_when_the_run_is_done() -> None:
+    """Budget 12, learning from 4, 1 update per transition: 8 updates, then "done", on the
+    answers and on /replay_status; inserts past the budget are kept but pay for nothing."""
+    node = Node()
+    service = node.service(total_env_steps=12, updates_per_transition=1.0, error_buffer=100)
+    service.insert(experience(0, rows=8))
+    answer = service.sample(request(max_batches=100))
+    assert len(answer.batches) == 4 and (answer.total_env_steps, answer.done) == (12, False)
+    service.insert(experience(1, rows=8))  # 16 in: 4 past the budget
+    status = service.status(0.0)
+    assert (status.total_env_steps, status.done) == (12, False)  # 4 updates still due
+    answer = service.sample(request(max_batches=3))
+    assert len(answer.batches) == 3 and not answer.done
+    answer = service.sample(request(max_batches=3))
+    assert len(answer.batches) == 1 and answer.done  # the last one the budget pays for
+    assert answer.message == "run done: the budget is in and its updates were granted"
+    assert service.status(1.0).done and service.replay.stats().samples == 8
+    assert len(service.sample(request(max_batches=3)).batches) == 0
+
+
+def test_a_trainer_that_still_sets_the_budget_hands_it_to_the_buffer() -> None:
+    """The trainer's deprecated total_env_steps arrives as insert_budget and is adopted."""
+    service = Node().service(total_env_steps=12, updates_per_transition=1.0, error_buffer=100)
+    service.insert(experience(0, rows=16))
+    answer = service.sample(request(batch_size=4, max_batches=100, insert_budget=30))
+    assert (len(answer.batches), answer.total_env_steps, answer.done) == (12, 30, False)
+    assert service.status(0.0).total_env_steps == 30
 
 
 def test_one_answer_carries_at_most_max_rows_rows() -> None:

@@ -78,4 +78,4 @@ def test_list_overrides_reach_every_node_of_a_container_without_yaml_aliases() -
     plan = plan_from_arguments("colocated", {"hidden_sizes": "[64, 64]", "domain_id": "5"})
     document = plan.processes[0].overrides_document()
     assert "&" not in document and "*id" not in document
-    assert document.count("- 64") == 2 * 4  # four node kinds, two widths each
+    assert document.count("- 64") == 2 * 2  # policy and trainer (their networks), two widths each

@@ -96,9 +96,9 @@ def node_action(process: ProcessSpec) -> Any:
     from launch_ros.actions import Node
 
     parameters: list[Any] = [process.params_file]
-    if process.parameters:
+    if process.has_overrides:
         # A file, not a dict: launch_ros files a dict under /**, where the scenario file's
-        # node-specific blocks (/**/trainer: total_env_steps) would beat it. The plan's overrides
+        # node-specific blocks (/**/trainer: batch_size) would beat it. The plan's overrides
         # file names each node kind, as the supervisor passes it too.
         parameters.append(process.overrides_file())
     single_node_namespace = process.namespace not in ("", "/") and not process.is_container

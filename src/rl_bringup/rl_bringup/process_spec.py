@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from rl_bringup import paths
+from rl_core.config import parameters_for
 from rl_core.cpus import format_cpu_list
 
 NODES_PACKAGE = paths.NODES_PACKAGE
@@ -92,22 +93,31 @@ class ProcessSpec:
             arguments += ["-r", f"__ns:={self.namespace}"]
         if self.params_file:
             arguments += ["--params-file", self.params_file]
-        if self.parameters:
+        if self.has_overrides:
             arguments += ["--params-file", overrides_path or self.overrides_file()]
         return arguments
 
     def overrides_document(self) -> str:
         """:attr:`parameters` as a parameter file (YAML text) with a block for each node kind of
-        this process.
+        this process, holding what concerns that kind (:func:`rl_core.config.parameters_for`).
 
         ``-p name:=value`` cannot be used: rcl files it under ``/**``, and a node-specific block
         of the scenario file (``/**/trainer``) would beat it. A later file with the same
         node-specific keys wins instead.
         """
+        return yaml.safe_dump(self._override_blocks(), sort_keys=True)
+
+    @property
+    def has_overrides(self) -> bool:
+        """Whether any of :attr:`parameters` concerns a node of this process."""
+        return bool(self._override_blocks())
+
+    def _override_blocks(self) -> dict[str, Any]:
         # A copy per block: one shared list would be dumped as a YAML alias, which rcl refuses.
-        document = {f"/**/{kind}": {"ros__parameters": copy.deepcopy(dict(self.parameters))}
-                    for kind in sorted({kind for kind, _ in self.hosted_nodes()})}
-        return yaml.safe_dump(document, sort_keys=True)
+        blocks = {f"/**/{kind}": parameters_for(kind, self.parameters)
+                  for kind in sorted({kind for kind, _ in self.hosted_nodes()})}
+        return {key: {"ros__parameters": copy.deepcopy(values)}
+                for key, values in blocks.items() if values}
 
     def overrides_file(self) -> str:
         """:meth:`overrides_document` written to a temporary file; its path.

@@ -20,11 +20,14 @@ class StatusChange(NamedTuple):
     heard_again: bool
     #: Acting was paused and may go on now.
     resumed: bool
+    #: The replay buffer has just said that the run is done: acting stops.
+    finished: bool = False
 
 
 class ActingGate:
-    """Acting pauses while the replay buffer's rate limiter says so, and while a rate-limited
-    buffer is silent for longer than ``silence_s`` (experience sent then would be lost).
+    """Acting pauses while the replay buffer's rate limiter says so, while a rate-limited
+    buffer is silent for longer than ``silence_s`` (experience sent then would be lost), and once
+    the buffer says that the run is done (until it says otherwise: a run resumed with more budget).
 
     :param silence_s: silence of a rate-limited buffer after which acting pauses.
     """
@@ -36,17 +39,23 @@ class ActingGate:
         self.silent = False
         self._status_at: float | None = None
         self._rate_limited = False
+        #: The replay buffer said that the run is done.
+        self.done = False
         self._paused_s = 0.0
         self._paused_since: float | None = None
 
-    def on_status(self, rate_limited: bool, acting_paused: bool, now: float) -> StatusChange:
+    def on_status(self, rate_limited: bool, acting_paused: bool, now: float,
+                  done: bool = False) -> StatusChange:
         """A ``/replay_status`` came."""
         first = self._status_at is None
         self._status_at = now
         self._rate_limited = rate_limited
         heard_again, self.silent = self.silent, False
+        finished = done and not self.done
+        self.done = done
         return StatusChange(first, heard_again,
-                            self._set_paused(rate_limited and acting_paused, now))
+                            self._set_paused(done or rate_limited and acting_paused, now),
+                            finished)
 
     def on_tick(self, now: float) -> bool:
         """Periodic check; True when the buffer has just been found silent (acting pauses)."""

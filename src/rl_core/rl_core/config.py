@@ -274,6 +274,10 @@ class ReplayConfig:
     error_buffer: int = param(100, "Transitions acting may run ahead of learning before it is "
                               "paused (the rate limiter's error buffer).", 1, 10**9, 1,
                               read_only=True)
+    total_env_steps: int = param(20_000, "The run's budget: transitions of all robots. The "
+                                 "buffer grants only the updates they pay for, then reports the "
+                                 "run done on /replay_status (the trainer finishes, the robots "
+                                 "stop acting).", 1, 10**12, 1, read_only=True)
     deployment_robots: int = deployment_robots_param("experience")
     output_dir: str = param("", "Run directory: snapshots go to output_dir/replay and the "
                             "save/load services read and write only there ('' = no snapshots, "
@@ -328,8 +332,6 @@ class TrainerConfig:
                              "(interleaved when the buffer is local, else thread). Either way the "
                              "replay buffer's rate limiter grants the batches.", read_only=True)
     batch_size: int = param(256, "Transitions per gradient step.", 1, 65536, 1)
-    total_env_steps: int = param(20_000, "Stop after this many environment steps (all robots).",
-                                 1, 10**12, 1, read_only=True)
     weights_period: float = param(0.5, "Seconds between /policy_weights publications.",
                                   0.01, 3600.0, 0.0)
     checkpoint_period: float = param(60.0, "Seconds between checkpoints (0 = only at the end).",
@@ -369,7 +371,36 @@ class TrainerConfig:
 
 UPDATE_MODES = ("auto", "interleaved", "thread")
 
-# Which dataclasses each node's parameter block fills. The trainer owns SAC and the schedule.
+#: A parameter that moved from one node to another: ``{(old node, name): new node}``. Set on the
+#: old node it still works for a release, with a warning (:func:`moved_notice`).
+MOVED_PARAMETERS: dict[tuple[str, str], str] = {
+    (node_kinds.TRAINER, "total_env_steps"): node_kinds.REPLAY_BUFFER,
+}
+
+
+def parameters_for(node: str, parameters: Mapping[str, Any]) -> dict[str, Any]:
+    """The overrides of ``parameters`` that concern ``node``: its own and those no node of this
+    project declares (ROS's own, such as ``use_sim_time``). So ``total_env_steps:=N`` reaches the
+    replay buffer, not the trainer it left. A node kind this project does not know gets all."""
+    if node not in NODE_CONFIGS:
+        return dict(parameters)
+    own = {f.name for cls in NODE_CONFIGS[node] for f in dataclasses.fields(cls)}
+    everyone = {f.name for classes in NODE_CONFIGS.values() for cls in classes
+                for f in dataclasses.fields(cls)}
+    return {name: value for name, value in parameters.items()
+            if name in own or RENAMED_PARAMETERS.get(name, name) in own
+            or RENAMED_PARAMETERS.get(name, name) not in everyone}
+
+
+def moved_notice(node: str, name: str) -> str:
+    """What a user who set ``name`` on ``node``, where it no longer lives, is told."""
+    return (f"parameter {name!r} of the {node} is deprecated: it is the "
+            f"{MOVED_PARAMETERS[(node, name)]}'s now (it owns the run's schedule); this run uses "
+            f"the value given, and setting it on the {node} stops working in the next release")
+
+
+# Which dataclasses each node's parameter block fills. The trainer owns SAC; the replay buffer
+# owns the schedule (learning_starts, updates_per_transition, total_env_steps).
 NODE_CONFIGS: dict[str, tuple[type, ...]] = {
     node_kinds.SIMULATOR: (SimulatorConfig, BoundaryConfig),
     node_kinds.POLICY: (PolicyConfig,),
@@ -523,14 +554,19 @@ def load_run_config(path: str | Path, overrides: Mapping[str, Mapping[str, Any]]
     if unknown := sorted(set(shared) - every_field):
         raise ConfigError(f"unknown shared parameter(s) {unknown} in {str(path)!r}; "
                           f"valid: {', '.join(sorted(every_field))}")
-    built: dict[str, list[Any]] = {}
+    blocks: dict[str, dict[str, Any]] = {}
     for node in NODE_CONFIGS:
         params = renamed(node_parameters(document, node))
         # Shared ('/**') parameters reach every node; each node keeps only what it knows.
         own = {k: v for k, v in params.items()
                if k not in shared or k in {f.name for c in NODE_CONFIGS[node] for f in dataclasses.fields(c)}}
         own.update(renamed((overrides or {}).get(node, {})))
-        built[node] = build_node_configs(node, own)
+        blocks[node] = own
+    for (old_node, name), new_node in MOVED_PARAMETERS.items():
+        if name in blocks[old_node]:  # set on the node it left: it wins there, as in the nodes
+            warnings.warn(moved_notice(old_node, name), FutureWarning, stacklevel=2)
+            blocks[new_node][name] = blocks[old_node].pop(name)
+    built = {node: build_node_configs(node, params) for node, params in blocks.items()}
     return RunConfig(simulator=built["simulator"][0], policy=built["policy"][0],
                      replay=built["replay_buffer"][0], sac=built["trainer"][0],
                      trainer=built["trainer"][1])

@@ -3,9 +3,10 @@
 The replay buffer's rate limiter decides how many gradient steps the data pays for, in every
 mode; what it granted reaches the learner as a :class:`Grant`. There is one update loop (Acme's
 ``Learner.step()`` over a dataset): :meth:`Learner.learn` runs a gradient step on every batch of
-one grant and :meth:`Learner.run` pulls grants from a *source* until the budget's updates are
-done. The sources are a local :class:`rl_core.replay.RateLimitedReplay` (the bare loop, pulled
-after every vector step), the replay node sampled in the same process or prefetched over DDS
+one grant and :meth:`Learner.run` pulls grants from a *source* until the replay buffer says the
+run is done (its budget is in and every update it pays for was granted). The sources are a
+local :class:`rl_core.replay.RateLimitedReplay` (the bare loop, pulled after every vector
+step), the replay node sampled in the same process or prefetched over DDS
 (the trainer's learner thread), and the interleaved trigger of a colocated run (one grant after
 each insert).
 
@@ -63,6 +64,12 @@ class Grant(Protocol):
 
     @property
     def prioritized(self) -> bool: ...
+
+    @property
+    def total_env_steps(self) -> int: ...
+
+    @property
+    def done(self) -> bool: ...
 
 
 #: Receives a failed step: what failed and why (the node counts and logs it).
@@ -134,8 +141,11 @@ class Learner:
         self.lock = threading.Lock()
         #: TD errors of the batches learned on, for a prioritized buffer's next request.
         self.priorities = PriorityFeedback(priority_rows)
-        #: Transitions the buffer had received at the newest grant.
+        #: Transitions the buffer had received at the newest grant, the run's budget it reported
+        #: then (0: not known yet), and whether it said that the run is done.
         self.env_steps = 0
+        self.total_env_steps = 0
+        self.done = False
         #: Set at the end of the run: no periodic evaluation after it.
         self.ended = False
         self.metrics: dict[str, float] = {}
@@ -164,6 +174,7 @@ class Learner:
         :attr:`priorities` when the buffer is prioritized), then a periodic evaluation when one
         is due; returns how many batches there were."""
         self.env_steps = max(self.env_steps, grant.total_inserted)
+        self.total_env_steps = grant.total_env_steps or self.total_env_steps
         for batch in grant.batches:
             with self.lock:
                 ok = self.update(batch)
@@ -177,17 +188,18 @@ class Learner:
                 self.evaluate_if_due(self.env_steps, {"env_steps": self.env_steps,
                                                       "episodes": self.episodes,
                                                       **self.counters()})
+        self.done = self.done or grant.done
         return len(grant.batches)
 
-    def run(self, source: Callable[[], Grant | None], budget: int, stop: threading.Event,
+    def run(self, source: Callable[[], Grant | None], stop: threading.Event,
             after_round: Callable[[], None] = lambda: None) -> bool:
-        """Learn on every grant ``source`` hands over (None: nothing yet) until a grant is empty
-        once ``budget`` transitions are in, which means every update they pay for is done.
+        """Learn on every grant ``source`` hands over (None: nothing yet) until one says that the
+        run is done: its budget is in and these were the last batches it pays for.
 
         A failed round is reported and the loop goes on.
 
         :param after_round: called after every round (weights, checkpoints).
-        :returns: True when the budget's updates are done, False when ``stop`` was set first.
+        :returns: True when the run is done, False when ``stop`` was set first.
         """
         while not stop.is_set():
             try:
@@ -196,9 +208,9 @@ class Learner:
                     continue
                 learned = self.learn(grant)
                 after_round()
+                if self.done:
+                    return True
                 if not learned:
-                    if self.env_steps >= budget:
-                        return True
                     stop.wait(IDLE_WAIT_S)
             except Exception as error:  # noqa: BLE001 - reported, then the loop goes on
                 self.report("learner round", f"{type(error).__name__}: {error}")

@@ -45,10 +45,10 @@ class RateMeter:
 def progress_line(learner: Learner, env_steps: int, total_env_steps: int, steps_per_s: float,
                   updates_note: str = "", details: tuple[str, ...] = ()) -> str:
     """``steps N/T | R steps/s | episodes E | return(last K) M | updates U<note> | ...``,
-    ending with the critic loss."""
+    ending with the critic loss (``steps N/?`` while the budget ``T`` is not known: 0)."""
     critic_loss = learner.metrics.get("critic_loss", float("nan"))
     return " | ".join((
-        f"steps {env_steps}/{total_env_steps}", f"{steps_per_s:,.0f} steps/s",
+        f"steps {env_steps}/{total_env_steps or '?'}", f"{steps_per_s:,.0f} steps/s",
         f"episodes {learner.episodes}",
         f"return(last {len(learner.recent_returns)}) {learner.mean_return:.1f}",
         f"updates {learner.sac.update_step}{updates_note}", *details,

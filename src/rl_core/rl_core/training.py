@@ -34,7 +34,7 @@ def make_replay(config: RunConfig, obs_shape: tuple[int, ...], action_shape: tup
 
 def train(config: RunConfig, output_dir: str | Path | None = None,
           log: Callable[[str], None] = print, log_period_s: float = 2.0) -> TrainResult:
-    """Train SAC on ``config.simulator.env_id`` for ``config.trainer.total_env_steps`` steps.
+    """Train SAC on ``config.simulator.env_id`` for ``config.replay.total_env_steps`` steps.
 
     Acting and learning alternate in one thread: after every vector step the learner learns on
     what the replay's rate limiter grants (``updates_per_transition`` per transition after
@@ -65,7 +65,7 @@ def train(config: RunConfig, output_dir: str | Path | None = None,
     env_steps = 0
     obs = envs.reset(seed=sim.seed)
     try:
-        while env_steps < trainer.total_env_steps:
+        while not learner.done:
             if env_steps < sim.random_steps:
                 actions = action_rng.uniform(-1.0, 1.0, (sim.num_envs, *action_shape)).astype(np.float32)
             else:
@@ -84,12 +84,13 @@ def train(config: RunConfig, output_dir: str | Path | None = None,
             if time.monotonic() - last_log >= log_period_s:
                 last_log = time.monotonic()
                 rate = rates.read(env_steps, sac.update_step)["env_steps_per_s"]
-                log("[bare] " + progress_line(learner, env_steps, trainer.total_env_steps, rate,
+                log("[bare] " + progress_line(learner, env_steps, replay.total_env_steps, rate,
                                               details=(f"alpha {sac.alpha:.3f}",)))
     finally:
         envs.close()
 
-    result = learner.finish(env_steps, env_steps - config.replay.learning_starts, trainer.eval_episodes,
+    paying = min(env_steps, replay.total_env_steps) - config.replay.learning_starts
+    result = learner.finish(env_steps, paying, trainer.eval_episodes,
                             sim.seed, Path(output_dir) if output_dir is not None else None,
                             title=f"{sim.env_id} (SAC, bare loop)", extra={"device": device.type})
     log(f"[bare] {summary_line(result)}")
@@ -110,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     overrides: dict[str, dict[str, int]] = {node: {} for node in NODE_CONFIGS}
     if args.total_env_steps:
-        overrides["trainer"]["total_env_steps"] = args.total_env_steps
+        overrides["replay_buffer"]["total_env_steps"] = args.total_env_steps
     if args.seed is not None:
         for node in overrides:
             overrides[node]["seed"] = args.seed

@@ -118,8 +118,15 @@ class TrainingRun:
         return self.learner.env_steps
 
     @property
-    def budget_reached(self) -> bool:
-        return self.learner.env_steps >= self.config.total_env_steps
+    def done(self) -> bool:
+        """The replay buffer said that the run is done (with the last grant learned on)."""
+        return self.learner.done
+
+    def total_env_steps(self, replay_status: Any) -> int:
+        """The run's budget as the replay buffer reported it (0: not heard yet)."""
+        if self.learner.total_env_steps:
+            return self.learner.total_env_steps
+        return int(replay_status.total_env_steps) if replay_status is not None else 0
 
     def record_episodes(self, robot_id: int, returns: Sequence[float]) -> tuple[str, str] | None:
         """Count a robot's finished episodes; what was refused and why (None: nothing was)."""
@@ -172,7 +179,7 @@ class TrainingRun:
         if self.tensorboard is not None:
             self.tensorboard.scalars("train", scalars, self.env_steps)
         ratio = scalars.get("updates_per_transition")
-        line = progress_line(self.learner, self.env_steps, self.config.total_env_steps,
+        line = progress_line(self.learner, self.env_steps, self.total_env_steps(replay_status),
                              scalars["env_steps_per_s"],
                              f" ({ratio:.2f}/transition)" if ratio is not None else "",
                              (f"weights v{self.weights_version}",))
@@ -182,13 +189,14 @@ class TrainingRun:
                ) -> TrainResult:
         """End the run: final evaluation, checkpoint, curve and ``result.json``."""
         self.learner.ended = True
-        # learning_starts is the replay buffer's parameter; without its status, count them all.
+        # The schedule is the replay buffer's; without its status, count every transition.
         learning_starts = int(replay_status.learning_starts) if replay_status is not None else 0
+        budget = self.total_env_steps(replay_status) or self.env_steps
         figures = {name: value for name, value in replay_figures(replay_status).items()
                    if name != "updates_per_transition"}
         with self.learner.lock:
             self.result = self.learner.finish(
-                self.env_steps, min(self.env_steps, self.config.total_env_steps) - learning_starts,
+                self.env_steps, min(self.env_steps, budget) - learning_starts,
                 self.config.eval_episodes, self.config.seed, self.output_dir,
                 counters=self.counters(), title=f"{self.config.env_id} (SAC, {update_mode})",
                 extra={"update_mode": update_mode, "device": self.device.type,

@@ -16,7 +16,7 @@ from rclpy.exceptions import InvalidParameterTypeException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
-from rl_core.config import RENAMED_PARAMETERS, ConfigError, deprecation_notice
+from rl_core.config import MOVED_PARAMETERS, RENAMED_PARAMETERS, ConfigError, deprecation_notice, moved_notice
 
 C = TypeVar("C")
 
@@ -61,6 +61,20 @@ def declare_config(node: Node, config_class: type[C]) -> C:
                 if values[field.name] == default:
                     values[field.name] = value
     return config_class(**values)
+
+
+def declared_moved(node: Node, name: str) -> int:
+    """Declare ``name``, a parameter that moved from this node's kind to another
+    (:data:`rl_core.config.MOVED_PARAMETERS`), as a deprecated integer with default 0; returns
+    its value, with a warning where it is set (the node passes it on)."""
+    kind = node.get_name()
+    descriptor = ParameterDescriptor(
+        description=f"Deprecated: the {MOVED_PARAMETERS[(kind, name)]}'s parameter now; set here "
+        "it is passed on for a release (0 = not set).", read_only=True)
+    value = int(_declare(node, name, 0, descriptor))
+    if value:
+        node.get_logger().warn(moved_notice(kind, name))
+    return value
 
 
 def _declare(node: Node, name: str, default: Any, descriptor: ParameterDescriptor) -> Any:

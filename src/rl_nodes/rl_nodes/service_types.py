@@ -92,7 +92,8 @@ def _sample_response_to_msg(result: SampleAnswer) -> Any:
     response = SampleBatch.Response(success=result.success, message=result.message,
                                     batches=len(result.batches), buffer_size=result.buffer_size,
                                     total_inserted=result.total_inserted,
-                                    prioritized=result.prioritized)
+                                    prioritized=result.prioritized,
+                                    total_env_steps=result.total_env_steps, done=result.done)
     if result.batches:
         response.transitions = transitions_to_msg(wire.join_batches(result.batches))
     return response
@@ -103,7 +104,7 @@ def _sample_response_from_msg(msg: Any) -> SampleAnswer:
     if msg.success and msg.batches > 0 and msg.transitions.batch_size > 0:
         batches = wire.split_batches(transitions_from_msg(msg.transitions), int(msg.batches))
     return SampleAnswer(msg.success, msg.message, batches, msg.buffer_size, msg.total_inserted,
-                        msg.prioritized)
+                        msg.prioritized, msg.total_env_steps, msg.done)
 
 
 #: ``sample``: request = :class:`SampleRequest`, response = :class:`SampleAnswer`.

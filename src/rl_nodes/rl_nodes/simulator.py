@@ -216,7 +216,10 @@ class SimulatorNode(RLNode):
     def _on_replay_status(self, msg: ReplayStatus) -> None:
         """Follow the rate limiter: hold stepping while acting is paused, resume after."""
         change = self.gate.on_status(bool(msg.rate_limited), bool(msg.acting_paused),
-                                     time.monotonic())
+                                     time.monotonic(), bool(msg.done))
+        if change.finished:
+            self.get_logger().info(f"the replay buffer says the run is done "
+                                   f"({msg.total_env_steps} transitions): acting stops")
         if change.first:
             self.get_logger().info(
                 "the replay buffer reports; acting follows its rate limiter" if msg.rate_limited

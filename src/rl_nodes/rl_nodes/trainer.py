@@ -5,10 +5,11 @@ mode; the updates run through the one loop of :class:`rl_core.learner.Learner` (
 too), fed by one of three sources (``update_mode``; docs/architecture.md, "Learning"): a grant
 after each insert on the dispatch thread (colocated), or the learner thread sampling the buffer
 in this process (hybrid's learner) or prefetching over DDS. When the buffer samples by priority,
-TD errors travel back with the next sample request. Once ``total_env_steps`` transitions are in
-and their updates done, the node writes checkpoint, curve and ``result.json`` into
-``output_dir`` and ends the process with exit code 0; it also checkpoints every
-``checkpoint_period`` seconds and on shutdown.
+TD errors travel back with the next sample request. The replay buffer owns the schedule: once it
+says that the run is done (its ``total_env_steps`` are in and their updates granted), the node
+learns on the last batches, writes checkpoint, curve and ``result.json`` into ``output_dir`` and
+ends the process with exit code 0; it also checkpoints every ``checkpoint_period`` seconds and on
+shutdown.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from rl_nodes import graph
 from rl_nodes.base import ERROR, OK, RLNode, load_weights_key
 from rl_nodes.conversions import Episodes, Experience, Weights, plain
 from rl_nodes.intra_process_services import IntraProcessClient, ServiceUnavailable
-from rl_nodes.parameters import declare_config, watch_config
+from rl_nodes.parameters import declare_config, declared_moved, watch_config
 from rl_nodes.process_settings import learner_cpus, pin_current_thread
 from rl_nodes.runtime import main_for
 from rl_nodes.service_types import PRIORITIES_SERVICE, SAMPLE_SERVICE
@@ -59,6 +60,8 @@ class TrainerNode(RLNode):
         self.config = declare_config(self, TrainerConfig)
         watch_config(self, lambda: self.sac_config, self._apply_sac_config)
         watch_config(self, lambda: self.config, self._apply_config)
+        #: The trainer's own total_env_steps (deprecated), handed to the buffer; 0 = not set.
+        self.budget = declared_moved(self, "total_env_steps")
         obs_shape, action_shape = space_shapes(self.config.env_id)
         self._obs_shape = obs_shape
         self.run = TrainingRun(self.config, self.sac_config, obs_shape, action_shape,
@@ -105,8 +108,9 @@ class TrainerNode(RLNode):
             self.get_logger().warn(warning)
         self.get_logger().info(
             f"update mode: {self.update_mode} ({where}) on {describe(self.device)}; the replay "
-            f"buffer's rate limiter grants the batches; training until "
-            f"{self.config.total_env_steps} transitions; output in {self.run.output_dir}")
+            f"buffer's rate limiter grants the batches and says when the run is done"
+            f"{f' (at {self.budget} transitions, this trainer asks)' if self.budget else ''}; "
+            f"output in {self.run.output_dir}")
         if self.update_mode == INTERLEAVED:
             self.subscription(graph.EXPERIENCE, self._on_experience)
             return
@@ -125,8 +129,7 @@ class TrainerNode(RLNode):
             if not answer.success:
                 self.reject("priorities", answer.message)
         return self.sampler.call(SampleRequest(
-            self.config.batch_size, batches, self.run.weights_version,
-            self.config.total_env_steps))
+            self.config.batch_size, batches, self.run.weights_version, self.budget))
 
     def _on_experience(self, msg: Experience) -> None:
         """Interleaved: learn on what the rate limiter grants after this insert."""
@@ -134,7 +137,7 @@ class TrainerNode(RLNode):
             return
         self.learner.learn(self._sample(UNLIMITED_BATCHES))
         self._periodic()
-        if self.run.budget_reached:
+        if self.run.done:
             self._finish()
 
     def _learner_thread_main(self) -> None:
@@ -150,7 +153,7 @@ class TrainerNode(RLNode):
                     sample, lambda reason: self.reject("sample service", reason),
                     ServiceUnavailable)
                 source = functools.partial(self._prefetcher.get, timeout_s=0.5)
-            if self.learner.run(source, self.config.total_env_steps, self._stop, self._periodic):
+            if self.learner.run(source, self._stop, self._periodic):
                 self.ipc.post(self._finish)
         except BaseException:
             self.ipc.request_shutdown(1)

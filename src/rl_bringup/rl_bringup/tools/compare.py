@@ -373,7 +373,7 @@ def settings_from_values(values: Mapping[str, str]) -> CompareSettings:
         robots=int_value(values, "robots", DEFAULT_ROBOTS, MIN_ROBOTS, MAX_ROBOTS),
         config=config_value,
         config_file=str(config_file),
-        total_env_steps=int_value(values, "total_env_steps", run_config.trainer.total_env_steps,
+        total_env_steps=int_value(values, "total_env_steps", run_config.replay.total_env_steps,
                                   1, 10**12),
         repeats=int_value(values, "repeats", 1, 1, 1000),
         output_dir=os.path.abspath(output),

@@ -126,7 +126,7 @@ def _service(layout: ContainerLayout, container: Container, *, image: str, folde
     service["networks"] = [NETWORK]
     service["init"] = True  # signals reach the node process; zombies are reaped
     service["secrets"] = [SECRET]
-    if container.process.parameters:
+    if container.process.has_overrides:
         service["configs"] = [{"source": _config_name(container), "target": overrides}]
     if container.robot:
         service["scale"] = layout.plan.robots
@@ -155,7 +155,7 @@ def compose_document(layout: ContainerLayout, *, image: str, folder: Path,
                 for container in layout.containers}
     document: dict[str, Any] = {"services": services}
     configs = {_config_name(container): {"content": container.process.overrides_document()}
-               for container in layout.containers if container.process.parameters}
+               for container in layout.containers if container.process.has_overrides}
     if configs:
         document["configs"] = configs
     document["secrets"] = {SECRET: {"file": f"./{weights_auth.KEY_FILE_NAME}"}}

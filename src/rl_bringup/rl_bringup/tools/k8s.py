@@ -84,7 +84,7 @@ def parameter_files(layout: ContainerLayout) -> dict[str, str]:
     """The ConfigMap's files: the scenario, and the overrides of each container that has some."""
     files = {layout.scenario_name: Path(layout.plan.config_file).read_text()}
     for container in layout.containers:
-        if container.process.parameters:
+        if container.process.has_overrides:
             files[container.overrides_name()] = container.process.overrides_document()
     return files
 

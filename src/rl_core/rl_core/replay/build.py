@@ -20,7 +20,9 @@ def new_buffer(config: ReplayConfig, obs_shape: tuple[int, ...], action_shape: t
 
 
 def new_replay(config: ReplayConfig, buffer: ReplayBuffer) -> RateLimitedReplay:
-    """``buffer`` behind the rate limiter of ``config`` (``updates_per_transition`` per transition
-    after ``learning_starts``)."""
+    """``buffer`` behind the rate limiter and the schedule of ``config``
+    (``updates_per_transition`` per transition after ``learning_starts``, up to
+    ``total_env_steps``)."""
     return RateLimitedReplay(buffer, config.updates_per_transition, config.learning_starts,
-                             config.error_buffer, enforce=config.rate_limit)
+                             config.error_buffer, enforce=config.rate_limit,
+                             total_env_steps=config.total_env_steps)

@@ -10,6 +10,10 @@ which the owner passes on to the actors. It is raised when the error buffer is u
 lowered once learning has caught up by half of it (hysteresis, so a fast alternation of one
 insert and one update does not flip it at every step). With ``enforce=False`` the flag stays
 down and the achieved ratio is only reported.
+
+The buffer also owns the run's schedule: with a budget of ``total_env_steps`` transitions it grants
+only the batches those pay for, and :attr:`RateLimitedReplay.done` turns true once they are in
+and every batch they pay for was granted: the end of the run, whichever process learns.
 """
 
 from __future__ import annotations
@@ -34,6 +38,10 @@ class Draw:
     total_inserted: int
     #: Whether the buffer samples by priority (the learner keeps the batches' TD errors).
     prioritized: bool = False
+    #: The run's budget in transitions (0: none), and whether the run is done: the budget is in
+    #: and these were the last batches it pays for.
+    total_env_steps: int = 0
+    done: bool = False
 
 
 class RateLimitedReplay:
@@ -44,14 +52,16 @@ class RateLimitedReplay:
     :param learning_starts: transitions stored before the first batch is granted.
     :param error_buffer: transitions acting may run ahead of learning before it is paused.
     :param enforce: raise :attr:`acting_paused` when acting is too far ahead (``rate_limit``).
+    :param total_env_steps: the run's budget in transitions (0: none, the run never ends).
     """
 
     def __init__(self, buffer: ReplayBuffer, updates_per_transition: float, learning_starts: int,
-                 error_buffer: int, enforce: bool = True) -> None:
+                 error_buffer: int, enforce: bool = True, total_env_steps: int = 0) -> None:
         if error_buffer < 1:
             raise ValueError(f"error_buffer must be at least 1 transition, got {error_buffer}")
         self.buffer = buffer
         self.enforce = enforce
+        self.total_env_steps = total_env_steps
         low = learning_starts * updates_per_transition
         high = low + max(error_buffer * updates_per_transition, updates_per_transition + 1)
         self.limiter = SampleToInsertRatio(updates_per_transition, learning_starts, (low, high))
@@ -80,21 +90,31 @@ class RateLimitedReplay:
             self.acting_weights_version = max(self.acting_weights_version, int(policy_version))
             return self._update_pause()
 
+    @property
+    def done(self) -> bool:
+        """The budget is in and every batch it pays for was granted (never, without a budget)."""
+        return bool(self.total_env_steps) and self.total_inserted >= self.total_env_steps and \
+            self.limiter.sample_allowance(self.total_env_steps) == 0
+
     def take(self, batch_size: int, max_batches: int, weights_version: int = 0,
              insert_budget: int = 0) -> tuple[Draw, bool]:
-        """Grant up to ``max_batches`` batches of ``batch_size`` (0 while learning is ahead).
+        """Grant up to ``max_batches`` batches of ``batch_size`` (0 while learning is ahead), only
+        those the first ``total_env_steps`` transitions pay for, so a run ends with exactly the
+        bare loop's number of updates while acting goes on.
 
-        :param insert_budget: grant only the updates the first ``insert_budget`` transitions pay
-            for (the learner's ``total_env_steps``; 0 = no cap), so a run ends with exactly the
-            bare loop's number of updates while acting goes on.
+        :param insert_budget: a budget the learner sets (the trainer's deprecated
+            ``total_env_steps``): the buffer adopts it; 0 = keep the buffer's own.
         :returns: the draw and whether :attr:`acting_paused` changed.
         """
         with self._lock:
+            if insert_budget:
+                self.total_env_steps = int(insert_budget)
             self.newest_weights_version = max(self.newest_weights_version, int(weights_version))
-            granted = (self.limiter.take_samples(max_batches, insert_budget or None)
+            granted = (self.limiter.take_samples(max_batches, self.total_env_steps or None)
                        if len(self.buffer) else 0)
             batches = [self.buffer.sample(batch_size) for _ in range(granted)]
-            return (Draw(batches, len(self.buffer), self.buffer.total_inserted, self.buffer.prioritized),
+            return (Draw(batches, len(self.buffer), self.buffer.total_inserted,
+                         self.buffer.prioritized, self.total_env_steps, self.done),
                     self._update_pause())
 
     def update_priorities(self, update: PriorityUpdate) -> int:

@@ -129,10 +129,11 @@ class SampleToInsertRatio:
                 return math.inf
             return (self.max_diff - self._diff()) / self.samples_per_insert
 
-    def sample_allowance(self) -> int:
-        """The largest number of samples allowed now (0 while the learner is ahead)."""
+    def sample_allowance(self, insert_cap: int | None = None) -> int:
+        """The largest number of samples allowed now (0 while the learner is ahead), counting
+        only the first ``insert_cap`` inserts when given (see :meth:`take_samples`)."""
         with self._condition:
-            return self._allowance()
+            return self._allowance(insert_cap)
 
     # --- records ------------------------------------------------------------------------------
 

@@ -41,6 +41,10 @@ class SampleAnswer(NamedTuple):
     buffer_size: int
     total_inserted: int
     prioritized: bool = False  # send the batches' priorities back with a later request
+    #: The run's budget in transitions, and whether the run is done (the budget is in and
+    #: every batch it pays for was granted: learn on these, then finish).
+    total_env_steps: int = 0
+    done: bool = False
 
 
 #: What ``save`` and ``load`` answer: success, message, transitions, the file's path.
@@ -74,6 +78,8 @@ class StatusFigures:
     total_sampled: int
     insert_blocked_s: float
     sample_blocked_s: float
+    total_env_steps: int
+    done: bool
     newest_weights_version: int
     acting_weights_version: int
 
@@ -180,17 +186,20 @@ class ReplayService:
         max_batches = min(request.max_batches, self.max_rows // max(request.batch_size, 1))
         with self.lock:
             size, total = self.sizes()
+            schedule = self.replay.total_env_steps, self.replay.done
             if max_batches == 0:
-                return SampleAnswer(True, "sizes only", [], size, total)
+                return SampleAnswer(True, "sizes only", [], size, total, False, *schedule)
             if size == 0:
-                return SampleAnswer(False, "buffer is empty; wait for experience", [], 0, total)
+                return SampleAnswer(False, "buffer is empty; wait for experience", [], 0, total,
+                                    False, *schedule)
             draw, changed = self.replay.take(request.batch_size, max_batches,
                                              request.weights_version, request.insert_budget)
         if changed:
             self._on_pause_change()
-        message = "" if draw.batches else "rate limited: learning is ahead of the data"
+        message = ("run done: the budget is in and its updates were granted" if draw.done else
+                   "" if draw.batches else "rate limited: learning is ahead of the data")
         return SampleAnswer(True, message, draw.batches, draw.buffer_size, draw.total_inserted,
-                            self.buffer.prioritized)
+                            self.buffer.prioritized, draw.total_env_steps, draw.done)
 
     def update_priorities(self, update: PriorityUpdate) -> PriorityAnswer:
         """Apply a learner's priorities, or reject them (counted per reason)."""
@@ -344,5 +353,6 @@ class ReplayService:
                              updates_per_transition=stats.achieved_samples_per_insert,
                              total_sampled=stats.samples, insert_blocked_s=stats.insert_blocked_s,
                              sample_blocked_s=stats.sample_blocked_s,
+                             total_env_steps=self.replay.total_env_steps, done=self.replay.done,
                              newest_weights_version=self.replay.newest_weights_version,
                              acting_weights_version=self.replay.acting_weights_version)
