@@ -251,29 +251,23 @@ def make_plan(
 ) -> Plan:
     """Build the deployment plan.
 
-    Text values are accepted for every argument (launch arguments and ``key:=value`` command-line
-    arguments arrive as text); empty ``output_dir`` / ``domain_id`` mean "not given".
+    Every argument may be text (as launch and ``key:=value`` arguments arrive); empty
+    ``output_dir`` / ``domain_id`` mean "not given".
 
     :param mode: one of :data:`MODES`.
     :param robots: number of robots, ``MIN_ROBOTS..MAX_ROBOTS``, or ``auto`` (hybrid only): an
         elastic count between ``min_robots`` and ``max_robots`` (see ``autoscale``).
     :param config: parameter file: a path or a name in the config folder (``cartpole``).
-    :param output_dir: where the trainer writes checkpoints and results (the ``output_dir``
-        parameter of the learning processes);
-        the trainer's own default when ``None``. Made absolute so every process agrees on it.
-    :param domain_id: ROS_DOMAIN_ID; when ``None``, the caller's ``ROS_DOMAIN_ID`` as is (up to
-        ``MAX_INHERITED_DOMAIN_ID``, with a note above ``MAX_DOMAIN_ID``), else a random pick in
-        ``RANDOM_DOMAIN_ID_RANGE`` (:mod:`rl_bringup.discovery`).
-    :param discovery: ``localhost``, ``subnet`` or ``server:HOST:PORT``
-        (see :func:`rl_bringup.discovery.discovery_environment`).
-    :param extra_parameters: parameter overrides for every process (see
-        :meth:`ProcessSpec.overrides_file`).
-    :param cpus: CPU sets per node kind, ``none``, ``auto`` or ``KIND=LIST;...`` (see
-        :func:`rl_bringup.cpu_sets.cpu_sets`); when ``None`` or empty, the ``cpus`` of the
-        scenario file's ``/rl_bringup`` block, else :data:`DEFAULT_CPUS`.
-    :param policy_layout: ``per_robot`` (a policy node per robot, in its namespace) or
-        ``central`` (one policy node ``/policy`` with ``robots:=N`` serving every robot with
-        batched inference; :mod:`rl_bringup.layouts` says where each mode puts it).
+    :param output_dir: the learning processes' ``output_dir`` (made absolute); ``None``: the
+        trainer's own default.
+    :param domain_id: ROS_DOMAIN_ID; ``None``: the caller's (at most ``MAX_INHERITED_DOMAIN_ID``),
+        else a random pick (:func:`rl_bringup.discovery.run_environment`).
+    :param discovery: ``localhost``, ``subnet`` or ``server:HOST:PORT`` (:mod:`.discovery`).
+    :param extra_parameters: parameter overrides (:meth:`ProcessSpec.overrides_file`).
+    :param cpus: ``none``, ``auto`` or ``KIND=LIST;...`` (:func:`rl_bringup.cpu_sets.cpu_sets`);
+        ``None`` or empty: the scenario file's ``/rl_bringup`` block, else :data:`DEFAULT_CPUS`.
+    :param policy_layout: ``per_robot`` (a policy node per robot) or ``central`` (one
+        ``/policy`` batching every robot's inference; placed by :mod:`rl_bringup.layouts`).
     :param autoscale: with ``robots:=auto``: ``min_robots``, ``max_robots`` and
         ``autoscale_<setting>`` values (:func:`parse_elastic_robots`).
     :param robot_interface: ``in_process`` or ``ros2_control`` (the simulators drive robots
@@ -285,10 +279,9 @@ def make_plan(
     :param use_sim_time: every node follows ``/clock`` (robot 0's sim_robot publishes it).
     :param environ: the caller's environment (``os.environ`` when ``None``); read for
         ``ROS_DOMAIN_ID`` and for variables that would contradict the plan.
-    :param rng: random generator for the domain-id pick (tests pass a seeded one).
+    :param rng: random generator for the domain-id pick.
     :param machine_cpus: the CPUs the run may use (the planning process's affinity when
         ``None``); ``auto`` splits them and listed CPUs must be among them.
-    :return: the plan.
     :raises PlanError: on invalid input, naming the valid choices.
     """
     mode_text = _choice(mode, MODES, f"unknown mode {mode!r}; valid modes")
