@@ -1,10 +1,12 @@
 """The repository's style, enforced: ruff (ruff.toml) on every Python file, mypy (mypy.ini) on
-rl_core, and no function in src/ longer than MAX_FUNCTION_LINES lines of code (its signature and
-body; the docstring not counted)."""
+rl_core, no function in src/ longer than MAX_FUNCTION_LINES lines of code (its signature and
+body; the docstring not counted), and one docstring style in src/: reST field lists
+(``:param x:``, ``:returns:``, ``:raises E:``, ``:ivar x:``), no Google-style sections."""
 
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +18,9 @@ pytestmark = pytest.mark.unit
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 MAX_FUNCTION_LINES = 80
+#: A Google-style docstring section header alone on its line (``Args:``, ``Returns:`` ...).
+GOOGLE_SECTION = re.compile(r"^\s*(Args|Arguments|Returns|Raises|Yields|Attributes|Example|"
+                            r"Examples|Note|Notes):\s*$")
 
 
 def run(command: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
@@ -53,3 +58,19 @@ def test_no_function_in_src_is_longer_than_the_limit() -> None:
                     long.append(f"{path.relative_to(REPO)}:{node.lineno} {node.name} ({lines})")
     assert not long, f"functions over {MAX_FUNCTION_LINES} lines (split them):\n" + \
         "\n".join(long)
+
+
+def test_docstrings_in_src_use_one_style() -> None:
+    found = []
+    for path in sorted((REPO / "src").rglob("*.py")):
+        if "build" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                docstring = ast.get_docstring(node, clean=False) or ""
+                found += [f"{path.relative_to(REPO)}: {getattr(node, 'name', 'module')} "
+                          f"{line.strip()}" for line in docstring.splitlines()
+                          if GOOGLE_SECTION.match(line)]
+    assert not found, ("Google-style docstring sections; write reST fields (:param x:, "
+                       ":returns:, :raises E:, :ivar x:) as the rest of src does:\n"
+                       + "\n".join(found))

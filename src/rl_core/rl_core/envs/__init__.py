@@ -64,13 +64,10 @@ def register_envs() -> None:
 def make_env(env_id: str, **kwargs: Any) -> gymnasium.Env:
     """Creates a registered environment, wrapped as ``gymnasium.make`` does.
 
-    Args:
-        env_id: ``CARTPOLE_ID``, ``KUKA_REACH_ID`` or any other registered id.
-        **kwargs: Passed to ``gymnasium.make`` (e.g. ``render_mode``,
-            ``max_episode_steps`` or constructor arguments).
-
-    Returns:
-        The environment, with the registered TimeLimit wrapper.
+    :param env_id: ``CARTPOLE_ID``, ``KUKA_REACH_ID`` or any other registered id.
+    :param **kwargs: Passed to ``gymnasium.make`` (e.g. ``render_mode``,
+        ``max_episode_steps`` or constructor arguments).
+    :returns: The environment, with the registered TimeLimit wrapper.
     """
     register_envs()
     return gymnasium.make(env_id, **kwargs)
@@ -95,8 +92,7 @@ def space_shapes(env_id: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """``(observation shape, action shape)`` of a task: a gymnasium id (registered, or
     ``module:Id``) or a robot task's entry point (``module:TaskClass``, rl_core.robot.tasks).
 
-    Raises:
-        ValueError: when ``env_id`` names neither; the message lists the built-in ids.
+    :raises ValueError: when ``env_id`` names neither; the message lists the built-in ids.
     """
     register_envs()
     from rl_core.robot.tasks import is_task_name, load_task

@@ -34,12 +34,11 @@ class PybulletRobotEnv(gymnasium.Env[np.ndarray, np.ndarray]):
     advances a whole control period, because pybullet then performs the
     substeps in C++ and keeps a torque command applied across all of them.
 
-    Attributes:
-        urdf_path: Absolute path of the robot's URDF file.
-        control_period: Simulated seconds per ``step()``.
-        physics_substeps: Physics steps per control period.
-        render_width: Width in pixels of :meth:`render` images.
-        render_height: Height in pixels of :meth:`render` images.
+    :ivar urdf_path: Absolute path of the robot's URDF file.
+    :ivar control_period: Simulated seconds per ``step()``.
+    :ivar physics_substeps: Physics steps per control period.
+    :ivar render_width: Width in pixels of :meth:`render` images.
+    :ivar render_height: Height in pixels of :meth:`render` images.
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 50}
@@ -69,18 +68,15 @@ class PybulletRobotEnv(gymnasium.Env[np.ndarray, np.ndarray]):
     ) -> None:
         """Connects a DIRECT pybullet client and loads the robot.
 
-        Args:
-            urdf_path: Path of the robot's URDF file.
-            control_period: Simulated seconds per ``step()``; must be positive.
-            physics_substeps: Physics steps per control period; at least 1.
-            render_mode: ``None`` or ``"rgb_array"``.
-            render_width: Width in pixels of rendered images.
-            render_height: Height in pixels of rendered images.
-            base_position: World position of the (fixed) robot base.
-            gravity: Gravity along world z in m/s^2.
-
-        Raises:
-            ValueError: If an argument is out of range or the URDF is missing.
+        :param urdf_path: Path of the robot's URDF file.
+        :param control_period: Simulated seconds per ``step()``; must be positive.
+        :param physics_substeps: Physics steps per control period; at least 1.
+        :param render_mode: ``None`` or ``"rgb_array"``.
+        :param render_width: Width in pixels of rendered images.
+        :param render_height: Height in pixels of rendered images.
+        :param base_position: World position of the (fixed) robot base.
+        :param gravity: Gravity along world z in m/s^2.
+        :raises ValueError: If an argument is out of range or the URDF is missing.
         """
         path = self._checked_urdf(urdf_path, control_period, physics_substeps,
                                   render_mode, render_width, render_height)
@@ -150,8 +146,7 @@ class PybulletRobotEnv(gymnasium.Env[np.ndarray, np.ndarray]):
     def bullet_client(self) -> BulletClient:
         """The pybullet client of this environment.
 
-        Raises:
-            RuntimeError: If the environment has been closed.
+        :raises RuntimeError: If the environment has been closed.
         """
         if self._client is None:
             raise RuntimeError("environment is closed")
@@ -199,8 +194,7 @@ class PybulletRobotEnv(gymnasium.Env[np.ndarray, np.ndarray]):
         The poses are those of the URDF link frames (not of the centres of
         mass), which is what a URDF-driven visualiser needs.
 
-        Returns:
-            Mapping from URDF link name to ``(position (3,), quaternion (4,) xyzw)``.
+        :returns: Mapping from URDF link name to ``(position (3,), quaternion (4,) xyzw)``.
         """
         p = self.bullet_client
         base_position, base_orientation = p.getBasePositionAndOrientation(self.robot_id)
@@ -233,8 +227,7 @@ class PybulletRobotEnv(gymnasium.Env[np.ndarray, np.ndarray]):
     def render(self) -> np.ndarray | None:
         """Renders the scene with pybullet's CPU tiny renderer.
 
-        Returns:
-            An ``(render_height, render_width, 3)`` uint8 RGB image when
+        :returns: An ``(render_height, render_width, 3)`` uint8 RGB image when
             ``render_mode == "rgb_array"``, otherwise None.
         """
         if self.render_mode != "rgb_array":

@@ -58,20 +58,17 @@ class CartPoleBalanceEnv(PybulletRobotEnv):
     ) -> None:
         """Creates the environment.
 
-        Args:
-            render_mode: ``None`` or ``"rgb_array"``.
-            max_force: Force in N applied for an action of magnitude 1.
-            control_period: Simulated seconds per step.
-            physics_substeps: Physics steps per control period.
-            angle_limit: Pole angle in rad beyond which the episode terminates.
-            position_limit: Cart position in m beyond which the episode terminates.
-            reset_noise: Half-width of the uniform noise on every state
-                variable at reset.
-            render_width: Width in pixels of rendered images.
-            render_height: Height in pixels of rendered images.
-
-        Raises:
-            ValueError: If a limit or the force is not positive, or the noise is negative.
+        :param render_mode: ``None`` or ``"rgb_array"``.
+        :param max_force: Force in N applied for an action of magnitude 1.
+        :param control_period: Simulated seconds per step.
+        :param physics_substeps: Physics steps per control period.
+        :param angle_limit: Pole angle in rad beyond which the episode terminates.
+        :param position_limit: Cart position in m beyond which the episode terminates.
+        :param reset_noise: Half-width of the uniform noise on every state
+            variable at reset.
+        :param render_width: Width in pixels of rendered images.
+        :param render_height: Height in pixels of rendered images.
+        :raises ValueError: If a limit or the force is not positive, or the noise is negative.
         """
         for name, value in (
             ("max_force", max_force),
@@ -127,12 +124,9 @@ class CartPoleBalanceEnv(PybulletRobotEnv):
     ) -> tuple[np.ndarray, dict[str, Any]]:
         """Places the cart near the centre with the pole nearly upright.
 
-        Args:
-            seed: Seed for ``self.np_random``; None keeps the current generator.
-            options: Unused.
-
-        Returns:
-            The first observation and an empty info dict.
+        :param seed: Seed for ``self.np_random``; None keeps the current generator.
+        :param options: Unused.
+        :returns: The first observation and an empty info dict.
         """
         super().reset(seed=seed)
         x, x_dot, theta, theta_dot = self.np_random.uniform(
@@ -146,15 +140,10 @@ class CartPoleBalanceEnv(PybulletRobotEnv):
     ) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         """Applies the force for one control period.
 
-        Args:
-            action: Array of shape (1,) in [-1, 1].
-
-        Returns:
-            ``(observation, reward, terminated, truncated, info)``; truncation
+        :param action: Array of shape (1,) in [-1, 1].
+        :returns: ``(observation, reward, terminated, truncated, info)``; truncation
             is left to the TimeLimit wrapper added at registration.
-
-        Raises:
-            ValueError: If the action is not finite.
+        :raises ValueError: If the action is not finite.
         """
         command = float(np.asarray(action, dtype=np.float64).reshape(-1)[0])
         if not math.isfinite(command):

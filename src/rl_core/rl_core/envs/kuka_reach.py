@@ -72,22 +72,19 @@ class KukaReachEnv(PybulletRobotEnv):
     ) -> None:
         """Creates the environment.
 
-        Args:
-            render_mode: ``None`` or ``"rgb_array"``.
-            max_joint_velocity: Joint speed in rad/s for an action of magnitude 1.
-            max_joint_force: Torque limit in N m of each joint's velocity motor.
-            control_period: Simulated seconds per step.
-            physics_substeps: Physics steps per control period.
-            success_distance: Distance in m below which the target counts as reached.
-            action_penalty: Weight of the mean squared action in the reward.
-            home_noise: Half-width in rad of the uniform noise on the home pose.
-            target_low: Lower corner (x, y, z) in m of the target sampling box.
-            target_high: Upper corner (x, y, z) in m of the target sampling box.
-            render_width: Width in pixels of rendered images.
-            render_height: Height in pixels of rendered images.
-
-        Raises:
-            ValueError: If an argument is out of range.
+        :param render_mode: ``None`` or ``"rgb_array"``.
+        :param max_joint_velocity: Joint speed in rad/s for an action of magnitude 1.
+        :param max_joint_force: Torque limit in N m of each joint's velocity motor.
+        :param control_period: Simulated seconds per step.
+        :param physics_substeps: Physics steps per control period.
+        :param success_distance: Distance in m below which the target counts as reached.
+        :param action_penalty: Weight of the mean squared action in the reward.
+        :param home_noise: Half-width in rad of the uniform noise on the home pose.
+        :param target_low: Lower corner (x, y, z) in m of the target sampling box.
+        :param target_high: Upper corner (x, y, z) in m of the target sampling box.
+        :param render_width: Width in pixels of rendered images.
+        :param render_height: Height in pixels of rendered images.
+        :raises ValueError: If an argument is out of range.
         """
         low, high = self._checked_arguments(max_joint_velocity, max_joint_force, success_distance,
                                             action_penalty, home_noise, target_low, target_high)
@@ -214,19 +211,14 @@ class KukaReachEnv(PybulletRobotEnv):
     ) -> tuple[np.ndarray, dict[str, Any]]:
         """Puts the arm at the home pose plus noise and draws a new target.
 
-        Args:
-            seed: Seed for ``self.np_random``; None keeps the current generator.
-            options: Optional ``{"target_position": (x, y, z)}`` to place the
-                target instead of sampling it. The random draws are made
-                either way, so the arm's start pose for a seed does not
-                depend on this option.
-
-        Returns:
-            The first observation and ``{"is_success": bool, "distance": float}``.
-
-        Raises:
-            ValueError: If the given target position is not 3 numbers within
-                ``WORKSPACE_BOUND``.
+        :param seed: Seed for ``self.np_random``; None keeps the current generator.
+        :param options: Optional ``{"target_position": (x, y, z)}`` to place the
+            target instead of sampling it. The random draws are made
+            either way, so the arm's start pose for a seed does not
+            depend on this option.
+        :returns: The first observation and ``{"is_success": bool, "distance": float}``.
+        :raises ValueError: If the given target position is not 3 numbers within
+            ``WORKSPACE_BOUND``.
         """
         super().reset(seed=seed)
         noise = self.np_random.uniform(-self.home_noise, self.home_noise, size=len(self.HOME_POSITIONS))
@@ -254,16 +246,11 @@ class KukaReachEnv(PybulletRobotEnv):
     ) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         """Drives the joints at the commanded velocities for one control period.
 
-        Args:
-            action: Array of shape (7,) in [-1, 1].
-
-        Returns:
-            ``(observation, reward, terminated, truncated, info)`` with
+        :param action: Array of shape (7,) in [-1, 1].
+        :returns: ``(observation, reward, terminated, truncated, info)`` with
             ``info = {"is_success": bool, "distance": float}``; truncation
             is left to the TimeLimit wrapper added at registration.
-
-        Raises:
-            ValueError: If the action has the wrong size or is not finite.
+        :raises ValueError: If the action has the wrong size or is not finite.
         """
         command = np.asarray(action, dtype=np.float64).reshape(-1)
         if command.shape != self.action_space.shape:

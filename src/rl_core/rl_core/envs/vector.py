@@ -33,12 +33,11 @@ __all__ = ["EpisodeRecord", "VectorEnv", "VectorStep"]
 class EpisodeRecord(NamedTuple):
     """Summary of one finished episode.
 
-    Attributes:
-        env_index: Index of the environment in the vector.
-        episode_return: Undiscounted sum of the episode's rewards.
-        length: Number of steps in the episode.
-        is_success: ``info["is_success"]`` of the last step, or None when the
-            environment does not report success.
+    :ivar env_index: Index of the environment in the vector.
+    :ivar episode_return: Undiscounted sum of the episode's rewards.
+    :ivar length: Number of steps in the episode.
+    :ivar is_success: ``info["is_success"]`` of the last step, or None when the
+        environment does not report success.
     """
 
     env_index: int
@@ -50,15 +49,14 @@ class EpisodeRecord(NamedTuple):
 class VectorStep(NamedTuple):
     """Result of :meth:`VectorEnv.step`.
 
-    Attributes:
-        next_obs: ``(num_envs, *obs_shape)`` true successor observation of each
-            env; for an env whose episode just ended, its final observation.
-        rewards: ``(num_envs,)`` float32 rewards.
-        terminated: ``(num_envs,)`` bool, the episode reached a terminal state.
-        truncated: ``(num_envs,)`` bool, the episode was cut off (time limit).
-        obs: ``(num_envs, *obs_shape)`` observation to act on next; equals
-            ``next_obs`` except for envs that were reset in this step.
-        episodes: Records of the episodes that ended in this step.
+    :ivar next_obs: ``(num_envs, *obs_shape)`` true successor observation of each
+        env; for an env whose episode just ended, its final observation.
+    :ivar rewards: ``(num_envs,)`` float32 rewards.
+    :ivar terminated: ``(num_envs,)`` bool, the episode reached a terminal state.
+    :ivar truncated: ``(num_envs,)`` bool, the episode was cut off (time limit).
+    :ivar obs: ``(num_envs, *obs_shape)`` observation to act on next; equals
+        ``next_obs`` except for envs that were reset in this step.
+    :ivar episodes: Records of the episodes that ended in this step.
     """
 
     next_obs: np.ndarray
@@ -72,28 +70,24 @@ class VectorStep(NamedTuple):
 class VectorEnv:
     """``num_envs`` instances of one registered env, stepped in a loop in this process.
 
-    Attributes:
-        env_id: The gymnasium id the environments were made from.
-        num_envs: Number of environments.
-        vector_env: The gymnasium vector env (a same-step autoresetting ``SyncVectorEnv``).
-        envs: The environments (wrapped by ``gymnasium.make`` and
-            ``RecordEpisodeStatistics``); use
-            ``envs[i].unwrapped`` for the introspection methods.
-        single_observation_space: Observation space of one environment.
-        single_action_space: Action space of one environment.
+    :ivar env_id: The gymnasium id the environments were made from.
+    :ivar num_envs: Number of environments.
+    :ivar vector_env: The gymnasium vector env (a same-step autoresetting ``SyncVectorEnv``).
+    :ivar envs: The environments (wrapped by ``gymnasium.make`` and
+        ``RecordEpisodeStatistics``); use
+        ``envs[i].unwrapped`` for the introspection methods.
+    :ivar single_observation_space: Observation space of one environment.
+    :ivar single_action_space: Action space of one environment.
     """
 
     def __init__(self, env_id: str, num_envs: int, **env_kwargs: Any) -> None:
         """Creates the environments.
 
-        Args:
-            env_id: A registered gymnasium id, e.g. ``rl_ros2/CartPoleBalance-v0``.
-            num_envs: Number of environments; at least 1.
-            **env_kwargs: Passed to ``gymnasium.make`` for every environment
-                (e.g. ``max_episode_steps``).
-
-        Raises:
-            ValueError: If ``num_envs`` is less than 1 or the spaces are not Boxes.
+        :param env_id: A registered gymnasium id, e.g. ``rl_ros2/CartPoleBalance-v0``.
+        :param num_envs: Number of environments; at least 1.
+        :param **env_kwargs: Passed to ``gymnasium.make`` for every environment
+            (e.g. ``max_episode_steps``).
+        :raises ValueError: If ``num_envs`` is less than 1 or the spaces are not Boxes.
         """
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
@@ -136,12 +130,9 @@ class VectorEnv:
     def reset(self, seed: int | None = None) -> np.ndarray:
         """Resets every environment.
 
-        Args:
-            seed: Env ``i`` is reset with ``seed + i``; None resets without seeding.
-                Later autoresets continue each env's random stream unseeded.
-
-        Returns:
-            ``(num_envs, *obs_shape)`` initial observations.
+        :param seed: Env ``i`` is reset with ``seed + i``; None resets without seeding.
+            Later autoresets continue each env's random stream unseeded.
+        :returns: ``(num_envs, *obs_shape)`` initial observations.
         """
         obs, _ = self.vector_env.reset(seed=seed)
         return obs.copy()
@@ -149,19 +140,14 @@ class VectorEnv:
     def step(self, actions: np.ndarray) -> VectorStep:
         """Steps every environment once and resets those whose episode ended.
 
-        Args:
-            actions: ``(num_envs, *action_shape)`` finite actions. Finiteness is left
-                to the environments, which raise ValueError for a non-finite action;
-                the simulator node rejects such a batch before it gets here, so a
-                whole-batch check here would be a third one on the hot path.
-
-        Returns:
-            A :class:`VectorStep`.
-
-        Raises:
-            gymnasium.error.ResetNeeded: If :meth:`reset` has not been called.
-            ValueError: If ``actions`` has the wrong shape (before any environment
-                steps) or an environment rejects its action.
+        :param actions: ``(num_envs, *action_shape)`` finite actions. Finiteness is left
+            to the environments, which raise ValueError for a non-finite action;
+            the simulator node rejects such a batch before it gets here, so a
+            whole-batch check here would be a third one on the hot path.
+        :returns: A :class:`VectorStep`.
+        :raises gymnasium.error.ResetNeeded: If :meth:`reset` has not been called.
+        :raises ValueError: If ``actions`` has the wrong shape (before any environment
+            steps) or an environment rejects its action.
         """
         actions = np.asarray(actions, dtype=self.single_action_space.dtype)
         if actions.shape != self._batch_action_shape:

@@ -75,10 +75,9 @@ class OutOfBounds(ValueError):
 class InvalidPriorities(ValueError):
     """``update_priorities`` got malformed input; nothing was changed.
 
-    Attributes:
-        kind: What was wrong, for counting rejections per reason: ``"malformed"``
-            (shapes, lengths, dtypes), ``"index out of range"``, ``"not finite"``,
-            ``"negative"`` or ``"zero"`` (0 with ``epsilon`` 0).
+    :ivar kind: What was wrong, for counting rejections per reason: ``"malformed"``
+        (shapes, lengths, dtypes), ``"index out of range"``, ``"not finite"``,
+        ``"negative"`` or ``"zero"`` (0 with ``epsilon`` 0).
     """
 
     def __init__(self, kind: str, message: str) -> None:
@@ -89,20 +88,19 @@ class InvalidPriorities(ValueError):
 class Batch(NamedTuple):
     """A sampled minibatch; every array has leading dimension ``B``.
 
-    Attributes:
-        obs: ``float32 (B, *obs_shape)`` observations (``uint8`` in a buffer of images).
-        actions: ``float32 (B, *action_shape)`` actions.
-        rewards: ``float32 (B,)`` rewards.
-        next_obs: ``float32 (B, *obs_shape)`` next observations (``uint8`` in a buffer of
-            images).
-        terminated: ``float32 (B,)`` 1.0 where the episode terminated (no
-            bootstrapping), else 0.0. Float rather than bool so it enters TD
-            targets directly: ``target = r + gamma * (1 - terminated) * q_next``.
-            Truncation is stored by the buffer but not returned, because a
-            truncated transition still bootstraps.
-        indices: ``int64 (B,)`` storage slots, to pass to ``update_priorities``.
-        weights: ``float32 (B,)`` importance-sampling weights, max-normalised
-            within the batch; all ones for uniform sampling.
+    :ivar obs: ``float32 (B, *obs_shape)`` observations (``uint8`` in a buffer of images).
+    :ivar actions: ``float32 (B, *action_shape)`` actions.
+    :ivar rewards: ``float32 (B,)`` rewards.
+    :ivar next_obs: ``float32 (B, *obs_shape)`` next observations (``uint8`` in a buffer of
+        images).
+    :ivar terminated: ``float32 (B,)`` 1.0 where the episode terminated (no
+        bootstrapping), else 0.0. Float rather than bool so it enters TD
+        targets directly: ``target = r + gamma * (1 - terminated) * q_next``.
+        Truncation is stored by the buffer but not returned, because a
+        truncated transition still bootstraps.
+    :ivar indices: ``int64 (B,)`` storage slots, to pass to ``update_priorities``.
+    :ivar weights: ``float32 (B,)`` importance-sampling weights, max-normalised
+        within the batch; all ones for uniform sampling.
     """
 
     obs: FloatArray
@@ -171,24 +169,21 @@ class ReplayBuffer:
     Storage is written as a ring: once ``capacity`` transitions are held, each
     new one overwrites the oldest. Rows ``0 .. len - 1`` are valid.
 
-    Args:
-        obs_shape: Shape of one observation, e.g. ``(24,)``; an int means ``(n,)``.
-        action_shape: Shape of one action, e.g. ``(4,)``; ``()`` for a scalar.
-        capacity: Maximum number of stored transitions.
-        prioritized: Sample proportionally to priority instead of uniformly.
-        alpha: Priority exponent (0 = uniform, 1 = fully proportional). Only
-            used when ``prioritized``.
-        beta: Importance-sampling exponent in ``[0, 1]``; usually annealed to 1
-            via ``set_beta`` during training.
-        epsilon: Added to every priority so no transition gets probability 0.
-        seed: Seed of the buffer's own ``np.random.Generator``.
-        value_bound: Largest absolute value ``add`` accepts in the float fields (None: any
-            finite value).
-        obs_dtype: ``np.float32`` (state vectors) or ``np.uint8`` (images, stored as they
-            are, 4x smaller; ``add`` then requires ``uint8`` observations).
-
-    Raises:
-        ValueError: If any argument is out of range, with the reason.
+    :param obs_shape: Shape of one observation, e.g. ``(24,)``; an int means ``(n,)``.
+    :param action_shape: Shape of one action, e.g. ``(4,)``; ``()`` for a scalar.
+    :param capacity: Maximum number of stored transitions.
+    :param prioritized: Sample proportionally to priority instead of uniformly.
+    :param alpha: Priority exponent (0 = uniform, 1 = fully proportional). Only
+        used when ``prioritized``.
+    :param beta: Importance-sampling exponent in ``[0, 1]``; usually annealed to 1
+        via ``set_beta`` during training.
+    :param epsilon: Added to every priority so no transition gets probability 0.
+    :param seed: Seed of the buffer's own ``np.random.Generator``.
+    :param value_bound: Largest absolute value ``add`` accepts in the float fields (None: any
+        finite value).
+    :param obs_dtype: ``np.float32`` (state vectors) or ``np.uint8`` (images, stored as they
+        are, 4x smaller; ``add`` then requires ``uint8`` observations).
+    :raises ValueError: If any argument is out of range, with the reason.
     """
 
     def __init__(
@@ -319,11 +314,8 @@ class ReplayBuffer:
     def set_beta(self, beta: float) -> None:
         """Set the importance-sampling exponent (for annealing schedules).
 
-        Args:
-            beta: New value in ``[0, 1]``.
-
-        Raises:
-            ValueError: If ``beta`` is outside ``[0, 1]``.
+        :param beta: New value in ``[0, 1]``.
+        :raises ValueError: If ``beta`` is outside ``[0, 1]``.
         """
         self.beta = beta
 
@@ -351,22 +343,17 @@ class ReplayBuffer:
         priority seen so far, so it is likely replayed before its priority is
         first corrected.
 
-        Args:
-            obs: ``(N, *obs_shape)`` observations.
-            actions: ``(N, *action_shape)`` actions.
-            rewards: ``(N,)`` rewards.
-            next_obs: ``(N, *obs_shape)`` next observations.
-            terminated: ``(N,)`` 0/1 or bool; episode ended in a terminal state.
-            truncated: ``(N,)`` 0/1 or bool; episode cut off by a time limit.
-                ``None`` means no truncation.
-
-        Returns:
-            ``int64`` storage slots of the kept transitions (length
+        :param obs: ``(N, *obs_shape)`` observations.
+        :param actions: ``(N, *action_shape)`` actions.
+        :param rewards: ``(N,)`` rewards.
+        :param next_obs: ``(N, *obs_shape)`` next observations.
+        :param terminated: ``(N,)`` 0/1 or bool; episode ended in a terminal state.
+        :param truncated: ``(N,)`` 0/1 or bool; episode cut off by a time limit.
+            ``None`` means no truncation.
+        :returns: ``int64`` storage slots of the kept transitions (length
             ``min(N, capacity)``, aligned with the last rows of the input).
-
-        Raises:
-            ValueError: On a wrong shape or dtype, mismatched ``N``, non-finite
-                values, or flags other than 0/1, naming the field.
+        :raises ValueError: On a wrong shape or dtype, mismatched ``N``, non-finite
+            values, or flags other than 0/1, naming the field.
         """
         block, images = self._pack(obs, actions, rewards, next_obs, terminated, truncated)
         # ---- validation done; nothing below can fail on user input.
@@ -503,15 +490,10 @@ class ReplayBuffer:
     def sample(self, batch_size: int) -> Batch:
         """Draw ``batch_size`` transitions with replacement.
 
-        Args:
-            batch_size: Number of transitions; may exceed ``len(self)``.
-
-        Returns:
-            A ``Batch`` of copies (safe to keep after further inserts).
-
-        Raises:
-            ValueError: If ``batch_size`` is not a positive int.
-            RuntimeError: If the buffer is empty.
+        :param batch_size: Number of transitions; may exceed ``len(self)``.
+        :returns: A ``Batch`` of copies (safe to keep after further inserts).
+        :raises ValueError: If ``batch_size`` is not a positive int.
+        :raises RuntimeError: If the buffer is empty.
         """
         if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)):
             raise ValueError(f"batch_size must be an int, got {type(batch_size).__name__}")
@@ -571,21 +553,16 @@ class ReplayBuffer:
         learner that sends priorities back later (over ROS) passes ``drawn_at``:
         slots written since then are skipped.
 
-        Args:
-            indices: 1-D ``int`` slots from ``Batch.indices``.
-            priorities: Non-negative finite values, one per index. With
-                duplicate indices the last value wins.
-            drawn_at: ``total_inserted`` when the indices were sampled (the oldest
-                such count, when they come from several draws).
-
-        Returns:
-            How many priorities were applied (the rest were stale).
-
-        Raises:
-            RuntimeError: If the buffer is not prioritised.
-            InvalidPriorities: On mismatched lengths, non-integer or out-of-range
-                indices, or priorities that are non-finite, negative, or not
-                positive after adding ``epsilon``; nothing is changed.
+        :param indices: 1-D ``int`` slots from ``Batch.indices``.
+        :param priorities: Non-negative finite values, one per index. With
+            duplicate indices the last value wins.
+        :param drawn_at: ``total_inserted`` when the indices were sampled (the oldest
+            such count, when they come from several draws).
+        :returns: How many priorities were applied (the rest were stale).
+        :raises RuntimeError: If the buffer is not prioritised.
+        :raises InvalidPriorities: On mismatched lengths, non-integer or out-of-range
+            indices, or priorities that are non-finite, negative, or not
+            positive after adding ``epsilon``; nothing is changed.
         """
         if self._tree is None:
             raise RuntimeError("update_priorities() needs a buffer built with prioritized=True")
@@ -652,8 +629,7 @@ class ReplayBuffer:
         Only the ``len(self)`` stored rows are included. The RNG state travels as a
         JSON string so a restored buffer draws the same samples.
 
-        Returns:
-            Mapping of names to arrays, suitable for ``np.savez``.
+        :returns: Mapping of names to arrays, suitable for ``np.savez``.
         """
         size = self._size
         priorities = (
@@ -688,12 +664,9 @@ class ReplayBuffer:
         ``alpha``, ``beta`` and ``epsilon`` are taken from the state so sampling
         continues exactly as before. Validation is complete before any change.
 
-        Args:
-            state: Mapping as returned by ``state_dict`` (or read from ``save``).
-
-        Raises:
-            ValueError: If keys are missing or any value is incompatible or
-                inconsistent, naming the offending entry.
+        :param state: Mapping as returned by ``state_dict`` (or read from ``save``).
+        :raises ValueError: If keys are missing or any value is incompatible or
+            inconsistent, naming the offending entry.
         """
         if "total_inserted" not in state and "total_added" in state:  # files of release 0.1
             state = {**state, "total_inserted": state["total_added"]}
@@ -827,11 +800,8 @@ class ReplayBuffer:
 
         The file is created owner-read/write only (``mkstemp`` mode 0600).
 
-        Args:
-            path: Destination file; its directory must exist.
-
-        Raises:
-            FileNotFoundError: If the destination directory does not exist.
+        :param path: Destination file; its directory must exist.
+        :raises FileNotFoundError: If the destination directory does not exist.
         """
         self.write_state(self.state_dict(), path)
 
@@ -861,13 +831,10 @@ class ReplayBuffer:
     def load(self, path: str | os.PathLike[str]) -> None:
         """Restore state from a file written by ``save``.
 
-        Args:
-            path: File to read.
-
-        Raises:
-            FileNotFoundError: If ``path`` does not exist.
-            ValueError: If the file is corrupt or incompatible with this buffer,
-                naming the path and the problem.
+        :param path: File to read.
+        :raises FileNotFoundError: If ``path`` does not exist.
+        :raises ValueError: If the file is corrupt or incompatible with this buffer,
+            naming the path and the problem.
         """
         state = _read_state_file(path)
         try:
@@ -880,16 +847,11 @@ class ReplayBuffer:
                   ) -> ReplayBuffer:
         """Build a buffer with the configuration stored in ``path`` and restore it.
 
-        Args:
-            path: File written by ``save``.
-            max_capacity: Refuse files whose capacity exceeds this, before allocating.
-
-        Returns:
-            A buffer that continues exactly where the saved one stopped.
-
-        Raises:
-            FileNotFoundError: If ``path`` does not exist.
-            ValueError: If the file is corrupt or inconsistent.
+        :param path: File written by ``save``.
+        :param max_capacity: Refuse files whose capacity exceeds this, before allocating.
+        :returns: A buffer that continues exactly where the saved one stopped.
+        :raises FileNotFoundError: If ``path`` does not exist.
+        :raises ValueError: If the file is corrupt or inconsistent.
         """
         state = _read_state_file(path)
         if max_capacity is not None and _scalar(state, "capacity", int) > max_capacity:

@@ -21,10 +21,9 @@ __all__ = ["PriorityFeedback", "PriorityUpdate"]
 class PriorityUpdate(NamedTuple):
     """New priorities for sampled buffer slots.
 
-    Attributes:
-        indices: ``int64 (N,)`` buffer slots (``Batch.indices``).
-        priorities: ``float32 (N,)`` new priorities, typically ``|TD error|``.
-        drawn_at: The buffer's ``total_inserted`` when the oldest of these slots was sampled.
+    :ivar indices: ``int64 (N,)`` buffer slots (``Batch.indices``).
+    :ivar priorities: ``float32 (N,)`` new priorities, typically ``|TD error|``.
+    :ivar drawn_at: The buffer's ``total_inserted`` when the oldest of these slots was sampled.
     """
 
     indices: npt.NDArray[np.int64]

@@ -32,13 +32,10 @@ class SumTree:
     deltas), so floating-point error does not accumulate over millions of
     updates. Values are stored as float64.
 
-    Args:
-        capacity: Number of leaves. Must be a positive integer.
-        branching: Children per internal node (>= 2). The default suits
-            batches of tens to hundreds of indices; 2 gives a classic binary tree.
-
-    Raises:
-        ValueError: If ``capacity`` or ``branching`` is invalid.
+    :param capacity: Number of leaves. Must be a positive integer.
+    :param branching: Children per internal node (>= 2). The default suits
+        batches of tens to hundreds of indices; 2 gives a classic binary tree.
+    :raises ValueError: If ``capacity`` or ``branching`` is invalid.
     """
 
     def __init__(self, capacity: int, *, branching: int = 16) -> None:
@@ -105,26 +102,20 @@ class SumTree:
     def get(self, indices: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """Return the leaf values at ``indices``.
 
-        Args:
-            indices: Leaf indices in ``[0, capacity)``.
-
-        Returns:
-            Leaf values, same shape as ``indices``.
+        :param indices: Leaf indices in ``[0, capacity)``.
+        :returns: Leaf values, same shape as ``indices``.
         """
         return self._levels[0][self._check_indices(indices)]
 
     def update(self, indices: npt.ArrayLike, priorities: npt.ArrayLike) -> None:
         """Set leaf values and refresh every ancestor sum.
 
-        Args:
-            indices: Leaf indices in ``[0, capacity)``. With duplicates the last
-                occurrence wins.
-            priorities: Non-negative finite values, one per index (a scalar is
-                broadcast).
-
-        Raises:
-            ValueError: On out-of-range indices or negative/non-finite values,
-                before anything is changed.
+        :param indices: Leaf indices in ``[0, capacity)``. With duplicates the last
+            occurrence wins.
+        :param priorities: Non-negative finite values, one per index (a scalar is
+            broadcast).
+        :raises ValueError: On out-of-range indices or negative/non-finite values,
+            before anything is changed.
         """
         index_array = self._check_indices(indices)
         value_array = np.asarray(priorities, dtype=np.float64)
@@ -159,13 +150,10 @@ class SumTree:
         The common insert case (a contiguous run of new transitions) needs no
         fancy indexing: each level's touched parents form a contiguous range too.
 
-        Args:
-            start: First leaf, ``0 <= start <= stop``.
-            stop: One past the last leaf, ``<= capacity``.
-            priority: Non-negative finite value for every leaf in the range.
-
-        Raises:
-            ValueError: On a bad range or value, before anything is changed.
+        :param start: First leaf, ``0 <= start <= stop``.
+        :param stop: One past the last leaf, ``<= capacity``.
+        :param priority: Non-negative finite value for every leaf in the range.
+        :raises ValueError: On a bad range or value, before anything is changed.
         """
         if not (_is_int(start) and _is_int(stop) and 0 <= start <= stop <= self._capacity):
             raise ValueError(f"range [{start}, {stop}) is not within [0, {self._capacity}]")
@@ -189,15 +177,10 @@ class SumTree:
         rounding (or ``s == total``) pushes ``s`` past the last positive child,
         that child is taken instead.
 
-        Args:
-            prefix_sums: Values in ``[0, total]``, any shape.
-
-        Returns:
-            ``int64`` leaf indices with the shape of ``prefix_sums``.
-
-        Raises:
-            ValueError: If the tree is empty (total is 0) or a prefix sum is out
-                of range or non-finite.
+        :param prefix_sums: Values in ``[0, total]``, any shape.
+        :returns: ``int64`` leaf indices with the shape of ``prefix_sums``.
+        :raises ValueError: If the tree is empty (total is 0) or a prefix sum is out
+            of range or non-finite.
         """
         targets = np.asarray(prefix_sums, dtype=np.float64)
         total = self.total
@@ -248,13 +231,10 @@ class SumTree:
     def load_priorities(self, priorities: npt.ArrayLike, max_priority: float) -> None:
         """Replace all leaves at once and rebuild the tree (used when restoring).
 
-        Args:
-            priorities: Values for leaves ``0 .. len(priorities) - 1``; later
-                leaves are set to zero. Length must not exceed ``capacity``.
-            max_priority: Running maximum to restore.
-
-        Raises:
-            ValueError: On a length above ``capacity`` or bad values.
+        :param priorities: Values for leaves ``0 .. len(priorities) - 1``; later
+            leaves are set to zero. Length must not exceed ``capacity``.
+        :param max_priority: Running maximum to restore.
+        :raises ValueError: On a length above ``capacity`` or bad values.
         """
         value_array = np.asarray(priorities, dtype=np.float64)
         if value_array.ndim != 1 or value_array.shape[0] > self._capacity:
