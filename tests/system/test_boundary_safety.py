@@ -254,8 +254,11 @@ class Probe:
                 f"the run exited ({self.run.process.returncode}) while waiting for {what}:\n"
                 f"{self.run.output()[-4000:]}")
             if time.monotonic() > deadline:
+                # Every line but the trainer's progress (which would fill the tail): what the
+                # robots, the sim_robots and the supervisor said.
+                lines = [line for line in self.run.lines if "]: steps " not in line]
                 pytest.fail(f"timed out after {timeout_s:g} s waiting for {what}\n"
-                            f"{self.run.output()[-3000:]}")
+                            + "\n".join(lines)[-6000:])
             self.executor.spin_once(timeout_sec=0.005)
 
     def spin_for(self, seconds: float) -> None:

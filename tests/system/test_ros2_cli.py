@@ -167,9 +167,10 @@ def test_colocated_launch_runs_to_completion_with_a_parameter_override(
     assert f"ROS_DOMAIN_ID={domain} (from your ROS_DOMAIN_ID, as is)" in output
     assert f"export ROS_DOMAIN_ID={domain} ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST" in output
     result = json.loads((tmp_path / "run" / "result.json").read_text())
-    # total_env_steps:=700 beat the scenario file's trainer block (8000).
+    # total_env_steps:=700 beat the scenario file's replay_buffer block (8000), and the run
+    # ended when the buffer said so.
     assert result["env_steps"] == 700, result
-    assert "training until 700 transitions" in output
+    assert "]: done: 700 transitions" in output
 
 
 def test_without_a_domain_the_launch_picks_one_and_says_how_to_attach(
