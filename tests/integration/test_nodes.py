@@ -154,6 +154,17 @@ def test_live_parameters_take_effect_and_invalid_values_are_refused(colocated) -
     assert descriptor.description and descriptor.floating_point_range[0].to_value == 1.0
     read_only = trainer.set_parameters([Parameter("env_id", value="other")])[0]
     assert not read_only.successful
+    # Issue 19: what would stop or wreck a run at run time is refused (set it at launch).
+    for name, value in (("use_sim_time", True), ("batch_size", 65536), ("checkpoint_period", 0.0),
+                        ("eval_episodes", 10000), ("weights_period", 3600.0)):
+        refused = trainer.set_parameters([Parameter(name, value=value)])[0]
+        assert not refused.successful, name
+    assert not trainer.get_parameter("use_sim_time").value
+    simulator = colocated["simulator"]
+    refused = simulator.set_parameters([Parameter("max_rate_hz", value=1e-5)])[0]
+    assert not refused.successful and "at least 1 Hz" in refused.reason
+    for name, value in (("priority_alpha", 0.1), ("snapshot_period", 1.0)):  # never applied live
+        assert not colocated["replay"].set_parameters([Parameter(name, value=value)])[0].successful
 
 
 def test_late_policy_process_gets_the_current_weights_at_once(tmp_path: Path, ros_env) -> None:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
 
 from rl_core.acting import ActingGate, Pacer, StatusChange
+from rl_core.config import MIN_RATE_HZ, ConfigError, SimulatorConfig
 
 pytestmark = pytest.mark.unit
 
@@ -62,6 +64,27 @@ def test_the_pacer_holds_its_rate_and_zero_never_waits() -> None:
     for _ in range(1000):
         free.wait()
     assert time.monotonic() - start < 0.05
+
+
+def test_a_pacer_wait_ends_when_the_rate_rises_or_the_pacer_closes() -> None:
+    pacer = Pacer(1.0)
+    pacer.wait()  # the first step is free; the next is due in 1 s
+    threading.Timer(0.05, lambda: setattr(pacer, "rate_hz", 1000.0)).start()
+    start = time.monotonic()
+    pacer.wait()
+    assert time.monotonic() - start < 0.5
+    pacer.rate_hz = 1.0  # the next step is due in 1 s again
+    threading.Timer(0.05, pacer.close).start()
+    start = time.monotonic()
+    pacer.wait()
+    assert time.monotonic() - start < 0.5
+
+
+def test_a_capped_rate_below_the_minimum_is_refused() -> None:
+    with pytest.raises(ConfigError, match="at least 1 Hz"):
+        SimulatorConfig(max_rate_hz=1e-5)
+    assert SimulatorConfig(max_rate_hz=0.0).max_rate_hz == 0.0
+    assert SimulatorConfig(max_rate_hz=MIN_RATE_HZ).max_rate_hz == MIN_RATE_HZ
 
 
 def test_a_limiter_pause_holds_only_while_its_buffer_reports() -> None:

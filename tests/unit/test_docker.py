@@ -136,7 +136,7 @@ def test_dockerfile_does_not_pip_install_ros_wheels_or_numpy() -> None:
 def test_dockerfile_builds_on_kilted_with_colcon_and_the_repository_sources() -> None:
     assert arguments_of("FROM") == ["ros:kilted"]
     # The generated deployments run the executables from IMAGE_INSTALL (rl-bringup k8s, compose).
-    assert arguments_of("WORKDIR") == [str(PurePosixPath(IMAGE_INSTALL).parent)]
+    assert arguments_of("WORKDIR")[0] == str(PurePosixPath(IMAGE_INSTALL).parent)
     copied = [shlex.split(text) for text in arguments_of("COPY")]
     assert {"src", "config", "launch"} <= {sources[0] for sources in copied}
     commands = run_commands()
@@ -151,6 +151,23 @@ def test_dockerfile_builds_on_kilted_with_colcon_and_the_repository_sources() ->
               if not line.lstrip().startswith("#") for command in shell_commands(line)]
     assert ["source", "/opt/ros/kilted/setup.bash"] in script
     assert script[-1] == ["exec", "$@"]
+
+
+def test_the_image_runs_as_an_unprivileged_user_that_owns_its_output_folders() -> None:
+    """Issue 19: no process of the image runs as root (the k8s pods run as the same uid)."""
+    from rl_bringup.tools.k8s_objects import IMAGE_UID
+
+    instructions = dockerfile()
+    users = [index for index, instruction in enumerate(instructions) if instruction.keyword == "USER"]
+    assert users and arguments_of("USER")[-1] == f"{IMAGE_UID}:{IMAGE_UID}"
+    assert all(instruction.keyword not in ("RUN", "COPY", "ADD")
+               for instruction in instructions[users[-1]:]), "root steps after USER"
+    commands = run_commands()
+    (useradd,) = [command for command in commands if command[:1] == ["useradd"]]
+    assert option_value(useradd, "--uid") == str(IMAGE_UID)
+    owned = [command for command in commands if command[:1] == ["chown"]]
+    assert owned and {"/runs", "/run/rl_ros2/robot_claims"} <= set(owned[0][2:])
+    assert arguments_of("WORKDIR")[-1] == environment()["HOME"] == "/home/rl"
 
 
 def declared_keys() -> set[str]:
@@ -210,7 +227,7 @@ def test_dockerfile_copies_what_rl_bringups_symlinks_point_at() -> None:
     the image has."""
     package = REPO_ROOT / "src" / "rl_bringup"
     copied = {shlex.split(text)[-1].rstrip("/") for text in arguments_of("COPY")}
-    (workdir,) = set(arguments_of("WORKDIR"))
+    workdir = arguments_of("WORKDIR")[0]  # where the sources are built (the last: $HOME)
     for name in ("launch", "config"):
         link = package / name
         assert link.is_symlink(), link

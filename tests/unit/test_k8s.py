@@ -221,6 +221,35 @@ def test_the_learner_job_keeps_output_dir_on_its_volume(
 
 
 @pytest.mark.parametrize("mode", MODES)
+def test_every_pod_runs_unprivileged_with_a_read_only_root(
+        generate: Callable[..., Path], mode: str) -> None:
+    """Issue 19: non-root, no capabilities, no escalation, no service-account token; the only
+    writable places are the volumes (output_dir) and the scratch emptyDir."""
+    pods = pod_specs(render(generate(mode, "robots:=2")))
+    assert {"Deployment/rl-discovery", "Job/rl-learner"} <= set(pods)  # and robots, if any
+    for name, pod in pods.items():
+        assert pod["automountServiceAccountToken"] is False, name
+        security = pod["securityContext"]
+        assert security["runAsNonRoot"] is True and security["runAsUser"] != 0, name
+        assert security["fsGroup"] == security["runAsGroup"] == k8s_objects.IMAGE_UID
+        assert security["seccompProfile"]["type"] == "RuntimeDefault"
+        (scratch,) = [volume for volume in pod["volumes"] if volume["name"] == "scratch"]
+        assert scratch["emptyDir"] == {}
+        for container in all_containers(pod):
+            context = container["securityContext"]
+            assert context["readOnlyRootFilesystem"] is True and context["privileged"] is False
+            assert context["allowPrivilegeEscalation"] is False
+            assert context["capabilities"] == {"drop": ["ALL"]}
+            mounts = {mount["mountPath"]: mount for mount in container["volumeMounts"]}
+            assert not mounts[k8s_objects.SCRATCH_MOUNT].get("readOnly")
+            env = environment(container)
+            assert env["ROS_HOME"].startswith(k8s_objects.SCRATCH_MOUNT + "/")
+            assert env["HOME"] == k8s_objects.SCRATCH_MOUNT
+            assert all(mount.get("readOnly") for path, mount in mounts.items()
+                       if path not in (k8s_objects.SCRATCH_MOUNT, "/runs")), container["name"]
+
+
+@pytest.mark.parametrize("mode", MODES)
 def test_every_node_discovers_through_the_discovery_server(
         generate: Callable[..., Path], mode: str) -> None:
     objects = render(generate(mode, "robots:=2", "domain_id:=7"))

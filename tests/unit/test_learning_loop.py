@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -155,6 +156,16 @@ def test_a_training_run_counts_episodes_refuses_bad_ones_and_versions_weights(tm
     assert all(tensor.device.type == "cpu" for tensor in state.values())
 
 
+def test_a_training_run_diagnoses_warm_up_the_end_and_broken_losses(tmp_path: Path) -> None:
+    run = new_run(tmp_path)
+    healthy, message, values = run.diagnosis(None, "thread", finished=False)
+    assert healthy and message.startswith("warming up (0 transitions") and values["updates"] == 0
+    assert run.diagnosis(None, "thread", finished=True)[:2] == (True, "training finished")
+    run.learner.metrics["critic_loss"] = float("nan")
+    healthy, message, _ = run.diagnosis(None, "thread", finished=True)
+    assert not healthy and "NaN" in message
+
+
 def test_a_training_run_resumes_from_its_newest_checkpoint(tmp_path: Path) -> None:
     run = new_run(tmp_path)
     run.learner.learn(filled_replay(50).take(8, UNLIMITED_BATCHES)[0])
@@ -165,6 +176,15 @@ def test_a_training_run_resumes_from_its_newest_checkpoint(tmp_path: Path) -> No
     assert resumed.sac.update_step == 40 and resumed.weights_version == 1
     assert resumed.learner.episodes == 1
     assert any("resumed from" in str(line) for line in resumed.reports)  # type: ignore[attr-defined]
+    assert resumed.epoch > run.epoch
+
+
+def test_a_resumed_run_orders_its_weights_after_the_checkpoint_even_with_the_clock_behind(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = new_run(tmp_path)
+    run.save()
+    monkeypatch.setattr(time, "time_ns", lambda: run.epoch - 10**12)  # this host is behind
+    assert new_run(tmp_path).epoch == run.epoch + 1
 
 
 def test_a_training_run_reports_progress_and_ends_with_its_result(tmp_path: Path) -> None:
@@ -179,6 +199,9 @@ def test_a_training_run_reports_progress_and_ends_with_its_result(tmp_path: Path
     assert line.startswith("steps 50/50 | ") and "updates 40 (1.00/transition) | weights v0" in line
     assert scalars["policy_lag"] == 1.0 and "critic_loss" in scalars
     assert run.done and run.health() == ""
+    healthy, message, values = run.diagnosis(status, "interleaved", finished=False)
+    assert healthy and message == "training (interleaved)" and values["updates"] == 40
+    assert values["policy_lag"] == "1"
     result = run.finish("interleaved", status, {"robots": {}})
     document = json.loads((tmp_path / "result.json").read_text())
     assert document["update_mode"] == "interleaved" and document["policy_lag"] == 1.0

@@ -12,6 +12,7 @@ import pytest
 from gymnasium.spaces import Box
 
 from rl_core.remote_env import (
+    KEPT_EXPERIENCE,
     REPUBLISH_AFTER_S,
     RemoteRobot,
     RemoteVectorEnv,
@@ -178,14 +179,17 @@ def test_a_restarted_or_skipping_simulator_is_a_protocol_error() -> None:
     assert robot.latest is not None and robot.latest.step == 8
 
 
-def test_experience_of_a_replaced_stream_is_dropped_and_old_rows_pruned() -> None:
+def test_the_last_stream_heard_wins_and_old_rows_are_pruned() -> None:
     robot = RemoteRobot("/robot_0", 0, lambda *args: None)
     rows = [Rows(0, 2, sequence, np.ones((1, 1), np.float32), np.ones(1), np.zeros((1, 2)),
                  np.zeros(1, bool), np.zeros(1, bool)) for sequence in range(4)]
     robot.on_experience(rows[0])
-    robot.on_experience(Rows(0, 1, 9, *[np.zeros(1)] * 5))  # an older run of the simulator
-    assert list(robot.experience) == [0] and robot.stream == 2
+    # Another stream (an older run, or one forged with the largest number) replaces what was
+    # kept, but cannot shut the genuine stream out: its next rows replace it again.
+    robot.on_experience(Rows(0, 2**64 - 1, 9, *[np.zeros(1)] * 5))
+    assert list(robot.experience) == [9] and robot.stream == 2**64 - 1
     robot.on_experience(rows[1])
+    assert list(robot.experience) == [1] and robot.stream == 2
     robot.on_experience(rows[3])
     robot.on_observations(Batch(0, 1, np.zeros((1, 2))))
     robot.synchronise()
@@ -193,9 +197,13 @@ def test_experience_of_a_replaced_stream_is_dropped_and_old_rows_pruned() -> Non
     robot.on_observations(Batch(0, 2, np.zeros((1, 2))))
     assert robot.arrived(0)
     _, experience = robot.take()
-    assert experience is rows[1] and list(robot.experience) == [3]  # row 0 pruned
+    assert experience is rows[1] and list(robot.experience) == [3]
     robot.on_experience(Rows(0, 3, 0, *[np.zeros(1)] * 5))  # a newer run: starts afresh
     assert list(robot.experience) == [0] and robot.stream == 3
+    for sequence in range(1, 200):  # a flood of one stream is bounded
+        robot.on_experience(Rows(0, 3, sequence, *[np.zeros(1)] * 5))
+    assert len(robot.experience) == KEPT_EXPERIENCE
+    assert min(robot.experience) == 200 - KEPT_EXPERIENCE
 
 
 def test_replaced_actions_are_refused() -> None:

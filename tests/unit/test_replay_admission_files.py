@@ -23,13 +23,35 @@ def test_batches_of_the_deployment_are_stored_once_and_gaps_counted() -> None:
     assert admission.refusal(2, 5, 0).kind == "experience (foreign robot)"
     admission.stored(0, 5, 3)  # 1 and 2 never came
     assert admission.lost_messages == 2
-    # A respawned simulator starts a newer stream at 0; the old stream's leftovers are refused.
+    # A respawned simulator starts another stream; the old stream's late batches still count once.
     assert admission.refusal(0, stream=6, sequence=0) is None
     admission.stored(0, 6, 0)
-    refusal = admission.refusal(0, stream=5, sequence=4)
-    assert refusal.kind == "experience (stale stream)" and "older" in refusal.reason
+    assert admission.refusal(0, stream=5, sequence=4) is None
+    assert admission.refusal(0, stream=5, sequence=3).kind == "experience (duplicate)"
     assert admission.lost_messages == 2
     assert ExperienceAdmission(robots=0).refusal(99, 1, 0) is None  # any id
+
+
+def test_no_forged_batch_locks_a_robot_out() -> None:
+    """One valid batch with the largest stream and sequence (issue 19) leaves the robot's own
+    stream, and a respawn with a smaller (clock-behind) stream, admitted."""
+    admission = ExperienceAdmission(robots=1)
+    admission.stored(0, stream=1000, sequence=10)
+    admission.stored(0, stream=2**64 - 1, sequence=2**64 - 1)  # forged
+    assert admission.refusal(0, 1000, 11) is None
+    assert admission.refusal(0, stream=7, sequence=0) is None  # respawned, clock behind
+    assert admission.lost_messages == 0
+
+
+def test_a_flood_of_streams_is_bounded_and_forgets_the_oldest() -> None:
+    admission = ExperienceAdmission(robots=2)
+    admission.stored(1, stream=1, sequence=5)
+    for stream in range(2, admission.max_streams + 10):
+        admission.stored(0, stream, 0)
+    assert len(admission._last) == admission.max_streams
+    assert admission.refusal(1, 1, 5) is None  # forgotten: stored afresh, never refused
+    admission.stored(1, 1, 9)
+    assert admission.lost_messages == 0
 
 
 def test_paths_stay_inside_the_directory(tmp_path: Path) -> None:

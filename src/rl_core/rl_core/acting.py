@@ -7,6 +7,8 @@ Plain objects for the simulator node (``rl_nodes.simulator``) and the gym bridge
 
 from __future__ import annotations
 
+import math
+import threading
 import time
 from typing import NamedTuple
 
@@ -96,16 +98,38 @@ class ActingGate:
 
 class Pacer:
     """Holds a control rate: :meth:`wait` returns no sooner than one period after the last
-    (a real robot cannot step faster). ``rate_hz`` 0 never waits."""
+    (a real robot cannot step faster). ``rate_hz`` 0 never waits. The wait ends early when the
+    rate changes (on another thread) or :meth:`close` is called; config keeps a capped rate at
+    or above ``MIN_RATE_HZ``, so one wait is bounded."""
 
     def __init__(self, rate_hz: float) -> None:
-        self.rate_hz = rate_hz
-        self._next_at = 0.0
+        self._rate_hz = rate_hz
+        self._last_at = -math.inf
+        self._wake = threading.Event()
+        self._closed = False
+
+    @property
+    def rate_hz(self) -> float:
+        return self._rate_hz
+
+    @rate_hz.setter
+    def rate_hz(self, value: float) -> None:
+        self._rate_hz = value
+        self._wake.set()
 
     def wait(self) -> None:
-        if self.rate_hz <= 0:
-            return
-        now = time.monotonic()
-        if self._next_at > now:
-            time.sleep(self._next_at - now)
-        self._next_at = max(now, self._next_at) + 1.0 / self.rate_hz
+        started = time.monotonic()
+        due = started
+        while not self._closed and self._rate_hz > 0:
+            due = self._last_at + 1.0 / self._rate_hz
+            remaining = due - time.monotonic()
+            if remaining <= 0:
+                break
+            self._wake.wait(remaining)
+            self._wake.clear()
+        self._last_at = max(started, due)
+
+    def close(self) -> None:
+        """End a wait now, and every later one at once."""
+        self._closed = True
+        self._wake.set()

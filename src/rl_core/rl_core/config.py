@@ -80,6 +80,12 @@ def _check_ranges(config: Any) -> None:
             raise ConfigError(f"{where} = {value!r} is outside its range [{low}, {high}]")
 
 
+#: The lowest capped control rate: a step waits at most 1 / MIN_RATE_HZ s on the simulator's
+#: only thread, which also serves its parameter and diagnostics endpoints.
+MIN_RATE_HZ = 1.0
+#: The most evaluation episodes: each one blocks the end of the run (final evaluation).
+MAX_EVAL_EPISODES = 100
+
 #: Values of the ``device`` parameter (resolved to a torch device by :mod:`rl_core.device`).
 DEVICES = ("auto", "cpu", "cuda")
 
@@ -119,7 +125,8 @@ class SimulatorConfig:
     random_steps: int = param(1000, "Environment steps (per simulator) with uniform random actions "
                               "before the policy acts.", 0, 10**9, 1)
     max_rate_hz: float = param(0.0, "Upper bound of control steps per second, like a real robot's "
-                               "control rate (0 = as fast as possible).", 0.0, 100000.0, 0.0)
+                               f"control rate (0 = as fast as possible, else at least "
+                               f"{MIN_RATE_HZ:g}).", 0.0, 100000.0, 0.0)
     visualization_rate_hz: float = param(10.0, "Rate of joint_states, markers and TF for rviz "
                                          "(environment 0; 0 = off).", 0.0, 100.0, 0.0)
     pipeline: bool = param(False, "Keep two halves of the environments in flight (double-buffered "
@@ -136,6 +143,11 @@ class SimulatorConfig:
 
     def __post_init__(self) -> None:
         _check_ranges(self)
+        if 0.0 < self.max_rate_hz < MIN_RATE_HZ:
+            raise ConfigError(f"SimulatorConfig.max_rate_hz must be 0 (uncapped) or at least "
+                              f"{MIN_RATE_HZ:g} Hz (each step would wait longer than "
+                              f"{1 / MIN_RATE_HZ:g} s on the node's only thread), got "
+                              f"{self.max_rate_hz!r}")
         if self.observation_codec not in OBSERVATION_CODECS:
             raise ConfigError(f"SimulatorConfig.observation_codec must be one of "
                               f"{', '.join(OBSERVATION_CODECS)}, got {self.observation_codec!r}")
@@ -175,7 +187,7 @@ class BoundaryConfig:
                                    read_only=True)
     command_timeout: float = param(0.5, "Seconds without a fresh action after which the robot "
                                    "is held (position: where it is; velocity, effort: zero).",
-                                   0.001, 60.0, 0.0)
+                                   0.001, 10.0, 0.0)
     max_command_change: float = param(1.0, "Largest change of a command from one control "
                                       "period to the next, as a fraction of the action scale.",
                                       0.01, 2.0, 0.0)
@@ -229,7 +241,7 @@ class PolicyConfig:
     batch_window_ms: float = param(2.0, "Central policy (robots >= 1): longest time an "
                                    "observation batch waits for the other robots' batches before "
                                    "the forward pass runs without them (0 = answer each batch at "
-                                   "once).", 0.0, 1000.0, 0.0)
+                                   "once).", 0.0, 100.0, 0.0)
     device: str = device_param("the torch actor's inference (an onnx_model always runs on the "
                                "CPU)")
     feature_dim: int = feature_dim_param()
@@ -256,7 +268,9 @@ class ReplayConfig:
                           read_only=True)
     prioritized: bool = param(False, "Prioritised (sum-tree) sampling instead of uniform.",
                               read_only=True)
-    priority_alpha: float = param(0.6, "Priority exponent of prioritised sampling.", 0.0, 1.0, 0.0)
+    priority_alpha: float = param(0.6, "Priority exponent of prioritised sampling (fixed at "
+                                  "start: stored priorities carry it).", 0.0, 1.0, 0.0,
+                                  read_only=True)
     priority_beta: float = param(0.4, "Importance-sampling exponent of prioritised sampling.",
                                  0.0, 1.0, 0.0)
     seed: int = param(0, "Seed of the sampler.", 0, 2**31 - 1, 1, read_only=True)
@@ -284,7 +298,8 @@ class ReplayConfig:
                             "save/load refused).", read_only=True)
     snapshot_period: float = param(30.0, "Seconds between snapshots of the buffer to "
                                    "output_dir/replay/snapshot.npz (also written on shutdown and "
-                                   "loaded on start; 0 = only on shutdown).", 0.0, 86400.0, 0.0)
+                                   "loaded on start; 0 = only on shutdown).", 0.0, 86400.0, 0.0,
+                                   read_only=True)
     value_bound: float = param(1e6, "Largest absolute value accepted in stored observations, "
                                "actions and rewards; batches beyond it are rejected (a reward of "
                                "1e20 would make every critic loss infinite).", 1.0, 1e30, 0.0,
@@ -331,13 +346,15 @@ class TrainerConfig:
                              "batches prefetched over DDS when the buffer is elsewhere), 'auto' "
                              "(interleaved when the buffer is local, else thread). Either way the "
                              "replay buffer's rate limiter grants the batches.", read_only=True)
-    batch_size: int = param(256, "Transitions per gradient step.", 1, 65536, 1)
+    batch_size: int = param(256, "Transitions per gradient step (fixed at start: it sizes the "
+                            "sample requests and the memory they take).", 1, 65536, 1,
+                            read_only=True)
     weights_period: float = param(0.5, "Seconds between /policy_weights publications.",
-                                  0.01, 3600.0, 0.0)
+                                  0.01, 60.0, 0.0)
     checkpoint_period: float = param(60.0, "Seconds between checkpoints (0 = only at the end).",
-                                     0.0, 86400.0, 0.0)
+                                     0.0, 86400.0, 0.0, read_only=True)
     eval_episodes: int = param(10, "Deterministic episodes of the final evaluation and of "
-                               "each periodic one.", 0, 10000, 1)
+                               "each periodic one.", 0, MAX_EVAL_EPISODES, 1)
     eval_period: int = param(5000, "Transitions between two periodic evaluations of the "
                              "learner (on a thread of their own: acting and learning go on); "
                              "the best evaluated weights are kept in output_dir/best beside the "

@@ -43,6 +43,8 @@ from gymnasium.vector import AutoresetMode
 
 #: A pending batch still unanswered this long after our answer was answered again.
 REPUBLISH_AFTER_S = 0.5
+#: Experience messages a link keeps while it waits for the answer to its actions.
+KEPT_EXPERIENCE = 64
 
 
 class SimulatorTimeout(TimeoutError):
@@ -133,12 +135,15 @@ class RemoteRobot:
             self.latest = batch
 
     def on_experience(self, rows: ExperienceRows) -> None:
-        """Keep ``rows`` (this robot's) unless from a simulator run since replaced."""
-        if rows.stream < self.stream:
-            return
-        if rows.stream > self.stream:
+        """Keep ``rows`` (this robot's); rows of another simulator run than the last one heard
+        from replace what was kept. Whichever run spoke last wins, so no stream number (a
+        forged one, or a respawn on a host whose clock is behind) shuts the others out; at most
+        :data:`KEPT_EXPERIENCE` messages are kept."""
+        if rows.stream != self.stream:
             self.stream, self.experience = rows.stream, {}
         self.experience[rows.sequence] = rows
+        while len(self.experience) > KEPT_EXPERIENCE:
+            del self.experience[min(self.experience)]
 
     def synchronise(self) -> None:
         """Act next on the pending observations."""

@@ -98,14 +98,16 @@ class TrainingRun:
             log(f"resumed from {resume} at update {self.sac.update_step}, weights version "
                 f"{counters.get('weights_version', 0)}, {counters.get('env_steps', 0)} env steps")
         self.weights_version = int(counters.get("weights_version", 0))
-        #: Orders this run's weights after any earlier run's.
-        self.epoch = time.time_ns()
+        #: Orders this run's weights after any earlier run's: after the resumed checkpoint's
+        #: epoch even where this host's clock is behind the one that wrote it.
+        self.epoch = max(time.time_ns(), int(counters.get("epoch", 0)) + 1)
         self.evaluator = PeriodicEvaluator(config.env_id, config.eval_period, config.eval_episodes,
                                            config.seed, self.output_dir, on_evaluated=on_evaluated,
                                            resumed=self.sac.update_step > 0)
         self.learner = Learner(self.sac, config.env_id, config.solve_return, self.evaluator,
                                report=report,
-                               counters=lambda: {"weights_version": self.weights_version},
+                               counters=lambda: {"weights_version": self.weights_version,
+                                                 "epoch": self.epoch},
                                priority_rows=priority_rows)
         self.learner.episodes = int(counters.get("episodes", 0))
         self.tensorboard: TensorBoardLog | None = None
@@ -158,7 +160,7 @@ class TrainingRun:
 
     def counters(self) -> dict[str, int]:
         return {"env_steps": self.env_steps, "episodes": self.learner.episodes,
-                "weights_version": self.weights_version}
+                "weights_version": self.weights_version, "epoch": self.epoch}
 
     def save(self) -> Path:
         """A checkpoint of the learner now (kept with the last ``keep_checkpoints``)."""
@@ -209,6 +211,23 @@ class TrainingRun:
         if self.learner.failed_updates or (loss is not None and not np.isfinite(loss)):
             return "loss is NaN/inf: updates are skipped (lower learning rates?)"
         return ""
+
+    def diagnosis(self, replay_status: Any, update_mode: str, finished: bool
+                  ) -> tuple[bool, str, dict[str, object]]:
+        """The trainer's ``/diagnostics`` entry: whether learning is healthy, what it is doing,
+        and its figures."""
+        values: dict[str, object] = {
+            "updates": self.sac.update_step, "weights version": self.weights_version,
+            "transitions": self.env_steps, "failed updates": self.learner.failed_updates,
+            **{k: f"{v:.4g}" for k, v in self.scalars(replay_status).items()}}
+        problem = self.health()
+        if problem:
+            return False, problem, values
+        if finished:
+            return True, "training finished", values
+        if self.sac.update_step == 0:
+            return True, f"warming up ({self.env_steps} transitions, no update granted yet)", values
+        return True, f"training ({update_mode})", values
 
     def close(self) -> None:
         self.evaluator.close()

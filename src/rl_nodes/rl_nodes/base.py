@@ -8,7 +8,9 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
+from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile
 
 from rl_core import weights_auth
@@ -29,6 +31,9 @@ LATCHED_QOS = graph.LATCHED.profile()
 OK, WARN, ERROR = DiagnosticStatus.OK, DiagnosticStatus.WARN, DiagnosticStatus.ERROR
 #: A node under use_sim_time whose clock stands still this long says so on /diagnostics.
 CLOCK_FROZEN_S = 2.0
+#: Parameters rclpy declares on every node that may be set only at launch: switched at run time
+#: ``use_sim_time`` hands the node's timers to a ``/clock`` that may not run, stopping them.
+LAUNCH_ONLY_PARAMETERS = ("use_sim_time",)
 
 
 def load_weights_key(logger: Any) -> bytes | None:
@@ -67,6 +72,16 @@ def robot_id_from_namespace(namespace: str) -> int:
     return int(match.group(1)) if match else 0
 
 
+def launch_only_guard(parameters: list[Parameter]) -> SetParametersResult:
+    """Refuse run-time changes of :data:`LAUNCH_ONLY_PARAMETERS` (the parameter callback)."""
+    for parameter in parameters:
+        if parameter.name in LAUNCH_ONLY_PARAMETERS:
+            return SetParametersResult(successful=False, reason=(
+                f"{parameter.name} is read-only at run time; set it at launch "
+                f"(--ros-args -p {parameter.name}:=...)"))
+    return SetParametersResult(successful=True)
+
+
 class RLNode(Node):
     """A node whose topics go through the process' intra-process manager.
 
@@ -85,6 +100,7 @@ class RLNode(Node):
         self._clock_seen = (self.get_clock().now().nanoseconds, time.monotonic())
         self._diagnostics_pub = self.publisher(graph.DIAGNOSTICS)
         self.timer(graph.DIAGNOSTICS_PERIOD_S, self._publish_diagnostics)
+        self.add_on_set_parameters_callback(launch_only_guard)
 
     def publisher(self, topic: graph.Topic | str, topic_type: TopicType[T] | None = None,
                   qos: QoSProfile | None = None) -> IntraProcessPublisher[T]:

@@ -24,12 +24,7 @@ from rl_core.stepping import Lane
 from rl_interfaces.msg import ReplayStatus
 from rl_nodes import graph
 from rl_nodes.base import OK, WARN, RLNode, robot_id_from_namespace
-from rl_nodes.conversions import (
-    Actions,
-    Episodes,
-    Experience,
-    Observations,
-)
+from rl_nodes.conversions import Actions, Episodes, Experience, Observations
 from rl_nodes.parameters import declare_config, watch_config
 from rl_nodes.robot_boundary import RobotBoundary
 from rl_nodes.runtime import main_for
@@ -245,6 +240,7 @@ class SimulatorNode(RLNode):
         self.get_logger().info(f"closing: {self.stepper.sequence} experience messages "
                                f"({self.total_env_steps} env steps) published in stream "
                                f"{self.stepper.stream}")
+        self.pacer.close()
         for lane in self.stepper.lanes:
             lane.envs.close()
         if self.boundary is not None:

@@ -229,18 +229,9 @@ class TrainerNode(RLNode):
         self.ipc.request_shutdown(0)
 
     def diagnose(self) -> tuple[int, str, dict[str, object]]:
-        run = self.run
-        values = {"updates": self.sac.update_step, "weights version": run.weights_version,
-                  "transitions": run.env_steps, "failed updates": self.learner.failed_updates,
-                  **{k: f"{v:.4g}" for k, v in run.scalars(self.replay_status).items()}}
-        problem = run.health()
-        if problem:
-            return ERROR, problem, values
-        if self.finished:
-            return OK, "training finished", values
-        if self.sac.update_step == 0:
-            return OK, f"warming up ({run.env_steps} transitions, no update granted yet)", values
-        return OK, f"training ({self.update_mode})", values
+        healthy, message, values = self.run.diagnosis(self.replay_status, self.update_mode,
+                                                      self.finished)
+        return (OK if healthy else ERROR), message, values
 
     def close(self) -> None:
         self.run.close()

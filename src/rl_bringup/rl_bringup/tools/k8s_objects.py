@@ -54,6 +54,13 @@ DEFAULT_STORAGE = "5Gi"
 # where the default for :latest (Always) would try to pull.
 IMAGE_PULL_POLICY = "IfNotPresent"
 DEFAULT_CONTAINER_ANNOTATION = "kubectl.kubernetes.io/default-container"
+#: The image's unprivileged user and group (docker/Dockerfile); every pod runs as it.
+IMAGE_UID = 1000
+#: The one writable folder of a container besides its volumes (the root filesystem is
+#: read-only): an emptyDir for ROS's logs (``ROS_HOME``), matplotlib's cache and temporary files.
+SCRATCH_MOUNT = "/tmp"
+SCRATCH_ENVIRONMENT = {"HOME": SCRATCH_MOUNT, "ROS_HOME": f"{SCRATCH_MOUNT}/ros",
+                       "MPLCONFIGDIR": f"{SCRATCH_MOUNT}/matplotlib"}
 
 
 @dataclass(frozen=True)
@@ -148,6 +155,40 @@ def _environment(container: Container) -> list[client.V1EnvVar]:
     return environment
 
 
+def _hardened(container: client.V1Container) -> client.V1Container:
+    """``container`` without privileges: no capabilities, no escalation, a read-only root
+    filesystem with the scratch folder mounted writable."""
+    from kubernetes import client
+
+    container.security_context = client.V1SecurityContext(
+        allow_privilege_escalation=False, read_only_root_filesystem=True, privileged=False,
+        capabilities=client.V1Capabilities(drop=["ALL"]))
+    container.volume_mounts = [*(container.volume_mounts or []),
+                               client.V1VolumeMount(name="scratch", mount_path=SCRATCH_MOUNT)]
+    container.env = [*(container.env or []), *(client.V1EnvVar(name=name, value=value)
+                                               for name, value in SCRATCH_ENVIRONMENT.items())]
+    return container
+
+
+def _pod_spec(containers: list[client.V1Container], volumes: list[client.V1Volume],
+              **fields: Any) -> client.V1PodSpec:
+    """A pod of hardened containers run as the image's user, without a service-account token
+    (no node talks to the Kubernetes API) and with the scratch volume."""
+    from kubernetes import client
+
+    for container in [*containers, *(fields.get("init_containers") or [])]:
+        _hardened(container)
+    return client.V1PodSpec(
+        containers=containers,
+        volumes=[*volumes, client.V1Volume(name="scratch",
+                                           empty_dir=client.V1EmptyDirVolumeSource())],
+        automount_service_account_token=False,
+        security_context=client.V1PodSecurityContext(
+            run_as_non_root=True, run_as_user=IMAGE_UID, run_as_group=IMAGE_UID,
+            fs_group=IMAGE_UID, seccomp_profile=client.V1SeccompProfile(type="RuntimeDefault")),
+        **fields)
+
+
 def _node_container(layout: ContainerLayout, container: Container,
                     options: K8sOptions) -> client.V1Container:
     from kubernetes import client
@@ -231,7 +272,7 @@ def discovery_objects(options: K8sOptions) -> list[Any]:
         spec=client.V1DeploymentSpec(
             replicas=1,
             selector=client.V1LabelSelector(match_labels=labels(component)),
-            template=_pod_template(component, client.V1PodSpec(containers=[server])),
+            template=_pod_template(component, _pod_spec([server], [])),
         ))
     service = client.V1Service(
         api_version="v1", kind="Service", metadata=_metadata(DISCOVERY_NAME, component),
@@ -257,12 +298,11 @@ def learner_objects(layout: ContainerLayout, options: K8sOptions) -> list[Any]:
         ))
     main = [_node_container(layout, c, options) for c in layout.learner if c.main]
     sidecars = [_node_container(layout, c, options) for c in layout.learner if not c.main]
-    pod = client.V1PodSpec(
+    pod = _pod_spec(
+        main, _volumes(with_runs=True),
         # A crashed trainer restarts in place and resumes from the volume; exit 0 completes.
         restart_policy="OnFailure",
         init_containers=sidecars or None,
-        containers=main,
-        volumes=_volumes(with_runs=True),
     )
     job = client.V1Job(
         api_version="batch/v1", kind="Job", metadata=_metadata(LEARNER_NAME, component),
@@ -279,8 +319,8 @@ def robot_objects(layout: ContainerLayout, options: K8sOptions) -> list[Any]:
     service = client.V1Service(
         api_version="v1", kind="Service", metadata=_metadata(ROBOTS_NAME, component),
         spec=client.V1ServiceSpec(cluster_ip="None", selector=labels(component)))
-    pod = client.V1PodSpec(containers=[_node_container(layout, c, options) for c in layout.robots],
-                           volumes=_volumes(with_runs=False))
+    pod = _pod_spec([_node_container(layout, c, options) for c in layout.robots],
+                    _volumes(with_runs=False))
     stateful_set = client.V1StatefulSet(
         api_version="apps/v1", kind="StatefulSet", metadata=_metadata(ROBOTS_NAME, component),
         spec=client.V1StatefulSetSpec(

@@ -1,9 +1,23 @@
-"""Which experience batches a replay buffer stores: robots of the deployment, their newest run,
-each batch once; gaps in a robot's sequence are counted as lost messages."""
+"""Which experience batches a replay buffer stores: robots of the deployment, each batch of each
+stream once; gaps inside a stream are counted as lost messages.
+
+A stream is one run of a robot's simulator (a respawn starts another). Streams are tracked apart,
+so nothing one stream carries changes what another may store: a forged batch with a huge stream
+or sequence number is one batch of its own stream, never a reason to refuse the robot's genuine
+one (issue 19). The order of streams does not matter either, so a simulator respawned on a host
+whose clock is behind is stored like any other.
+"""
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import NamedTuple
+
+#: Streams remembered per deployment robot (at least :data:`MIN_STREAMS` in all); the least
+#: recently stored is forgotten first. A forgotten stream that sends again starts afresh: its
+#: next batch is stored (duplicates of it would be too), and no gap is counted.
+STREAMS_PER_ROBOT = 4
+MIN_STREAMS = 1024
 
 
 class Refusal(NamedTuple):
@@ -14,15 +28,16 @@ class Refusal(NamedTuple):
 
 
 class ExperienceAdmission:
-    """Each robot's stream (one run of its simulator; a respawn starts a newer one) and the
-    last sequence number stored from it.
+    """The last sequence number stored from each robot's recent streams.
 
     :param robots: robots of the deployment (ids ``0..robots-1``; 0: any id).
     """
 
     def __init__(self, robots: int = 0) -> None:
         self.robots = robots
-        self._streams: dict[int, tuple[int, int]] = {}  # robot -> (stream, last sequence)
+        self.max_streams = max(MIN_STREAMS, STREAMS_PER_ROBOT * robots)
+        #: (robot, stream) -> last stored sequence, least recently stored first.
+        self._last: OrderedDict[tuple[int, int], int] = OrderedDict()
         #: Experience messages missing from the robots' sequences (lost on the way).
         self.lost_messages = 0
 
@@ -31,23 +46,18 @@ class ExperienceAdmission:
         if self.robots and robot_id >= self.robots:
             return Refusal("experience (foreign robot)", f"robot id {robot_id} is not one of "
                            f"this deployment's robots 0..{self.robots - 1}")
-        current, _ = self._streams.get(robot_id, (0, -1))
-        if stream < current:
-            return Refusal("experience (stale stream)", f"robot {robot_id}: stream {stream} is "
-                           f"older than its current stream {current} (an earlier run of the "
-                           "simulator)")
-        last = self._last_sequence(robot_id, stream)
-        if sequence <= last:
+        last = self._last.get((robot_id, stream))
+        if last is not None and sequence <= last:
             return Refusal("experience (duplicate)", f"robot {robot_id}: sequence {sequence} "
-                           f"was already stored (last {last})")
+                           f"of stream {stream} was already stored (last {last})")
         return None
 
     def stored(self, robot_id: int, stream: int, sequence: int) -> None:
-        """A batch was stored: advance its robot's sequence and count the gap as lost."""
-        self.lost_messages += sequence - self._last_sequence(robot_id, stream) - 1
-        self._streams[robot_id] = (stream, sequence)
-
-    def _last_sequence(self, robot_id: int, stream: int) -> int:
-        """The last stored sequence of the stream (-1: a new, (re)started stream)."""
-        current, last = self._streams.get(robot_id, (0, -1))
-        return last if stream == current else -1
+        """A batch was stored: advance its stream and count a gap inside it as lost."""
+        key = (robot_id, stream)
+        last = self._last.pop(key, None)
+        if last is not None:
+            self.lost_messages += sequence - last - 1
+        self._last[key] = sequence
+        while len(self._last) > self.max_streams:
+            self._last.popitem(last=False)
