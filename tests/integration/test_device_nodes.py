@@ -64,7 +64,7 @@ def test_trainer_and_policy_use_the_device_and_weights_travel_on_the_cpu(tmp_pat
             executor.add_node(node)
         trainer._publish_weights()
         assert ipc.spin_until(lambda: received and policy.version == 1, 30.0)
-        assert {tensor.device.type for tensor in received[0].state.values()} == {"cpu"}
+        assert {tensor.device.type for tensor in received[0].tensors().values()} == {"cpu"}
         obs = torch.zeros(3, 4).numpy()
         assert policy._act(obs, deterministic=True).shape == (3, 1)
     finally:

@@ -118,7 +118,7 @@ def test_forged_weights_over_dds_are_rejected(keyed_policy: PolicyNode) -> None:
     forged.signature = "00" * 32
     forged_msg = weights_to_msg(forged)
     # The checksum is right: only the missing signature gives it away.
-    assert weights_from_msg(forged_msg).state.keys() == forged.state.keys()
+    assert weights_from_msg(forged_msg).tensors().keys() == forged.state.keys()
 
     context = rclpy.Context()
     rclpy.init(context=context)

@@ -3,6 +3,7 @@ launch and train hand to the supervisor (tests/integration/test_cli_launch.py ru
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -51,7 +52,14 @@ def test_plan_yaml_equals_the_plan(run_cli: RunCli) -> None:
     # Options and key:=value arguments may interleave.
     code, out, _ = run_cli("plan", "decoupled", "--format", "yaml", "robots:=3", "domain_id:=9")
     assert code == 0
-    assert yaml.safe_load(out) == make_plan("decoupled", 3, domain_id=9, environ={}).to_dict()
+    plan = yaml.safe_load(out)
+    # No output_dir given: the launch gets a run directory of its own (crash safety is never off).
+    (output_dir,) = {process["parameters"]["output_dir"] for process in plan["processes"]
+                     if "output_dir" in process["parameters"]}
+    assert re.fullmatch(r"runs/decoupled-\d{8}-\d{6}-\d+",
+                        os.path.relpath(output_dir)), output_dir
+    assert plan == make_plan("decoupled", 3, output_dir=output_dir, domain_id=9,
+                             environ={}).to_dict()
 
 
 @pytest.mark.unit

@@ -179,6 +179,18 @@ def test_a_training_run_resumes_from_its_newest_checkpoint(tmp_path: Path) -> No
     assert resumed.epoch > run.epoch
 
 
+def test_the_runs_own_checkpoint_beats_resume_on_a_respawn(tmp_path: Path) -> None:
+    elsewhere = new_run(tmp_path / "earlier")
+    elsewhere.save()
+    run = new_run(tmp_path / "run", resume=str(elsewhere.checkpoints.newest_valid()))
+    run.learner.learn(filled_replay(50).take(8, UNLIMITED_BATCHES)[0])
+    run.save()
+    run.close()
+    respawned = new_run(tmp_path / "run", resume=str(elsewhere.checkpoints.newest_valid()))
+    assert respawned.sac.update_step == 40  # its own, not the resume:= one (0 updates)
+    assert any("is not used" in str(line) for line in respawned.reports)  # type: ignore[attr-defined]
+
+
 def test_a_resumed_run_orders_its_weights_after_the_checkpoint_even_with_the_clock_behind(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     run = new_run(tmp_path)

@@ -20,7 +20,7 @@ from xml.etree import ElementTree
 import pytest
 import yaml
 
-from rl_bringup import paths
+from rl_bringup import arguments, paths
 from rl_bringup.discovery import PROFILES_VARIABLE
 from rl_bringup.layouts import MODES
 from rl_bringup.parameter_overrides import format_parameter_value
@@ -427,6 +427,12 @@ class FakeContext:
         self.launch_configurations = launch_configurations
 
 
+def launch_output_dir(mode: str, given: dict[str, str] | None = None) -> str:
+    """The ``output_dir`` a faked launch of ``mode`` passes on: the one ``given``, else the run
+    directory :func:`rl_bringup.arguments.default_output_dir` picks (fixed by the fixture)."""
+    return (given or {}).get("output_dir") or f"/tmp/rl-default-{mode}"
+
+
 @pytest.fixture
 def fake_launch(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Install fake launch / launch_ros modules for the duration of a test.
@@ -436,6 +442,8 @@ def fake_launch(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """
     monkeypatch.setenv("RL_ROS2_WEIGHTS_KEY", "ab" * 32)
     monkeypatch.delenv("RL_ROS2_WEIGHTS_KEY_FILE", raising=False)
+    # A launch without output_dir gets a run directory of its own; a fixed one here.
+    monkeypatch.setattr(arguments, "default_output_dir", launch_output_dir)
     launch = types.ModuleType("launch")
     launch_actions = types.ModuleType("launch.actions")
     launch_ros = types.ModuleType("launch_ros")
@@ -525,8 +533,9 @@ def test_launch_parameter_overrides_reach_the_nodes_that_declare_them(
     _, actions = run_launch_file(file_name, overrides)
     nodes = [action for action in actions if isinstance(action, FakeNode)]
     mode = LAUNCH_FILES[file_name] or "hybrid"
-    expected = make_plan(mode, 2, domain_id=11, extra_parameters={
-        "total_env_steps": 20000, "actor_lr": 1.0, "deterministic": True})
+    expected = make_plan(mode, 2, domain_id=11, output_dir=launch_output_dir(mode),
+                         extra_parameters={"total_env_steps": 20000, "actor_lr": 1.0,
+                                           "deterministic": True})
     assert len(nodes) == len(expected.processes)
     for node, process in zip(nodes, expected.processes):
         check_node_matches(node, process)
@@ -605,7 +614,7 @@ def test_launch_nodes_match_the_plan(
         mode,
         overrides["robots"],
         config=overrides.get("config", "cartpole"),
-        output_dir=overrides.get("output_dir"),
+        output_dir=launch_output_dir(mode, overrides),
         domain_id=11,
         discovery=overrides.get("discovery", "localhost"),
     )
@@ -998,8 +1007,9 @@ def test_launch_passes_policy_layout_and_cpus_to_the_plan(
 ) -> None:
     monkeypatch.delenv("ROS_DOMAIN_ID", raising=False)
     _, actions = run_launch_file(file_name, {**overrides, "domain_id": "11"})
-    plan = make_plan(LAUNCH_FILES[file_name] or overrides["mode"], overrides["robots"],
-                     domain_id=11, cpus=overrides.get("cpus"), policy_layout="central")
+    mode = LAUNCH_FILES[file_name] or overrides["mode"]
+    plan = make_plan(mode, overrides["robots"], output_dir=launch_output_dir(mode), domain_id=11,
+                     cpus=overrides.get("cpus"), policy_layout="central")
     nodes = [action for action in actions if isinstance(action, FakeNode)]
     assert len(nodes) == len(plan.processes)
     assert any(process.required and process.respawn for process in plan.processes)
@@ -1013,3 +1023,30 @@ def test_launch_cpus_argument_defaults_to_not_given(fake_launch: None) -> None:
     declared, _ = run_launch_file("decoupled.launch.py", {"domain_id": "11"})
     defaults = {argument.name: argument.kwargs["default_value"] for argument in declared}
     assert defaults["cpus"] == "" and defaults["policy_layout"] == "per_robot"
+
+
+def test_parameter_files_go_to_a_folder_only_this_user_may_enter(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 19: the overrides file of a process cannot be planted or read by another user."""
+    import os
+    import stat
+    import tempfile
+
+    from rl_bringup import process_spec
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    trainer = {process.name: process for process in plan_for("decoupled", 1).processes}["trainer"]
+    path = Path(trainer.overrides_file())
+    folder = tmp_path / f"rl_bringup-{os.getuid()}"
+    assert path.parent == folder and stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert yaml.safe_load(path.read_text()) == yaml.safe_load(trainer.overrides_document())
+    # A folder of that name that others may write (planted, or left open) is not used.
+    folder.chmod(0o777)
+    assert process_spec.private_directory() != folder
+    assert Path(trainer.overrides_file()).parent != folder
+    folder.chmod(0o700)
+    path.unlink()
+    folder.rmdir()
+    folder.symlink_to(tmp_path)  # a link planted in its place
+    assert process_spec.private_directory() != folder

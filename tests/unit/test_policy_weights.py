@@ -8,7 +8,12 @@ from typing import Any
 import pytest
 import torch
 
-from rl_core.policy_weights import NO_WEIGHTS_WARNING_S, STALE_WEIGHTS_S, WeightsGate
+from rl_core.policy_weights import (
+    NO_WEIGHTS_WARNING_S,
+    STALE_WEIGHTS_S,
+    WeightsGate,
+    encoded_size_bound,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -25,9 +30,17 @@ class FakeWeights:
     signed_with: bytes | None = KEY
     architecture: dict[str, Any] = field(default_factory=lambda: dict(ARCHITECTURE))
     state: dict[str, torch.Tensor] = field(default_factory=lambda: {"w": torch.zeros(2)})
+    size: int = 8
+    verified: int = 0
+    decoded: int = 0
 
     def verify(self, key: bytes) -> bool:
+        self.verified += 1
         return self.signed_with == key
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        self.decoded += 1
+        return self.state
 
 
 def test_newer_signed_weights_of_the_architecture_are_loaded() -> None:
@@ -57,6 +70,34 @@ def test_forged_replayed_broken_or_foreign_weights_are_refused(weights: FakeWeig
     gate.loaded(FakeWeights(3), now=0.0)
     refusal = gate.refusal(weights, ARCHITECTURE)
     assert refusal is not None and reason in refusal
+
+
+def test_oversized_weights_are_refused_before_hashing_and_forged_ones_before_decoding() -> None:
+    """Issue 19: a forged 256 MiB blob costs a length comparison, not a hash and a parse."""
+    actor = {"w": torch.zeros(4, 4), "b": torch.zeros(4)}
+    bound = encoded_size_bound(actor)
+    assert bound >= 20 * 4
+    gate = WeightsGate(KEY, now=0.0, max_bytes=bound)
+    oversized = FakeWeights(5, size=bound + 1)
+    refusal = gate.refusal(oversized, ARCHITECTURE)
+    assert refusal is not None and "more than the" in refusal and oversized.verified == 0
+    forged = FakeWeights(5, signed_with=None, size=bound)
+    assert gate.refusal(forged, ARCHITECTURE) is not None and forged.decoded == 0
+    genuine = FakeWeights(5, size=bound)
+    assert gate.refusal(genuine, ARCHITECTURE) is None and genuine.decoded == 1
+
+
+def test_received_weights_decode_only_when_asked_and_refuse_bad_bytes() -> None:
+    from rl_core.checkpoint import tensors_to_bytes
+    from rl_core.transport import Weights
+
+    blob, checksum = tensors_to_bytes({"w": torch.ones(3)})
+    received = Weights(1, 0, {}, dict(ARCHITECTURE), _encoded=(blob, checksum), epoch=1)
+    assert received.size == len(blob) and received.state == {}
+    assert torch.equal(received.tensors()["w"], torch.ones(3))
+    corrupt = Weights(2, 0, {}, dict(ARCHITECTURE), _encoded=(blob[:-1] + b"x", checksum), epoch=1)
+    refusal = WeightsGate(None, now=0.0).refusal(corrupt, ARCHITECTURE)
+    assert refusal is not None and "checksum" in refusal
 
 
 def test_without_a_key_signatures_are_not_checked() -> None:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -21,7 +23,12 @@ from rl_core.cpus import (
     format_cpu_list,
     parse_cpu_list,
 )
-from rl_nodes.process_settings import apply_process_settings, learner_cpus, pin_current_thread
+from rl_nodes.process_settings import (
+    apply_process_settings,
+    end_with_supervisor,
+    learner_cpus,
+    pin_current_thread,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -215,3 +222,54 @@ def test_apply_process_settings_pins_a_real_process() -> None:
     assert result["early_thread"] == str(target)
     assert result["torch_threads"] == 2
     assert result["settings"] == [[target], 2, [target]]
+
+
+_SUPERVISOR = """
+import os, subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", sys.argv[1]],
+                         env={**os.environ, "RL_ROS2_SUPERVISOR_PID": str(os.getpid())})
+print(child.pid, flush=True)
+time.sleep(120)
+"""
+_NODE = """
+import time
+from rl_nodes.process_settings import end_with_supervisor
+assert end_with_supervisor()
+time.sleep(120)
+"""
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie waiting for its new parent to reap it does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def test_a_node_process_ends_with_its_supervisor() -> None:
+    """Issue 19: a SIGKILLed supervisor leaves no node running beside a relaunch's."""
+    supervisor = subprocess.Popen([sys.executable, "-c", _SUPERVISOR, _NODE], cwd=REPO_ROOT,
+                                  stdout=subprocess.PIPE, text=True)
+    assert supervisor.stdout is not None
+    node = int(supervisor.stdout.readline())
+    try:
+        time.sleep(1.0)  # the node has made its request
+        assert _alive(node), "the node runs while its supervisor does"
+        supervisor.kill()
+        supervisor.wait(timeout=10)
+        deadline = time.monotonic() + 10.0
+        while _alive(node) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if _alive(node):
+            pytest.fail(f"node {node} outlived its SIGKILLed supervisor")
+    finally:
+        try:
+            os.kill(node, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def test_without_a_supervisor_nothing_is_asked() -> None:
+    assert not end_with_supervisor({})
+    assert not end_with_supervisor({"RL_ROS2_SUPERVISOR_PID": "not a pid"})

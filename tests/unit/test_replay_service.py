@@ -13,8 +13,9 @@ import pytest
 
 from rl_core.config import ReplayConfig
 from rl_core.replay import PriorityUpdate, ReplayBuffer
-from rl_core.replay.files import LIMITER_FILE
+from rl_core.replay.files import LIMITER_FILE, LOCK_FILE, MAX_SAVED_FILES, SNAPSHOT_FILE
 from rl_core.replay.service import DEFAULT_FILE, RateMeter, ReplayService
+from rl_core.wire import MAX_REQUEST_ROWS, max_answer_rows
 
 pytestmark = pytest.mark.unit
 
@@ -190,6 +191,24 @@ def test_files_stay_in_output_dir_and_a_failed_load_keeps_the_contents(tmp_path:
     assert fresh.replay.limiter.stats().inserts == 6, "the stored data counts as inserted"
 
 
+def test_save_never_touches_the_buffers_own_files_and_keeps_a_quota(tmp_path: Path) -> None:
+    node = Node()
+    service = node.service(tmp_path)
+    service.insert(experience(0, rows=4))
+    service.snapshot(wait=True)
+    snapshot = (tmp_path / "replay" / SNAPSHOT_FILE).read_bytes()
+    for name in (SNAPSHOT_FILE, LIMITER_FILE, LOCK_FILE, ".hidden.npz", "notes.txt"):
+        ok, message, _, _ = service.save(name)
+        assert not ok and node.kinds[-1] == "save request", name
+    assert (tmp_path / "replay" / SNAPSHOT_FILE).read_bytes() == snapshot
+    for index in range(MAX_SAVED_FILES):
+        assert service.save(f"copy{index}.npz")[0]
+    ok, message, _, _ = service.save("one_more.npz")
+    assert not ok and "the most it keeps" in message
+    assert service.save("copy0.npz")[0], "an existing name may be saved again"
+    service.close()
+
+
 def test_a_snapshot_restores_the_buffer_and_its_counters(tmp_path: Path) -> None:
     node = Node()
     assert node.service(tmp_path).restore_snapshot() is None
@@ -228,3 +247,17 @@ def test_rates_are_taken_over_at_least_half_a_period() -> None:
     assert meter.update(11.0, inserted=100, sampled=10) == (100.0, 10.0)
     assert meter.update(11.1, inserted=200, sampled=10) == (100.0, 10.0)
     assert meter.update(12.0, inserted=200, sampled=30) == (100.0, 20.0)
+
+
+def test_a_sample_answer_is_bounded_in_bytes_for_image_tasks() -> None:
+    """Issue 19: 2**20 rows of 84x84 frames would be tens of gigabytes; the cap follows the task."""
+    node = Node()
+    pixels = ReplayService(ReplayConfig(capacity=10, learning_starts=4), (3, 84, 84, 3), (1,),
+                           lambda kind, reason: node.rejected.append((kind, reason)),
+                           node.on_pause_change, MAX_REQUEST_ROWS)
+    assert pixels.buffer.obs_dtype.itemsize == 1
+    assert pixels.max_rows == max_answer_rows((3, 84, 84, 3), 1, (1,)) < 10_000
+    answer = pixels.sample(request(batch_size=65536))
+    assert not answer.success and f"between 1 and {pixels.max_rows}" in answer.message
+    assert node.kinds == ["sample request"]
+    assert Node().service().max_rows == MAX_ROWS  # state vectors: the row cap

@@ -17,6 +17,8 @@ Leaf module: it imports neither ``launch`` nor the CLI.
 from __future__ import annotations
 
 import dataclasses
+import os
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -146,6 +148,13 @@ def parse_parameter_value(name: str, text: str) -> Any:
     return value
 
 
+def default_output_dir(mode: str) -> str:
+    """The run directory of a launch that names none: ``runs/<mode>-<time>-<pid>`` in the
+    working directory. Every launch has one, so the trainer's checkpoints and the replay
+    buffer's snapshots (crash safety) are never off; a respawned node finds them there."""
+    return os.path.abspath(f"runs/{mode}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
+
+
 def plan_from_arguments(mode: str, values: Mapping[str, str]) -> Plan:
     """Build the plan of ``MODE key:=value ...``.
 
@@ -162,7 +171,7 @@ def plan_from_arguments(mode: str, values: Mapping[str, str]) -> Plan:
         mode,
         robots=given.get("robots", DEPLOYMENT_ARGUMENTS["robots"][0]),
         config=given.get("config", DEFAULT_CONFIG),
-        output_dir=given.get("output_dir"),
+        output_dir=given.get("output_dir") or default_output_dir(mode),
         domain_id=given.get("domain_id"),
         discovery=given.get("discovery", DEFAULT_DISCOVERY),
         extra_parameters=overrides or None,

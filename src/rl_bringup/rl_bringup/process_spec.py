@@ -14,6 +14,7 @@ import copy
 import hashlib
 import os
 import shlex
+import stat
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +31,23 @@ NODES_PACKAGE = paths.NODES_PACKAGE
 
 class PlanError(ValueError):
     """Invalid deployment input; the message names the valid choices."""
+
+
+def private_directory() -> Path:
+    """This user's folder for parameter files, ``<tmp>/rl_bringup-<uid>``: created mode 0700
+    and used only while it is a real folder of this user that nobody else may enter, so that
+    the files it holds can be neither planted nor read by other users of the machine (fixed
+    names in the shared temporary folder could be). Anything else there: a fresh ``mkdtemp``
+    folder instead."""
+    path = Path(tempfile.gettempdir()) / f"rl_bringup-{os.getuid()}"
+    try:
+        path.mkdir(mode=0o700)
+    except FileExistsError:
+        pass
+    info = os.lstat(path)
+    if stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o077:
+        return path
+    return Path(tempfile.mkdtemp(prefix="rl_bringup_"))
 
 
 @dataclass
@@ -120,17 +138,18 @@ class ProcessSpec:
                 for key, values in blocks.items() if values}
 
     def overrides_file(self) -> str:
-        """:meth:`overrides_document` written to a temporary file; its path.
+        """:meth:`overrides_document` written to a file of :func:`private_directory`; its path.
 
         The file is named by its content, so writing it again is harmless.
         """
         text = self.overrides_document()
         digest = hashlib.sha256(text.encode()).hexdigest()[:16]
-        path = Path(tempfile.gettempdir()) / f"rl_bringup_overrides_{digest}.yaml"
+        path = private_directory() / f"overrides_{digest}.yaml"
         if not path.is_file():
-            temporary = path.with_name(f".{path.name}.{os.getpid()}")
-            temporary.write_text(text)
-            os.replace(temporary, path)
+            descriptor, staging = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+            with os.fdopen(descriptor, "w") as handle:
+                handle.write(text)
+            os.replace(staging, path)
         return str(path)
 
     def argv(self, python_bin_dir: str | os.PathLike[str] | None = None, *,

@@ -421,8 +421,10 @@ class Supervisor:
         spec = child.spec
         argv = spec.argv(self._python_bin_dir)
         # A respawned process learns it is one (a simulator then draws a fresh seed stream).
+        # ... and that it ends with this supervisor (rl_nodes.process_settings).
         environment = {**os.environ, **self._environment, **dict(spec.env),
-                       RESTART_VARIABLE: str(child.total_restarts)}
+                       RESTART_VARIABLE: str(child.total_restarts),
+                       variables.SUPERVISOR_PID: str(os.getpid())}
         try:
             process = subprocess.Popen(
                 argv,

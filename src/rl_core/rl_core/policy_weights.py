@@ -14,26 +14,45 @@ from typing import Any
 
 #: A policy still acting with its own initial actor after this long says so.
 NO_WEIGHTS_WARNING_S = 30.0
+#: Bytes allowed for the safetensors header of received weights beyond 256 per tensor.
+HEADER_ALLOWANCE_BYTES = 64 * 1024
 #: Weights older than this are reported as stale (the trainer stalled or is gone).
 STALE_WEIGHTS_S = 60.0
 
 
-def weights_refusal(msg: Any, key: bytes | None, current: tuple[int, int]) -> str | None:
+def weights_refusal(msg: Any, key: bytes | None, current: tuple[int, int],
+                    max_bytes: int | None = None) -> str | None:
     """Why received weights ``msg`` (``rl_nodes.conversions.Weights``) must not replace the
-    weights of ``current`` ``(epoch, version)``: a signature that does not verify under the run's
-    key, an older version (a replay) or NaN; None when they may be loaded (architecture not
-    checked)."""
+    weights of ``current`` ``(epoch, version)``: more bytes than ``max_bytes`` (what the
+    receiver's architecture takes), a signature that does not verify under the run's key, an
+    older version (a replay), bytes that do not decode, or NaN; None when they may be loaded
+    (architecture not checked). The checks run cheapest first: nothing is hashed before the
+    size is known to fit, nothing decoded before the signature verifies."""
     import torch  # only nodes that follow weights call this
 
+    if max_bytes is not None and msg.size > max_bytes:
+        return (f"version {msg.version}: {msg.size} bytes, more than the {max_bytes} that this "
+                "policy's architecture takes; ignored")
     if key is not None and not msg.verify(key):
         return (f"version {msg.version}: the signature does not verify (unsigned, or signed with "
                 "another run's key); ignored")
     if (msg.epoch, msg.version) < current:
         return (f"epoch {msg.epoch} version {msg.version} is older than the current epoch "
                 f"{current[0]} version {current[1]} (a replay); ignored")
-    if not all(bool(torch.isfinite(tensor).all()) for tensor in msg.state.values()):
+    try:
+        tensors = msg.tensors()
+    except ValueError as error:
+        return f"version {msg.version}: {error}; ignored"
+    if not all(bool(torch.isfinite(tensor).all()) for tensor in tensors.values()):
         return f"version {msg.version} holds NaN or infinite values; ignored"
     return None
+
+
+def encoded_size_bound(state: dict[str, Any]) -> int:
+    """The most bytes weights of the architecture of ``state`` (an actor's ``state_dict``) may
+    take encoded: the tensors' bytes and room for the safetensors header."""
+    return sum(tensor.numel() * tensor.element_size() for tensor in state.values()) + \
+        HEADER_ALLOWANCE_BYTES + 256 * len(state)
 
 
 class WeightsGate:
@@ -43,10 +62,13 @@ class WeightsGate:
 
     :param key: the run's weights key (None: signatures are not checked).
     :param now: ``time.monotonic()`` when the policy started.
+    :param max_bytes: the most bytes weights for this policy may take
+        (:func:`encoded_size_bound`); None: only the wire's cap.
     """
 
-    def __init__(self, key: bytes | None, now: float) -> None:
+    def __init__(self, key: bytes | None, now: float, max_bytes: int | None = None) -> None:
         self.key = key
+        self.max_bytes = max_bytes
         self.epoch = 0  # run epoch of the trainer whose weights are loaded
         self.version = 0
         self.arrived_at = now  # when the current weights arrived (start: the initial actor)
@@ -58,7 +80,7 @@ class WeightsGate:
 
     def refusal(self, msg: Any, architecture: dict[str, Any]) -> str | None:
         """Why ``msg`` must not be loaded into an actor of ``architecture``; None to load it."""
-        refusal = weights_refusal(msg, self.key, (self.epoch, self.version))
+        refusal = weights_refusal(msg, self.key, (self.epoch, self.version), self.max_bytes)
         if refusal is None and msg.architecture != architecture:
             refusal = (f"weights are for {msg.architecture}, this policy is {architecture}; use "
                        "the same env_id and hidden_sizes")

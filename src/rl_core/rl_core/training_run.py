@@ -23,6 +23,7 @@ from rl_core.image_codecs import is_image_shape
 from rl_core.learner import Learner, Report, TrainResult, seed_everything
 from rl_core.periodic_evaluation import Evaluation, PeriodicEvaluator
 from rl_core.progress import TRAINER_SCALARS, RateMeter, TensorBoardLog, progress_line
+from rl_core.run_lock import RunLock
 
 #: Batches asked for per sample request: over DDS one round trip costs about a gradient step.
 BATCHES_PER_REQUEST = 8
@@ -30,6 +31,8 @@ BATCHES_PER_REQUEST = 8
 #: (camera frames compress far less than renders): Fast DDS took seconds, beyond the service
 #: timeout, for answers of tens of MB (8 batches of stacked frames) while experience streamed.
 MAX_ANSWER_OBS_BYTES = 4 * 1024 * 1024
+#: Held by the trainer in output_dir (rl_core.run_lock): one trainer per run directory.
+TRAINER_LOCK_FILE = "trainer.lock"
 INTERLEAVED = "interleaved"
 THREAD = "thread"
 
@@ -90,8 +93,14 @@ class TrainingRun:
         self.device = resolve_device(config.device)
         seed_everything(config.seed)
         self.output_dir = Path(config.output_dir or f"runs/train-{time.strftime('%Y%m%d-%H%M%S')}")
+        self.run_lock = RunLock(self.output_dir / TRAINER_LOCK_FILE, "trainer")
         self.checkpoints = CheckpointStore(self.output_dir / "checkpoints", config.keep_checkpoints)
-        resume = config.resume or self.checkpoints.newest_valid()
+        # The run's own newest checkpoint beats resume:= (a respawn continues where it was).
+        own = self.checkpoints.newest_valid()
+        resume = own or config.resume
+        if own and config.resume:
+            log(f"resume:={config.resume} is not used: {own}, this run's own newest checkpoint "
+                "in output_dir, continues it")
         self.sac, counters = resume_or_new(resume, obs_shape, action_shape, sac_config,
                                            config.seed, self.device)
         if resume:
@@ -230,6 +239,7 @@ class TrainingRun:
         return True, f"training ({update_mode})", values
 
     def close(self) -> None:
+        self.run_lock.release()
         self.evaluator.close()
         if self.tensorboard is not None:
             self.tensorboard.close()

@@ -100,7 +100,9 @@ class Experience:
 
 @dataclass
 class Weights:
-    """Actor weights of one version; ``state`` tensors are private copies (read-only for receivers)."""
+    """Actor weights of one version; ``state`` tensors are private copies (read-only for
+    receivers). Received weights arrive encoded, with ``state`` empty: a receiver checks
+    :attr:`size` and the signature first, and only then decodes them (:meth:`tensors`)."""
 
     version: int
     update_step: int
@@ -118,6 +120,20 @@ class Weights:
 
             self._encoded = tensors_to_bytes(self.state)
         return self._encoded
+
+    @property
+    def size(self) -> int:
+        """Bytes of the encoded tensors."""
+        return len(self.encoded()[0])
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        """The tensors, decoded (and their checksum checked) on the first call for received
+        weights; ValueError when the bytes are not what the checksum says."""
+        if not self.state and self._encoded is not None:
+            from rl_core.checkpoint import tensors_from_bytes
+
+            self.state = tensors_from_bytes(*self._encoded)
+        return self.state
 
     def architecture_json(self) -> str:
         """The architecture as the canonical JSON text that travels and is signed."""

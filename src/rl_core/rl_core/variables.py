@@ -16,6 +16,8 @@ LEARNER_CPUS = "RL_ROS2_LEARNER_CPUS"
 WEIGHTS_KEY = "RL_ROS2_WEIGHTS_KEY"
 #: A file holding the hex weights key (rl-bringup writes one per run).
 WEIGHTS_KEY_FILE = "RL_ROS2_WEIGHTS_KEY_FILE"
+#: The pid of the rl-bringup supervisor that started this process: a node process ends with it.
+SUPERVISOR_PID = "RL_ROS2_SUPERVISOR_PID"
 #: How often the supervisor has restarted this process (a respawned simulator reseeds from it).
 RESTART_COUNT = "RL_ROS2_RESTART_COUNT"
 #: Name of the variable that holds a Kubernetes replica's pod name (its robot index).

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import array
 import json
+import math
 import zlib
 from collections.abc import Sequence
 from typing import Any
@@ -25,6 +26,18 @@ MAX_WEIGHTS_BYTES = 256 * 1024 * 1024
 MAX_EXPERIENCE_ROWS = 65536
 #: Most rows a sample request or a get_action request may ask for.
 MAX_REQUEST_ROWS = 1 << 20
+#: Most bytes of transitions one sample answer may hold: with image observations the row cap
+#: above would allow tens of gigabytes (:func:`max_answer_rows`).
+MAX_ANSWER_BYTES = 256 * 1024 * 1024
+
+
+def max_answer_rows(obs_shape: tuple[int, ...], obs_itemsize: int,
+                    action_shape: tuple[int, ...]) -> int:
+    """The most transitions one sample answer of a task may carry: :data:`MAX_REQUEST_ROWS`,
+    fewer where :data:`MAX_ANSWER_BYTES` allows fewer (two observations, the action, reward,
+    flags and priority data per row)."""
+    row_bytes = 2 * math.prod(obs_shape) * obs_itemsize + 4 * math.prod(action_shape) + 32
+    return max(1, min(MAX_REQUEST_ROWS, MAX_ANSWER_BYTES // row_bytes))
 #: zlib level of a sample answer's image pixels (TransitionBatch.msg): the fastest.
 PIXELS_ZLIB_LEVEL = 1
 #: The only weights format that travels.

@@ -212,13 +212,11 @@ def weights_to_msg(data: Weights) -> PolicyWeights:
 
 
 def weights_from_msg(msg: PolicyWeights) -> Weights:
+    """Received weights, still encoded: the receiver checks their size and signature before it
+    decodes them (:meth:`Weights.tensors`)."""
     architecture = wire.weights_architecture(msg.format, len(msg.data), msg.architecture)
-    from rl_core.checkpoint import tensors_from_bytes
-
-    blob = bytes(msg.data)
-    state = tensors_from_bytes(blob, msg.checksum)
-    return Weights(msg.version, msg.update_step, state, architecture, stamp_to_ns(msg.header.stamp),
-                   (blob, msg.checksum), msg.epoch, msg.signature)
+    return Weights(msg.version, msg.update_step, {}, architecture, stamp_to_ns(msg.header.stamp),
+                   (bytes(msg.data), msg.checksum), msg.epoch, msg.signature)
 
 
 WEIGHTS = TopicType(PolicyWeights, weights_to_msg, weights_from_msg)

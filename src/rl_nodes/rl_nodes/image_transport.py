@@ -193,7 +193,7 @@ class LatentEncoder:
         refusal = weights_refusal(msg, self.key, self.current)
         if refusal is None:
             try:
-                self.features.load(msg.architecture, msg.state)
+                self.features.load(msg.architecture, msg.tensors())
             except ValueError as error:
                 refusal = str(error)
         if refusal is not None:

@@ -30,7 +30,7 @@ import numpy as np
 from rl_core.central_batching import CentralBatcher
 from rl_core.config import PolicyConfig
 from rl_core.policy_model import build_policy_model
-from rl_core.policy_weights import WeightsGate
+from rl_core.policy_weights import WeightsGate, encoded_size_bound
 from rl_core.wire import MAX_REQUEST_ROWS
 from rl_interfaces.srv import GetAction
 from rl_nodes import graph
@@ -63,7 +63,8 @@ class PolicyNode(RLNode):
         self.actor = self.model.actor  # None for an ONNX policy
         # An ONNX policy follows no weights, so it needs no key (nor a warning about none).
         key = load_weights_key(self.get_logger()) if self.actor is not None else None
-        self.weights = WeightsGate(key, time.monotonic())
+        self.weights = WeightsGate(key, time.monotonic(), None if self.actor is None else
+                                   encoded_size_bound(self.actor.state_dict()))
         self.robots = self.config.robots
         #: ``actions`` of this node's namespace (per robot), or ``/robot_k/actions`` at index k.
         self.actions_pubs: list[IntraProcessPublisher[Actions]] = []
@@ -198,7 +199,7 @@ class PolicyNode(RLNode):
         refusal = self.weights.refusal(msg, self.actor.architecture())
         if refusal is None:
             try:
-                self.model.load(msg.state)
+                self.model.load(msg.tensors())
             except RuntimeError as error:
                 refusal = f"tensors do not fit the actor: {error}"
         if refusal is not None:

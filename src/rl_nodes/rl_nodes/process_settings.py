@@ -19,8 +19,11 @@ there is no torch thread pool to size, and the thread count is left unapplied.
 
 from __future__ import annotations
 
+import ctypes
 import importlib.util
 import os
+import signal
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -31,6 +34,7 @@ from rl_core.cpus import (
     format_cpu_list,
     parse_cpu_list,
 )
+from rl_core.variables import SUPERVISOR_PID as SUPERVISOR_PID_VARIABLE
 
 #: torch intra-op threads when the plan sets none: acting needs no intra-op parallelism, and idle
 #: OpenMP workers spin against the other processes of a deployment on small machines.
@@ -189,3 +193,27 @@ def apply_process_settings(environ: Mapping[str, str] | None = None) -> ProcessS
 
     torch.set_num_threads(torch_threads)
     return ProcessSettings(cpus=cpus, torch_threads=torch_threads, learner_cpus=learner)
+
+
+#: prctl(2) option: the signal this process gets when the thread that started it ends.
+PR_SET_PDEATHSIG = 1
+
+
+def end_with_supervisor(environ: Mapping[str, str] | None = None) -> bool:
+    """Ask the kernel for SIGTERM when the supervisor that started this process dies
+    (``RL_ROS2_SUPERVISOR_PID``): the node then shuts down as on Ctrl-C, checkpoints included,
+    instead of living on unsupervised after a SIGKILL of the supervisor, beside the nodes of a
+    relaunch. Linux only; elsewhere, or when no supervisor started the process, nothing happens.
+
+    :return: whether the request is in place.
+    """
+    environ = os.environ if environ is None else environ
+    supervisor = environ.get(SUPERVISOR_PID_VARIABLE, "")
+    if not supervisor.isdigit() or not sys.platform.startswith("linux"):
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
+        return False
+    if os.getppid() != int(supervisor):  # it died before the request took hold
+        os.kill(os.getpid(), signal.SIGTERM)
+    return True

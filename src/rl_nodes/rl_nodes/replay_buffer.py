@@ -69,6 +69,10 @@ class ReplayBufferNode(RLNode):
         self._restore_snapshot()
         if self.config.snapshot_period > 0:
             self.timer(self.config.snapshot_period, self.service.snapshot)
+        if not self.config.output_dir:
+            self.get_logger().warn(
+                "no output_dir: no snapshots, so a crash of this node loses every stored "
+                "transition (rl-bringup and the launch files always give one; set output_dir)")
         self.get_logger().info(
             f"replay buffer: capacity {self.config.capacity}, obs {self.obs_shape}, action "
             f"{self.action_shape}, prioritized {self.config.prioritized}; rate limit "

@@ -34,7 +34,7 @@ from rl_core import node_kinds
 from rl_core.config import ConfigError
 from rl_nodes.base import RLNode
 from rl_nodes.intra_process import IntraProcessManager
-from rl_nodes.process_settings import apply_process_settings
+from rl_nodes.process_settings import apply_process_settings, end_with_supervisor
 
 #: Node kinds and their classes (imported lazily, so a process loads only what it runs).
 NODE_CLASSES = node_kinds.NODE_CLASSES
@@ -92,6 +92,7 @@ def run_nodes(specs: Sequence[tuple[str, str | None]], args: Sequence[str] | Non
     # them one torch thread: acting needs no intra-op parallelism (tiny batches), and idle OpenMP
     # workers spin against the other processes of a deployment on small machines. The trainer's
     # torch_threads parameter, when set, wins.
+    end_with_supervisor()
     try:
         apply_process_settings()
     except ValueError as error:

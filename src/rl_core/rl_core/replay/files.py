@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -15,6 +16,14 @@ from rl_core.replay.buffer import ReplayBuffer
 
 SNAPSHOT_FILE = "snapshot.npz"
 LIMITER_FILE = "rate_limiter.json"
+#: Held by the replay buffer (rl_core.run_lock): one buffer per run directory.
+LOCK_FILE = "replay_buffer.lock"
+#: The buffer's own state: the save service never writes over them.
+STATE_FILES = (SNAPSHOT_FILE, LIMITER_FILE, LOCK_FILE)
+#: The most files the save service keeps in the directory (each is as large as the buffer);
+#: saving again under an existing name replaces that file.
+MAX_SAVED_FILES = 8
+SAVED_SUFFIX = ".npz"
 
 
 def confined_path(base: Path | None, path: str, default: str) -> Path:
@@ -35,6 +44,42 @@ def confined_path(base: Path | None, path: str, default: str) -> Path:
     if not target.is_relative_to(base.resolve()):
         raise ValueError(f"{path!r} leaves {base} (through a symbolic link)")
     return target
+
+
+def save_refusal(target: Path) -> str:
+    """Why the save service must not write ``target`` (a confined path), or ``""``."""
+    if target.name in STATE_FILES or target.name.startswith("."):
+        return (f"{target.name} is one of the replay buffer's own state files; save under "
+                "another name")
+    if target.suffix != SAVED_SUFFIX:
+        return f"{target.name}: a saved buffer's name ends in {SAVED_SUFFIX}"
+    saved = [path for path in target.parent.glob(f"*{SAVED_SUFFIX}")
+             if path.name not in STATE_FILES]
+    if target not in saved and len(saved) >= MAX_SAVED_FILES:
+        return (f"{target.parent} already holds {len(saved)} saved buffers, the most it keeps; "
+                "delete one or save under an existing name")
+    return ""
+
+
+def write_durably(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically and fsynced (a private temporary file, then a
+    rename, then the folder synced), so that a crash leaves the old file or the new one."""
+    descriptor, staging = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp",
+                                           dir=path.parent)
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(staging, path)
+    except BaseException:
+        Path(staging).unlink(missing_ok=True)
+        raise
+    folder = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(folder)
+    finally:
+        os.close(folder)
 
 
 class SnapshotWriter:
@@ -76,9 +121,7 @@ class SnapshotWriter:
     def _write(self, state: dict[str, Any], counters: dict[str, Any]) -> None:
         self.base.mkdir(parents=True, exist_ok=True)
         ReplayBuffer.write_state(state, self.base / SNAPSHOT_FILE)
-        staging = self.base / f".{LIMITER_FILE}.tmp"
-        staging.write_text(json.dumps(counters))
-        os.replace(staging, self.base / LIMITER_FILE)
+        write_durably(self.base / LIMITER_FILE, json.dumps(counters).encode())
         self.snapshots += 1
 
     def exists(self) -> bool:

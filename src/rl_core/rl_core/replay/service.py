@@ -24,8 +24,16 @@ from rl_core.config import ReplayConfig
 from rl_core.replay.admission import ExperienceAdmission
 from rl_core.replay.buffer import Batch, InvalidPriorities, OutOfBounds, ReplayBuffer
 from rl_core.replay.build import new_buffer, new_replay
-from rl_core.replay.files import SNAPSHOT_FILE, SnapshotWriter, confined_path
+from rl_core.replay.files import (
+    LOCK_FILE,
+    SNAPSHOT_FILE,
+    SnapshotWriter,
+    confined_path,
+    save_refusal,
+)
 from rl_core.replay.priorities import PriorityUpdate
+from rl_core.run_lock import RunLock
+from rl_core.wire import max_answer_rows
 
 #: The file ``save`` and ``load`` use when the request names none.
 DEFAULT_FILE = "replay_buffer.npz"
@@ -129,8 +137,10 @@ class ReplayService:
         self.obs_shape, self.action_shape = obs_shape, action_shape
         self._reject = reject
         self._on_pause_change = on_pause_change
-        self.max_rows = max_rows
         self.replay = new_replay(config, new_buffer(config, obs_shape, action_shape))
+        # Bounded in bytes too: a pixel task's rows are 40 KB each.
+        self.max_rows = min(max_rows, max_answer_rows(obs_shape, self.buffer.obs_dtype.itemsize,
+                                                      action_shape))
         # RateLimitedReplay locks its own state; this lock keeps a sample, save or load
         # consistent with the inserts around it and guards replacing the buffer.
         self.lock = threading.Lock()
@@ -138,6 +148,8 @@ class ReplayService:
         self.admission = ExperienceAdmission(config.deployment_robots)
         #: Priorities applied, and those skipped because their slot was written since the draw.
         self.priorities_applied = self.priorities_stale = 0
+        self.run_lock = (RunLock(self.files_dir / LOCK_FILE, "replay buffer")
+                         if self.files_dir is not None else None)
         self.snapshot_writer = (SnapshotWriter(self.files_dir, self._copy_state)
                                 if self.files_dir is not None else None)
 
@@ -239,10 +251,15 @@ class ReplayService:
             return False, str(error), 0, path
 
     def save(self, path: str) -> FileAnswer:
-        """Write the buffer to ``output_dir/replay/<path>`` (.npz)."""
+        """Write the buffer to ``output_dir/replay/<path>`` (.npz): never over the buffer's own
+        state files, and at most :data:`MAX_SAVED_FILES` files in all."""
         target = self._target(path, "save request")
         if not isinstance(target, Path):
             return target
+        refusal = save_refusal(target)
+        if refusal:
+            self._reject("save request", refusal)
+            return False, refusal, 0, str(target)
         with self.lock:
             if len(self.buffer) == 0:
                 return False, "buffer is empty; nothing to save", 0, str(target)
@@ -312,6 +329,8 @@ class ReplayService:
         if self.snapshot_writer is not None:
             self.snapshot_writer.join(timeout_s=30.0)
         self.snapshot(wait=True)
+        if self.run_lock is not None:
+            self.run_lock.release()
 
     # --- figures -------------------------------------------------------------------------------
 
