@@ -5,13 +5,16 @@ count."""
 from __future__ import annotations
 
 import array
+import io
+import struct
 import zlib
 
 import numpy as np
 import pytest
 from rclpy.serialization import serialize_message
 
-from rl_core.image_join import Frames, camera_frame
+from rl_core.image_codecs import Camera
+from rl_core.image_join import MAX_WAITING_BYTES, Frames, camera_frame
 from rl_core.replay import Batch
 from rl_core.replay.service import SampleAnswer
 from rl_nodes.conversions import (
@@ -25,12 +28,16 @@ from rl_nodes.conversions import (
     Experience,
     Observations,
 )
-from rl_nodes.image_transport import COMPRESSED_IMAGES, RAW_IMAGES, ImageJoin, image_topic_type, side_topic
+from rl_nodes.image_transport import ImageJoin, image_topic_type, side_topic
 from rl_nodes.service_types import SAMPLE_SERVICE
 
 pytestmark = pytest.mark.unit
 
 SHAPE = (3, 16, 16, 3)  # (stack, h, w, rgb)
+CAMERA = Camera.of(SHAPE)
+#: How a receiver of this task decodes both side topics (the codec is read from the message).
+RAW_IMAGES = image_topic_type("raw", camera=CAMERA)
+COMPRESSED_IMAGES = image_topic_type("png", camera=CAMERA)
 
 
 def frames(rows: int, seed: int = 0) -> np.ndarray:
@@ -189,3 +196,51 @@ def test_counted_bytes_are_close_to_the_serialised_size() -> None:
         counted, serialised = topic_type.wire_bytes(msg), len(serialize_message(msg))
         assert abs(counted - serialised) <= 0.1 * serialised + 64, (type(msg), counted,
                                                                     serialised)
+
+
+def png_of_size(width: int, height: int) -> bytes:
+    """A PNG whose header says ``width`` x ``height`` (its pixel data are a 16-row image's)."""
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (width, 16)).save(buffer, "PNG")
+    data = bytearray(buffer.getvalue())
+    struct.pack_into(">I", data, 20, height)  # IHDR: length, type, width, height, ...
+    struct.pack_into(">I", data, 29, zlib.crc32(bytes(data[12:29])))
+    return bytes(data)
+
+
+@pytest.mark.parametrize(("width", "height", "match"), [
+    (17, 48, "not a column of this task's 16 x 16 frames"),
+    (16, 40, "not a column"),
+    (16, 16 * (CAMERA.max_frames + 1), "more than the"),
+])
+def test_an_image_header_that_does_not_fit_the_camera_is_refused_before_decoding(
+        width: int, height: int, match: str) -> None:
+    """Issue 19: a 20 KB PNG can claim half a gigabyte of pixels; only the header is read."""
+    msg = image_topic_type("png").to_msg(observations())
+    msg.data = array.array("B", png_of_size(width, height))
+    with pytest.raises(ValueError, match=match):
+        COMPRESSED_IMAGES.from_msg(msg)
+    raw = image_topic_type("raw").to_msg(observations())
+    raw.width, raw.height, raw.step = width, height, 3 * width
+    with pytest.raises(ValueError, match=match):
+        RAW_IMAGES.from_msg(raw)
+
+
+def test_a_decompression_bomb_is_a_counted_error_not_an_escape() -> None:
+    msg = image_topic_type("png").to_msg(observations())
+    msg.data = array.array("B", png_of_size(16, 12_000_000))  # 192 Mpx: Pillow's bomb error
+    with pytest.raises(ValueError, match="DecompressionBombError"):
+        image_topic_type("png").from_msg(msg)  # even without a camera to check against
+
+
+def test_waiting_images_are_bounded_in_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    out = Collected()
+    frame = np.zeros((16, 16, 3), np.uint8)
+    monkeypatch.setattr("rl_core.image_join.MAX_WAITING_BYTES", 3 * frame.nbytes)
+    for stamp in range(5):  # images whose batches never come
+        out.join.on_frames(Frames(camera_frame(1), stamp, frame.copy()))
+    assert out.join.waiting_bytes == 3 * frame.nbytes
+    assert [what for what, _ in out.rejected] == ["observations (unmatched)"] * 2
+    assert MAX_WAITING_BYTES >= 256 * 1024 * 1024

@@ -21,10 +21,12 @@ from __future__ import annotations
 import array
 import io
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["IMAGE_CODECS", "OBSERVATION_CODECS", "compressed_format", "decode_batch",
+__all__ = ["IMAGE_CODECS", "MAX_ENVS", "OBSERVATION_CODECS", "Camera", "check_image_size",
+           "compressed_format", "decode_batch",
            "decode_raw_tall", "decode_tall", "encode_batch", "format_codec", "is_image_shape"]
 
 #: Codecs that send images.
@@ -34,6 +36,24 @@ IMAGE_CODECS = ("raw", "png", "jpeg")
 OBSERVATION_CODECS = (*IMAGE_CODECS, "latent")
 #: zlib level of PNG: the fastest; see the module docstring.
 PNG_COMPRESS_LEVEL = 1
+#: The most environments one simulator steps (``num_envs``): the most batches one image holds.
+MAX_ENVS = 1024
+
+
+class Camera(NamedTuple):
+    """What an image message of a task may hold: whole frames of the task's camera, at most
+    ``max_frames`` of them (checked on the header, before the pixels are decoded)."""
+
+    height: int
+    width: int
+    max_frames: int
+
+    @classmethod
+    def of(cls, obs_shape: Sequence[int]) -> Camera:
+        """The camera of image observations ``(stack, height, width, 3)``: a batch image holds
+        at most :data:`MAX_ENVS` environments' observations and next observations."""
+        stack, height, width, _ = (int(d) for d in obs_shape)
+        return cls(height, width, 2 * MAX_ENVS * stack)
 
 
 def as_shape(size: int | Sequence[int]) -> tuple[int, ...]:
@@ -102,11 +122,30 @@ def decode_batch(data: bytes, codec: str, shape: Sequence[int]) -> np.ndarray:
     return pixels.reshape(shape)
 
 
-def decode_tall(data: bytes, codec: str) -> np.ndarray:
+def check_image_size(width: int, height: int, camera: Camera | None) -> None:
+    """Refuse an image whose size does not fit ``camera``: another width, a height that is not
+    whole frames, or more frames than the camera's ``max_frames``.
+
+    :raises ValueError: naming what does not fit.
+    """
+    if camera is None:
+        return
+    if width != camera.width or height <= 0 or height % camera.height:
+        raise ValueError(f"image of {height} x {width} pixels is not a column of this task's "
+                         f"{camera.height} x {camera.width} frames")
+    if height // camera.height > camera.max_frames:
+        raise ValueError(f"image of {height // camera.height} frames, more than the "
+                         f"{camera.max_frames} one batch of this task may hold")
+
+
+def decode_tall(data: bytes, codec: str, camera: Camera | None = None) -> np.ndarray:
     """Decode a png or jpeg image to ``uint8 (rows, width, 3)``, before its batch shape is known
     (a receiver joins it with the batch message that gives the shape).
 
-    :raises ValueError: on another codec or data that do not decode.
+    :param camera: the task's camera: the header must fit it (:func:`check_image_size`)
+        before the pixels are decoded.
+    :raises ValueError: on another codec, a header that does not fit, or data that do not
+        decode (whatever the decoder raises, a decompression bomb included).
     """
     if codec not in IMAGE_CODECS[1:]:
         raise ValueError(f"codec must be one of {IMAGE_CODECS[1:]}, got {codec!r}")
@@ -116,21 +155,28 @@ def decode_tall(data: bytes, codec: str) -> np.ndarray:
         with Image.open(io.BytesIO(data)) as image:
             if image.format != codec.upper():
                 raise ValueError(f"the data are {image.format}, not {codec}")
+            check_image_size(image.width, image.height, camera)
             return np.asarray(image.convert("RGB"))
-    except (OSError, SyntaxError) as error:  # PIL.UnidentifiedImageError is an OSError
-        raise ValueError(f"cannot decode {codec} batch: {error}") from error
+    except ValueError:
+        raise
+    except Exception as error:  # noqa: BLE001 - Pillow's errors (DecompressionBombError, OSError, SyntaxError, ...) all mean "not an image of ours"
+        raise ValueError(f"cannot decode {codec} batch: {type(error).__name__}: {error}") \
+            from error
 
 
 def decode_raw_tall(data: bytes | array.array[int], encoding: str, height: int, width: int,
-                    step: int) -> np.ndarray:
+                    step: int, camera: Camera | None = None) -> np.ndarray:
     """The pixels of a raw image (``sensor_msgs/Image`` fields) as ``uint8 (height, width, 3)``,
     without a copy of ``data``.
 
-    :raises ValueError: on another encoding than rgb8, rows with padding, or data of another size.
+    :param camera: the task's camera (:func:`check_image_size`).
+    :raises ValueError: on another encoding than rgb8, rows with padding, a size that does not
+        fit ``camera``, or data of another size.
     """
     if encoding != "rgb8" or step != 3 * width:
         raise ValueError(f"expected an rgb8 image with step {3 * width}, got encoding "
                          f"{encoding!r} and step {step}")
+    check_image_size(width, height, camera)
     pixels = np.frombuffer(data, dtype=np.uint8)
     if pixels.size != height * step:
         raise ValueError(f"image of {height} x {width} holds {pixels.size} bytes, "

@@ -27,6 +27,10 @@ T_co = TypeVar("T_co", covariant=True)
 #: experience topics' queue depth, since a reliable image topic may lag its small batch topic by
 #: that much while the receiver is busy.
 JOIN_CAPACITY = 1000
+#: Bytes of decoded pixels the waiting images may hold together; beyond it the oldest is given
+#: up like one beyond :data:`JOIN_CAPACITY` (a peer sending images without batches cannot fill
+#: the memory).
+MAX_WAITING_BYTES = 512 * 1024 * 1024
 
 
 def camera_frame(robot_id: int) -> str:
@@ -75,12 +79,15 @@ class HalfJoin(Generic[T]):
         self._frames: OrderedDict[tuple[str, int], Frames] = OrderedDict()
         #: Batches completed from their two halves.
         self.joined = 0
+        #: Bytes of the images waiting for their batch.
+        self.waiting_bytes = 0
 
     def on_batch(self, item: AwaitsImage[T]) -> None:
         """A batch message without its images arrived."""
         batch = item.batch
         key = (camera_frame(batch.robot_id), batch.stamp_ns)
         frames = self._frames.pop(key, None)
+        self.waiting_bytes -= _pixel_bytes(frames)
         if frames is None:
             self._wait(self._batches, key, item, "its image")
         else:
@@ -97,11 +104,15 @@ class HalfJoin(Generic[T]):
 
     def _wait(self, queue: OrderedDict[tuple[str, int], Any], key: tuple[str, int], half: Any,
               missing: str) -> None:
+        old = queue.pop(key, None)
+        self.waiting_bytes += _pixel_bytes(half) - _pixel_bytes(old)
         queue[key] = half
-        if len(queue) > JOIN_CAPACITY:
-            (frame, stamp), _ = queue.popitem(last=False)
+        while len(queue) > JOIN_CAPACITY or (queue is self._frames and len(queue) > 1 and
+                                             self.waiting_bytes > MAX_WAITING_BYTES):
+            (frame, stamp), dropped = queue.popitem(last=False)
+            self.waiting_bytes -= _pixel_bytes(dropped)
             self.reject(f"{self.what} (unmatched)", f"{frame} at {stamp}: {missing} did not "
-                        f"arrive before {JOIN_CAPACITY} later ones; dropped")
+                        f"arrive before {len(queue)} later ones; dropped")
 
     def _join(self, item: AwaitsImage[T], frames: Frames) -> None:
         try:
@@ -111,3 +122,8 @@ class HalfJoin(Generic[T]):
             return
         self.joined += 1
         self.deliver(batch)
+
+
+def _pixel_bytes(half: Any) -> int:
+    """Bytes a waiting half holds in pixels (0 for a batch message, or none)."""
+    return int(half.pixels.nbytes) if isinstance(half, Frames) else 0

@@ -37,7 +37,7 @@ from rclpy.executors import SingleThreadedExecutor
 
 from rl_core import remote_env
 from rl_core.acting import ActingGate
-from rl_core.image_codecs import is_image_shape
+from rl_core.image_codecs import Camera, is_image_shape
 from rl_core.remote_env import RemoteRobot, SimulatorProtocolError, SimulatorTimeout
 from rl_interfaces.msg import ReplayStatus
 from rl_nodes import graph
@@ -69,7 +69,7 @@ class _Link:
     context of its own, one :class:`RemoteRobot` per namespace, and waiting with deadlines."""
 
     def __init__(self, namespaces: Sequence[str], timeout_s: float, domain_id: int | None,
-                 images: bool = False) -> None:
+                 camera: Camera | None = None) -> None:
         namespaces = ["/" + namespace.strip("/") for namespace in namespaces]
         robot_ids = [robot_id_from_namespace(namespace) for namespace in namespaces]
         remote_env.check_bridge_arguments(namespaces, robot_ids, timeout_s)
@@ -94,8 +94,8 @@ class _Link:
         self._by_id = {robot.robot_id: robot for robot in self.robots}
         for robot in self.robots:
             self._subscribe(graph.OBSERVATIONS, self._topic(graph.OBSERVATIONS, robot.namespace),
-                            images, robot.on_observations)
-        self._subscribe(graph.EXPERIENCE, graph.EXPERIENCE.name, images, self._on_experience)
+                            camera, robot.on_observations)
+        self._subscribe(graph.EXPERIENCE, graph.EXPERIENCE.name, camera, self._on_experience)
         self.node.create_subscription(ReplayStatus, graph.REPLAY_STATUS.name,
                                       self._on_replay_status, graph.REPLAY_STATUS.qos.profile())
 
@@ -113,15 +113,16 @@ class _Link:
                          stamp_ns: int) -> None:
         publisher.publish(ACTIONS.to_msg(Actions(robot_id, step, actions, 0, stamp_ns)))
 
-    def _subscribe(self, topic: graph.Topic, name: str, images: bool,
+    def _subscribe(self, topic: graph.Topic, name: str, camera: Camera | None,
                    deliver: Callable[[Any], None]) -> None:
         """Subscribe batch topic ``name`` (observations or experience), handing decoded batches
-        to ``deliver``; with ``images`` also its image side topics, joined with the batches
+        to ``deliver``; with a ``camera`` also its image side topics, joined with the batches
         (rl_nodes.image_transport), as a pixel task's simulator sends its frames."""
         batch_type = {graph.OBSERVATIONS: (OBSERVATIONS, OBSERVATIONS_WITH_IMAGES),
-                      graph.EXPERIENCE: (EXPERIENCE, EXPERIENCE_WITH_IMAGES)}[topic][images]
+                      graph.EXPERIENCE: (EXPERIENCE, EXPERIENCE_WITH_IMAGES)}[topic][
+                          camera is not None]
         qos = topic.qos.profile()
-        if not images:
+        if camera is None:
             self.node.create_subscription(
                 batch_type.msg_type, name,
                 lambda msg: self._deliver(batch_type, msg, name, deliver), qos)
@@ -133,7 +134,7 @@ class _Link:
         self.node.create_subscription(
             batch_type.msg_type, name,
             lambda msg: self._deliver(batch_type, msg, name, join.on_batch), qos)
-        for side_name, side_type in image_receivers(name):
+        for side_name, side_type in image_receivers(name, camera):
             self.node.create_subscription(
                 side_type.msg_type, side_name,
                 lambda msg, side_type=side_type, side_name=side_name: self._deliver(
@@ -231,8 +232,9 @@ class BridgeVectorEnv(remote_env.RemoteVectorEnv):
     def __init__(self, env_id: str, namespaces: Sequence[str] = (graph.robot_namespace(0),),
                  timeout_s: float = DEFAULT_TIMEOUT_S, domain_id: int | None = None) -> None:
         observation_space, action_space = remote_env.spaces_of(env_id)
+        shape = observation_space.shape
         link = _Link(namespaces, timeout_s, domain_id,
-                     images=is_image_shape(observation_space.shape))
+                     Camera.of(shape) if is_image_shape(shape) else None)
         super().__init__(link, env_id, observation_space, action_space)
 
 

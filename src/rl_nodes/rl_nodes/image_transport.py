@@ -24,6 +24,7 @@ trainer's encoder and publishes the features as a plain float32 observation batc
 from __future__ import annotations
 
 import array
+import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -31,7 +32,14 @@ import numpy as np
 from sensor_msgs.msg import CompressedImage, Image
 
 from rl_core import wire
-from rl_core.image_codecs import compressed_format, decode_raw_tall, decode_tall, encode_batch, format_codec
+from rl_core.image_codecs import (
+    Camera,
+    compressed_format,
+    decode_raw_tall,
+    decode_tall,
+    encode_batch,
+    format_codec,
+)
 from rl_core.image_join import Frames, HalfJoin, camera_frame
 from rl_nodes import graph
 from rl_nodes.conversions import (
@@ -62,11 +70,14 @@ def batch_frames(data: Observations | Experience) -> np.ndarray:
 
 # --- image messages -----------------------------------------------------------------------------
 
-def image_topic_type(codec: str, quality: int = 90) -> TopicType[Any]:
+def image_topic_type(codec: str, quality: int = 90, camera: Camera | None = None
+                     ) -> TopicType[Any]:
     """How a batch becomes its side-topic image message for ``codec`` (raw, png, jpeg), and how
-    a received one is decoded into :class:`Frames` (on the executor thread)."""
+    a received one is decoded into :class:`Frames` (on the executor thread), its size checked
+    against ``camera`` first."""
     if codec == "raw":
-        return TopicType(Image, _raw_to_msg, _raw_from_msg, _image_bytes)
+        return TopicType(Image, _raw_to_msg, functools.partial(_raw_from_msg, camera=camera),
+                         _image_bytes)
 
     def to_msg(data: Observations | Experience) -> CompressedImage:
         msg = CompressedImage()
@@ -76,7 +87,8 @@ def image_topic_type(codec: str, quality: int = 90) -> TopicType[Any]:
         msg.data = array.array("B", encode_batch(batch_frames(data), codec, quality))
         return msg
 
-    return TopicType(CompressedImage, to_msg, _compressed_from_msg, _image_bytes)
+    return TopicType(CompressedImage, to_msg,
+                     functools.partial(_compressed_from_msg, camera=camera), _image_bytes)
 
 
 def _image_bytes(msg: Image | CompressedImage) -> int:
@@ -96,25 +108,23 @@ def _raw_to_msg(data: Observations | Experience) -> Image:
     return msg
 
 
-def _raw_from_msg(msg: Image) -> Frames:
+def _raw_from_msg(msg: Image, camera: Camera | None) -> Frames:
     return Frames(msg.header.frame_id, stamp_to_ns(msg.header.stamp),
-                  decode_raw_tall(msg.data, msg.encoding, msg.height, msg.width, msg.step))
+                  decode_raw_tall(msg.data, msg.encoding, msg.height, msg.width, msg.step, camera))
 
 
-def _compressed_from_msg(msg: CompressedImage) -> Frames:
+def _compressed_from_msg(msg: CompressedImage, camera: Camera | None) -> Frames:
     return Frames(msg.header.frame_id, stamp_to_ns(msg.header.stamp),
-                  decode_tall(bytes(msg.data), format_codec(msg.format)))
+                  decode_tall(bytes(msg.data), format_codec(msg.format), camera))
 
 
-#: Decoding side of both side topics (the codec is read from the message).
-RAW_IMAGES = image_topic_type("raw")
-COMPRESSED_IMAGES = image_topic_type("png")
-
-
-def image_receivers(topic: str) -> tuple[tuple[str, TopicType[Any]], ...]:
+def image_receivers(topic: str, camera: Camera | None = None
+                    ) -> tuple[tuple[str, TopicType[Any]], ...]:
     """``(side topic, its type)`` of both image side topics of batch topic ``topic``; a receiver
-    subscribes to both, whichever codec the sender uses."""
-    return ((side_topic(topic, "raw"), RAW_IMAGES), (side_topic(topic, "png"), COMPRESSED_IMAGES))
+    subscribes to both, whichever codec the sender uses (the codec is read from the message),
+    and decodes only images that fit ``camera``."""
+    return ((side_topic(topic, "raw"), image_topic_type("raw", camera=camera)),
+            (side_topic(topic, "png"), image_topic_type("png", camera=camera)))
 
 
 # --- receiving: joining batches and images -----------------------------------------------------
@@ -136,16 +146,19 @@ class ImageJoin(HalfJoin[T]):
 
 
 def subscribe_with_images(node: Any, topic_type: TopicType[Any], topic: str, qos: Any,
-                          callback: Callable[[Any], None], what: str) -> ImageJoin[Any]:
+                          callback: Callable[[Any], None], what: str,
+                          obs_shape: tuple[int, ...]) -> ImageJoin[Any]:
     """Subscribe ``node`` (an RLNode) to batch topic ``topic`` and both its image side topics,
     handing joined batches to ``callback``.
 
     :param topic_type: the batch topic's type that lets batches await images
         (``OBSERVATIONS_WITH_IMAGES``, ``EXPERIENCE_WITH_IMAGES``).
+    :param obs_shape: the task's image observations: images of another camera are refused
+        before they are decoded.
     """
     join: ImageJoin[Any] = ImageJoin(callback, node.reject, what)
     node.subscription(topic, join.on_batch, topic_type, qos)
-    for side_name, side_type in image_receivers(topic):
+    for side_name, side_type in image_receivers(topic, Camera.of(obs_shape)):
         node.subscription(side_name, join.on_frames, side_type, qos)
     return join
 

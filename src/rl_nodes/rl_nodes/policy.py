@@ -115,7 +115,7 @@ class PolicyNode(RLNode):
             from rl_nodes.image_transport import subscribe_with_images
 
             subscribe_with_images(self, OBSERVATIONS_WITH_IMAGES, topic, STREAM_QOS, callback,
-                                  "observations")
+                                  "observations", self.model.obs_shape)
         else:
             self.subscription(topic, callback, OBSERVATIONS)
 

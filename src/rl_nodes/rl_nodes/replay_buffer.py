@@ -56,7 +56,8 @@ class ReplayBufferNode(RLNode):
                                      self._publish_status, MAX_REQUEST_ROWS, STATUS_PERIOD_S)
         if is_image_shape(self.obs_shape):  # image batches: their frames on the side topics
             subscribe_with_images(self, EXPERIENCE_WITH_IMAGES, graph.EXPERIENCE.name,
-                                  EXPERIENCE_QOS, self._on_experience, "experience")
+                                  EXPERIENCE_QOS, self._on_experience, "experience",
+                                  self.obs_shape)
         else:
             self.subscription(graph.EXPERIENCE, self._on_experience)
         self.status_pub = self.publisher(graph.REPLAY_STATUS)
