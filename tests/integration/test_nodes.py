@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import signal
 import sys
 import threading
 import time
@@ -16,6 +19,7 @@ import yaml
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.parameter import Parameter
 
+from rl_core import heartbeat, variables
 from rl_interfaces.srv import GetAction
 from rl_nodes.conversions import Experience
 from rl_nodes.intra_process import IntraProcessManager
@@ -165,6 +169,32 @@ def test_live_parameters_take_effect_and_invalid_values_are_refused(colocated) -
     assert not refused.successful and "at least 1 Hz" in refused.reason
     for name, value in (("priority_alpha", 0.1), ("snapshot_period", 1.0)):  # never applied live
         assert not colocated["replay"].set_parameters([Parameter(name, value=value)])[0].successful
+
+
+def test_a_node_process_beats_its_heartbeat_file_and_stops_when_stopped(
+        tmp_path: Path, ros_env) -> None:
+    """Issue 19: the file a supervisor or a liveness probe judges a hung node by."""
+    path = tmp_path / "heartbeat"
+    policy = Child([str(Path(sys.executable).parent / "policy"), "--ros-args", "-r",
+                    "__ns:=/robot_0", "--params-file", str(CONFIG)],
+                   env={**ros_env, variables.HEARTBEAT_FILE: str(path)})
+    try:
+        deadline = time.monotonic() + 60.0
+        while heartbeat.age_s(path) is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert heartbeat.main([str(path), "5"]) == 0, policy.output()
+        os.kill(policy.pid, signal.SIGSTOP)  # hung: the beats stop
+        time.sleep(2.5)
+        assert heartbeat.main([str(path), "2"]) == 1
+        os.kill(policy.pid, signal.SIGCONT)
+        deadline = time.monotonic() + 10.0
+        while heartbeat.main([str(path), "2"]) != 0 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert heartbeat.main([str(path), "2"]) == 0
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(policy.pid, signal.SIGCONT)
+        policy.stop()
 
 
 def test_late_policy_process_gets_the_current_weights_at_once(tmp_path: Path, ros_env) -> None:

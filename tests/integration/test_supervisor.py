@@ -560,3 +560,37 @@ def test_retire_refuses_required_and_unknown_processes(supervisors: list[Supervi
         supervisor.start_standby("robot_9")
     with pytest.raises(ValueError, match="standby names no process: robot_9"):
         make_supervisor(supervisors, commands, standby=["robot_9"])
+
+
+HANGS_ONCE = textwrap.dedent(
+    """
+    import os, signal, sys, time
+    with open(sys.argv[1], "a") as starts:
+        starts.write("start\\n")
+    if open(sys.argv[1]).read().count("start") > 1:
+        print("respawned", flush=True)
+        sys.exit(0)
+    heartbeat = os.environ["RL_ROS2_HEARTBEAT_FILE"]
+    for _ in range(5):
+        open(heartbeat, "a").close()
+        os.utime(heartbeat)
+        time.sleep(0.1)
+    print("hanging", flush=True)
+    os.kill(os.getpid(), signal.SIGSTOP)  # a hung node: alive, but its thread never turns
+    """
+)
+
+
+def test_a_hung_process_is_killed_and_respawned(supervisors: list[Supervisor],
+                                                tmp_path: Path) -> None:
+    """Issue 19: a process that stops beating is restarted, not only one that exits."""
+    starts = tmp_path / "starts"
+    commands = [Command("stuck", PYTHON + [HANGS_ONCE, str(starts)], respawn=True, required=True),
+                Command("quiet", PYTHON + ["import time; time.sleep(60)"])]  # never beats
+    supervisor, output = make_supervisor(supervisors, commands, heartbeat_timeout=1.0)
+    assert run_with_deadline(supervisor) == 0
+    text = output.text()
+    assert "[stuck] hanging" in text and "[stuck] respawned" in text
+    assert re.search(r"stuck is hung: no heartbeat for \d+ s \(more than 1 s\); killing it", text)
+    assert "quiet is hung" not in text  # a process that never beat is not judged
+    assert starts.read_text().count("start") == 2

@@ -250,6 +250,27 @@ def test_every_pod_runs_unprivileged_with_a_read_only_root(
 
 
 @pytest.mark.parametrize("mode", MODES)
+def test_node_containers_are_probed_by_their_heartbeat(
+        generate: Callable[..., Path], mode: str) -> None:
+    """Issue 19: a hung node (its dispatch thread stopped) is restarted by its liveness probe."""
+    from rl_core.heartbeat import HEARTBEAT_TIMEOUT_S
+
+    containers = node_containers(render(generate(mode, "robots:=2")))
+    assert containers
+    for container in containers:
+        assert environment(container)["RL_ROS2_HEARTBEAT_FILE"] == k8s_objects.HEARTBEAT_PATH
+        assert k8s_objects.HEARTBEAT_PATH.startswith(k8s_objects.SCRATCH_MOUNT + "/")
+        for probe, within in (("startupProbe", HEARTBEAT_TIMEOUT_S),
+                              ("livenessProbe", HEARTBEAT_TIMEOUT_S),
+                              ("readinessProbe", k8s_objects.READY_WITHIN_S)):
+            command = container[probe]["exec"]["command"]
+            assert command == ["/entrypoint.sh", "python3", "-m", "rl_core.heartbeat",
+                               k8s_objects.HEARTBEAT_PATH, f"{within:g}"], (probe, command)
+        startup = container["startupProbe"]
+        assert startup["periodSeconds"] * startup["failureThreshold"] >= 60
+
+
+@pytest.mark.parametrize("mode", MODES)
 def test_every_node_discovers_through_the_discovery_server(
         generate: Callable[..., Path], mode: str) -> None:
     objects = render(generate(mode, "robots:=2", "domain_id:=7"))

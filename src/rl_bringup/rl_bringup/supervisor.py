@@ -46,11 +46,13 @@ import threading
 import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import FrameType
 from typing import IO, Any, Protocol
 
 from rl_bringup.plan import MAX_RESPAWNS, RESPAWN_DELAY_S
-from rl_core import variables
+from rl_bringup.process_spec import private_directory
+from rl_core import heartbeat, variables
 
 # Exit code when a process cannot be started at all (the shell's "command not found").
 EXIT_CANNOT_START = 127
@@ -152,6 +154,8 @@ class _Child:
     retiring: bool = False
     retire_phases: list[tuple[int, float]] = field(default_factory=list)
     retire_next_at: float | None = None
+    #: Killed for a stale heartbeat (once per run of the process).
+    hung: bool = False
 
     def state(self) -> ProcessState:
         process = self.process
@@ -204,6 +208,9 @@ class Supervisor:
     :param label: prefix of the supervisor's own lines.
     :param standby: names of processes not to start with the others; they start when
         :meth:`start_standby` asks for them.
+    :param heartbeat_timeout: a process whose heartbeat file (``RL_ROS2_HEARTBEAT_FILE``,
+        touched by rl_nodes' dispatch threads) is older than this is hung: it is killed, then
+        respawned like a crashed one (0: not watched; a process is watched once it has beaten).
     """
 
     def __init__(
@@ -224,6 +231,7 @@ class Supervisor:
         cwd: str | os.PathLike[str] | None = None,
         label: str = "rl-bringup",
         standby: Collection[str] = (),
+        heartbeat_timeout: float = heartbeat.HEARTBEAT_TIMEOUT_S,
     ) -> None:
         names = [process.name for process in processes]
         if not names:
@@ -254,6 +262,8 @@ class Supervisor:
         self._max_respawns = max_respawns
         self._stable_run_s = stable_run_s
         self._poll_interval = poll_interval
+        self._heartbeat_timeout = heartbeat_timeout
+        self._heartbeat_dir = private_directory() if heartbeat_timeout > 0 else None
         self._cwd = cwd
         self._label = label
         # Written by signal handlers and other threads; plain attribute stores are atomic, and a
@@ -361,6 +371,8 @@ class Supervisor:
                     returncode = child.process.poll()
                     if returncode is not None:
                         result = self._handle_exit(child, returncode)
+                    else:
+                        self._check_heartbeat(child)
                 elif child.restart_at is not None and now >= child.restart_at:
                     child.restart_at = None
                     result = self._start(child)
@@ -374,6 +386,23 @@ class Supervisor:
                 return 1 if failed else 0
             self._wake.wait(self._poll_interval)
             self._wake.clear()
+
+    def _heartbeat_file(self, child: _Child) -> Path | None:
+        if self._heartbeat_dir is None:
+            return None
+        return self._heartbeat_dir / f"heartbeat-{os.getpid()}-{child.spec.name}"
+
+    def _check_heartbeat(self, child: _Child) -> None:
+        """Kill a running child whose heartbeat went stale (it is respawned as after a crash)."""
+        path = self._heartbeat_file(child)
+        if path is None or child.retiring or child.process is None or child.hung:
+            return
+        age = heartbeat.age_s(path)
+        if age is not None and age > self._heartbeat_timeout:
+            child.hung = True
+            self._log(f"{child.spec.name} is hung: no heartbeat for {age:.0f} s (more than "
+                      f"{self._heartbeat_timeout:g} s); killing it")
+            signal_group(child.process, signal.SIGKILL, leader_exited=False)
 
     def _serve_requests(self) -> int | None:
         """Start and retire what other threads asked for; the run's exit code when it must end."""
@@ -421,10 +450,15 @@ class Supervisor:
         spec = child.spec
         argv = spec.argv(self._python_bin_dir)
         # A respawned process learns it is one (a simulator then draws a fresh seed stream).
-        # ... and that it ends with this supervisor (rl_nodes.process_settings).
+        # ... that it ends with this supervisor (rl_nodes.process_settings), and where it beats.
         environment = {**os.environ, **self._environment, **dict(spec.env),
                        RESTART_VARIABLE: str(child.total_restarts),
                        variables.SUPERVISOR_PID: str(os.getpid())}
+        heartbeat_file = self._heartbeat_file(child)
+        child.hung = False
+        if heartbeat_file is not None:
+            heartbeat_file.unlink(missing_ok=True)  # the last run's beats are not this run's
+            environment[variables.HEARTBEAT_FILE] = str(heartbeat_file)
         try:
             process = subprocess.Popen(
                 argv,

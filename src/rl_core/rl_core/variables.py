@@ -18,6 +18,8 @@ WEIGHTS_KEY = "RL_ROS2_WEIGHTS_KEY"
 WEIGHTS_KEY_FILE = "RL_ROS2_WEIGHTS_KEY_FILE"
 #: The pid of the rl-bringup supervisor that started this process: a node process ends with it.
 SUPERVISOR_PID = "RL_ROS2_SUPERVISOR_PID"
+#: The file a node process touches from its dispatch thread every second (rl_core.heartbeat).
+HEARTBEAT_FILE = "RL_ROS2_HEARTBEAT_FILE"
 #: How often the supervisor has restarted this process (a respawned simulator reseeds from it).
 RESTART_COUNT = "RL_ROS2_RESTART_COUNT"
 #: Name of the variable that holds a Kubernetes replica's pod name (its robot index).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Callable
@@ -13,7 +14,7 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile
 
-from rl_core import weights_auth
+from rl_core import heartbeat, variables, weights_auth
 from rl_core.config import ConfigError
 from rl_nodes import graph
 from rl_nodes.conversions import TopicType, topic_type
@@ -157,6 +158,9 @@ class RLNode(Node):
         return steady - self._clock_seen[1]
 
     def _publish_diagnostics(self) -> None:
+        heartbeat_file = os.environ.get(variables.HEARTBEAT_FILE)
+        if heartbeat_file:  # this thread turns (rl_core.heartbeat)
+            heartbeat.beat(heartbeat_file)
         level, message, values = self.diagnose()
         frozen_s = self._clock_frozen_s()
         if frozen_s >= CLOCK_FROZEN_S:

@@ -23,8 +23,9 @@ from rl_bringup.tools.containers import (
     ContainerLayout,
     replica_command,
 )
-from rl_core import weights_auth
+from rl_core import variables, weights_auth
 from rl_core.cpus import OMP_THREADS_VARIABLE, TORCH_THREADS_VARIABLE
+from rl_core.heartbeat import HEARTBEAT_TIMEOUT_S
 from rl_nodes import graph
 
 if TYPE_CHECKING:
@@ -61,6 +62,13 @@ IMAGE_UID = 1000
 SCRATCH_MOUNT = "/tmp"
 SCRATCH_ENVIRONMENT = {"HOME": SCRATCH_MOUNT, "ROS_HOME": f"{SCRATCH_MOUNT}/ros",
                        "MPLCONFIGDIR": f"{SCRATCH_MOUNT}/matplotlib"}
+#: The file a node container's dispatch threads touch every second (rl_core.heartbeat); its
+#: probes read it through the image's entry point (which puts rl_core on the path).
+HEARTBEAT_PATH = f"{SCRATCH_MOUNT}/heartbeat"
+#: Seconds a node may take to beat first (imports, pybullet, torch) before it is restarted.
+STARTUP_GRACE_S = 300
+#: A node is ready while it beat within this many seconds.
+READY_WITHIN_S = 10
 
 
 @dataclass(frozen=True)
@@ -204,17 +212,42 @@ def _node_container(layout: ContainerLayout, container: Container,
     if not container.robot:
         mounts.append(client.V1VolumeMount(name="runs", mount_path=OUTPUT_DIR))
     sidecar = not container.robot and not container.main
+    environment = [*_environment(container),
+                   client.V1EnvVar(name=variables.HEARTBEAT_FILE, value=HEARTBEAT_PATH)]
     return client.V1Container(
         name=container_name(container.name),
         image=options.image,
         image_pull_policy=IMAGE_PULL_POLICY,
         # args, not command: the image's entrypoint sources ROS and the workspace first.
         args=command,
-        env=_environment(container),
+        env=environment,
         resources=_resources(container.kinds, _wants_gpu(container, options.gpu)),
         volume_mounts=mounts,
         restart_policy="Always" if sidecar else None,
+        **_heartbeat_probes(),
     )
+
+
+def _heartbeat_probes() -> dict[str, client.V1Probe]:
+    """Startup, liveness and readiness of a node container, all from its heartbeat file: a hung
+    node (its dispatch thread stopped) is restarted, as the rl-bringup supervisor does."""
+    from kubernetes import client
+
+    def check(within_s: float) -> client.V1ExecAction:
+        return client.V1ExecAction(command=["/entrypoint.sh", "python3", "-m", "rl_core.heartbeat",
+                                            HEARTBEAT_PATH, f"{within_s:g}"])
+
+    period = 10
+    return {
+        "startup_probe": client.V1Probe(_exec=check(HEARTBEAT_TIMEOUT_S), period_seconds=5,
+                                        timeout_seconds=5,
+                                        failure_threshold=STARTUP_GRACE_S // 5),
+        "liveness_probe": client.V1Probe(_exec=check(HEARTBEAT_TIMEOUT_S),
+                                         period_seconds=period, timeout_seconds=5,
+                                         failure_threshold=3),
+        "readiness_probe": client.V1Probe(_exec=check(READY_WITHIN_S), period_seconds=period,
+                                          timeout_seconds=5, failure_threshold=1),
+    }
 
 
 def _volumes(with_runs: bool) -> list[client.V1Volume]:

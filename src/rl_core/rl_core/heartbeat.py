@@ -1,0 +1,62 @@
+"""Liveness of a node process: its dispatch thread touches a heartbeat file once a second.
+
+A node that stopped turning (a deadlock, SIGSTOP, a callback that never returns) still runs, so
+a supervisor that restarts only on exit never notices it. The file's age says it: the
+``rl-bringup`` supervisor restarts a process whose heartbeat is older than
+:data:`HEARTBEAT_TIMEOUT_S`, and Kubernetes' liveness probe runs the same check
+(``python3 -m rl_core.heartbeat FILE``). A process is judged only once it has beaten: one that
+never does (not an rl_nodes process) is left alone.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+#: A heartbeat older than this marks a hung process. Generous: the trainer's final evaluation
+#: runs on the dispatch thread and takes tens of seconds on a loaded 2-core machine.
+HEARTBEAT_TIMEOUT_S = 120.0
+
+
+def beat(path: str | os.PathLike[str]) -> None:
+    """Touch ``path`` (created when missing); a failure is ignored (liveness is best effort)."""
+    try:
+        os.utime(path)
+    except FileNotFoundError:
+        try:
+            Path(path).touch()
+        except OSError:
+            pass
+    except OSError:
+        pass
+
+
+def age_s(path: str | os.PathLike[str], now: float | None = None) -> float | None:
+    """Seconds since the last beat (wall clock), or None before the first one."""
+    try:
+        modified = os.stat(path).st_mtime
+    except OSError:
+        return None
+    return (time.time() if now is None else now) - modified
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python3 -m rl_core.heartbeat FILE [TIMEOUT_S]``: exit 0 while FILE is fresh, else 1
+    (a Kubernetes exec probe)."""
+    args = sys.argv[1:] if argv is None else argv
+    if not args:
+        print("usage: python3 -m rl_core.heartbeat FILE [TIMEOUT_S]", file=sys.stderr)
+        return 2
+    timeout = float(args[1]) if len(args) > 1 else HEARTBEAT_TIMEOUT_S
+    age = age_s(args[0])
+    if age is None or age > timeout:
+        print(f"{args[0]}: {'no heartbeat yet' if age is None else f'{age:.0f} s old'}",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
