@@ -79,9 +79,11 @@ def test_launch_runs_the_plan_until_the_trainer_finishes(
             out,
         )
         assert trainer_line, out
-        assert yaml.safe_load(Path(trainer_line.group(1)).read_text()) == {
-            "/**/trainer": {"ros__parameters": {"deployment_robots": 1}}
-        }
+        trainer = yaml.safe_load(Path(trainer_line.group(1)).read_text())["/**/trainer"]
+        # No output_dir given: the launch's own run directory (checkpoints are never off).
+        output_dir = trainer["ros__parameters"].pop("output_dir")
+        assert re.fullmatch(r"runs/decoupled-\d{8}-\d{6}-\d+", os.path.relpath(output_dir))
+        assert trainer == {"ros__parameters": {"deployment_robots": 1}}
         simulator_line = f"simulator argv --ros-args -r __ns:=/robot_0 --params-file {CARTPOLE}"
         assert f"[simulator_robot_0] {simulator_line}" in out
         assert "trainer exited with code 0; it is required, stopping everything" in out

@@ -241,7 +241,7 @@ class PolicyConfig:
     batch_window_ms: float = param(2.0, "Central policy (robots >= 1): longest time an "
                                    "observation batch waits for the other robots' batches before "
                                    "the forward pass runs without them (0 = answer each batch at "
-                                   "once).", 0.0, 100.0, 0.0)
+                                   "once).", 0.0, 1000.0, 0.0)
     device: str = device_param("the torch actor's inference (an onnx_model always runs on the "
                                "CPU)")
     feature_dim: int = feature_dim_param()
