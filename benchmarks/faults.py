@@ -233,7 +233,7 @@ def signed_weights(genuine: Any, key: bytes, change: Callable[[Any], None]) -> A
     from rl_nodes.conversions import weights_from_msg, weights_to_msg
 
     weights = weights_from_msg(genuine)
-    weights.state = {name: tensor.clone() for name, tensor in weights.state.items()}
+    weights.state = {name: tensor.clone() for name, tensor in weights.tensors().items()}
     change(weights)
     weights.version += 10**6
     weights._encoded = None

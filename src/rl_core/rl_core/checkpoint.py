@@ -27,6 +27,7 @@ from safetensors.torch import load as load_safetensors_bytes
 from safetensors.torch import save as save_safetensors_bytes
 
 from rl_core.algorithms.sac import SAC
+from rl_core.atomic_files import fsync_directory
 from rl_core.config import SACConfig
 from rl_core.encoders import EncodedActor, make_actor
 from rl_core.image_codecs import is_image_shape
@@ -156,7 +157,7 @@ def save_checkpoint(directory: str | Path, sac: SAC, counters: dict[str, Any] | 
     staging.mkdir()
     _durable_write(staging / TENSORS_FILE, data)
     _durable_write(staging / META_FILE, json.dumps(meta, indent=2, sort_keys=True).encode())
-    _fsync_directory(staging)
+    fsync_directory(staging)
     if directory.exists():  # swap: the old one stays complete until the new one is in place
         retired = directory.with_name(f".{directory.name}.old-{os.getpid()}")
         shutil.rmtree(retired, ignore_errors=True)
@@ -165,7 +166,7 @@ def save_checkpoint(directory: str | Path, sac: SAC, counters: dict[str, Any] | 
         shutil.rmtree(retired, ignore_errors=True)
     else:
         os.replace(staging, directory)
-    _fsync_directory(directory.parent)
+    fsync_directory(directory.parent)
     return directory
 
 
@@ -333,10 +334,3 @@ def _durable_write(path: Path, data: bytes) -> None:
         os.fsync(handle.fileno())
 
 
-def _fsync_directory(path: Path) -> None:
-    """Make a rename inside ``path`` durable (POSIX: fsync the directory)."""
-    descriptor = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)

@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from rl_core.atomic_files import write_atomically
 from rl_core.networks import SquashedGaussianActor
 from rl_core.onnx_policy import ARCHITECTURE_KEY, ENV_ID_KEY, INPUT_NAME, OUTPUT_NAME, POLICY_KEY, POLICY_KIND
 
@@ -109,18 +110,8 @@ def export_onnx(actor: SquashedGaussianActor, path: str | os.PathLike[str],
     model.doc_string = (f"rl_ros2 SAC actor, {POLICY_KIND}: obs (N, {actor.obs_dim}) -> "
                         f"action (N, {actor.action_dim}) in [-1, 1]")
     onnx.checker.check_model(model)
-    _atomic_write(path, model.SerializeToString())
+    data = model.SerializeToString()
+    write_atomically(path, lambda handle: handle.write(data))
     return path
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise

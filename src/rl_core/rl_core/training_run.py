@@ -239,7 +239,8 @@ class TrainingRun:
         return True, f"training ({update_mode})", values
 
     def close(self) -> None:
-        self.run_lock.release()
+        """Stop the evaluator and TensorBoard, then let ``output_dir`` go (the run lock)."""
         self.evaluator.close()
         if self.tensorboard is not None:
             self.tensorboard.close()
+        self.run_lock.release()

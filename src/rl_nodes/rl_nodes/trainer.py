@@ -234,7 +234,6 @@ class TrainerNode(RLNode):
         return (OK if healthy else ERROR), message, values
 
     def close(self) -> None:
-        self.run.close()
         self._stop.set()
         if self._prefetcher is not None:
             self._prefetcher.close()
@@ -243,6 +242,7 @@ class TrainerNode(RLNode):
         if not self.finished:  # interrupted: keep what was learned
             path = self.save()
             self.get_logger().info(f"stopped before the end; checkpoint written to {path}")
+        self.run.close()  # last: it lets output_dir go
 
 
 def main() -> int:

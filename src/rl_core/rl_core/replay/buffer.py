@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import zipfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -36,6 +35,7 @@ from typing import Any, NamedTuple, TypeVar, cast
 import numpy as np
 import numpy.typing as npt
 
+from rl_core.atomic_files import write_atomically
 from rl_core.replay.sum_tree import SumTree
 
 __all__ = ["Batch", "InvalidPriorities", "OutOfBounds", "ReplayBuffer"]
@@ -815,18 +815,11 @@ class ReplayBuffer:
             raise FileNotFoundError(
                 f"directory for replay buffer file does not exist: {directory}"
             )
-        file_descriptor, temp_name = tempfile.mkstemp(
-            prefix=f".{destination.name}.", suffix=".tmp", dir=directory
-        )
-        try:
-            with os.fdopen(file_descriptor, "wb") as handle:
-                np.savez(handle, **state)  # type: ignore[arg-type]  # numpy's stub types **kwds as allow_pickle
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temp_name, destination)
-        except BaseException:
-            Path(temp_name).unlink(missing_ok=True)
-            raise
+
+        def save_arrays(handle: Any) -> None:
+            np.savez(handle, **state)  # type: ignore[arg-type]  # numpy's stub types **kwds as allow_pickle
+
+        write_atomically(destination, save_arrays)
 
     def load(self, path: str | os.PathLike[str]) -> None:
         """Restore state from a file written by ``save``.

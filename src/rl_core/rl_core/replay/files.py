@@ -4,14 +4,13 @@ only while the state is copied (written by a thread of their own)."""
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from rl_core.atomic_files import write_atomically
 from rl_core.replay.buffer import ReplayBuffer
 
 SNAPSHOT_FILE = "snapshot.npz"
@@ -61,27 +60,6 @@ def save_refusal(target: Path) -> str:
     return ""
 
 
-def write_durably(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically and fsynced (a private temporary file, then a
-    rename, then the folder synced), so that a crash leaves the old file or the new one."""
-    descriptor, staging = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp",
-                                           dir=path.parent)
-    try:
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(staging, path)
-    except BaseException:
-        Path(staging).unlink(missing_ok=True)
-        raise
-    folder = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(folder)
-    finally:
-        os.close(folder)
-
-
 class SnapshotWriter:
     """Writes a buffer's state and its rate limiter's counters into ``base``.
 
@@ -121,7 +99,8 @@ class SnapshotWriter:
     def _write(self, state: dict[str, Any], counters: dict[str, Any]) -> None:
         self.base.mkdir(parents=True, exist_ok=True)
         ReplayBuffer.write_state(state, self.base / SNAPSHOT_FILE)
-        write_durably(self.base / LIMITER_FILE, json.dumps(counters).encode())
+        payload = json.dumps(counters).encode()
+        write_atomically(self.base / LIMITER_FILE, lambda handle: handle.write(payload))
         self.snapshots += 1
 
     def exists(self) -> bool:
