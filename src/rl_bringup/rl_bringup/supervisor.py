@@ -154,6 +154,9 @@ class _Child:
     retiring: bool = False
     retire_phases: list[tuple[int, float]] = field(default_factory=list)
     retire_next_at: float | None = None
+    #: The heartbeat file's last modification time and when (monotonic) it was first seen;
+    #: None before the first beat of this run of the process.
+    last_beat: tuple[float, float] | None = None
     #: Killed for a stale heartbeat (once per run of the process).
     hung: bool = False
 
@@ -372,7 +375,7 @@ class Supervisor:
                     if returncode is not None:
                         result = self._handle_exit(child, returncode)
                     else:
-                        self._check_heartbeat(child)
+                        self._check_heartbeat(child, now)
                 elif child.restart_at is not None and now >= child.restart_at:
                     child.restart_at = None
                     result = self._start(child)
@@ -392,16 +395,26 @@ class Supervisor:
             return None
         return self._heartbeat_dir / f"heartbeat-{os.getpid()}-{child.spec.name}"
 
-    def _check_heartbeat(self, child: _Child) -> None:
-        """Kill a running child whose heartbeat went stale (it is respawned as after a crash)."""
+    def _check_heartbeat(self, child: _Child, now: float) -> None:
+        """Kill a running child whose heartbeat stopped (it is respawned as after a crash).
+
+        The file's time only tells whether it changed; how long it has not is measured here on
+        the monotonic clock, so a step of the wall clock is no hang."""
         path = self._heartbeat_file(child)
         if path is None or child.retiring or child.process is None or child.hung:
             return
-        age = heartbeat.age_s(path)
-        if age is not None and age > self._heartbeat_timeout:
+        try:
+            modified = os.stat(path).st_mtime
+        except OSError:
+            return  # not beating yet
+        if child.last_beat is None or child.last_beat[0] != modified:
+            child.last_beat = (modified, now)
+            return
+        silent_s = now - child.last_beat[1]
+        if silent_s > self._heartbeat_timeout:
             child.hung = True
-            self._log(f"{child.spec.name} is hung: no heartbeat for {age:.0f} s (more than "
-                      f"{self._heartbeat_timeout:g} s); killing it")
+            self._log(f"{child.spec.name} is hung: no heartbeat for {silent_s:.0f} s (more "
+                      f"than {self._heartbeat_timeout:g} s); killing it")
             signal_group(child.process, signal.SIGKILL, leader_exited=False)
 
     def _serve_requests(self) -> int | None:
@@ -455,7 +468,7 @@ class Supervisor:
                        RESTART_VARIABLE: str(child.total_restarts),
                        variables.SUPERVISOR_PID: str(os.getpid())}
         heartbeat_file = self._heartbeat_file(child)
-        child.hung = False
+        child.hung, child.last_beat = False, None
         if heartbeat_file is not None:
             heartbeat_file.unlink(missing_ok=True)  # the last run's beats are not this run's
             environment[variables.HEARTBEAT_FILE] = str(heartbeat_file)

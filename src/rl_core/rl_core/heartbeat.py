@@ -1,11 +1,12 @@
 """Liveness of a node process: its dispatch thread touches a heartbeat file once a second.
 
 A node that stopped turning (a deadlock, SIGSTOP, a callback that never returns) still runs, so
-a supervisor that restarts only on exit never notices it. The file's age says it: the
-``rl-bringup`` supervisor restarts a process whose heartbeat is older than
-:data:`HEARTBEAT_TIMEOUT_S`, and Kubernetes' liveness probe runs the same check
-(``python3 -m rl_core.heartbeat FILE``). A process is judged only once it has beaten: one that
-never does (not an rl_nodes process) is left alone.
+a supervisor that restarts only on exit never notices it. The file says it: the ``rl-bringup``
+supervisor restarts a process whose file has not changed for :data:`HEARTBEAT_TIMEOUT_S`
+(measured on its monotonic clock, so a step of the wall clock is no hang), and Kubernetes'
+liveness probe compares the file's time with the wall clock (``python3 -m rl_core.heartbeat
+FILE``). A process is judged only once it has beaten: one that never does (not an rl_nodes
+process) is left alone.
 """
 
 from __future__ import annotations

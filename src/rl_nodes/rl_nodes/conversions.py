@@ -98,12 +98,16 @@ def observations_from_msg(msg: ObservationBatch, images: bool = False
     return Observations(msg.robot_id, msg.step, obs, stamp)
 
 
-OBSERVATIONS = TopicType(ObservationBatch, observations_to_msg, observations_from_msg,
-                         wire.observations_bytes)
-#: Observations whose images may travel on the side topic (receivers that join them).
-OBSERVATIONS_WITH_IMAGES = TopicType(ObservationBatch, observations_to_msg,
-                                     functools.partial(observations_from_msg, images=True),
-                                     wire.observations_bytes)
+def _batch_topic_types(msg_type: Any, to_msg: Any, from_msg: Any, size: Any
+                       ) -> tuple[TopicType[Any], TopicType[Any]]:
+    """A batch topic's type, and the one whose images may travel on the side topic (for
+    receivers that join them, rl_nodes.image_transport)."""
+    return (TopicType(msg_type, to_msg, from_msg, size),
+            TopicType(msg_type, to_msg, functools.partial(from_msg, images=True), size))
+
+
+OBSERVATIONS, OBSERVATIONS_WITH_IMAGES = _batch_topic_types(
+    ObservationBatch, observations_to_msg, observations_from_msg, wire.observations_bytes)
 
 
 # --- action batches -----------------------------------------------------------------------------
@@ -186,12 +190,8 @@ def experience_from_msg(msg: ExperienceBatch, images: bool = False
         else experience
 
 
-EXPERIENCE = TopicType(ExperienceBatch, experience_to_msg, experience_from_msg,
-                       wire.experience_bytes)
-#: Experience whose images may travel on the side topic (receivers that join them).
-EXPERIENCE_WITH_IMAGES = TopicType(ExperienceBatch, experience_to_msg,
-                                   functools.partial(experience_from_msg, images=True),
-                                   wire.experience_bytes)
+EXPERIENCE, EXPERIENCE_WITH_IMAGES = _batch_topic_types(
+    ExperienceBatch, experience_to_msg, experience_from_msg, wire.experience_bytes)
 
 
 # --- policy weights -----------------------------------------------------------------------------
