@@ -34,14 +34,14 @@ class RunLock:
     """
 
     def __init__(self, path: Path, what: str) -> None:
-        self.path = path.resolve() if path.exists() else path.absolute()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path.parent.resolve() / path.name  # one key per file, however it is named
         self._released = False
         with _guard:
             if self.path in _held:
                 descriptor, holders = _held[self.path]
                 _held[self.path] = (descriptor, holders + 1)
                 return
-            self.path.parent.mkdir(parents=True, exist_ok=True)
             descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
             try:
                 fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
