@@ -51,7 +51,9 @@ from rl_bringup.autoscale import (
 from rl_bringup.discovery import DISCOVERY_RANGE_VARIABLE, DISCOVERY_SERVER_VARIABLE
 from rl_bringup.plan import Plan
 from rl_bringup.supervisor import RESTARTING, RUNNING, STANDBY, Supervisor
+from rl_core import weights_auth
 from rl_core.cpus import available_cpus
+from rl_core.signed_status import StatusCheck
 from rl_nodes import graph
 
 #: Phases of the controller, as the diagnostics show them.
@@ -137,6 +139,10 @@ class ElasticRobots:
         variables = (DISCOVERY_RANGE_VARIABLE, DISCOVERY_SERVER_VARIABLE, "RMW_IMPLEMENTATION")
         self._discovery = {name: plan.environment[name] for name in variables
                            if name in plan.environment}
+        # Only the learner's signed statuses count (rl_core.signed_status): a forged one must not
+        # start or stop robots.
+        self.status_check = StatusCheck(weights_auth.load_public_key({**os.environ,
+                                                                      **plan.environment}))
         robot_cpus = [process.cpus for process in plan.processes
                       if process.name in self.robot_names]
         self.cpu_meter = CpuMeter(robot_cpus[0] if robot_cpus and robot_cpus[0] is not None
@@ -195,6 +201,13 @@ class ElasticRobots:
                       + traceback.format_exc().rstrip())
 
     def _on_status(self, msg: Any) -> None:
+        from rl_nodes.conversions import status_refusal  # noqa: PLC0415
+
+        refusal = status_refusal(msg, self.status_check)
+        if refusal is not None:
+            if self.status_check.refused in (1, 10, 100) or self.status_check.refused % 1000 == 0:
+                self._log(f"{self.status_check.refused} /replay_status ignored; the last: {refusal}")
+            return
         self._latest = msg
         if self.phase == MEASURING:
             self._samples.append(status_sample(msg))

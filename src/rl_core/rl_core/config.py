@@ -140,6 +140,12 @@ class SimulatorConfig:
                                    "encoder runs here and only its features reach the policy; "
                                    "experience travels as png).", read_only=True)
     jpeg_quality: int = param(90, "JPEG quality of observation_codec 'jpeg' (1-100).", 1, 100, 1)
+    allow_unsigned: bool = param(False, "Obey /replay_status (and a latent encoder's "
+                                 "/policy_weights) without the learner's signature when no "
+                                 "public key is configured "
+                                 "(RL_ROS2_WEIGHTS_PUBLIC_KEY); development only: anyone on the "
+                                 "domain could then pause, resume or reprogram this robot.",
+                                 read_only=True)
 
     def __post_init__(self) -> None:
         _check_ranges(self)
@@ -234,6 +240,11 @@ class PolicyConfig:
     onnx_model: str = param("", "Act with this exported ONNX model through onnxruntime (a fixed, "
                             "deterministic robot-side policy; /policy_weights are ignored). '' = "
                             "torch actor following /policy_weights.", read_only=True)
+    allow_unsigned: bool = param(False, "Obey /policy_weights without the learner's "
+                                 "signature when no public key is configured "
+                                 "(RL_ROS2_WEIGHTS_PUBLIC_KEY); development only: anyone on the "
+                                 "domain could then pause, resume or reprogram this robot.",
+                                 read_only=True)
     # 64 = rl_bringup.plan.MAX_ROBOTS (rl_core imports nothing from the bringup package).
     robots: int = param(0, "0 = serve the observations of this node's own namespace; N >= 1 = "
                         "central policy serving /robot_0 .. /robot_{N-1}, one forward pass over "

@@ -2,7 +2,8 @@
 
 A policy node (``rl_nodes.policy``) offers every ``/policy_weights`` message to a
 :class:`WeightsGate`. The latched copy of the current weights is skipped without a word; weights
-whose signature does not verify under the run's key (:mod:`rl_core.weights_auth`), that are older
+whose signature does not verify under the learner's public key (:mod:`rl_core.weights_auth`), or
+that come to a policy without a public key unless it allows unsigned weights, that are older
 than the current ones (a replay), hold NaN, or were built for another architecture are refused
 with the reason, which the node logs and counts. torch is imported only when weights are
 checked, so an ONNX policy that follows no weights runs without it.
@@ -12,6 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from rl_core import weights_auth
+from rl_core.weights_auth import VerifyKey
+
 #: A policy still acting with its own initial actor after this long says so.
 NO_WEIGHTS_WARNING_S = 30.0
 #: Bytes allowed for the safetensors header of received weights beyond 256 per tensor.
@@ -20,11 +24,18 @@ HEADER_ALLOWANCE_BYTES = 64 * 1024
 STALE_WEIGHTS_S = 60.0
 
 
-def weights_refusal(msg: Any, key: bytes | None, current: tuple[int, int],
-                    max_bytes: int | None = None) -> str | None:
+#: Why weights are refused by a receiver that has no public key and does not allow unsigned ones.
+NO_PUBLIC_KEY = (f"no public key to check the learner's signature ({weights_auth.PUBLIC_KEY_VARIABLE}"
+                 f" or {weights_auth.PUBLIC_KEY_FILE_VARIABLE}; rl-bringup and the launch files "
+                 "give one), and allow_unsigned is false")
+
+
+def weights_refusal(msg: Any, key: VerifyKey | None, current: tuple[int, int],
+                    max_bytes: int | None = None, allow_unsigned: bool = False) -> str | None:
     """Why received weights ``msg`` (``rl_nodes.conversions.Weights``) must not replace the
     weights of ``current`` ``(epoch, version)``: more bytes than ``max_bytes`` (what the
-    receiver's architecture takes), a signature that does not verify under the run's key, an
+    receiver's architecture takes), a signature that does not verify under the learner's public
+    ``key``, no ``key`` at all unless ``allow_unsigned``, an
     older version (a replay), bytes that do not decode, or NaN; None when they may be loaded
     (architecture not checked). The checks run cheapest first: nothing is hashed before the
     size is known to fit, nothing decoded before the signature verifies."""
@@ -33,6 +44,8 @@ def weights_refusal(msg: Any, key: bytes | None, current: tuple[int, int],
     if max_bytes is not None and msg.size > max_bytes:
         return (f"version {msg.version}: {msg.size} bytes, more than the {max_bytes} that this "
                 "policy's architecture takes; ignored")
+    if key is None and not allow_unsigned:
+        return f"version {msg.version}: {NO_PUBLIC_KEY}; ignored"
     if key is not None and not msg.verify(key):
         return (f"version {msg.version}: the signature does not verify (unsigned, or signed with "
                 "another run's key); ignored")
@@ -60,14 +73,17 @@ class WeightsGate:
 
     Version 0 is the policy's own randomly initialised actor.
 
-    :param key: the run's weights key (None: signatures are not checked).
+    :param key: the learner's public key (None: every weights refused, unless ``allow_unsigned``).
     :param now: ``time.monotonic()`` when the policy started.
     :param max_bytes: the most bytes weights for this policy may take
         (:func:`encoded_size_bound`); None: only the wire's cap.
+    :param allow_unsigned: without a key, load weights without checking a signature.
     """
 
-    def __init__(self, key: bytes | None, now: float, max_bytes: int | None = None) -> None:
+    def __init__(self, key: VerifyKey | None, now: float, max_bytes: int | None = None,
+                 allow_unsigned: bool = False) -> None:
         self.key = key
+        self.allow_unsigned = allow_unsigned
         self.max_bytes = max_bytes
         self.epoch = 0  # run epoch of the trainer whose weights are loaded
         self.version = 0
@@ -80,7 +96,8 @@ class WeightsGate:
 
     def refusal(self, msg: Any, architecture: dict[str, Any]) -> str | None:
         """Why ``msg`` must not be loaded into an actor of ``architecture``; None to load it."""
-        refusal = weights_refusal(msg, self.key, (self.epoch, self.version), self.max_bytes)
+        refusal = weights_refusal(msg, self.key, (self.epoch, self.version), self.max_bytes,
+                                  self.allow_unsigned)
         if refusal is None and msg.architecture != architecture:
             refusal = (f"weights are for {msg.architecture}, this policy is {architecture}; use "
                        "the same env_id and hidden_sizes")

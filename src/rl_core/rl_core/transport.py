@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 import numpy as np
 
-from rl_core.weights_auth import signature, verify
+from rl_core.weights_auth import SigningKey, VerifyKey, signature, verify
 
 if TYPE_CHECKING:
     import torch
@@ -139,13 +139,13 @@ class Weights:
         """The architecture as the canonical JSON text that travels and is signed."""
         return json.dumps(self.architecture, sort_keys=True)
 
-    def sign(self, key: bytes) -> None:
-        """Set :attr:`signature` (HMAC-SHA256 under the run's key, rl_core.weights_auth)."""
+    def sign(self, key: SigningKey) -> None:
+        """Set :attr:`signature` (the learner's Ed25519 signature, rl_core.weights_auth)."""
         self.signature = signature(key, self.epoch, self.version, self.update_step,
                                    self.architecture_json(), self.encoded()[0])
 
-    def verify(self, key: bytes) -> bool:
-        """Whether :attr:`signature` is the key's signature of these weights."""
+    def verify(self, key: VerifyKey) -> bool:
+        """Whether :attr:`signature` is the learner's signature of these weights."""
         return bool(self.signature) and verify(key, self.signature, self.epoch, self.version,
                                                self.update_step, self.architecture_json(),
                                                self.encoded()[0])

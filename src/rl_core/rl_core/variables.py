@@ -12,10 +12,14 @@ CPUS = "RL_ROS2_CPUS"
 TORCH_THREADS = "RL_ROS2_TORCH_THREADS"
 #: CPUs of the trainer's learner thread, a subset of :data:`CPUS`.
 LEARNER_CPUS = "RL_ROS2_LEARNER_CPUS"
-#: The weights signing key, as hex (every host of a multi-host run gives the same).
+#: The learner's Ed25519 private key, as hex (learner hosts only; rl_core.weights_auth).
 WEIGHTS_KEY = "RL_ROS2_WEIGHTS_KEY"
-#: A file holding the hex weights key (rl-bringup writes one per run).
+#: A file holding that private key (rl-bringup writes one per run: weights.key).
 WEIGHTS_KEY_FILE = "RL_ROS2_WEIGHTS_KEY_FILE"
+#: The learner's public key, as hex: what robots check weights and replay status with.
+WEIGHTS_PUBLIC_KEY = "RL_ROS2_WEIGHTS_PUBLIC_KEY"
+#: A file holding that public key (weights.pub beside weights.key).
+WEIGHTS_PUBLIC_KEY_FILE = "RL_ROS2_WEIGHTS_PUBLIC_KEY_FILE"
 #: The pid of the rl-bringup supervisor that started this process: a node process ends with it.
 SUPERVISOR_PID = "RL_ROS2_SUPERVISOR_PID"
 #: The file a node process touches from its dispatch thread every second (rl_core.heartbeat).

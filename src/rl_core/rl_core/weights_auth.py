@@ -1,104 +1,216 @@
-"""Authenticated policy weights: a per-run secret key and HMAC-SHA256 signatures.
+"""The learner's signing key: Ed25519 signatures on policy weights and on ``/replay_status``.
 
 A SHA-256 checksum only detects corruption: anyone on the DDS domain can publish weights with a
-correct checksum. The trainer therefore signs every weights publication with HMAC-SHA256 under a
-per-run key over everything a receiver acts on — run epoch, version, update step, architecture
-and the tensor bytes — and policies load only weights whose signature verifies.
+correct checksum. The learner therefore signs what robots act on — every weights publication
+(run epoch, version, update step, architecture and the tensor bytes) and every replay status
+(which pauses, resumes and stops acting) — with an Ed25519 private key that only the learner's
+processes (trainer, replay buffer) hold. Robots hold the public key alone: a robot that is taken
+over can read it, but cannot sign with it, so it cannot make the other robots load weights or
+pause.
 
-Where the key comes from (first match):
+Where the private key comes from (first match):
 
-* ``RL_ROS2_WEIGHTS_KEY``: the key itself, as hex (multi-host runs: give every host the same);
-* ``RL_ROS2_WEIGHTS_KEY_FILE``: a file holding the hex key (``rl-bringup`` creates one per run,
-  mode 0600, in the run directory; docker/compose mount one as a secret).
+* ``weights_key:=FILE`` (``rl-bringup``, the launch files): the learner's processes get
+  ``RL_ROS2_WEIGHTS_KEY_FILE=FILE`` and no ``RL_ROS2_WEIGHTS_KEY``, so the argument wins over the
+  caller's environment;
+* ``RL_ROS2_WEIGHTS_KEY``: the 32-byte key itself, as 64 hex digits;
+* ``RL_ROS2_WEIGHTS_KEY_FILE``: a file holding it (``rl-bringup`` writes ``weights.key``, mode
+  0600, into the run directory; ``python -m rl_core.weights_auth new DIR`` makes a pair).
 
-Without either, weights are neither signed nor checked (a warning says so): a node started by
-hand for development. This protects the robots' policy against forged or replayed weights; it
-does not authenticate observations, actions or experience (use SROS2 for those, see
-docs/reliability.md).
+Where the public key comes from (first match): ``RL_ROS2_WEIGHTS_PUBLIC_KEY`` (hex),
+``RL_ROS2_WEIGHTS_PUBLIC_KEY_FILE`` (``weights.pub``), else the one of the private key, where a
+process holds that. A receiver without a public key refuses signed and unsigned messages alike,
+unless it was started with ``allow_unsigned:=true`` (development without ``rl-bringup``).
+
+This authenticates what robots load and obey from the learner; it does not authenticate
+observations, actions or experience (use SROS2 for those, see docs/reliability.md).
 """
 
 from __future__ import annotations
 
+import argparse
 import hashlib
-import hmac
 import os
-import secrets
 import struct
-from collections.abc import Mapping
+import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from rl_core import variables
 
 KEY_VARIABLE = variables.WEIGHTS_KEY
 KEY_FILE_VARIABLE = variables.WEIGHTS_KEY_FILE
+PUBLIC_KEY_VARIABLE = variables.WEIGHTS_PUBLIC_KEY
+PUBLIC_KEY_FILE_VARIABLE = variables.WEIGHTS_PUBLIC_KEY_FILE
 KEY_FILE_NAME = "weights.key"
+PUBLIC_KEY_FILE_NAME = "weights.pub"
+#: Bytes of an Ed25519 private key (its seed) and of a public key.
 KEY_BYTES = 32
-MIN_KEY_BYTES = 16
+#: Hex digits of a signature (64 bytes).
+SIGNATURE_HEX_DIGITS = 128
 
 
 class WeightsKeyError(ValueError):
-    """The configured key is missing, unreadable or too short; the message says how to fix it."""
+    """The configured key is missing, unreadable or malformed; the message says how to fix it."""
+
+
+class VerifyKey:
+    """An Ed25519 public key: checks the learner's signatures."""
+
+    def __init__(self, raw: bytes) -> None:
+        self._key = Ed25519PublicKey.from_public_bytes(raw)
+        self.raw = raw
+
+    def hex(self) -> str:
+        return self.raw.hex()
+
+    def verify(self, signature_hex: str, message: bytes) -> bool:
+        """Whether ``signature_hex`` is the private key's signature of ``message``."""
+        if len(signature_hex) != SIGNATURE_HEX_DIGITS:
+            return False
+        try:
+            self._key.verify(bytes.fromhex(signature_hex), message)
+        except (InvalidSignature, ValueError):
+            return False
+        return True
+
+
+class SigningKey:
+    """An Ed25519 private key: the learner signs weights and status with it."""
+
+    def __init__(self, raw: bytes) -> None:
+        self._key = Ed25519PrivateKey.from_private_bytes(raw)
+        self.raw = raw
+        self.public = VerifyKey(self._key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw))
+
+    def sign(self, message: bytes) -> str:
+        """The hex signature of ``message``."""
+        return self._key.sign(message).hex()
 
 
 def _decode(text: str, where: str) -> bytes:
     try:
-        key = bytes.fromhex(text.strip())
+        raw = bytes.fromhex(text.strip())
     except ValueError as error:
         raise WeightsKeyError(f"{where} must hold the key as hex digits: {error}") from None
-    if len(key) < MIN_KEY_BYTES:
-        raise WeightsKeyError(f"{where} holds a {len(key)}-byte key; use at least {MIN_KEY_BYTES} "
-                              f"bytes ({2 * MIN_KEY_BYTES} hex digits), e.g. "
-                              "python -c 'import secrets; print(secrets.token_hex(32))'")
-    return key
+    if len(raw) != KEY_BYTES:
+        raise WeightsKeyError(f"{where} holds {len(raw)} bytes; an Ed25519 key has {KEY_BYTES} "
+                              f"({2 * KEY_BYTES} hex digits). Make a key pair with "
+                              "'python -m rl_core.weights_auth new DIR'")
+    return raw
 
 
-def load_key(environ: Mapping[str, str] | None = None) -> bytes | None:
-    """The run's key from the environment, or None when none is configured.
+def _read(environ: Mapping[str, str], variable: str, file_variable: str) -> bytes | None:
+    if environ.get(variable):
+        return _decode(environ[variable], variable)
+    path = environ.get(file_variable)
+    if not path:
+        return None
+    try:
+        text = Path(path).read_text()
+    except OSError as error:
+        raise WeightsKeyError(f"{file_variable}={path} cannot be read: {error}") from None
+    return _decode(text, f"{file_variable}={path}")
+
+
+def load_key(environ: Mapping[str, str] | None = None) -> SigningKey | None:
+    """The learner's private key from the environment, or None when none is configured.
+
+    :raises WeightsKeyError: when a configured key cannot be read or is malformed.
+    """
+    raw = _read(os.environ if environ is None else environ, KEY_VARIABLE, KEY_FILE_VARIABLE)
+    return SigningKey(raw) if raw is not None else None
+
+
+def load_public_key(environ: Mapping[str, str] | None = None) -> VerifyKey | None:
+    """The public key that checks the learner's signatures: configured, or the private key's
+    where this process holds that; None when neither is configured.
 
     :raises WeightsKeyError: when a configured key cannot be read or is malformed.
     """
     environ = os.environ if environ is None else environ
-    if environ.get(KEY_VARIABLE):
-        return _decode(environ[KEY_VARIABLE], KEY_VARIABLE)
-    path = environ.get(KEY_FILE_VARIABLE)
-    if path:
+    raw = _read(environ, PUBLIC_KEY_VARIABLE, PUBLIC_KEY_FILE_VARIABLE)
+    if raw is not None:
         try:
-            text = Path(path).read_text()
-        except OSError as error:
-            raise WeightsKeyError(f"{KEY_FILE_VARIABLE}={path} cannot be read: {error}") from None
-        return _decode(text, f"{KEY_FILE_VARIABLE}={path}")
-    return None
+            return VerifyKey(raw)
+        except ValueError as error:
+            raise WeightsKeyError(f"the public key is not an Ed25519 key: {error}") from None
+    private = load_key(environ)
+    return private.public if private is not None else None
+
+
+def _write_private(path: Path, text: str, mode: int) -> None:
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    with os.fdopen(descriptor, "w") as file:
+        file.write(text)
 
 
 def create_key_file(directory: str | os.PathLike[str]) -> Path:
-    """Write a fresh random key to ``directory/weights.key`` (mode 0600) and return the path.
-
-    An existing key file is kept (a restarted run keeps its key).
-    """
+    """Write a fresh private key to ``directory/weights.key`` (mode 0600) and its public key to
+    ``directory/weights.pub`` (0644); return the private key's path. An existing key is kept
+    (a restarted run keeps its key) and its public key written where it is missing."""
     path = Path(directory) / KEY_FILE_NAME
     path.parent.mkdir(parents=True, exist_ok=True)
-    if path.is_file():
-        return path
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(descriptor, "w") as file:
-        file.write(secrets.token_hex(KEY_BYTES) + "\n")
+    if not path.is_file():
+        _write_private(path, os.urandom(KEY_BYTES).hex() + "\n", 0o600)
+    public = path.parent / PUBLIC_KEY_FILE_NAME
+    if not public.is_file():
+        key = load_key({KEY_FILE_VARIABLE: str(path)})
+        assert key is not None
+        _write_private(public, key.public.hex() + "\n", 0o644)
     return path
 
 
-def signature(key: bytes, epoch: int, version: int, update_step: int, architecture: str,
-              data: bytes) -> str:
-    """Hex HMAC-SHA256 over the run epoch, version, update step, architecture and data."""
-    mac = hmac.new(key, digestmod=hashlib.sha256)
-    mac.update(struct.pack("<QQQ", epoch, version, update_step))
+def weights_message(epoch: int, version: int, update_step: int, architecture: str,
+                    data: bytes) -> bytes:
+    """What a weights signature covers: the run epoch, version, update step, architecture and
+    the SHA-256 of the tensor bytes (hashed once, however large)."""
     encoded = architecture.encode()
-    mac.update(struct.pack("<Q", len(encoded)))
-    mac.update(encoded)
-    mac.update(data)
-    return mac.hexdigest()
+    return b"rl_ros2 weights\0" + struct.pack("<QQQQ", epoch, version, update_step,
+                                               len(encoded)) + encoded + hashlib.sha256(data).digest()
 
 
-def verify(key: bytes, signature_hex: str, epoch: int, version: int, update_step: int,
+def signature(key: SigningKey, epoch: int, version: int, update_step: int, architecture: str,
+              data: bytes) -> str:
+    """The hex Ed25519 signature of one weights publication."""
+    return key.sign(weights_message(epoch, version, update_step, architecture, data))
+
+
+def verify(key: VerifyKey, signature_hex: str, epoch: int, version: int, update_step: int,
            architecture: str, data: bytes) -> bool:
-    """Whether ``signature_hex`` is the key's signature of these fields (constant time)."""
-    expected = signature(key, epoch, version, update_step, architecture, data)
-    return hmac.compare_digest(expected, signature_hex)
+    """Whether ``signature_hex`` is the learner's signature of these weights."""
+    return key.verify(signature_hex, weights_message(epoch, version, update_step, architecture,
+                                                     data))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m rl_core.weights_auth new DIR | public KEY_FILE``."""
+    parser = argparse.ArgumentParser(prog="python -m rl_core.weights_auth",
+                                     description="The learner's Ed25519 signing key.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("new", help="write DIR/weights.key (0600) and DIR/weights.pub "
+                        "(kept where they exist)").add_argument("directory")
+    commands.add_parser("public", help="print the public key of a private key file "
+                        "(for RL_ROS2_WEIGHTS_PUBLIC_KEY on robots)").add_argument("key_file")
+    arguments = parser.parse_args(argv)
+    try:
+        if arguments.command == "new":
+            path = create_key_file(arguments.directory)
+            print(f"private key (learner hosts only): {path}\n"
+                  f"public key (robots): {path.parent / PUBLIC_KEY_FILE_NAME}")
+        else:
+            key = load_key({KEY_FILE_VARIABLE: arguments.key_file})
+            assert key is not None
+            print(key.public.hex())
+    except (WeightsKeyError, OSError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

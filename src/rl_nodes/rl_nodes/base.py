@@ -37,8 +37,9 @@ CLOCK_FROZEN_S = 2.0
 LAUNCH_ONLY_PARAMETERS = ("use_sim_time",)
 
 
-def load_weights_key(logger: Any) -> bytes | None:
-    """The run's weights key (rl_core.weights_auth); warns once when the run has none.
+def load_signing_key(logger: Any) -> weights_auth.SigningKey | None:
+    """The learner's private key (rl_core.weights_auth), for the trainer and the replay buffer;
+    warns when the run has none.
 
     :raises ConfigError: when a configured key cannot be read or is malformed.
     """
@@ -47,9 +48,31 @@ def load_weights_key(logger: Any) -> bytes | None:
     except weights_auth.WeightsKeyError as error:
         raise ConfigError(str(error)) from error
     if key is None:
-        logger.warning(f"no weights key ({weights_auth.KEY_VARIABLE} / {weights_auth.KEY_FILE_VARIABLE}"
-                    "): policy weights are neither signed nor checked; rl-bringup and the launch "
-                    "files create one per run")
+        logger.warning(f"no signing key ({weights_auth.KEY_VARIABLE} / "
+                       f"{weights_auth.KEY_FILE_VARIABLE}): weights and replay status go out "
+                       "unsigned, and robots refuse them unless started with allow_unsigned:=true;"
+                       " rl-bringup and the launch files create a key per run")
+    return key
+
+
+def load_public_key(logger: Any, allow_unsigned: bool) -> weights_auth.VerifyKey | None:
+    """The learner's public key, for what a robot checks (weights, replay status); warns when
+    the run has none: then everything is refused, unless ``allow_unsigned``.
+
+    :raises ConfigError: when a configured key cannot be read or is malformed.
+    """
+    try:
+        key = weights_auth.load_public_key()
+    except weights_auth.WeightsKeyError as error:
+        raise ConfigError(str(error)) from error
+    if key is None and allow_unsigned:
+        logger.warning("no public key and allow_unsigned is true: weights and replay status are "
+                       "obeyed unchecked, whoever publishes them (development only)")
+    elif key is None:
+        logger.warning(f"no public key ({weights_auth.PUBLIC_KEY_VARIABLE} / "
+                       f"{weights_auth.PUBLIC_KEY_FILE_VARIABLE}): weights and replay status are "
+                       "refused; rl-bringup and the launch files give one per run, "
+                       "allow_unsigned:=true accepts unsigned ones (development only)")
     return key
 
 

@@ -12,6 +12,7 @@ ONNX model (requirements-edge.txt) has no torch and never receives weights.
 from __future__ import annotations
 
 import array
+import copy
 import functools
 import importlib
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ import numpy as np
 from builtin_interfaces.msg import Time
 
 from rl_core import wire
+from rl_core.signed_status import StatusCheck, StatusSigner
 from rl_core.transport import (
     Actions,
     AwaitingImages,
@@ -223,6 +225,29 @@ WEIGHTS = TopicType(PolicyWeights, weights_to_msg, weights_from_msg)
 
 
 # --- episode statistics -------------------------------------------------------------------------
+
+def _status_payload(msg: Any) -> bytes:
+    """A ReplayStatus serialised with an empty signature: what its signature covers. A copy:
+    in-process receivers share the message."""
+    from rclpy.serialization import serialize_message
+
+    unsigned = copy.copy(msg)
+    unsigned.signature = ""
+    return bytes(serialize_message(unsigned))
+
+
+def sign_status(msg: Any, signer: StatusSigner) -> None:
+    """Give a ReplayStatus its epoch, sequence and the learner's signature
+    (rl_core.signed_status)."""
+    msg.epoch, msg.sequence = signer.next()
+    msg.signature = ""
+    msg.signature = signer.sign(_status_payload(msg))
+
+
+def status_refusal(msg: Any, check: StatusCheck) -> str | None:
+    """Why a received ReplayStatus must not be obeyed (rl_core.signed_status); None to obey."""
+    return check.refusal(msg.epoch, msg.sequence, msg.signature, _status_payload(msg))
+
 
 def episodes_to_msg(data: Episodes) -> EpisodeStatistics:
     msg = EpisodeStatistics()

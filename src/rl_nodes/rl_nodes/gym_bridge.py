@@ -35,10 +35,11 @@ import numpy as np
 import rclpy
 from rclpy.executors import SingleThreadedExecutor
 
-from rl_core import remote_env
+from rl_core import remote_env, weights_auth
 from rl_core.acting import ActingGate
 from rl_core.image_codecs import Camera, is_image_shape
 from rl_core.remote_env import RemoteRobot, SimulatorProtocolError, SimulatorTimeout
+from rl_core.signed_status import StatusCheck
 from rl_interfaces.msg import ReplayStatus
 from rl_nodes import graph
 from rl_nodes.base import robot_id_from_namespace
@@ -51,6 +52,7 @@ from rl_nodes.conversions import (
     Actions,
     Experience,
     TopicType,
+    status_refusal,
 )
 from rl_nodes.runtime import ensure_network_defaults
 
@@ -75,6 +77,10 @@ class _Link:
         remote_env.check_bridge_arguments(namespaces, robot_ids, timeout_s)
         self.timeout_s = float(timeout_s)
         self.gate = ActingGate(_PAUSE_HOLDS_S)  # follows the rate limiter, never on silence
+        # The bridge is the learner's side: with the run's public key it obeys only the replay
+        # buffer's signed statuses; without one (a bridge beside robots started by hand) any.
+        key = weights_auth.load_public_key()
+        self.status_check = StatusCheck(key, allow_unsigned=key is None)
         self.rejected_messages = 0
         self._closed = False
         ensure_network_defaults()
@@ -165,6 +171,9 @@ class _Link:
             robot.on_experience(rows)
 
     def _on_replay_status(self, msg: ReplayStatus) -> None:
+        if status_refusal(msg, self.status_check) is not None:
+            self.rejected_messages += 1
+            return
         self.gate.on_status(bool(msg.rate_limited), bool(msg.acting_paused), time.monotonic())
 
     def wait_until(self, done: Callable[[], bool], robot: RemoteRobot, what: str) -> None:

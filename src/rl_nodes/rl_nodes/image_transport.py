@@ -182,14 +182,17 @@ class LatentEncoder:
 
     :param node: the simulator node (its ``reject`` counts refused weights).
     :param obs_shape: the task's image observation shape ``(stack, h, w, 3)``.
-    :param key: the run's weights key (None: weights are not checked).
+    :param key: the learner's public key (None: weights refused unless ``allow_unsigned``).
+    :param allow_unsigned: without a key, load weights unchecked.
     """
 
-    def __init__(self, node: Any, obs_shape: tuple[int, ...], key: bytes | None) -> None:
+    def __init__(self, node: Any, obs_shape: tuple[int, ...], key: Any,
+                 allow_unsigned: bool = False) -> None:
         from rl_core.latent import LatentFeatures  # a latent robot runs torch; other codecs don't
 
         self.node = node
         self.key = key
+        self.allow_unsigned = allow_unsigned
         self.features = LatentFeatures(obs_shape)
         self.current = (0, 0)  # (epoch, version) of the loaded weights
 
@@ -203,7 +206,7 @@ class LatentEncoder:
 
         if self.ready and (msg.epoch, msg.version) == self.current:
             return False
-        refusal = weights_refusal(msg, self.key, self.current)
+        refusal = weights_refusal(msg, self.key, self.current, allow_unsigned=self.allow_unsigned)
         if refusal is None:
             try:
                 self.features.load(msg.architecture, msg.tensors())

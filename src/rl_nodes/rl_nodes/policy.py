@@ -34,7 +34,7 @@ from rl_core.policy_weights import WeightsGate, encoded_size_bound
 from rl_core.wire import MAX_REQUEST_ROWS
 from rl_interfaces.srv import GetAction
 from rl_nodes import graph
-from rl_nodes.base import OK, STREAM_QOS, WARN, RLNode, load_weights_key
+from rl_nodes.base import OK, STREAM_QOS, WARN, RLNode, load_public_key
 from rl_nodes.conversions import (
     ACTIONS,
     OBSERVATIONS,
@@ -62,9 +62,11 @@ class PolicyNode(RLNode):
         self.obs_shape, self.action_shape = self.model.obs_shape, self.model.action_shape
         self.actor = self.model.actor  # None for an ONNX policy
         # An ONNX policy follows no weights, so it needs no key (nor a warning about none).
-        key = load_weights_key(self.get_logger()) if self.actor is not None else None
+        key = (load_public_key(self.get_logger(), self.config.allow_unsigned)
+               if self.actor is not None else None)
         self.weights = WeightsGate(key, time.monotonic(), None if self.actor is None else
-                                   encoded_size_bound(self.actor.state_dict()))
+                                   encoded_size_bound(self.actor.state_dict()),
+                                   self.config.allow_unsigned)
         self.robots = self.config.robots
         #: ``actions`` of this node's namespace (per robot), or ``/robot_k/actions`` at index k.
         self.actions_pubs: list[IntraProcessPublisher[Actions]] = []

@@ -29,12 +29,13 @@ from rl_core.envs import space_shapes
 from rl_core.image_codecs import is_image_shape
 from rl_core.replay import RateLimitedReplay, ReplayBuffer
 from rl_core.replay.service import FileAnswer, ReplayService, SampleAnswer
+from rl_core.signed_status import StatusSigner
 from rl_core.transport import SampleRequest
 from rl_core.wire import MAX_REQUEST_ROWS
 from rl_interfaces.msg import ReplayStatus
 from rl_nodes import graph
-from rl_nodes.base import EXPERIENCE_QOS, OK, WARN, RLNode
-from rl_nodes.conversions import EXPERIENCE_WITH_IMAGES, Experience
+from rl_nodes.base import EXPERIENCE_QOS, OK, WARN, RLNode, load_signing_key
+from rl_nodes.conversions import EXPERIENCE_WITH_IMAGES, Experience, sign_status
 from rl_nodes.image_transport import subscribe_with_images
 from rl_nodes.intra_process_services import create_service
 from rl_nodes.parameters import declare_config, watch_config
@@ -53,7 +54,8 @@ class ReplayBufferNode(RLNode):
         watch_config(self, lambda: self.config, self._apply_config)
         self.obs_shape, self.action_shape = space_shapes(self.config.env_id)
         self.service = ReplayService(self.config, self.obs_shape, self.action_shape, self.reject,
-                                     self._publish_status, MAX_REQUEST_ROWS, STATUS_PERIOD_S)
+                                     self._publish_status, MAX_REQUEST_ROWS, STATUS_PERIOD_S,
+                                     StatusSigner(load_signing_key(self.get_logger())))
         if is_image_shape(self.obs_shape):  # image batches: their frames on the side topics
             subscribe_with_images(self, EXPERIENCE_WITH_IMAGES, graph.EXPERIENCE.name,
                                   EXPERIENCE_QOS, self._on_experience, "experience",
@@ -127,6 +129,7 @@ class ReplayBufferNode(RLNode):
         figures = self.service.status(time.monotonic())
         msg = ReplayStatus(**dataclasses.asdict(figures), rejected_messages=self.rejected_messages)
         msg.header.stamp = self.get_clock().now().to_msg()
+        sign_status(msg, self.service.signer)
         self.status_pub.publish(msg)
 
 

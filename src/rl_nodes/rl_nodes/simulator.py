@@ -20,11 +20,12 @@ from rl_core import stepping, variables
 from rl_core.acting import ActingGate, Pacer
 from rl_core.config import BoundaryConfig, SimulatorConfig
 from rl_core.envs import VectorEnv
+from rl_core.signed_status import StatusCheck
 from rl_core.stepping import Lane
 from rl_interfaces.msg import ReplayStatus
 from rl_nodes import graph
-from rl_nodes.base import OK, WARN, RLNode, robot_id_from_namespace
-from rl_nodes.conversions import Actions, Episodes, Experience, Observations
+from rl_nodes.base import OK, WARN, RLNode, load_public_key, robot_id_from_namespace
+from rl_nodes.conversions import Actions, Episodes, Experience, Observations, status_refusal
 from rl_nodes.parameters import declare_config, watch_config
 from rl_nodes.robot_boundary import RobotBoundary
 from rl_nodes.runtime import main_for
@@ -61,6 +62,8 @@ class SimulatorNode(RLNode):
             self.config.random_steps, np.random.default_rng(seed), self.robot_id,
             stream=time.time_ns())  # this run of the simulator; a respawn starts a newer one
         self.gate = ActingGate(STATUS_SILENCE_S)
+        self.public_key = load_public_key(self.get_logger(), self.config.allow_unsigned)
+        self.status_check = StatusCheck(self.public_key, self.config.allow_unsigned)
         self.pacer = Pacer(self.config.max_rate_hz)
         self.rate = stepping.RateMeter(time.monotonic())
         self.observations_pub = self.publisher(graph.OBSERVATIONS)
@@ -209,7 +212,12 @@ class SimulatorNode(RLNode):
             self.episodes_pub.publish(episodes)
 
     def _on_replay_status(self, msg: ReplayStatus) -> None:
-        """Follow the rate limiter: hold stepping while acting is paused, resume after."""
+        """Follow the rate limiter: hold stepping while acting is paused, resume after; only the
+        learner's signed, newer statuses count."""
+        refusal = status_refusal(msg, self.status_check)
+        if refusal is not None:
+            self.reject("replay status", refusal)
+            return
         change = self.gate.on_status(bool(msg.rate_limited), bool(msg.acting_paused),
                                      time.monotonic(), bool(msg.done))
         if change.finished:

@@ -17,7 +17,7 @@ import numpy as np
 from rl_core.config import SimulatorConfig
 from rl_core.image_codecs import is_image_shape
 from rl_nodes import graph
-from rl_nodes.base import EXPERIENCE_QOS, STREAM_QOS, load_weights_key
+from rl_nodes.base import EXPERIENCE_QOS, STREAM_QOS
 from rl_nodes.conversions import Experience, Observations, Weights
 from rl_nodes.image_transport import LatentEncoder, image_publisher
 from rl_nodes.intra_process_endpoints import IntraProcessPublisher
@@ -51,7 +51,7 @@ class SimulatorImages:
             return
         quality = config.jpeg_quality
         if self.codec == "latent":
-            self.latent = LatentEncoder(node, obs_shape, load_weights_key(node.get_logger()))
+            self.latent = LatentEncoder(node, obs_shape, node.public_key, config.allow_unsigned)
             node.subscription(graph.WEIGHTS, self._on_weights)
         else:
             self.observations_pub = image_publisher(node, graph.OBSERVATIONS.name, self.codec,

@@ -31,13 +31,14 @@ from rl_core.learner import Grant, PrefetchingSampler
 from rl_core.periodic_evaluation import Evaluation
 from rl_core.progress import TRAINER_SCALARS, evaluation_line, summary_line
 from rl_core.replay import UNLIMITED_BATCHES
+from rl_core.signed_status import StatusCheck
 from rl_core.training_run import INTERLEAVED, TrainingRun, batches_per_request, choose_update_mode
 from rl_core.transport import SampleRequest
 from rl_core.wire import MAX_REQUEST_ROWS
 from rl_interfaces.msg import ReplayStatus
 from rl_nodes import graph
-from rl_nodes.base import ERROR, OK, RLNode, load_weights_key
-from rl_nodes.conversions import Episodes, Experience, Weights, plain
+from rl_nodes.base import ERROR, OK, RLNode, load_signing_key
+from rl_nodes.conversions import Episodes, Experience, Weights, plain, status_refusal
 from rl_nodes.intra_process_services import IntraProcessClient, ServiceUnavailable
 from rl_nodes.parameters import declare_config, declared_moved, watch_config
 from rl_nodes.process_settings import learner_cpus, pin_current_thread
@@ -68,7 +69,11 @@ class TrainerNode(RLNode):
                                report=self.reject, log=self.get_logger().info,
                                on_evaluated=self._on_evaluated, priority_rows=MAX_REQUEST_ROWS)
         self.sac, self.learner, self.device = self.run.sac, self.run.learner, self.run.device
-        self.weights_key = load_weights_key(self.get_logger())
+        self.weights_key = load_signing_key(self.get_logger())
+        # The buffer signs its status with the same key; a trainer without one is a
+        # development run, whose buffer signs nothing either.
+        self.status_check = StatusCheck(self.weights_key.public if self.weights_key else None,
+                                        allow_unsigned=self.weights_key is None)
         self.weights_pub = self.publisher(graph.WEIGHTS)
         self.sampler = IntraProcessClient(self.ipc, self, SAMPLE_SERVICE, SAMPLE_SERVICE_NAME)
         self.prioritizer = IntraProcessClient(self.ipc, self, PRIORITIES_SERVICE,
@@ -199,6 +204,10 @@ class TrainerNode(RLNode):
                     if key in ROBOT_FIGURE_KEYS or key.startswith(graph.SAFETY_KEY_PREFIX)}
 
     def _on_replay_status(self, msg: ReplayStatus) -> None:
+        refusal = status_refusal(msg, self.status_check)
+        if refusal is not None:
+            self.reject("replay status", refusal)
+            return
         self.replay_status = msg
 
     def _on_evaluated(self, evaluation: Evaluation, best: Evaluation) -> None:

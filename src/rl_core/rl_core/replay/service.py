@@ -33,10 +33,13 @@ from rl_core.replay.files import (
 )
 from rl_core.replay.priorities import PriorityUpdate
 from rl_core.run_lock import RunLock
+from rl_core.signed_status import StatusSigner
 from rl_core.wire import max_answer_rows
 
 #: The file ``save`` and ``load`` use when the request names none.
 DEFAULT_FILE = "replay_buffer.npz"
+#: The status epoch beside the rate limiter's counters in a snapshot.
+STATUS_EPOCH = "status_epoch"
 
 
 class SampleAnswer(NamedTuple):
@@ -127,13 +130,16 @@ class ReplayService:
         node publishes its status at once).
     :param max_rows: most rows one sample answer or priority update may carry.
     :param status_period_s: period of the node's status (the window of the rates it reports).
+    :param signer: signs the node's statuses; its epoch is kept in snapshots, so a respawned
+        buffer's statuses stay newer than its predecessor's (rl_core.signed_status).
     """
 
     def __init__(self, config: ReplayConfig, obs_shape: tuple[int, ...],
                  action_shape: tuple[int, ...], reject: Callable[[str, str], None],
                  on_pause_change: Callable[[], None], max_rows: int,
-                 status_period_s: float = 1.0) -> None:
+                 status_period_s: float = 1.0, signer: StatusSigner | None = None) -> None:
         self.config = config
+        self.signer = signer or StatusSigner(None)
         self.obs_shape, self.action_shape = obs_shape, action_shape
         self._reject = reject
         self._on_pause_change = on_pause_change
@@ -309,6 +315,7 @@ class ReplayService:
             counters = self.snapshot_writer.read_counters()
         except (OSError, ValueError) as error:
             return False, f"snapshot in {base} not loaded ({error}); starting empty"
+        self.signer.resume_after(int(counters.pop(STATUS_EPOCH, 0)))
         self.replay = new_replay(self.config, loaded)
         self.replay.limiter.load_state_dict(counters)
         return True, (f"restored {len(loaded)} transitions ({loaded.total_inserted} inserted so "
@@ -316,7 +323,8 @@ class ReplayService:
 
     def _copy_state(self) -> tuple[dict[str, Any], dict[str, Any]]:
         with self.lock:
-            return self.buffer.state_dict(), self.replay.limiter.state_dict()
+            return self.buffer.state_dict(), {**self.replay.limiter.state_dict(),
+                                              STATUS_EPOCH: self.signer.epoch}
 
     def snapshot(self, wait: bool = False) -> None:
         """Write the buffer and its rate-limiter counters to ``output_dir/replay`` (by a
