@@ -1,9 +1,9 @@
-"""The per-run weights key and HMAC-SHA256 signatures (rl_core.weights_auth), and how
-``rl-bringup`` hands one key to every process of a run (rl_bringup.run_key). No rclpy."""
+"""The learner's Ed25519 key and signatures (rl_core.weights_auth), signed replay status
+(rl_core.signed_status), and how ``rl-bringup`` gives the private key to the learner's processes
+and the public key alone to the robots' (rl_bringup.run_key). No rclpy."""
 
 from __future__ import annotations
 
-import hmac
 import stat
 import tempfile
 from pathlib import Path
@@ -12,14 +12,24 @@ from typing import Any
 import pytest
 
 from rl_bringup.plan import Plan, PlanError, make_plan
-from rl_bringup.run_key import with_weights_key
+from rl_bringup.run_key import signs, with_weights_key
 from rl_core import weights_auth
-from rl_core.weights_auth import KEY_FILE_VARIABLE, KEY_VARIABLE, WeightsKeyError
+from rl_core.signed_status import StatusCheck, StatusSigner
+from rl_core.weights_auth import (
+    KEY_FILE_VARIABLE,
+    KEY_VARIABLE,
+    PUBLIC_KEY_FILE_VARIABLE,
+    PUBLIC_KEY_VARIABLE,
+    SigningKey,
+    WeightsKeyError,
+)
 
 pytestmark = pytest.mark.unit
 
-KEY = bytes(range(32))
-OTHER_KEY = bytes(range(1, 33))
+RAW = bytes(range(32))
+OTHER_RAW = bytes(range(1, 33))
+KEY = SigningKey(RAW)
+OTHER_KEY = SigningKey(OTHER_RAW)
 #: The signed fields of one publication: epoch, version, update_step, architecture, data.
 FIELDS: dict[str, Any] = {"epoch": 1_700_000_000_000_000_000, "version": 7, "update_step": 350,
                           "architecture": '{"hidden_sizes": [64, 64], "obs_dim": 4}',
@@ -31,30 +41,41 @@ def write_key(path: Path, text: str) -> Path:
     return path
 
 
-# --- loading the key ------------------------------------------------------------------------------
+# --- loading the keys -----------------------------------------------------------------------------
 
 def test_no_key_configured_means_none() -> None:
     assert weights_auth.load_key({}) is None
     assert weights_auth.load_key({KEY_VARIABLE: "", KEY_FILE_VARIABLE: ""}) is None
+    assert weights_auth.load_public_key({}) is None
 
 
 def test_key_variable_wins_over_key_file(tmp_path: Path) -> None:
-    key_file = write_key(tmp_path / "weights.key", OTHER_KEY.hex() + "\n")
-    assert weights_auth.load_key({KEY_VARIABLE: f"  {KEY.hex()}\n"}) == KEY
-    assert weights_auth.load_key({KEY_FILE_VARIABLE: str(key_file)}) == OTHER_KEY
-    assert weights_auth.load_key({KEY_VARIABLE: KEY.hex(), KEY_FILE_VARIABLE: str(key_file)}) == KEY
+    key_file = write_key(tmp_path / "weights.key", OTHER_RAW.hex() + "\n")
+    assert weights_auth.load_key({KEY_VARIABLE: f"  {RAW.hex()}\n"}).raw == RAW
+    assert weights_auth.load_key({KEY_FILE_VARIABLE: str(key_file)}).raw == OTHER_RAW
+    assert weights_auth.load_key({KEY_VARIABLE: RAW.hex(),
+                                  KEY_FILE_VARIABLE: str(key_file)}).raw == RAW
 
 
-def test_load_key_reads_os_environ_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(KEY_FILE_VARIABLE, raising=False)
-    monkeypatch.setenv(KEY_VARIABLE, KEY.hex())
-    assert weights_auth.load_key() == KEY
+def test_the_public_key_is_configured_or_derived(tmp_path: Path) -> None:
+    public_file = write_key(tmp_path / "weights.pub", OTHER_KEY.public.hex())
+    assert weights_auth.load_public_key({PUBLIC_KEY_VARIABLE: KEY.public.hex()}).raw == \
+        KEY.public.raw
+    assert weights_auth.load_public_key({PUBLIC_KEY_FILE_VARIABLE: str(public_file)}).raw == \
+        OTHER_KEY.public.raw
+    # A process holding the private key checks with its public half.
+    assert weights_auth.load_public_key({KEY_VARIABLE: RAW.hex()}).raw == KEY.public.raw
+    # A configured public key wins over the private key's.
+    assert weights_auth.load_public_key({KEY_VARIABLE: RAW.hex(),
+                                         PUBLIC_KEY_VARIABLE: OTHER_KEY.public.hex()}).raw == \
+        OTHER_KEY.public.raw
 
 
 @pytest.mark.parametrize("text, reason", [
     ("not hex at all", "hex digits"),
     ("abc", "hex digits"),  # odd number of digits
-    ("00" * (weights_auth.MIN_KEY_BYTES - 1), f"at least {weights_auth.MIN_KEY_BYTES} bytes"),
+    ("00" * 16, "an Ed25519 key has 32"),
+    ("00" * 33, "an Ed25519 key has 32"),
 ])
 def test_malformed_keys_are_refused_with_the_reason(tmp_path: Path, text: str, reason: str) -> None:
     with pytest.raises(WeightsKeyError, match=reason) as raised:
@@ -64,11 +85,8 @@ def test_malformed_keys_are_refused_with_the_reason(tmp_path: Path, text: str, r
     with pytest.raises(WeightsKeyError, match=reason) as raised:
         weights_auth.load_key({KEY_FILE_VARIABLE: str(key_file)})
     assert str(key_file) in str(raised.value)
-
-
-def test_shortest_allowed_key_is_accepted() -> None:
-    key = b"\x01" * weights_auth.MIN_KEY_BYTES
-    assert weights_auth.load_key({KEY_VARIABLE: key.hex()}) == key
+    with pytest.raises(WeightsKeyError, match=reason):
+        weights_auth.load_public_key({PUBLIC_KEY_VARIABLE: text})
 
 
 @pytest.mark.parametrize("name", ["missing.key", "a_directory"])
@@ -84,16 +102,18 @@ def test_key_error_is_a_value_error() -> None:
     assert issubclass(WeightsKeyError, ValueError)
 
 
-# --- creating a key file --------------------------------------------------------------------------
+# --- creating a key pair --------------------------------------------------------------------------
 
-def test_create_key_file_writes_a_private_random_key(tmp_path: Path) -> None:
+def test_create_key_file_writes_a_private_random_key_and_its_public_key(tmp_path: Path) -> None:
     path = weights_auth.create_key_file(tmp_path / "run" / "nested")
     assert path == tmp_path / "run" / "nested" / weights_auth.KEY_FILE_NAME
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     key = weights_auth.load_key({KEY_FILE_VARIABLE: str(path)})
-    assert key is not None and len(key) == weights_auth.KEY_BYTES
+    public = path.parent / weights_auth.PUBLIC_KEY_FILE_NAME
+    assert weights_auth.load_public_key({PUBLIC_KEY_FILE_VARIABLE: str(public)}).raw == \
+        key.public.raw
     other = weights_auth.create_key_file(tmp_path / "another_run")
-    assert weights_auth.load_key({KEY_FILE_VARIABLE: str(other)}) != key
+    assert weights_auth.load_key({KEY_FILE_VARIABLE: str(other)}).raw != key.raw
 
 
 def test_create_key_file_keeps_an_existing_key(tmp_path: Path) -> None:
@@ -103,13 +123,26 @@ def test_create_key_file_keeps_an_existing_key(tmp_path: Path) -> None:
     assert second == first and second.read_text() == text
 
 
+def test_the_command_line_makes_a_pair_and_prints_the_public_key(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert weights_auth.main(["new", str(tmp_path)]) == 0
+    key = weights_auth.load_key({KEY_FILE_VARIABLE: str(tmp_path / "weights.key")})
+    capsys.readouterr()
+    assert weights_auth.main(["public", str(tmp_path / "weights.key")]) == 0
+    assert capsys.readouterr().out.strip() == key.public.hex()
+    assert weights_auth.main(["public", str(tmp_path / "missing.key")]) == 2
+    assert "cannot be read" in capsys.readouterr().err
+
+
 # --- signing and verifying ------------------------------------------------------------------------
 
-def test_signature_is_hex_hmac_sha256_and_deterministic() -> None:
+def test_signature_is_ed25519_and_verifies_with_the_public_key_only() -> None:
     signature = weights_auth.signature(KEY, **FIELDS)
-    assert len(signature) == 64 and int(signature, 16) >= 0
-    assert weights_auth.signature(KEY, **FIELDS) == signature
-    assert weights_auth.verify(KEY, signature, **FIELDS)
+    assert len(signature) == weights_auth.SIGNATURE_HEX_DIGITS and int(signature, 16) >= 0
+    assert weights_auth.verify(KEY.public, signature, **FIELDS)
+    public_only = weights_auth.VerifyKey(KEY.public.raw)
+    assert weights_auth.verify(public_only, signature, **FIELDS)
+    assert not hasattr(public_only, "sign")
 
 
 @pytest.mark.parametrize("name, value", [
@@ -120,75 +153,112 @@ def test_signature_is_hex_hmac_sha256_and_deterministic() -> None:
     ("data", b"safetensors bytez"),
     ("data", b""),
 ])
-def test_changing_any_signed_field_changes_the_signature(name: str, value: Any) -> None:
+def test_changing_any_signed_field_fails_verification(name: str, value: Any) -> None:
     signature = weights_auth.signature(KEY, **FIELDS)
     changed = {**FIELDS, name: value}
-    assert weights_auth.signature(KEY, **changed) != signature
-    assert not weights_auth.verify(KEY, signature, **changed)
+    assert not weights_auth.verify(KEY.public, signature, **changed)
 
 
 def test_architecture_and_data_boundary_is_part_of_the_signature() -> None:
     # Moving bytes between architecture and data must not keep the signature (length-prefixed).
     moved = {**FIELDS, "architecture": FIELDS["architecture"] + "s",
              "data": FIELDS["data"][1:]}
-    assert weights_auth.signature(KEY, **moved) != weights_auth.signature(KEY, **FIELDS)
+    assert not weights_auth.verify(KEY.public, weights_auth.signature(KEY, **FIELDS), **moved)
 
 
 def test_verify_fails_with_another_key_or_a_bad_signature() -> None:
     signature = weights_auth.signature(KEY, **FIELDS)
-    assert not weights_auth.verify(OTHER_KEY, signature, **FIELDS)
-    assert not weights_auth.verify(KEY, "", **FIELDS)
-    assert not weights_auth.verify(KEY, "0" * 64, **FIELDS)
-    assert not weights_auth.verify(KEY, signature.upper(), **FIELDS)
+    assert not weights_auth.verify(OTHER_KEY.public, signature, **FIELDS)
+    for bad in ("", "0" * 128, "zz" * 64, signature[:-2], signature + "00"):
+        assert not weights_auth.verify(KEY.public, bad, **FIELDS)
 
 
-def test_verify_compares_in_constant_time(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[tuple[str, str]] = []
-    original = hmac.compare_digest
+# --- signed replay status (rl_core.signed_status) -------------------------------------------------
 
-    def spy(a: str, b: str) -> bool:
-        calls.append((a, b))
-        return original(a, b)
+def test_a_signed_newer_status_is_obeyed_and_a_replay_refused() -> None:
+    signer, check = StatusSigner(KEY), StatusCheck(KEY.public)
+    epoch, first = signer.next()
+    signature = signer.sign(b"status 1")
+    assert check.refusal(epoch, first, signature, b"status 1") is None
+    _, second = signer.next()
+    later = signer.sign(b"status 2")
+    assert check.refusal(epoch, second, later, b"status 2") is None
+    assert "a replay" in check.refusal(epoch, first, signature, b"status 1")
+    assert "not signed by the learner" in check.refusal(epoch, 9, later, b"status 9")
+    assert "not signed" in check.refusal(epoch, 10, OTHER_KEY.sign(b"x"), b"x")
+    assert check.refused == 3
 
-    monkeypatch.setattr(weights_auth.hmac, "compare_digest", spy)
-    signature = weights_auth.signature(KEY, **FIELDS)
-    assert weights_auth.verify(KEY, signature, **FIELDS)
-    assert not weights_auth.verify(OTHER_KEY, signature, **FIELDS)
-    assert len(calls) == 2 and all(given == signature for _, given in calls)
+
+def test_without_a_public_key_status_is_refused_unless_unsigned_is_allowed() -> None:
+    assert "allow_unsigned" in StatusCheck(None).refusal(1, 1, "", b"status")
+    allowing = StatusCheck(None, allow_unsigned=True)
+    assert allowing.refusal(1, 1, "", b"status") is None
+    assert "a replay" in allowing.refusal(1, 1, "", b"status")
+    assert StatusSigner(None).sign(b"status") == ""
 
 
-# --- one key for every process of a run (rl_bringup.run_key) -------------------------------------
+def test_a_respawned_signer_stays_after_its_snapshot_epoch() -> None:
+    far_future = 2**63
+    signer = StatusSigner(KEY, saved_epoch=far_future)
+    assert signer.epoch == far_future + 1
+    restored = StatusSigner(KEY)
+    restored.next()
+    restored.resume_after(far_future)
+    assert restored.next() == (far_future + 1, 1)
+    restored.resume_after(5)  # an older snapshot changes nothing
+    assert restored.epoch == far_future + 1
+
+
+# --- the private key for the learner's processes, the public key for all (rl_bringup.run_key) ----
 
 def decoupled_plan(output_dir: Path | None) -> Plan:
     return make_plan("decoupled", output_dir=output_dir, domain_id=7, environ={})
 
 
-def assert_every_process_has(plan: Plan, key_file: Path) -> None:
-    assert plan.environment[KEY_FILE_VARIABLE] == str(key_file)
-    assert plan.processes
+def assert_keys(plan: Plan, key_file: str | None, public: SigningKey) -> None:
+    """The signers have ``key_file`` (None: the caller's), every other process no private key,
+    and everyone the public key."""
+    assert plan.environment[PUBLIC_KEY_VARIABLE] == public.public.hex()
+    assert {process.name for process in plan.processes if signs(process)} == \
+        {"replay_buffer", "trainer"}
     for process in plan.processes:
-        assert process.env[KEY_FILE_VARIABLE] == str(key_file), process.name
+        assert process.env[PUBLIC_KEY_VARIABLE] == public.public.hex(), process.name
+        if not signs(process):
+            assert process.env[KEY_VARIABLE] == process.env[KEY_FILE_VARIABLE] == "", process.name
+        elif key_file is not None:
+            assert process.env[KEY_FILE_VARIABLE] == key_file and process.env[KEY_VARIABLE] == ""
+        else:
+            assert KEY_FILE_VARIABLE not in process.env and KEY_VARIABLE not in process.env
 
 
-def test_a_key_in_the_callers_environment_is_inherited_unchanged(tmp_path: Path) -> None:
+def test_a_key_in_the_callers_environment_reaches_the_signers_only(tmp_path: Path) -> None:
     plan = decoupled_plan(tmp_path)
-    key_file = write_key(tmp_path / "shared.key", KEY.hex())
-    for environ in ({KEY_VARIABLE: KEY.hex()}, {KEY_FILE_VARIABLE: str(key_file)}):
-        assert with_weights_key(plan, None, environ) is plan
+    key_file = write_key(tmp_path / "shared.key", RAW.hex())
+    for environ in ({KEY_VARIABLE: RAW.hex()}, {KEY_FILE_VARIABLE: str(key_file)}):
+        assert_keys(with_weights_key(plan, None, environ), None, KEY)
     assert not (tmp_path / weights_auth.KEY_FILE_NAME).exists()
 
 
-def test_weights_key_argument_names_the_key_file(tmp_path: Path) -> None:
-    key_file = write_key(tmp_path / "shared.key", KEY.hex())
+def test_a_robot_host_with_only_the_public_key_keeps_it(tmp_path: Path) -> None:
+    plan = decoupled_plan(tmp_path)
+    keyed = with_weights_key(plan, None, {PUBLIC_KEY_VARIABLE: KEY.public.hex()})
+    assert PUBLIC_KEY_VARIABLE not in keyed.environment  # inherited from the caller
+    assert all(process.env[KEY_VARIABLE] == "" for process in keyed.processes)
+    assert not (tmp_path / weights_auth.KEY_FILE_NAME).exists()
+
+
+def test_weights_key_argument_names_the_key_file_and_wins(tmp_path: Path) -> None:
+    key_file = write_key(tmp_path / "shared.key", RAW.hex())
     plan = decoupled_plan(tmp_path / "run")
     keyed = with_weights_key(plan, str(key_file), {})
-    assert_every_process_has(keyed, key_file.resolve())
+    assert_keys(keyed, str(key_file.resolve()), KEY)
     assert any(str(key_file.resolve()) in note for note in keyed.notes)
     assert not (tmp_path / "run" / weights_auth.KEY_FILE_NAME).exists()
     # The argument wins over a key in the caller's environment.
-    assert with_weights_key(plan, str(key_file), {KEY_VARIABLE: OTHER_KEY.hex()}) is not plan
+    assert_keys(with_weights_key(plan, str(key_file), {KEY_VARIABLE: OTHER_RAW.hex()}),
+                str(key_file.resolve()), KEY)
     # The original plan is left as it was.
-    assert KEY_FILE_VARIABLE not in plan.environment
+    assert PUBLIC_KEY_VARIABLE not in plan.environment
     assert all(KEY_FILE_VARIABLE not in process.env for process in plan.processes)
 
 
@@ -208,8 +278,9 @@ def test_a_fresh_key_is_created_in_the_output_dir(tmp_path: Path) -> None:
     keyed = with_weights_key(decoupled_plan(output_dir), None, {})
     key_file = output_dir / weights_auth.KEY_FILE_NAME
     assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
-    assert weights_auth.load_key({KEY_FILE_VARIABLE: str(key_file)}) is not None
-    assert_every_process_has(keyed, key_file)
+    key = weights_auth.load_key({KEY_FILE_VARIABLE: str(key_file)})
+    assert_keys(keyed, str(key_file), key)
+    assert (output_dir / weights_auth.PUBLIC_KEY_FILE_NAME).is_file()
     assert any("per-run key" in note and "weights_key:=" in note for note in keyed.notes)
     # A restarted run in the same directory keeps its key.
     text = key_file.read_text()
@@ -221,8 +292,9 @@ def test_without_output_dir_the_key_goes_to_a_private_temporary_folder(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     keyed = with_weights_key(decoupled_plan(None), None, {})
-    key_file = Path(keyed.environment[KEY_FILE_VARIABLE])
+    key_file = Path(next(process.env[KEY_FILE_VARIABLE] for process in keyed.processes
+                         if signs(process)))
     assert key_file.parent.parent == tmp_path and key_file.parent.name.startswith("rl_ros2_run_")
     assert stat.S_IMODE(key_file.parent.stat().st_mode) == 0o700
     assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
-    assert_every_process_has(keyed, key_file)
+    assert_keys(keyed, str(key_file), weights_auth.load_key({KEY_FILE_VARIABLE: str(key_file)}))

@@ -1,12 +1,17 @@
-"""The per-run weights key of a deployment (see rl_core.weights_auth), for both front ends.
+"""The learner's signing key for a deployment (see rl_core.weights_auth), for both front ends.
 
-Before a run starts, :func:`with_weights_key` makes sure every process gets the same key:
+Before a run starts, :func:`with_weights_key` gives the learner's processes (those hosting a
+trainer or a replay buffer, :data:`SIGNING_KINDS`) the private key and every other process the
+public key alone, so that no robot process can sign weights or replay status:
 
-* a key the caller already set (``RL_ROS2_WEIGHTS_KEY`` or ``RL_ROS2_WEIGHTS_KEY_FILE`` in the
-  environment, e.g. the same key on every host of a multi-host run) is inherited as is;
-* ``weights_key:=FILE`` names a key file to use;
-* otherwise a fresh key is written (mode 0600) into the run directory (``output_dir``, or a new
-  private temporary folder) and passed as ``RL_ROS2_WEIGHTS_KEY_FILE``.
+* ``weights_key:=FILE`` names the private key file; it wins over the caller's environment;
+* else a key the caller set (``RL_ROS2_WEIGHTS_KEY`` or ``RL_ROS2_WEIGHTS_KEY_FILE``, e.g. the
+  same key on every learner host) is used;
+* else a fresh key pair is written (``weights.key`` mode 0600, ``weights.pub``) into the run
+  directory (``output_dir``, or a new private temporary folder).
+
+A caller that set only ``RL_ROS2_WEIGHTS_PUBLIC_KEY(_FILE)`` (a robot host of a multi-host run)
+keeps it, and its robot processes get no private key.
 """
 
 from __future__ import annotations
@@ -18,36 +23,69 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from rl_bringup.plan import Plan, PlanError
+from rl_bringup.process_spec import ProcessSpec
 from rl_core import weights_auth
 
+#: Node kinds whose process holds the private key: they sign weights and replay status.
+SIGNING_KINDS = frozenset({"trainer", "replay_buffer"})
+#: What a process that must not sign gets instead of the caller's private key variables.
+_NO_PRIVATE_KEY = {weights_auth.KEY_VARIABLE: "", weights_auth.KEY_FILE_VARIABLE: ""}
 
-def with_weights_key(plan: Plan, key_file: str | None = None,
-                     environ: Mapping[str, str] | None = None) -> Plan:
-    """The plan with the run's weights key in every process' environment.
 
-    :raises PlanError: when ``key_file`` does not hold a usable key.
-    """
-    environ = os.environ if environ is None else environ
-    if not key_file and (environ.get(weights_auth.KEY_VARIABLE)
-                         or environ.get(weights_auth.KEY_FILE_VARIABLE)):
-        return plan  # the caller's key reaches every process through the environment
+def signs(process: ProcessSpec) -> bool:
+    """Whether ``process`` hosts a node that signs (:data:`SIGNING_KINDS`)."""
+    return any(kind in SIGNING_KINDS for kind, _ in process.hosted_nodes())
+
+
+def _private_key(plan: Plan, key_file: str | None,
+                 environ: Mapping[str, str]) -> tuple[dict[str, str], str] | None:
+    """The signers' key variables and a note; None when the caller gave only a public key."""
     if key_file:
         path = Path(key_file).expanduser().resolve()
         try:
             weights_auth.load_key({weights_auth.KEY_FILE_VARIABLE: str(path)})
         except weights_auth.WeightsKeyError as error:
             raise PlanError(f"weights_key:={key_file}: {error}") from None
-        note = f"policy weights are signed with the key in {path}"
-    else:
-        directory = next((process.parameters["output_dir"] for process in plan.processes
-                          if "output_dir" in process.parameters), None)
-        directory = directory or tempfile.mkdtemp(prefix="rl_ros2_run_")
-        path = weights_auth.create_key_file(directory)
-        note = (f"policy weights are signed with a per-run key ({path}); give other hosts the "
-                f"same key with weights_key:={path} or {weights_auth.KEY_VARIABLE}")
-    environment = {**plan.environment, weights_auth.KEY_FILE_VARIABLE: str(path)}
-    processes = [dataclasses.replace(process, env={**process.env,
-                                                   weights_auth.KEY_FILE_VARIABLE: str(path)})
-                 for process in plan.processes]
-    return dataclasses.replace(plan, environment=environment, processes=processes,
-                               notes=[*plan.notes, note])
+        return ({weights_auth.KEY_VARIABLE: "", weights_auth.KEY_FILE_VARIABLE: str(path)},
+                f"weights and replay status are signed with the key in {path}")
+    if environ.get(weights_auth.KEY_VARIABLE) or environ.get(weights_auth.KEY_FILE_VARIABLE):
+        return {}, "weights and replay status are signed with the key of the environment"
+    if environ.get(weights_auth.PUBLIC_KEY_VARIABLE) or \
+            environ.get(weights_auth.PUBLIC_KEY_FILE_VARIABLE):
+        return None
+    directory = next((process.parameters["output_dir"] for process in plan.processes
+                      if "output_dir" in process.parameters), None)
+    directory = directory or tempfile.mkdtemp(prefix="rl_ros2_run_")
+    path = weights_auth.create_key_file(directory)
+    return ({weights_auth.KEY_VARIABLE: "", weights_auth.KEY_FILE_VARIABLE: str(path)},
+            f"weights and replay status are signed with a per-run key ({path}; robots get "
+            f"{path.parent / weights_auth.PUBLIC_KEY_FILE_NAME} alone); give other learner "
+            f"hosts weights_key:={path}, robot hosts {weights_auth.PUBLIC_KEY_VARIABLE}")
+
+
+def with_weights_key(plan: Plan, key_file: str | None = None,
+                     environ: Mapping[str, str] | None = None) -> Plan:
+    """The plan with the private key in its signers' environment and the public key in
+    everyone's.
+
+    :raises PlanError: when ``key_file`` or the environment's key is not usable.
+    """
+    environ = os.environ if environ is None else environ
+    private = _private_key(plan, key_file, environ)
+    if private is None:  # a robot host: the caller's public key reaches every process
+        processes = [dataclasses.replace(process, env={**process.env, **_NO_PRIVATE_KEY})
+                     for process in plan.processes]
+        return dataclasses.replace(plan, processes=processes)
+    signer_env, note = private
+    try:
+        key = weights_auth.load_key({**environ, **signer_env})
+    except weights_auth.WeightsKeyError as error:
+        raise PlanError(str(error)) from None
+    assert key is not None
+    public = {weights_auth.PUBLIC_KEY_VARIABLE: key.public.hex(),
+              weights_auth.PUBLIC_KEY_FILE_VARIABLE: ""}
+    processes = [dataclasses.replace(process, env={
+        **process.env, **public, **(signer_env if signs(process) else _NO_PRIVATE_KEY)})
+        for process in plan.processes]
+    return dataclasses.replace(plan, environment={**plan.environment, **public},
+                               processes=processes, notes=[*plan.notes, note])
