@@ -14,7 +14,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 PIN = re.compile(r"^([A-Za-z0-9_.\-]+)==([A-Za-z0-9_.+\-]+)$")
 #: What the ONNX policy node imports beyond the standard library and rl_interfaces.
 NEEDED = {"ros-rclpy", "ros-rmw-fastrtps-cpp", "ros-std-msgs", "ros-builtin-interfaces",
-          "ros-diagnostic-msgs", "numpy", "pyyaml", "onnxruntime"}
+          "ros-diagnostic-msgs", "numpy", "pyyaml", "onnxruntime", "cryptography"}
 HEAVY = {"torch", "pybullet", "gymnasium", "safetensors", "onnx", "onnxscript", "tensorboard",
          "matplotlib"}
 

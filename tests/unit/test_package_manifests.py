@@ -33,6 +33,7 @@ ROSDEP_KEYS: dict[str, str | None] = {
     "psutil": "python3-psutil",
     "matplotlib": "python3-matplotlib",
     "PIL": "python3-pil",
+    "cryptography": "python3-cryptography",
     "pybullet": "python3-pybullet-pip",
     "pybullet_data": "python3-pybullet-pip",
     "pybullet_utils": "python3-pybullet-pip",

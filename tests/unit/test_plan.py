@@ -25,6 +25,7 @@ from rl_bringup.discovery import PROFILES_VARIABLE
 from rl_bringup.layouts import MODES
 from rl_bringup.parameter_overrides import format_parameter_value
 from rl_bringup.plan import MAX_RESPAWNS, RESPAWN_DELAY_S, Plan, PlanError, ProcessSpec, make_plan
+from rl_bringup.run_key import with_weights_key
 from rl_core.config import NODE_CONFIGS, RENAMED_PARAMETERS, parameters_for
 
 pytestmark = pytest.mark.unit
@@ -437,8 +438,8 @@ def launch_output_dir(mode: str, given: dict[str, str] | None = None) -> str:
 def fake_launch(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Install fake launch / launch_ros modules for the duration of a test.
 
-    The caller's weights key is set, so the launch files leave the environment alone (without
-    one they write a key file per run; see the weights key tests).
+    The caller's weights key is set, so the launch files write no key file (without one they
+    write a key pair per run; see the weights key tests).
     """
     monkeypatch.setenv("RL_ROS2_WEIGHTS_KEY", "ab" * 32)
     monkeypatch.delenv("RL_ROS2_WEIGHTS_KEY_FILE", raising=False)
@@ -533,9 +534,9 @@ def test_launch_parameter_overrides_reach_the_nodes_that_declare_them(
     _, actions = run_launch_file(file_name, overrides)
     nodes = [action for action in actions if isinstance(action, FakeNode)]
     mode = LAUNCH_FILES[file_name] or "hybrid"
-    expected = make_plan(mode, 2, domain_id=11, output_dir=launch_output_dir(mode),
-                         extra_parameters={"total_env_steps": 20000, "actor_lr": 1.0,
-                                           "deterministic": True})
+    expected = with_weights_key(make_plan(
+        mode, 2, domain_id=11, output_dir=launch_output_dir(mode),
+        extra_parameters={"total_env_steps": 20000, "actor_lr": 1.0, "deterministic": True}))
     assert len(nodes) == len(expected.processes)
     for node, process in zip(nodes, expected.processes):
         check_node_matches(node, process)
@@ -583,8 +584,10 @@ def test_launch_gives_every_process_one_weights_key(
     _, actions = run_launch_file("hybrid.launch.py", {"robots": "2", "domain_id": "11",
                                                       "output_dir": str(tmp_path)})
     nodes = [action for action in actions if isinstance(action, FakeNode)]
+    # The learner's process holds the private key; the robots' only its public half.
     key_files = {node.kwargs["additional_env"]["RL_ROS2_WEIGHTS_KEY_FILE"] for node in nodes}
-    assert key_files == {str(tmp_path / "weights.key")}
+    assert key_files == {str(tmp_path / "weights.key"), ""}
+    assert len({node.kwargs["additional_env"]["RL_ROS2_WEIGHTS_PUBLIC_KEY"] for node in nodes}) == 1
     assert (tmp_path / "weights.key").is_file()
     # weights_key:=FILE names the key (a multi-host run shares one), as with rl-bringup.
     _, actions = run_launch_file("hybrid.launch.py", {"domain_id": "11",
@@ -610,14 +613,14 @@ def test_launch_nodes_match_the_plan(
     overrides = {**overrides, "domain_id": "11"}
     _, actions = run_launch_file(file_name, overrides)
     mode = LAUNCH_FILES[file_name] or overrides["mode"]
-    plan = make_plan(
+    plan = with_weights_key(make_plan(
         mode,
         overrides["robots"],
         config=overrides.get("config", "cartpole"),
         output_dir=launch_output_dir(mode, overrides),
         domain_id=11,
         discovery=overrides.get("discovery", "localhost"),
-    )
+    ))
     nodes = [action for action in actions if isinstance(action, FakeNode)]
     messages = [action.kwargs["msg"] for action in actions if isinstance(action, FakeLogInfo)]
     assert any("ROS_DOMAIN_ID=11" in message for message in messages)
@@ -1008,8 +1011,9 @@ def test_launch_passes_policy_layout_and_cpus_to_the_plan(
     monkeypatch.delenv("ROS_DOMAIN_ID", raising=False)
     _, actions = run_launch_file(file_name, {**overrides, "domain_id": "11"})
     mode = LAUNCH_FILES[file_name] or overrides["mode"]
-    plan = make_plan(mode, overrides["robots"], output_dir=launch_output_dir(mode), domain_id=11,
-                     cpus=overrides.get("cpus"), policy_layout="central")
+    plan = with_weights_key(make_plan(mode, overrides["robots"], output_dir=launch_output_dir(mode),
+                                      domain_id=11, cpus=overrides.get("cpus"),
+                                      policy_layout="central"))
     nodes = [action for action in actions if isinstance(action, FakeNode)]
     assert len(nodes) == len(plan.processes)
     assert any(process.required and process.respawn for process in plan.processes)

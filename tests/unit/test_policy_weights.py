@@ -96,12 +96,15 @@ def test_received_weights_decode_only_when_asked_and_refuse_bad_bytes() -> None:
     assert received.size == len(blob) and received.state == {}
     assert torch.equal(received.tensors()["w"], torch.ones(3))
     corrupt = Weights(2, 0, {}, dict(ARCHITECTURE), _encoded=(blob[:-1] + b"x", checksum), epoch=1)
-    refusal = WeightsGate(None, now=0.0).refusal(corrupt, ARCHITECTURE)
+    refusal = WeightsGate(None, now=0.0, allow_unsigned=True).refusal(corrupt, ARCHITECTURE)
     assert refusal is not None and "checksum" in refusal
 
 
-def test_without_a_key_signatures_are_not_checked() -> None:
-    assert WeightsGate(None, now=0.0).refusal(FakeWeights(1, signed_with=None), ARCHITECTURE) is None
+def test_without_a_key_weights_are_refused_unless_unsigned_ones_are_allowed() -> None:
+    refusal = WeightsGate(None, now=0.0).refusal(FakeWeights(1, signed_with=None), ARCHITECTURE)
+    assert refusal is not None and "allow_unsigned" in refusal
+    allowing = WeightsGate(None, now=0.0, allow_unsigned=True)
+    assert allowing.refusal(FakeWeights(1, signed_with=None), ARCHITECTURE) is None
 
 
 def test_the_gate_warns_of_missing_and_stale_weights() -> None:
