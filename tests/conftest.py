@@ -1,4 +1,5 @@
-"""Shared test setup: loopback-only ROS discovery and a ROS_DOMAIN_ID of this run's own.
+"""Shared test setup: loopback-only ROS discovery, a ROS_DOMAIN_ID of this run's own and a
+learner key.
 
 Every test that starts ROS inherits ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`` (network-safety
 rule) and a domain id derived from the pytest process id, so parallel runs and other work on the
@@ -18,6 +19,10 @@ os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 os.environ.setdefault("ROS_DOMAIN_ID", str(1 + os.getpid() % 100))
 os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
 os.environ["PYTHONUNBUFFERED"] = "1"
+# Nodes started in-process sign and check with the learner's key, as in a run rl-bringup starts
+# (without one, robots refuse weights and replay status). Tests of the keyless case unset it.
+if not (os.environ.get("RL_ROS2_WEIGHTS_KEY") or os.environ.get("RL_ROS2_WEIGHTS_KEY_FILE")):
+    os.environ["RL_ROS2_WEIGHTS_KEY"] = "5e" * 32
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 # A suite started in the background by a non-interactive shell (`make test &`) inherits SIGINT

@@ -115,8 +115,15 @@ def environment(container: dict[str, Any]) -> dict[str, Any]:
     return {item["name"]: item.get("value", item.get("valueFrom")) for item in container["env"]}
 
 
+def parameters_map(objects: Objects) -> dict[str, Any]:
+    """The ConfigMap of the parameter files (the other one holds the public key)."""
+    (found,) = [obj for obj in by_kind(objects, "ConfigMap")
+                if obj["metadata"]["name"].startswith(k8s_objects.PARAMETERS_NAME)]
+    return found
+
+
 def config_map(objects: Objects) -> dict[str, str]:
-    return one(objects, "ConfigMap")["data"]
+    return parameters_map(objects)["data"]
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -125,7 +132,8 @@ def test_every_rendered_object_validates_against_the_kubernetes_api(
         generate: Callable[..., Path], mode: str, gpu: str) -> None:
     objects = render(generate(mode, "robots:=2", f"gpu:={gpu}"))
     kinds = sorted(obj["kind"] for obj in objects)
-    expected = ["ConfigMap", "Deployment", "Job", "NetworkPolicy", "PersistentVolumeClaim",
+    expected = ["ConfigMap", "ConfigMap", "Deployment", "Job", "NetworkPolicy",
+                "PersistentVolumeClaim",
                 "Secret", "Service"]
     if mode != "colocated":
         expected += ["Service", "StatefulSet"]
@@ -156,7 +164,8 @@ def test_the_schema_check_refuses_unknown_and_missing_fields(
 def test_scaling_the_robots_changes_only_the_statefulset_replicas(
         generate: Callable[..., Path], mode: str) -> None:
     first, second = generate(mode, "robots:=2"), generate(mode, "robots:=5")
-    shutil.copyfile(first / "weights.key", second / "weights.key")  # one run's key
+    for name in ("weights.key", "weights.pub"):  # one run's key
+        shutil.copyfile(first / name, second / name)
     two, five = render(first), render(second)
     assert len(two) == len(five)
     for obj in two:
@@ -297,8 +306,8 @@ def test_nodes_run_installed_executables_with_parameters_from_the_config_map(
     assert data["cartpole.yaml"] == (REPO_ROOT / "config" / "cartpole.yaml").read_text()
     executables = node_executables()
     for kind_name, pod in pod_specs(objects).items():
-        (parameters,) = [volume for volume in pod.get("volumes", []) if "configMap" in volume] \
-            or [None]
+        (parameters,) = [volume for volume in pod.get("volumes", []) if "configMap" in volume
+                         and volume["name"] == "parameters"] or [None]
         for container in all_containers(pod):
             if kind_name.startswith("Deployment/"):
                 continue
@@ -309,7 +318,7 @@ def test_nodes_run_installed_executables_with_parameters_from_the_config_map(
             for path in command.params_files:
                 assert Path(path).parent == Path(mount["mountPath"])
                 assert Path(path).name in data, path
-            assert parameters["configMap"]["name"] == one(objects, "ConfigMap")["metadata"]["name"]
+            assert parameters["configMap"]["name"] == parameters_map(objects)["metadata"]["name"]
 
 
 def test_the_weights_key_is_a_generated_secret_from_a_private_file(
@@ -320,15 +329,32 @@ def test_the_weights_key_is_a_generated_secret_from_a_private_file(
     objects = render(directory)
     secret = one(objects, "Secret")
     assert base64.b64decode(secret["data"]["weights.key"]).decode() == key_file.read_text()
+    (public,) = [obj for obj in by_kind(objects, "ConfigMap")
+                 if obj["metadata"]["name"].startswith(k8s_objects.WEIGHTS_PUBLIC_KEY_NAME)]
+    assert public["data"]["weights.pub"] == (directory / "weights.pub").read_text()
+    signers = 0
     for kind_name, pod in pod_specs(objects).items():
         if kind_name.startswith("Deployment/"):
             continue
-        (volume,) = [volume for volume in pod["volumes"] if "secret" in volume]
-        assert volume["secret"]["secretName"] == secret["metadata"]["name"]
+        secrets = [volume for volume in pod["volumes"] if "secret" in volume]
+        # Only the learner's pod has the private key; the robots' pods the public key alone.
+        assert len(secrets) == (kind_name.startswith("Job/")), kind_name
         for container in all_containers(pod):
-            (mount,) = [m for m in container["volumeMounts"] if m["name"] == volume["name"]]
-            assert environment(container)["RL_ROS2_WEIGHTS_KEY_FILE"] == \
-                f"{mount['mountPath']}/weights.key"
+            env = environment(container)
+            mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+            if {"trainer", "replay_buffer"} & set(container["name"].split("-")) or \
+                    env["RL_ROS2_WEIGHTS_KEY_FILE"]:
+                signers += 1
+                assert secrets and secrets[0]["secret"]["secretName"] == \
+                    secret["metadata"]["name"]
+                assert env["RL_ROS2_WEIGHTS_KEY_FILE"] == \
+                    f"{mounts[secrets[0]['name']]}/weights.key"
+            else:
+                assert env["RL_ROS2_WEIGHTS_KEY_FILE"] == env["RL_ROS2_WEIGHTS_KEY"] == ""
+                assert "weights-key" not in mounts
+                assert env["RL_ROS2_WEIGHTS_PUBLIC_KEY_FILE"] == \
+                    f"{mounts['weights-public-key']}/weights.pub"
+    assert signers >= 1
     before = key_file.read_text()
     code, _, err = run_cli("k8s", "hybrid", "robots:=3", f"output:={directory}")
     assert code == 0, err

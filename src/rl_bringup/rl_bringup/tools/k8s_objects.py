@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from rl_bringup import replica
 from rl_bringup.discovery import discovery_server_argv
 from rl_bringup.plan import MAX_RESPAWNS
+from rl_bringup.run_key import SIGNING_KINDS
 from rl_bringup.tools.containers import (
     CONTAINER_ENVIRONMENT,
     DEFAULT_IMAGE,
@@ -43,6 +44,7 @@ ROBOTS_NAME = "rl-robots"
 RUNS_CLAIM_NAME = "rl-runs"
 PARAMETERS_NAME = "rl-parameters"
 WEIGHTS_KEY_NAME = "rl-weights-key"
+WEIGHTS_PUBLIC_KEY_NAME = "rl-weights-public-key"
 NETWORK_POLICY_NAME = "rl-dds"
 DISCOVERY_PORT = 11811
 #: RTPS well-known ports: domain d uses PB + DG * d ... PB + DG * d + DG - 1 (PB 7400, DG 250).
@@ -50,6 +52,7 @@ DDS_PORT_BASE = 7400
 DDS_DOMAIN_GAIN = 250
 CONFIG_MOUNT = "/etc/rl_ros2/config"
 WEIGHTS_KEY_MOUNT = "/etc/rl_ros2/weights"
+WEIGHTS_PUBLIC_KEY_MOUNT = "/etc/rl_ros2/weights-public"
 DEFAULT_STORAGE = "5Gi"
 # Locally built images (kind load, minikube image load) carry no registry; IfNotPresent uses them
 # where the default for :latest (Always) would try to pull.
@@ -142,15 +145,27 @@ def _wants_gpu(container: Container, gpu: str) -> bool:
     return wanted is not None and wanted in container.kinds
 
 
+def _signs(container: Container) -> bool:
+    """Whether the container hosts a node that signs weights or status (rl_bringup.run_key)."""
+    return bool(SIGNING_KINDS & set(container.kinds))
+
+
 def _environment(container: Container) -> list[client.V1EnvVar]:
-    """The plan's environment, the container additions, the weights key and torch threads."""
+    """The plan's environment, the container additions, the learner's key (the private key for
+    the learner's signers, the public key for everyone else) and torch threads."""
     from kubernetes import client
 
     trainer = NODE_RESOURCES[graph.TRAINER].cpus if graph.TRAINER in container.kinds else 1
+    key = ({weights_auth.KEY_VARIABLE: "",
+            weights_auth.KEY_FILE_VARIABLE: f"{WEIGHTS_KEY_MOUNT}/{weights_auth.KEY_FILE_NAME}"}
+           if _signs(container) else
+           {weights_auth.KEY_VARIABLE: "", weights_auth.KEY_FILE_VARIABLE: "",
+            weights_auth.PUBLIC_KEY_VARIABLE: "", weights_auth.PUBLIC_KEY_FILE_VARIABLE:
+            f"{WEIGHTS_PUBLIC_KEY_MOUNT}/{weights_auth.PUBLIC_KEY_FILE_NAME}"})
     values = {
         **container.process.env,
         **CONTAINER_ENVIRONMENT,
-        weights_auth.KEY_FILE_VARIABLE: f"{WEIGHTS_KEY_MOUNT}/{weights_auth.KEY_FILE_NAME}",
+        **key,
         # Intra-op threads: the trainer's CPUs where it runs, 1 for acting (cpu_sets.assign_cpus).
         TORCH_THREADS_VARIABLE: str(trainer),
         OMP_THREADS_VARIABLE: str(trainer),
@@ -206,8 +221,11 @@ def _node_container(layout: ContainerLayout, container: Container,
     if container.robot:
         command = replica_command(command, ["--pod-name-variable", replica.POD_NAME_VARIABLE],
                                   layout.max_robots)
+    # Only the learner's signers see the private key; robots read the public key alone.
     mounts = [client.V1VolumeMount(name="parameters", mount_path=CONFIG_MOUNT, read_only=True),
               client.V1VolumeMount(name="weights-key", mount_path=WEIGHTS_KEY_MOUNT,
+                                   read_only=True) if _signs(container) else
+              client.V1VolumeMount(name="weights-public-key", mount_path=WEIGHTS_PUBLIC_KEY_MOUNT,
                                    read_only=True)]
     if not container.robot:
         mounts.append(client.V1VolumeMount(name="runs", mount_path=OUTPUT_DIR))
@@ -256,12 +274,14 @@ def _volumes(with_runs: bool) -> list[client.V1Volume]:
     volumes = [
         client.V1Volume(name="parameters",
                         config_map=client.V1ConfigMapVolumeSource(name=PARAMETERS_NAME)),
-        # 0o400: the key is read by the node processes only.
-        client.V1Volume(name="weights-key",
-                        secret=client.V1SecretVolumeSource(secret_name=WEIGHTS_KEY_NAME,
-                                                           default_mode=0o400)),
+        client.V1Volume(name="weights-public-key", config_map=client.V1ConfigMapVolumeSource(
+            name=WEIGHTS_PUBLIC_KEY_NAME)),
     ]
-    if with_runs:
+    if with_runs:  # the learner's pod: the private key is never in a robot's pod
+        # 0o400: the key is read by the node processes only.
+        volumes.append(client.V1Volume(
+            name="weights-key", secret=client.V1SecretVolumeSource(secret_name=WEIGHTS_KEY_NAME,
+                                                                   default_mode=0o400)))
         volumes.append(client.V1Volume(
             name="runs", persistent_volume_claim=client.V1PersistentVolumeClaimVolumeSource(
                 claim_name=RUNS_CLAIM_NAME)))
