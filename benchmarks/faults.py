@@ -227,7 +227,7 @@ def experience_msg(robot_id: int, rows: int = 2, value: float = 0.1, stream: int
     return msg
 
 
-def signed_weights(genuine: Any, key: bytes, change: Callable[[Any], None]) -> Any:
+def signed_weights(genuine: Any, key: Any, change: Callable[[Any], None]) -> Any:
     """A copy of ``genuine`` changed by ``change`` and signed with the run's key, newer than
     anything the trainer sent (what a trainer with a bug, or a stolen key, could send)."""
     from rl_nodes.conversions import weights_from_msg, weights_to_msg
@@ -241,7 +241,7 @@ def signed_weights(genuine: Any, key: bytes, change: Callable[[Any], None]) -> A
     return weights_to_msg(weights)
 
 
-def topic_probes(injector: Injector, key: bytes) -> list[tuple[Probe, Callable[[], None]]]:
+def topic_probes(injector: Injector, key: Any) -> list[tuple[Probe, Callable[[], None]]]:
     """Bad messages for every topic a node of the deployment subscribes to."""
     import torch
 
@@ -474,7 +474,9 @@ def run_scenario(output_dir: Path, environ: dict[str, str], seed: int, kills_per
     try:
         scenario.wait_until(lambda: injector.replay()[0] >= 1000 and injector.captured_experience
                             and injector.captured_weights, 180.0, "experience and weights")
-        key = load_key({"RL_ROS2_WEIGHTS_KEY_FILE": str(output_dir / KEY_FILE_NAME)})
+        # The caller's key where it gave one (rl-bringup then writes none), else the run's.
+        key = load_key(environ) or load_key({"RL_ROS2_WEIGHTS_KEY_FILE":
+                                             str(output_dir / KEY_FILE_NAME)})
         assert key is not None
         for probe, send in [*topic_probes(injector, key), *service_probes(injector)]:
             scenario.probe(probe, send)

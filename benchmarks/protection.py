@@ -88,20 +88,40 @@ def measure(env_id: str, width: int, hidden: tuple[int, ...], repeats: int = 200
     actor = SquashedGaussianActor(int(np.prod(obs_shape)), int(np.prod(action_shape)), hidden)
     state = {name: tensor.detach().clone() for name, tensor in actor.state_dict().items()}
     data, _ = tensors_to_bytes(state)
-    key = bytes(weights_auth.KEY_BYTES)
+    key = weights_auth.SigningKey(bytes(weights_auth.KEY_BYTES))
     architecture = '{"hidden_sizes": %s}' % list(hidden)
     digest = weights_auth.signature(key, 1, 1, 1, architecture, data)
     publications = 1.0 / trainer.weights_period
-    costs.append(Cost("sign weights (HMAC-SHA256)", "trainer",
+    costs.append(Cost("sign weights (Ed25519)", "trainer",
                       _median_time(lambda: weights_auth.signature(key, 1, 1, 1, architecture,
                                                                   data), repeats),
                       publications, f"every {trainer.weights_period:g} s"))
     costs.append(Cost("verify weights + NaN/inf scan", "each policy",
-                      _median_time(lambda: (weights_auth.verify(key, digest, 1, 1, 1,
+                      _median_time(lambda: (weights_auth.verify(key.public, digest, 1, 1, 1,
                                                                 architecture, data),
                                             all(bool(torch.isfinite(t).all())
                                                 for t in state.values())), repeats),
                       publications, f"every {trainer.weights_period:g} s"))
+    # The replay status: signed by the buffer, checked by every robot (rl_core.signed_status),
+    # serialised with rclpy as the nodes do.
+    from rl_core.signed_status import StatusCheck, StatusSigner
+    from rl_interfaces.msg import ReplayStatus
+    from rl_nodes.conversions import sign_status, status_refusal
+    from rl_nodes.replay_buffer import STATUS_PERIOD_S
+
+    signer, status = StatusSigner(key), ReplayStatus(rate_limited=True)
+    sign_status(status, signer)
+    statuses = 1.0 / STATUS_PERIOD_S
+    costs.append(Cost("sign replay status (Ed25519)", "replay buffer",
+                      _median_time(lambda: sign_status(status, signer), repeats), statuses,
+                      f"every {STATUS_PERIOD_S:g} s"))
+
+    def check() -> None:
+        receiver = StatusCheck(key.public)
+        assert status_refusal(status, receiver) is None
+
+    costs.append(Cost("check replay status", "each simulator", _median_time(check, repeats),
+                      statuses, f"every {STATUS_PERIOD_S:g} s"))
 
     rows = replay.capacity
     full = ReplayBuffer(obs_shape, action_shape, rows)

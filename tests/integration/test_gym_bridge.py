@@ -17,8 +17,11 @@ import rclpy
 import yaml
 from stable_baselines3.common.env_checker import check_env
 
+from rl_core import weights_auth
+from rl_core.signed_status import StatusSigner
 from rl_interfaces.msg import ReplayStatus
 from rl_nodes import graph
+from rl_nodes.conversions import sign_status
 from rl_nodes.gym_bridge import BridgeEnv, BridgeVectorEnv, SimulatorProtocolError, SimulatorTimeout
 from tests.processes import Child
 
@@ -150,9 +153,13 @@ def test_a_rate_limiter_pause_is_waited_out_not_a_timeout(running: Child) -> Non
     paused, stop, published = threading.Event(), threading.Event(), [0]
     paused.set()
 
-    def publish() -> None:  # as a replay buffer does, a few times a second
+    signer = StatusSigner(weights_auth.load_key())  # the learner's key, as the suite's nodes have
+
+    def publish() -> None:  # as a replay buffer does, a few times a second, signed
         while not stop.wait(0.2):
-            status.publish(ReplayStatus(rate_limited=True, acting_paused=paused.is_set()))
+            msg = ReplayStatus(rate_limited=True, acting_paused=paused.is_set())
+            sign_status(msg, signer)
+            status.publish(msg)
             published[0] += 1
 
     publisher = threading.Thread(target=publish, daemon=True)

@@ -14,7 +14,7 @@ import torch
 
 from rl_core.encoders import image_to_tensor, make_actor
 from rl_core.envs import CARTPOLE_PIXELS_ID, space_shapes
-from rl_core.weights_auth import KEY_FILE_VARIABLE, KEY_VARIABLE
+from rl_core.weights_auth import KEY_FILE_VARIABLE, KEY_VARIABLE, SigningKey
 from rl_nodes import image_transport
 from rl_nodes.conversions import Observations, Weights
 from rl_nodes.image_transport import LatentEncoder
@@ -28,7 +28,7 @@ from tests.processes import REPO
 
 pytestmark = pytest.mark.integration
 CONFIG = REPO / "config" / "cartpole_pixels.yaml"
-KEY = bytes(range(32))
+KEY = SigningKey(bytes(range(32)))
 
 
 @pytest.fixture
@@ -49,7 +49,7 @@ def encodes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 def pixel_nodes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
                 ) -> Iterator[dict[str, object]]:
     """The four nodes of a colocated pixel cart-pole run with ``observation_codec`` jpeg."""
-    monkeypatch.setenv(KEY_VARIABLE, KEY.hex())
+    monkeypatch.setenv(KEY_VARIABLE, KEY.raw.hex())
     monkeypatch.delenv(KEY_FILE_VARIABLE, raising=False)
     overrides = overrides_file(tmp_path, {
         "simulator": {"random_steps": 20, "observation_codec": "jpeg",
@@ -83,7 +83,7 @@ def test_colocated_pixel_training_never_encodes(pixel_nodes, encodes: list[str])
 
 @pytest.fixture
 def pixel_policy(monkeypatch: pytest.MonkeyPatch) -> Iterator[PolicyNode]:
-    monkeypatch.setenv(KEY_VARIABLE, KEY.hex())
+    monkeypatch.setenv(KEY_VARIABLE, KEY.raw.hex())
     monkeypatch.delenv(KEY_FILE_VARIABLE, raising=False)
     rclpy.init(args=["--ros-args", "--params-file", str(CONFIG)])
     policy = PolicyNode("/robot_0")
@@ -115,7 +115,7 @@ def test_the_policy_acts_on_frames_and_on_encoder_features(pixel_policy: PolicyN
     assert policy.rejections == {"observations": 1}
 
 
-def signed_weights(actor: torch.nn.Module, version: int, key: bytes | None = KEY,
+def signed_weights(actor: torch.nn.Module, version: int, key: SigningKey | None = KEY,
                    epoch: int = 5) -> Weights:
     weights = Weights(version, version, {name: tensor.detach().clone() for name, tensor in
                                          actor.state_dict().items()},
@@ -136,7 +136,7 @@ class Refusals:
 def test_the_robot_side_encoder_follows_only_signed_weights_of_its_camera() -> None:
     shape, _ = space_shapes(CARTPOLE_PIXELS_ID)
     node = Refusals()
-    latent = LatentEncoder(node, shape, KEY)
+    latent = LatentEncoder(node, shape, KEY.public)
     actor = make_actor(shape, 1, (16,), 50, 8)
     assert not latent.ready
     assert not latent.on_weights(signed_weights(actor, 1, key=None))

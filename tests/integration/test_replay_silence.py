@@ -12,9 +12,12 @@ from pathlib import Path
 import pytest
 import rclpy
 
+from rl_core import weights_auth
+from rl_core.signed_status import StatusSigner
 from rl_interfaces.msg import ReplayStatus
 from rl_nodes import simulator as simulator_module
 from rl_nodes.base import WARN
+from rl_nodes.conversions import sign_status
 from rl_nodes.intra_process import IntraProcessManager
 from rl_nodes.policy import PolicyNode
 from rl_nodes.simulator import SimulatorNode
@@ -22,6 +25,8 @@ from tests.integration.in_process import overrides_file, spinning
 from tests.processes import REPO
 
 pytestmark = pytest.mark.integration
+#: Signs statuses as the replay buffer does, with the suite's learner key (tests/conftest.py).
+SIGNER = StatusSigner(weights_auth.load_key())
 CONFIG = REPO / "config" / "cartpole.yaml"
 SILENCE_S = 1.0  # the simulator's STATUS_SILENCE_S, shortened for the test
 
@@ -62,7 +67,9 @@ def report(status: object, rate_limited: bool, duration_s: float) -> None:
     """Publish a status without the pause every 0.1 s for ``duration_s``."""
     deadline = time.monotonic() + duration_s
     while time.monotonic() < deadline:
-        status.publish(ReplayStatus(rate_limited=rate_limited, acting_paused=False))
+        msg = ReplayStatus(rate_limited=rate_limited, acting_paused=False)
+        sign_status(msg, SIGNER)
+        status.publish(msg)
         time.sleep(0.1)
 
 
@@ -98,3 +105,40 @@ def test_silence_does_not_pause_without_a_rate_limiter_or_a_replay_buffer(robot)
     report(status, rate_limited=False, duration_s=0.5)
     time.sleep(SILENCE_S + 1.0)
     assert stepping(sim) and not sim.replay_silent and not sim.acting_paused
+
+
+def test_only_the_learners_signed_newer_status_pauses_a_robot(robot) -> None:
+    """A peer on the domain cannot pause or unleash a robot through /replay_status: unsigned,
+    foreign-signed and replayed statuses are refused and counted; the learner's pause holds."""
+    sim, status = robot["sim"], robot["status"]
+    report(status, rate_limited=True, duration_s=0.5)
+    assert stepping(sim, 0.5)
+
+    def publish(msg: ReplayStatus, count: int = 5) -> None:
+        for _ in range(count):
+            status.publish(msg)
+            time.sleep(0.05)
+
+    forged = ReplayStatus(rate_limited=True, acting_paused=True, epoch=2**63, sequence=1)
+    foreign = ReplayStatus(rate_limited=True, acting_paused=True)
+    sign_status(foreign, StatusSigner(weights_auth.SigningKey(bytes(range(32)))))
+    refused = sim.rejections.get("replay status", 0)
+    publish(forged)
+    publish(foreign)
+    assert wait_until(lambda: sim.rejections.get("replay status", 0) >= refused + 10, 3.0)
+    assert not sim.acting_paused and stepping(sim, 0.5), "a forged status paused the robot"
+
+    # The learner's "go on", recorded by a peer, then the learner's pause.
+    recorded = ReplayStatus(rate_limited=True, acting_paused=False)
+    sign_status(recorded, SIGNER)
+    pause = ReplayStatus(rate_limited=True, acting_paused=True)
+    sign_status(pause, SIGNER)
+    publish(pause, 1)
+    assert wait_until(lambda: sim.acting_paused, 3.0), "the learner's signed pause was not obeyed"
+    # The recording sent again is a replay (older sequence): the pause holds.
+    refused = sim.rejections.get("replay status", 0)
+    publish(recorded)
+    assert wait_until(lambda: sim.rejections.get("replay status", 0) >= refused + 5, 3.0)
+    assert sim.acting_paused, "a replayed status resumed acting"
+    report(status, rate_limited=True, duration_s=0.5)
+    assert not sim.acting_paused and stepping(sim)

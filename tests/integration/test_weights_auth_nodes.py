@@ -9,10 +9,11 @@ from collections.abc import Iterator
 
 import pytest
 import rclpy
+import rclpy.parameter
 import torch
 from rclpy.executors import SingleThreadedExecutor
 
-from rl_core.weights_auth import KEY_FILE_VARIABLE, KEY_VARIABLE
+from rl_core.weights_auth import KEY_FILE_VARIABLE, KEY_VARIABLE, PUBLIC_KEY_VARIABLE, SigningKey
 from rl_interfaces.msg import PolicyWeights
 from rl_nodes import graph
 from rl_nodes.base import LATCHED_QOS
@@ -23,16 +24,18 @@ from tests.processes import REPO
 
 pytestmark = pytest.mark.integration
 CONFIG = REPO / "config" / "cartpole.yaml"
-KEY = bytes(range(32))
-OTHER_KEY = bytes(range(100, 132))
+KEY = SigningKey(bytes(range(32)))
+OTHER_KEY = SigningKey(bytes(range(100, 132)))
 EPOCH = 1_700_000_000_000_000_000
 
 
 @pytest.fixture
 def keyed_policy(monkeypatch: pytest.MonkeyPatch) -> Iterator[PolicyNode]:
-    """A policy node of a run whose key is :data:`KEY`, its executor spinning on a thread."""
-    monkeypatch.setenv(KEY_VARIABLE, KEY.hex())
-    monkeypatch.delenv(KEY_FILE_VARIABLE, raising=False)
+    """A policy node of a run whose key is :data:`KEY`, holding its public half alone as a
+    robot does, its executor spinning on a thread."""
+    monkeypatch.setenv(KEY_VARIABLE, "")
+    monkeypatch.setenv(KEY_FILE_VARIABLE, "")
+    monkeypatch.setenv(PUBLIC_KEY_VARIABLE, KEY.public.hex())
     rclpy.init(args=["--ros-args", "--params-file", str(CONFIG)])
     policy = PolicyNode("/robot_0")
     executor = SingleThreadedExecutor()
@@ -48,7 +51,7 @@ def keyed_policy(monkeypatch: pytest.MonkeyPatch) -> Iterator[PolicyNode]:
         rclpy.try_shutdown()
 
 
-def weights(policy: PolicyNode, version: int, epoch: int = EPOCH, key: bytes | None = KEY,
+def weights(policy: PolicyNode, version: int, epoch: int = EPOCH, key: SigningKey | None = KEY,
             scale: float = 1.0) -> Weights:
     """Weights fitting ``policy``'s actor (its own tensors times ``scale``), signed with ``key``."""
     state = {name: tensor.detach().clone() * scale
@@ -64,7 +67,7 @@ def first_tensor(policy: PolicyNode) -> torch.Tensor:
 
 
 def test_the_node_loaded_the_run_key(keyed_policy: PolicyNode) -> None:
-    assert keyed_policy.weights.key == KEY
+    assert keyed_policy.weights.key.raw == KEY.public.raw
 
 
 def test_signed_weights_load_and_forged_stale_or_broken_ones_are_rejected(
@@ -141,3 +144,25 @@ def test_forged_weights_over_dds_are_rejected(keyed_policy: PolicyNode) -> None:
     finally:
         forger.destroy_node()
         rclpy.try_shutdown(context=context)
+
+
+@pytest.mark.parametrize("allow_unsigned", [False, True])
+def test_a_policy_without_a_public_key_refuses_weights_unless_unsigned_ones_are_allowed(
+        monkeypatch: pytest.MonkeyPatch, allow_unsigned: bool) -> None:
+    for variable in (KEY_VARIABLE, KEY_FILE_VARIABLE, PUBLIC_KEY_VARIABLE):
+        monkeypatch.setenv(variable, "")
+    rclpy.init(args=["--ros-args", "--params-file", str(CONFIG),
+                     "-p", f"allow_unsigned:={str(allow_unsigned).lower()}"])
+    policy = PolicyNode("/robot_0")
+    try:
+        assert policy.weights.key is None
+        policy._on_weights(weights(policy, 1, key=None, scale=2.0))
+        assert policy.version == (1 if allow_unsigned else 0)
+        assert policy.rejected_messages == (0 if allow_unsigned else 1)
+        # Launch-only: a peer cannot switch it on at run time.
+        result = policy.set_parameters([rclpy.parameter.Parameter("allow_unsigned",
+                                                                  value=not allow_unsigned)])
+        assert not result[0].successful
+    finally:
+        policy.destroy_node()
+        rclpy.try_shutdown()

@@ -166,12 +166,18 @@ def test_compose_config_paths_point_into_the_installed_share_folder() -> None:
         assert (REPO_ROOT / "config" / default_name).is_file()
 
 
-def test_every_compose_service_gets_the_weights_key_as_a_secret() -> None:
+def test_only_the_learner_gets_the_private_key_the_robots_its_public_half() -> None:
     data = committed()
-    assert data["secrets"]["weights_key"] == {"file": "./weights.key"}
-    for name, service in data["services"].items():
-        assert service["secrets"] == ["weights_key"], name
-        assert service["environment"]["RL_ROS2_WEIGHTS_KEY_FILE"] == "/run/secrets/weights_key"
+    assert data["secrets"] == {"weights_key": {"file": "./weights.key"},
+                               "weights_public_key": {"file": "./weights.pub"}}
+    assert data["services"]["learner"]["secrets"] == ["weights_key"]
+    assert data["services"]["learner"]["environment"]["RL_ROS2_WEIGHTS_KEY_FILE"] == \
+        "/run/secrets/weights_key"
+    robot = data["services"]["robot"]
+    assert robot["secrets"] == ["weights_public_key"]
+    assert robot["environment"]["RL_ROS2_WEIGHTS_KEY_FILE"] == ""
+    assert robot["environment"]["RL_ROS2_WEIGHTS_PUBLIC_KEY_FILE"] == \
+        "/run/secrets/weights_public_key"
 
 
 def test_a_scenario_outside_the_image_is_refused(

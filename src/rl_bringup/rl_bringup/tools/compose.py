@@ -23,8 +23,10 @@ Everything runs on the internal bridge network ``rl_net`` (no route out) with
 file is the image's installed copy, chosen at run time by ``RL_CONFIG`` (default: the
 ``config:=`` given here); each learner process's parameter overrides (``output_dir``,
 ``deployment_robots``) travel in the file as a compose ``configs`` entry with inline content
-(docker compose >= 2.23.1). The weights key is the secret ``weights_key`` from
-``weights.key`` beside the compose file, which this command writes (mode 0600) unless it exists.
+(docker compose >= 2.23.1). The learner's private key is the secret ``weights_key`` from
+``weights.key`` beside the compose file, which this command writes (mode 0600) unless it exists,
+given only to the services that sign (trainer, replay buffer); the robot services get its
+public half alone, the secret ``weights_public_key`` from ``weights.pub``.
 ``docker/compose.yaml`` is this command's output for ``hybrid robots:=2``; a unit test checks
 that it equals a fresh one.
 """
@@ -40,6 +42,7 @@ import yaml
 from rl_bringup import paths
 from rl_bringup.discovery import DOMAIN_ID_VARIABLE
 from rl_bringup.plan import MAX_ROBOTS
+from rl_bringup.run_key import SIGNING_KINDS
 from rl_bringup.tools.containers import (
     CONTAINER_ENVIRONMENT,
     DEFAULT_DOMAIN_ID,
@@ -61,6 +64,9 @@ KEYS: tuple[str, ...] = ("robots", "output", "config", "image", "max_robots")
 NETWORK = "rl_net"
 SECRET = "weights_key"
 SECRET_PATH = f"/run/secrets/{SECRET}"
+#: The public key, the only key a robot service gets (rl_bringup.run_key).
+PUBLIC_SECRET = "weights_public_key"
+PUBLIC_SECRET_PATH = f"/run/secrets/{PUBLIC_SECRET}"
 CLAIMS_VOLUME = "robot_claims"
 CLAIMS_DIR = "/run/rl_ros2/robot_claims"
 CONFIG_VARIABLE = "RL_CONFIG"
@@ -103,7 +109,16 @@ def _environment(container: Container) -> dict[str, str]:
     # One domain for every service, chosen when the project starts.
     default = environment[DOMAIN_ID_VARIABLE]
     environment[DOMAIN_ID_VARIABLE] = f"${{{DOMAIN_ID_VARIABLE}:-{default}}}"
-    return {**environment, **CONTAINER_ENVIRONMENT, weights_auth.KEY_FILE_VARIABLE: SECRET_PATH}
+    key = ({weights_auth.KEY_FILE_VARIABLE: SECRET_PATH} if _signs(container) else
+           {weights_auth.KEY_FILE_VARIABLE: "",
+            weights_auth.PUBLIC_KEY_FILE_VARIABLE: PUBLIC_SECRET_PATH})
+    return {**environment, **CONTAINER_ENVIRONMENT, **key}
+
+
+def _signs(container: Container) -> bool:
+    """Whether the service hosts a node that signs weights or status: only those get the
+    private key."""
+    return bool(SIGNING_KINDS & set(container.kinds))
 
 
 def _relative(target: Path, folder: Path) -> str:
@@ -125,7 +140,7 @@ def _service(layout: ContainerLayout, container: Container, *, image: str, folde
     service["environment"] = _environment(container)
     service["networks"] = [NETWORK]
     service["init"] = True  # signals reach the node process; zombies are reaped
-    service["secrets"] = [SECRET]
+    service["secrets"] = [SECRET if _signs(container) else PUBLIC_SECRET]
     if container.process.has_overrides:
         service["configs"] = [{"source": _config_name(container), "target": overrides}]
     if container.robot:
@@ -158,7 +173,8 @@ def compose_document(layout: ContainerLayout, *, image: str, folder: Path,
                for container in layout.containers if container.process.has_overrides}
     if configs:
         document["configs"] = configs
-    document["secrets"] = {SECRET: {"file": f"./{weights_auth.KEY_FILE_NAME}"}}
+    document["secrets"] = {SECRET: {"file": f"./{weights_auth.KEY_FILE_NAME}"},
+                           PUBLIC_SECRET: {"file": f"./{weights_auth.PUBLIC_KEY_FILE_NAME}"}}
     # internal: no gateway out of the machine; SUBNET discovery multicast stays on the bridge.
     document["networks"] = {NETWORK: {"internal": True}}
     if layout.robots:
