@@ -16,8 +16,9 @@ from rclpy.qos import QoSProfile
 
 from rl_core import heartbeat, variables, weights_auth
 from rl_core.config import ConfigError
+from rl_core.signed_status import StatusCheck
 from rl_nodes import graph
-from rl_nodes.conversions import TopicType, topic_type
+from rl_nodes.conversions import TopicType, status_refusal, topic_type
 from rl_nodes.intra_process import IntraProcessManager
 from rl_nodes.intra_process_endpoints import IntraProcessPublisher, IntraProcessSubscription
 
@@ -165,6 +166,14 @@ class RLNode(Node):
         if now - self._last_reject_log.get(what, -1.0) >= 1.0:
             self._last_reject_log[what] = now
             self.get_logger().error(f"rejected {what} ({self.rejections[what]} so far): {reason}")
+
+    def status_obeyed(self, msg: Any, check: StatusCheck) -> bool:
+        """Whether a received ``/replay_status`` is the learner's signed, newer one
+        (rl_core.signed_status); a refused one is counted and logged."""
+        refusal = status_refusal(msg, check)
+        if refusal is not None:
+            self.reject("replay status", refusal)
+        return refusal is None
 
     def diagnose(self) -> tuple[int, str, dict[str, object]]:
         """``(level, message, values)`` for ``/diagnostics``; nodes override it."""

@@ -22,6 +22,7 @@ node connects it to the topics, services and timers.
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 
 from rl_core.config import ReplayConfig
@@ -53,6 +54,7 @@ class ReplayBufferNode(RLNode):
         self.config = declare_config(self, ReplayConfig)
         watch_config(self, lambda: self.config, self._apply_config)
         self.obs_shape, self.action_shape = space_shapes(self.config.env_id)
+        self._status_lock = threading.Lock()
         self.service = ReplayService(self.config, self.obs_shape, self.action_shape, self.reject,
                                      self._publish_status, MAX_REQUEST_ROWS, STATUS_PERIOD_S,
                                      StatusSigner(load_signing_key(self.get_logger())))
@@ -126,11 +128,15 @@ class ReplayBufferNode(RLNode):
 
     def _publish_status(self) -> None:
         """Publish /replay_status (every STATUS_PERIOD_S, and at once when acting pauses/resumes)."""
-        figures = self.service.status(time.monotonic())
-        msg = ReplayStatus(**dataclasses.asdict(figures), rejected_messages=self.rejected_messages)
-        msg.header.stamp = self.get_clock().now().to_msg()
-        sign_status(msg, self.service.signer)
-        self.status_pub.publish(msg)
+        # One at a time (the timer, and the insert that paused acting): statuses leave in the
+        # order of their sequence numbers, which receivers require.
+        with self._status_lock:
+            figures = self.service.status(time.monotonic())
+            msg = ReplayStatus(**dataclasses.asdict(figures),
+                               rejected_messages=self.rejected_messages)
+            msg.header.stamp = self.get_clock().now().to_msg()
+            sign_status(msg, self.service.signer)
+            self.status_pub.publish(msg)
 
 
 def main() -> int:

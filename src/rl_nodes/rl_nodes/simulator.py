@@ -25,7 +25,7 @@ from rl_core.stepping import Lane
 from rl_interfaces.msg import ReplayStatus
 from rl_nodes import graph
 from rl_nodes.base import OK, WARN, RLNode, load_public_key, robot_id_from_namespace
-from rl_nodes.conversions import Actions, Episodes, Experience, Observations, status_refusal
+from rl_nodes.conversions import Actions, Episodes, Experience, Observations
 from rl_nodes.parameters import declare_config, watch_config
 from rl_nodes.robot_boundary import RobotBoundary
 from rl_nodes.runtime import main_for
@@ -214,9 +214,7 @@ class SimulatorNode(RLNode):
     def _on_replay_status(self, msg: ReplayStatus) -> None:
         """Follow the rate limiter: hold stepping while acting is paused, resume after; only the
         learner's signed, newer statuses count."""
-        refusal = status_refusal(msg, self.status_check)
-        if refusal is not None:
-            self.reject("replay status", refusal)
+        if not self.status_obeyed(msg, self.status_check):
             return
         change = self.gate.on_status(bool(msg.rate_limited), bool(msg.acting_paused),
                                      time.monotonic(), bool(msg.done))

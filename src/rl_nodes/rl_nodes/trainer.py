@@ -38,7 +38,7 @@ from rl_core.wire import MAX_REQUEST_ROWS
 from rl_interfaces.msg import ReplayStatus
 from rl_nodes import graph
 from rl_nodes.base import ERROR, OK, RLNode, load_signing_key
-from rl_nodes.conversions import Episodes, Experience, Weights, plain, status_refusal
+from rl_nodes.conversions import Episodes, Experience, Weights, plain
 from rl_nodes.intra_process_services import IntraProcessClient, ServiceUnavailable
 from rl_nodes.parameters import declare_config, declared_moved, watch_config
 from rl_nodes.process_settings import learner_cpus, pin_current_thread
@@ -204,11 +204,8 @@ class TrainerNode(RLNode):
                     if key in ROBOT_FIGURE_KEYS or key.startswith(graph.SAFETY_KEY_PREFIX)}
 
     def _on_replay_status(self, msg: ReplayStatus) -> None:
-        refusal = status_refusal(msg, self.status_check)
-        if refusal is not None:
-            self.reject("replay status", refusal)
-            return
-        self.replay_status = msg
+        if self.status_obeyed(msg, self.status_check):
+            self.replay_status = msg
 
     def _on_evaluated(self, evaluation: Evaluation, best: Evaluation) -> None:
         """A periodic evaluation finished (on its own thread): TensorBoard and the log."""
