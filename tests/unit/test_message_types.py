@@ -62,3 +62,29 @@ def test_message_class_imports_the_generated_class_or_says_what_to_install() -> 
         message_class("no_such_msgs/msg/Nothing")
     with pytest.raises(DefinitionError, match="not a message type name"):
         message_class("not a type")
+
+
+def test_a_signed_status_verifies_after_the_wire_and_fails_when_any_field_changes() -> None:
+    """The signature covers every ReplayStatus field but itself, in a canonical encoding: a
+    float32 a sender assigned as a Python float verifies after the receiver decoded it."""
+    from rclpy.serialization import deserialize_message, serialize_message
+
+    from rl_core.signed_status import StatusCheck, StatusSigner
+    from rl_core.weights_auth import SigningKey
+    from rl_interfaces.msg import ReplayStatus
+    from rl_nodes.conversions import sign_status, status_refusal
+
+    key = SigningKey(bytes(range(32)))
+    signer = StatusSigner(key)
+    for index in range(50):
+        msg = ReplayStatus(size=index, insert_rate=0.1 * index, updates_per_transition=1 / 3,
+                           rate_limited=True)
+        msg.header.frame_id = "x" * (index % 7)  # moves the alignment of what follows
+        sign_status(msg, signer)
+        received = deserialize_message(serialize_message(msg), ReplayStatus)
+        assert status_refusal(received, StatusCheck(key.public)) is None, index
+    for name, value in [("acting_paused", True), ("done", True), ("size", 1), ("sequence", 99),
+                        ("insert_rate", 7.0)]:
+        changed = deserialize_message(serialize_message(msg), ReplayStatus)
+        setattr(changed, name, value)
+        assert "not signed" in status_refusal(changed, StatusCheck(key.public)), name

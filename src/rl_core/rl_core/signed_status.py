@@ -5,8 +5,8 @@ could publish it could stall or unleash the fleet. The replay buffer (a learner 
 the private key of :mod:`rl_core.weights_auth`) signs each status it publishes, counted within
 its epoch; robots, the gym bridge and the autoscaler obey a status only when it verifies under
 the learner's public key and is newer than the last one they obeyed (a recorded status replayed
-later is refused). The node serialises the message with an empty signature field; that byte
-string is what is signed and checked.
+later is refused). The node encodes every field but the signature canonically
+(``rl_nodes.conversions``); those bytes are what is signed and checked.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ class StatusSigner:
         return self.epoch, self.sequence
 
     def sign(self, payload: bytes) -> str:
-        """The signature of a serialised status (its signature field empty); '' without a key."""
+        """The signature of an encoded status (all fields but the signature); '' without a key."""
         return self.key.sign(_message(payload)) if self.key is not None else ""
 
 

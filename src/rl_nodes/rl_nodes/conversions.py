@@ -12,9 +12,10 @@ ONNX model (requirements-edge.txt) has no torch and never receives weights.
 from __future__ import annotations
 
 import array
-import copy
 import functools
 import importlib
+import json
+import struct
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, TypeVar
 
@@ -226,14 +227,26 @@ WEIGHTS = TopicType(PolicyWeights, weights_to_msg, weights_from_msg)
 
 # --- episode statistics -------------------------------------------------------------------------
 
-def _status_payload(msg: Any) -> bytes:
-    """A ReplayStatus serialised with an empty signature: what its signature covers. A copy:
-    in-process receivers share the message."""
-    from rclpy.serialization import serialize_message
+def _canonical(msg: Any, skip: str = "") -> dict[str, Any]:
+    """A message's fields as plain values, float32 ones as their 4 bytes (a sender holds the
+    Python float it assigned, a receiver the float32 it decoded)."""
+    fields: dict[str, Any] = {}
+    for name, kind in msg.get_fields_and_field_types().items():
+        if name == skip:
+            continue
+        value = getattr(msg, name)
+        if hasattr(value, "get_fields_and_field_types"):
+            value = _canonical(value)
+        elif kind == "float":
+            value = struct.pack("<f", value).hex()
+        fields[name] = value
+    return fields
 
-    unsigned = copy.copy(msg)
-    unsigned.signature = ""
-    return bytes(serialize_message(unsigned))
+
+def _status_payload(msg: Any) -> bytes:
+    """What a ReplayStatus's signature covers: every field but the signature, canonically
+    encoded (CDR bytes are no canonical form: their padding is not defined)."""
+    return json.dumps(_canonical(msg, skip="signature"), sort_keys=True).encode()
 
 
 def sign_status(msg: Any, signer: StatusSigner) -> None:
