@@ -140,7 +140,7 @@ def test_the_robot_side_encoder_follows_only_signed_weights_of_its_camera() -> N
     actor = make_actor(shape, 1, (16,), 50, 8)
     assert not latent.ready
     assert not latent.on_weights(signed_weights(actor, 1, key=None))
-    assert not latent.on_weights(signed_weights(actor, 1, key=bytes(32)))
+    assert not latent.on_weights(signed_weights(actor, 1, key=SigningKey(bytes(32))))
     other = make_actor((2, *shape[1:]), 1, (16,), 50, 8)  # another frame stack
     assert not latent.on_weights(signed_weights(other, 1))
     assert not latent.ready and len(node.reasons) == 3

@@ -109,36 +109,49 @@ def test_silence_does_not_pause_without_a_rate_limiter_or_a_replay_buffer(robot)
 
 def test_only_the_learners_signed_newer_status_pauses_a_robot(robot) -> None:
     """A peer on the domain cannot pause or unleash a robot through /replay_status: unsigned,
-    foreign-signed and replayed statuses are refused and counted; the learner's pause holds."""
+    foreign-signed and replayed statuses are refused and counted; the learner's statuses rule."""
     sim, status = robot["sim"], robot["status"]
-    report(status, rate_limited=True, duration_s=0.5)
-    assert stepping(sim, 0.5)
+    paused, stop = threading.Event(), threading.Event()
+    recorded: list[ReplayStatus] = []
+
+    def learner() -> None:  # the replay buffer: fresh signed statuses, 10 a second
+        while not stop.wait(0.1):
+            msg = ReplayStatus(rate_limited=True, acting_paused=paused.is_set())
+            sign_status(msg, SIGNER)
+            recorded.append(msg)
+            status.publish(msg)
+
+    def refused() -> int:
+        return sim.rejections.get("replay status", 0)
 
     def publish(msg: ReplayStatus, count: int = 5) -> None:
         for _ in range(count):
             status.publish(msg)
             time.sleep(0.05)
 
-    forged = ReplayStatus(rate_limited=True, acting_paused=True, epoch=2**63, sequence=1)
-    foreign = ReplayStatus(rate_limited=True, acting_paused=True)
-    sign_status(foreign, StatusSigner(weights_auth.SigningKey(bytes(range(32)))))
-    refused = sim.rejections.get("replay status", 0)
-    publish(forged)
-    publish(foreign)
-    assert wait_until(lambda: sim.rejections.get("replay status", 0) >= refused + 10, 3.0)
-    assert not sim.acting_paused and stepping(sim, 0.5), "a forged status paused the robot"
+    thread = threading.Thread(target=learner, daemon=True)
+    thread.start()
+    try:
+        assert wait_until(lambda: stepping(sim, 0.3), 5.0)
+        forged = ReplayStatus(rate_limited=True, acting_paused=True, epoch=2**63, sequence=1)
+        foreign = ReplayStatus(rate_limited=True, acting_paused=True)
+        sign_status(foreign, StatusSigner(weights_auth.SigningKey(bytes(range(32)))))
+        before = refused()
+        publish(forged)
+        publish(foreign)
+        assert wait_until(lambda: refused() >= before + 10, 3.0)
+        assert not sim.acting_paused and stepping(sim, 0.5), "a forged status paused the robot"
 
-    # The learner's "go on", recorded by a peer, then the learner's pause.
-    recorded = ReplayStatus(rate_limited=True, acting_paused=False)
-    sign_status(recorded, SIGNER)
-    pause = ReplayStatus(rate_limited=True, acting_paused=True)
-    sign_status(pause, SIGNER)
-    publish(pause, 1)
-    assert wait_until(lambda: sim.acting_paused, 3.0), "the learner's signed pause was not obeyed"
-    # The recording sent again is a replay (older sequence): the pause holds.
-    refused = sim.rejections.get("replay status", 0)
-    publish(recorded)
-    assert wait_until(lambda: sim.rejections.get("replay status", 0) >= refused + 5, 3.0)
-    assert sim.acting_paused, "a replayed status resumed acting"
-    report(status, rate_limited=True, duration_s=0.5)
-    assert not sim.acting_paused and stepping(sim)
+        paused.set()
+        assert wait_until(lambda: sim.acting_paused, 3.0), "the learner's pause was not obeyed"
+        # A recording of an earlier "go on" sent again is a replay (older sequence).
+        go_on = next(msg for msg in recorded if not msg.acting_paused)
+        before = refused()
+        publish(go_on, 10)
+        assert refused() >= before + 10 and sim.acting_paused, "a replayed status resumed acting"
+        assert not stepping(sim, 0.5)
+        paused.clear()
+        assert wait_until(lambda: not sim.acting_paused, 3.0) and stepping(sim)
+    finally:
+        stop.set()
+        thread.join(2.0)
