@@ -211,18 +211,19 @@ def test_save_never_touches_the_buffers_own_files_and_keeps_a_quota(tmp_path: Pa
 
 def test_a_snapshot_restores_the_buffer_and_its_counters(tmp_path: Path) -> None:
     node = Node()
-    assert node.service(tmp_path).restore_snapshot() is None
+    assert node.service(tmp_path).recover() is None
     service = node.service(tmp_path)
     service.insert(experience(0, rows=8))
     service.sample(request(batch_size=2, max_batches=10))
     service.close()  # the last snapshot
     assert service.snapshot_writer is not None and service.snapshot_writer.snapshots == 1
     respawned = node.service(tmp_path)
-    restored, message = respawned.restore_snapshot()
+    restored, message = respawned.recover()
     assert restored and message.startswith("restored 8 transitions (8 inserted so far) from ")
     assert respawned.replay.stats().samples == service.replay.stats().samples
-    (tmp_path / "replay" / LIMITER_FILE).write_text("not json")
-    restored, message = node.service(tmp_path).restore_snapshot()
+    respawned.close()
+    (tmp_path / "replay" / SNAPSHOT_FILE).write_bytes(b"not a snapshot")
+    restored, message = node.service(tmp_path).recover()
     assert not restored and message.endswith("; starting empty")
     node.service().close()  # no output_dir: nothing to write
 

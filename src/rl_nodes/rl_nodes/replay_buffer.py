@@ -71,7 +71,7 @@ class ReplayBufferNode(RLNode):
         create_service(self.ipc, self, BUFFER_FILE_SERVICE, graph.SAVE.name, self.save)
         create_service(self.ipc, self, BUFFER_FILE_SERVICE, graph.LOAD.name, self.load)
         self.timer(STATUS_PERIOD_S, self._publish_status)
-        self._restore_snapshot()
+        self._recover()
         if self.config.snapshot_period > 0:
             self.timer(self.config.snapshot_period, self.service.snapshot)
         if not self.config.output_dir:
@@ -112,9 +112,9 @@ class ReplayBufferNode(RLNode):
         """Replace the contents with ``output_dir/replay/<path>``; on failure nothing changes."""
         return self.service.load(path)
 
-    def _restore_snapshot(self) -> None:
-        """Load the latest snapshot of this run, if there is one (a respawned buffer)."""
-        outcome = self.service.restore_snapshot()
+    def _recover(self) -> None:
+        """Restore this run's latest snapshot and the insert log after it (a respawned buffer)."""
+        outcome = self.service.recover()
         if outcome is not None:
             restored, message = outcome
             (self.get_logger().info if restored else self.get_logger().error)(message)

@@ -61,3 +61,21 @@ class ExperienceAdmission:
         self._last[key] = sequence
         while len(self._last) > self.max_streams:
             self._last.popitem(last=False)
+
+    def state_dict(self) -> dict[str, object]:
+        """What a snapshot keeps: each stream's last sequence (oldest first) and the gap count."""
+        return {"streams": [[robot, stream, sequence]
+                            for (robot, stream), sequence in self._last.items()],
+                "lost_messages": self.lost_messages}
+
+    def load_state_dict(self, state: dict[str, object]) -> None:
+        """Continue from :meth:`state_dict` (ValueError when it is not one)."""
+        try:
+            streams = [(int(robot), int(stream), int(sequence))
+                       for robot, stream, sequence in state["streams"]]  # type: ignore[attr-defined]
+            lost = int(state["lost_messages"])  # type: ignore[call-overload]
+        except (KeyError, TypeError, ValueError) as error:
+            raise ValueError(f"admission state is malformed: {error}") from None
+        self._last = OrderedDict(((robot, stream), sequence)
+                                 for robot, stream, sequence in streams[-self.max_streams:])
+        self.lost_messages = lost

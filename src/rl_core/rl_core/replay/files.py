@@ -1,20 +1,29 @@
 """A replay buffer's files: paths confined to one directory, and snapshots that hold up inserts
-only while the state is copied (written by a thread of their own)."""
+only while the state is copied (written by a thread of their own).
+
+A snapshot is one file: the buffer's arrays and, under :data:`COUNTERS_KEY`, the service's
+counters (the rate limiter's, the status epoch, the admission state and the first insert-log
+segment it does not hold), so a kill can never leave a buffer and counters that disagree."""
 
 from __future__ import annotations
 
 import json
 import threading
 import time
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rl_core.atomic_files import write_atomically
+import numpy as np
+
 from rl_core.replay.buffer import ReplayBuffer
 
 SNAPSHOT_FILE = "snapshot.npz"
+#: Where snapshots before the insert log kept the counters (still read when the snapshot has none).
 LIMITER_FILE = "rate_limiter.json"
+#: The snapshot entry holding the service's counters as JSON.
+COUNTERS_KEY = "service_counters"
 #: Held by the replay buffer (rl_core.run_lock): one buffer per run directory.
 LOCK_FILE = "replay_buffer.lock"
 #: The buffer's own state: the save service never writes over them.
@@ -64,14 +73,17 @@ class SnapshotWriter:
     """Writes a buffer's state and its rate limiter's counters into ``base``.
 
     :param base: the directory of the snapshot files.
-    :param copy_state: returns ``(buffer state, limiter counters)``; called under the caller's
-        lock, so its time is what a snapshot holds up inserts (:attr:`hold_s`).
+    :param copy_state: returns ``(buffer state, counters)``; called under the caller's lock, so
+        its time is what a snapshot holds up inserts (:attr:`hold_s`).
+    :param written: called with the counters once their snapshot is in place (the insert log
+        deletes the segments it holds).
     """
 
-    def __init__(self, base: Path, copy_state: Callable[[], tuple[dict[str, Any], dict[str, Any]]]
-                 ) -> None:
+    def __init__(self, base: Path, copy_state: Callable[[], tuple[dict[str, Any], dict[str, Any]]],
+                 written: Callable[[dict[str, Any]], None] | None = None) -> None:
         self.base = base
         self._copy_state = copy_state
+        self._written = written
         self.snapshots = 0
         self.hold_s = 0.0
         self._thread: threading.Thread | None = None
@@ -98,14 +110,24 @@ class SnapshotWriter:
 
     def _write(self, state: dict[str, Any], counters: dict[str, Any]) -> None:
         self.base.mkdir(parents=True, exist_ok=True)
-        ReplayBuffer.write_state(state, self.base / SNAPSHOT_FILE)
-        payload = json.dumps(counters).encode()
-        write_atomically(self.base / LIMITER_FILE, lambda handle: handle.write(payload))
+        ReplayBuffer.write_state({**state, COUNTERS_KEY: np.array(json.dumps(counters))},
+                                 self.base / SNAPSHOT_FILE)
         self.snapshots += 1
+        if self._written is not None:
+            self._written(counters)
 
     def exists(self) -> bool:
         return (self.base / SNAPSHOT_FILE).is_file()
 
     def read_counters(self) -> dict[str, Any]:
-        """The rate limiter's counters of the snapshot (OSError, ValueError when unreadable)."""
+        """The counters of the snapshot (OSError, ValueError when unreadable)."""
+        try:
+            with np.load(self.base / SNAPSHOT_FILE, allow_pickle=False) as archive:
+                if COUNTERS_KEY in archive.files:
+                    counters = json.loads(str(archive[COUNTERS_KEY]))
+                    if not isinstance(counters, dict):
+                        raise ValueError(f"{COUNTERS_KEY} is not a JSON object")
+                    return counters
+        except (EOFError, zipfile.BadZipFile, KeyError) as error:
+            raise ValueError(f"cannot read {self.base / SNAPSHOT_FILE}: {error}") from None
         return json.loads((self.base / LIMITER_FILE).read_text())

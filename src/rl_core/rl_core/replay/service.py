@@ -9,6 +9,11 @@ apart on /diagnostics, and the reason), which logs and counts it; the service ke
 ``sample`` applies the priorities the request carries first (a bad update is rejected on its
 own, the batches are still drawn), then grants the batches the rate limiter allows, at most
 ``max_rows`` rows per answer; the rest stays owed for the next request.
+
+With ``output_dir`` the service survives a kill: snapshots every ``snapshot_period`` and, between
+them, an append-only log of every stored batch and every grant of samples
+(:mod:`rl_core.replay.insert_log`). :meth:`ReplayService.recover` (at start) loads the snapshot,
+replays the log after it and opens a new log segment.
 """
 
 from __future__ import annotations
@@ -31,6 +36,13 @@ from rl_core.replay.files import (
     confined_path,
     save_refusal,
 )
+from rl_core.replay.insert_log import (
+    ARRAY_FIELDS,
+    InsertLog,
+    InsertRecord,
+    next_segment,
+    replay_segments,
+)
 from rl_core.replay.priorities import PriorityUpdate
 from rl_core.run_lock import RunLock
 from rl_core.signed_status import StatusSigner
@@ -40,6 +52,8 @@ from rl_core.wire import max_answer_rows
 DEFAULT_FILE = "replay_buffer.npz"
 #: The status epoch beside the rate limiter's counters in a snapshot.
 STATUS_EPOCH = "status_epoch"
+#: The first insert-log segment a snapshot does not hold, and the admission state, beside them.
+LOG_SEGMENT, ADMISSION = "log_segment", "admission"
 
 
 class SampleAnswer(NamedTuple):
@@ -156,8 +170,11 @@ class ReplayService:
         self.priorities_applied = self.priorities_stale = 0
         self.run_lock = (RunLock(self.files_dir / LOCK_FILE, "replay buffer")
                          if self.files_dir is not None else None)
-        self.snapshot_writer = (SnapshotWriter(self.files_dir, self._copy_state)
+        self.snapshot_writer = (SnapshotWriter(self.files_dir, self._copy_state,
+                                               self._snapshot_written)
                                 if self.files_dir is not None else None)
+        #: Opened by :meth:`recover`: what was stored since the last snapshot.
+        self.insert_log: InsertLog | None = None
 
     @property
     def buffer(self) -> ReplayBuffer:
@@ -191,6 +208,10 @@ class ReplayService:
                 self._reject("experience (malformed)", f"robot {msg.robot_id}: {error}")
                 return
             self.admission.stored(msg.robot_id, msg.stream, msg.sequence)
+            if self.insert_log is not None:
+                self.insert_log.inserted(msg.robot_id, msg.stream, msg.sequence,
+                                         msg.policy_version,
+                                         [getattr(msg, name) for name in ARRAY_FIELDS])
         if changed:
             self._on_pause_change()
 
@@ -212,6 +233,8 @@ class ReplayService:
                                     False, *schedule)
             draw, changed = self.replay.take(request.batch_size, max_batches,
                                              request.weights_version, request.insert_budget)
+            if self.insert_log is not None:
+                self.insert_log.sampled(len(draw.batches))
         if changed:
             self._on_pause_change()
         message = ("run done: the budget is in and its updates were granted" if draw.done else
@@ -289,7 +312,9 @@ class ReplayService:
                 return False, f"could not load {target}: {error}", 0, str(target)
             self.replay = new_replay(self.config, loaded)
             self.replay.limiter.insert(loaded.total_inserted)  # the stored data counts as inserted
-            return True, "loaded", len(loaded), str(target)
+        # The log after the last snapshot no longer applies to this content: snapshot it now.
+        self.snapshot(wait=True)
+        return True, "loaded", len(loaded), str(target)
 
     def _read_matching(self, path: Path) -> ReplayBuffer:
         """A saved buffer that fits this service's shapes and capacity (ValueError otherwise)."""
@@ -302,29 +327,83 @@ class ReplayService:
         loaded.value_bound = self.config.value_bound
         return loaded
 
-    def restore_snapshot(self) -> tuple[bool, str] | None:
-        """Load the latest snapshot of this run, if there is one (a respawned buffer).
+    def recover(self) -> tuple[bool, str] | None:
+        """Restore what a predecessor of this run left (a respawned buffer): its latest snapshot,
+        then the insert log after it; then start logging (with ``output_dir``).
 
-        :returns: None without a snapshot, else whether it was loaded and a line for the log.
+        :returns: None when there was nothing to restore, else whether it was restored and a line
+            for the log.
         """
-        if self.snapshot_writer is None or not self.snapshot_writer.exists():
+        if self.files_dir is None:
             return None
+        outcome, log_from = self._restore_snapshot()
+        # A snapshot that could not be read leaves nothing for the log to continue.
+        replayed, stopped = self._replay_log(log_from) if outcome is None or outcome[0] \
+            else (0, "")
+        self.insert_log = InsertLog(self.files_dir, next_segment(self.files_dir))
+        if outcome is None and not replayed:
+            return None
+        restored, message = outcome or (True, "no snapshot")
+        if restored:
+            message = (f"restored {len(self.buffer)} transitions ({self.replay.total_inserted} "
+                       f"inserted so far) from {message}, then {replayed} logged records"
+                       + (f"; the log ended early: {stopped}" if stopped else ""))
+        return restored, message
+
+    def _restore_snapshot(self) -> tuple[tuple[bool, str] | None, int]:
+        """Load the snapshot: whether it was loaded and where from or why not (None without a
+        snapshot), and the first log segment it does not hold."""
+        if self.snapshot_writer is None or not self.snapshot_writer.exists():
+            return None, 0
         base = self.snapshot_writer.base
         try:
             loaded = self._read_matching(base / SNAPSHOT_FILE)
             counters = self.snapshot_writer.read_counters()
+            self.admission.load_state_dict(counters.pop(ADMISSION, {"streams": [],
+                                                                    "lost_messages": 0}))
         except (OSError, ValueError) as error:
-            return False, f"snapshot in {base} not loaded ({error}); starting empty"
+            return (False, f"snapshot in {base} not loaded ({error}); starting empty"), 0
         self.signer.resume_after(int(counters.pop(STATUS_EPOCH, 0)))
+        log_from = int(counters.pop(LOG_SEGMENT, 0))
         self.replay = new_replay(self.config, loaded)
         self.replay.limiter.load_state_dict(counters)
-        return True, (f"restored {len(loaded)} transitions ({loaded.total_inserted} inserted so "
-                      f"far) from {base / SNAPSHOT_FILE}")
+        return (True, str(base / SNAPSHOT_FILE)), log_from
+
+    def _replay_log(self, first: int) -> tuple[int, str]:
+        """Apply the logged records from segment ``first`` on; how many, and why it stopped
+        early (``""``: every segment was whole)."""
+        assert self.files_dir is not None
+        replayed = 0
+        for path, records, stopped in replay_segments(self.files_dir, first):
+            for record in records:
+                if isinstance(record, InsertRecord):
+                    obs, actions, rewards, next_obs, terminated, truncated = record.arrays
+                    try:
+                        self.replay.add(obs, actions, rewards, next_obs, terminated,
+                                        truncated if len(truncated) else None,
+                                        record.policy_version)
+                    except ValueError as error:  # a record this buffer cannot hold: stop
+                        return replayed, f"{path.name}: {error}"
+                    self.admission.stored(record.robot_id, record.stream, record.sequence)
+                else:
+                    self.replay.limiter.sample(record.batches)
+                replayed += 1
+            if stopped:
+                return replayed, f"{path.name}: {stopped}"
+        return replayed, ""
 
     def _copy_state(self) -> tuple[dict[str, Any], dict[str, Any]]:
         with self.lock:
+            # The new log segment starts exactly where the copied state ends.
+            segment = self.insert_log.rotate() if self.insert_log is not None else 0
             return self.buffer.state_dict(), {**self.replay.limiter.state_dict(),
-                                              STATUS_EPOCH: self.signer.epoch}
+                                              STATUS_EPOCH: self.signer.epoch,
+                                              LOG_SEGMENT: segment,
+                                              ADMISSION: self.admission.state_dict()}
+
+    def _snapshot_written(self, counters: dict[str, Any]) -> None:
+        if self.insert_log is not None and counters.get(LOG_SEGMENT):
+            self.insert_log.compact(int(counters[LOG_SEGMENT]))
 
     def snapshot(self, wait: bool = False) -> None:
         """Write the buffer and its rate-limiter counters to ``output_dir/replay`` (by a
@@ -337,6 +416,8 @@ class ReplayService:
         if self.snapshot_writer is not None:
             self.snapshot_writer.join(timeout_s=30.0)
         self.snapshot(wait=True)
+        if self.insert_log is not None:
+            self.insert_log.close()
         if self.run_lock is not None:
             self.run_lock.release()
 
@@ -359,12 +440,21 @@ class ReplayService:
                   "priorities applied": self.priorities_applied,
                   "priorities skipped (slot overwritten)": self.priorities_stale,
                   "snapshots": writer.snapshots if writer else 0,
-                  "snapshot hold ms": f"{1000 * writer.hold_s if writer else 0.0:.1f}"}
+                  "snapshot hold ms": f"{1000 * writer.hold_s if writer else 0.0:.1f}",
+                  **self._log_figures()}
+        if self.insert_log is not None and self.insert_log.error:
+            return False, f"insert log not written: {self.insert_log.error}", values
         if size == 0:
             return False, "empty: no experience received yet", values
         if self.replay.acting_paused:
             return True, f"{size} transitions; acting paused while learning catches up", values
         return True, f"{size} transitions", values
+
+    def _log_figures(self) -> dict[str, object]:
+        log = self.insert_log
+        if log is None:
+            return {"insert log": "off (no output_dir)"}
+        return {"insert log": f"segment {log.segment}, {log.records} records since the snapshot"}
 
     def status(self, now: float) -> StatusFigures:
         """The figures of ``/replay_status`` at ``now`` (``time.monotonic()``)."""

@@ -1,0 +1,222 @@
+"""Durable replay (issue 19, item 7): the insert log between snapshots
+(rl_core.replay.insert_log) and a replay service that recovers from a kill with at most the
+log's flush period lost, for state and pixel tasks alike."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from rl_core.config import ReplayConfig
+from rl_core.replay.insert_log import (
+    InsertLog,
+    InsertRecord,
+    SampledRecord,
+    encode_insert,
+    frame,
+    read_segment,
+    segment_name,
+    segments,
+)
+from rl_core.replay.service import ReplayService
+
+pytestmark = pytest.mark.unit
+
+STATE, PIXELS = (3,), (2, 8, 8, 3)  # a pixel task's observation: a stack of RGB frames
+
+
+def experience(sequence: int, obs_shape: tuple[int, ...] = STATE, rows: int = 4,
+               robot_id: int = 0, stream: int = 7) -> SimpleNamespace:
+    """The fields of rl_nodes.conversions.Experience the service reads; values follow the
+    sequence number so that a restored buffer can be compared row by row."""
+    dtype = np.uint8 if len(obs_shape) == 4 else np.float32
+    obs = np.full((rows, *obs_shape), sequence % 200, dtype)
+    return SimpleNamespace(robot_id=robot_id, stream=stream, sequence=sequence, obs=obs,
+                           actions=np.full((rows, 1), 0.5, np.float32),
+                           rewards=np.full(rows, sequence, np.float32), next_obs=obs + 1,
+                           terminated=np.arange(rows) % 2 == 0, truncated=np.zeros(rows, bool),
+                           policy_version=sequence)
+
+
+class Run:
+    """Replay services of one run directory: the first one and its respawns."""
+
+    def __init__(self, folder: Path, obs_shape: tuple[int, ...] = STATE) -> None:
+        self.folder, self.obs_shape = folder, obs_shape
+        self.rejected: list[tuple[str, str]] = []
+
+    def service(self) -> ReplayService:
+        config = ReplayConfig(capacity=1000, learning_starts=8, error_buffer=10_000,
+                              output_dir=str(self.folder))
+        return ReplayService(config, self.obs_shape, (1,),
+                             lambda kind, reason: self.rejected.append((kind, reason)),
+                             lambda: None, 256)
+
+
+def killed(service: ReplayService) -> None:
+    """What a SIGKILL leaves: the log's thread and the run lock end with the process, written
+    bytes stay in the files (the page cache outlives a process)."""
+    assert service.insert_log is not None
+    service.insert_log._stop.set()  # the thread dies with the process
+    service.insert_log._thread.join(5.0)
+    os.close(service.insert_log._fd)
+    if service.run_lock is not None:
+        service.run_lock.release()
+
+
+def sample(service: ReplayService, batches: int) -> int:
+    answer = service.sample(SimpleNamespace(batch_size=4, max_batches=batches, weights_version=0,
+                                            insert_budget=0))
+    return len(answer.batches)
+
+
+def test_records_round_trip_and_a_torn_or_corrupt_tail_ends_the_segment(tmp_path: Path) -> None:
+    path = tmp_path / segment_name(0)
+    first, second = experience(1, PIXELS), experience(2)
+    arrays = [getattr(first, name) for name in ("obs", "actions", "rewards", "next_obs",
+                                                "terminated", "truncated")]
+    whole = frame(encode_insert(0, 7, 1, 1, arrays)) + frame(encode_insert(
+        3, 9, 2, 5, [second.obs, second.actions, second.rewards, second.next_obs,
+                     second.terminated, None]))
+    path.write_bytes(whole)
+    records, stopped = read_segment(path)
+    assert stopped == "" and len(records) == 2
+    assert isinstance(records[0], InsertRecord) and records[0][:4] == (0, 7, 1, 1)
+    for decoded, original in zip(records[0].arrays, arrays):
+        assert decoded.dtype == original.dtype and np.array_equal(decoded, original)
+    assert records[1].robot_id == 3 and len(records[1].arrays[5]) == 0  # no truncated given
+
+    path.write_bytes(whole[:-5])  # killed in the middle of the second record's write
+    records, stopped = read_segment(path)
+    assert len(records) == 1 and "torn record" in stopped
+    corrupt = bytearray(whole)
+    corrupt[-3] ^= 0xFF
+    path.write_bytes(bytes(corrupt))
+    records, stopped = read_segment(path)
+    assert len(records) == 1 and "wrong checksum" in stopped
+    path.write_bytes(b"\0" * 60)  # zeros where a record should start
+    assert read_segment(path) == ([], "no record at byte 0")
+
+
+@pytest.mark.parametrize("obs_shape", [STATE, PIXELS], ids=["state", "pixels"])
+def test_a_killed_buffer_comes_back_with_everything_its_log_had_written(
+        tmp_path: Path, obs_shape: tuple[int, ...]) -> None:
+    run = Run(tmp_path, obs_shape)
+    service = run.service()
+    assert service.recover() is None
+    for sequence in range(10):
+        service.insert(experience(sequence, obs_shape))
+    service.snapshot(wait=True)  # 40 transitions in the snapshot ...
+    for sequence in range(10, 25):
+        service.insert(experience(sequence, obs_shape))
+    granted = sample(service, 30)
+    assert granted > 0
+    service.insert_log.flush()  # ... 60 and the samples after it, written by the log
+    before = (len(service.buffer), service.replay.total_inserted,
+              service.replay.stats().samples, service.buffer.state_dict())
+    killed(service)
+
+    respawned = run.service()
+    restored, message = respawned.recover()
+    assert restored and message.startswith("restored 100 transitions (100 inserted so far)")
+    assert "then 16 logged records" in message, message
+    after = respawned.buffer.state_dict()
+    assert (len(respawned.buffer), respawned.replay.total_inserted,
+            respawned.replay.stats().samples) == before[:3]
+    for name in ("obs", "actions", "rewards", "next_obs", "terminated", "truncated", "position"):
+        assert np.array_equal(after[name], before[3][name]), name
+    # What the robots send again after the respawn is stored once (admission came back too).
+    respawned.insert(experience(24, obs_shape))
+    assert run.rejected[-1][0] == "experience (duplicate)"
+    respawned.insert(experience(25, obs_shape))
+    assert respawned.replay.total_inserted == 104
+    respawned.close()
+
+
+def test_the_log_writes_within_its_period_without_being_asked(tmp_path: Path) -> None:
+    run = Run(tmp_path)
+    service = run.service()
+    service.recover()
+    assert service.insert_log is not None and service.insert_log.flush_period_s <= 0.5
+    service.insert(experience(0))
+    path = tmp_path / "replay" / segment_name(service.insert_log.segment)
+    deadline = time.monotonic() + 5.0
+    while path.stat().st_size == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert path.stat().st_size > 0, "the log's thread never wrote the insert"
+    killed(service)
+    respawned = run.service()
+    assert respawned.recover()[0] and len(respawned.buffer) == 4
+    respawned.close()
+
+
+def test_snapshots_compact_the_log_and_a_respawn_never_appends_to_an_old_segment(
+        tmp_path: Path) -> None:
+    run = Run(tmp_path)
+    service = run.service()
+    service.recover()
+    for sequence in range(3):
+        service.insert(experience(sequence))
+        service.snapshot(wait=True)
+    folder = tmp_path / "replay"
+    assert [number for number, _ in segments(folder)] == [3], "older segments were deleted"
+    service.insert(experience(3))
+    service.insert_log.flush()
+    killed(service)
+    respawned = run.service()
+    restored, message = respawned.recover()
+    assert restored and len(respawned.buffer) == 16 and "then 1 logged records" in message
+    assert respawned.insert_log.segment == 4
+    respawned.close()  # the last snapshot holds everything: one empty segment is left
+    assert [(number, path.stat().st_size) for number, path in segments(folder)] == [(5, 0)]
+
+
+def test_a_torn_log_restores_what_came_before_the_tear(tmp_path: Path) -> None:
+    run = Run(tmp_path)
+    service = run.service()
+    service.recover()
+    for sequence in range(5):
+        service.insert(experience(sequence))
+    service.insert_log.flush()
+    killed(service)
+    path = tmp_path / "replay" / segment_name(0)
+    path.write_bytes(path.read_bytes()[:-10])  # the kill came in the middle of a write
+    respawned = run.service()
+    restored, message = respawned.recover()
+    assert restored and len(respawned.buffer) == 16, message
+    assert "no snapshot, then 4 logged records; the log ended early" in message
+    assert respawned.insert_log.segment == 1
+    respawned.close()
+
+
+def test_a_loaded_file_is_snapshotted_at_once_so_the_old_log_no_longer_applies(
+        tmp_path: Path) -> None:
+    run = Run(tmp_path)
+    service = run.service()
+    service.recover()
+    for sequence in range(3):
+        service.insert(experience(sequence))
+    assert service.save("kept.npz")[0]
+    service.insert(experience(3))
+    assert service.load("kept.npz")[:3] == (True, "loaded", 12)
+    killed(service)
+    respawned = run.service()
+    assert respawned.recover()[0] and len(respawned.buffer) == 12
+    respawned.close()
+
+
+def test_a_write_error_is_reported_not_raised(tmp_path: Path) -> None:
+    log = InsertLog(tmp_path, 0, flush_period_s=60.0)
+    log.sampled(3)
+    os.close(log._fd)
+    log._fd = os.open(os.devnull, os.O_RDONLY)  # writes fail from now on
+    log.flush()
+    assert log.error.startswith("OSError") or "Bad file descriptor" in log.error
+    log.close()
+    assert read_segment(tmp_path / segment_name(0)) == ([], "")
+    assert SampledRecord(3).batches == 3
