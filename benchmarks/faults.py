@@ -2,18 +2,23 @@
 """Fault injection during a decoupled robots:=2 training run, and a table of what it cost.
 
 One scenario, used by ``tests/system/test_faults.py`` (which asserts on it) and printed by this
-script. ``rl-bringup launch decoupled robots:=2`` trains cart-pole with 1 s replay snapshots and
-3 s checkpoints while a node of this script's own (``_fault_injector``):
+script. ``rl-bringup launch decoupled robots:=2`` trains cart-pole with the shipped replay
+snapshots (every 30 s, the insert log between them), 3 s checkpoints and a 20 s heartbeat timeout
+while a node of this script's own (``_fault_injector``):
 
 1. **fuzzes every topic, service and parameter** of the graph with malformed, non-finite,
    oversized, duplicated and foreign-robot input, forged and replayed weights, and signed weights
    that are non-finite or for another network (signed with the run's key, as a buggy trainer
    would), and waits until each one is counted by the node that refused it;
-2. **SIGKILLs every node kind several times** (``--kills-per-kind``, default 2) at random points
-   (``--seed``), in random order: the replay buffer, the trainer, a simulator and a policy
-   (random robot). After each kill it waits until the supervisor respawned the process and the
-   process is back at work (snapshot restored, checkpoint resumed, experience of the robot
-   flowing again) before the next one.
+2. **fuzzes services and parameters** (``benchmarks/fuzz.py``): random requests to every
+   service and random hostile parameter changes drawn from each node's own declared
+   parameters; every call must be answered, every change refused, and no node may die of it;
+3. **SIGKILLs every node kind several times** (``--kills-per-kind``, default 2) and **hangs one
+   node of a random kind** (SIGSTOP, which the supervisor must notice from its heartbeat, kill
+   and respawn) at random points (``--seed``), in random order: the replay buffer, the trainer,
+   a simulator and a policy (random robot). After each one it waits until the supervisor
+   respawned the process and the process is back at work (snapshot and log restored, checkpoint
+   resumed, experience of the robot flowing again) before the next one.
 
 The run must then finish on its own. The tables list, per kill, what the replay buffer held
 before and restored after, and how long respawn and recovery took; per bad input, who refused it
@@ -50,25 +55,33 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from benchmarks.fuzz import FuzzReport, fuzz  # noqa: E402
 from tests.processes import Child  # noqa: E402  (the repository's process helper)
 
 RL_BRINGUP = str(Path(sys.executable).parent / "rl-bringup")
 KINDS = ("replay_buffer", "trainer", "simulator", "policy")
 REPLAY, TRAINER = "/replay_buffer", "/trainer"
-#: Kills happen between this many inserted transitions (late enough that the 1 s a kill can
-#: lose since the last snapshot is well under 10 % of what the buffer holds) and this fraction
-#: of the budget (early enough that the run is still going).
+#: Kills happen between this many inserted transitions (late enough that the half second a kill
+#: can lose since the insert log's last write is well under 10 % of what the buffer holds) and
+#: this fraction of the budget (early enough that the run is still going).
 KILL_FROM, KILL_UNTIL = 3000, 0.6
+#: The supervisor's heartbeat timeout in this scenario (``--heartbeat-timeout``): a hung node
+#: is killed this long after its last beat.
+HEARTBEAT_TIMEOUT_S = 20.0
+#: Nodes whose parameters are fuzzed, and the processes that must outlive the fuzzing.
+FUZZED_NODES = (REPLAY, TRAINER, "/robot_0/policy", "/robot_1/simulator")
+FUZZED_PROCESSES = ("replay_buffer", "trainer", "policy_robot_0", "simulator_robot_1")
 
 
 @dataclass
 class Kill:
-    """One SIGKILL and what followed."""
+    """One SIGKILL (or SIGSTOP: a hung node) and what followed."""
 
     kind: str
     process: str
     inserted_at_kill: int
     held_before: int
+    signal: str = "SIGKILL"
     restored: int | None = None  # replay buffer only: transitions its snapshot brought back
     respawn_s: float = 0.0  # kill -> the supervisor started the new process
     recovery_s: float = 0.0  # kill -> the new process back at work (see the module docstring)
@@ -94,6 +107,9 @@ class Report:
     wall_s: float = 0.0
     kills: list[Kill] = field(default_factory=list)
     probes: list[Probe] = field(default_factory=list)
+    fuzz: FuzzReport | None = None
+    #: Processes whose pid changed while they were fuzzed (they died of it).
+    died_of_fuzzing: list[str] = field(default_factory=list)
     result: dict[str, Any] = field(default_factory=dict)
     lost_messages: int = 0
     output_dir: str = ""
@@ -425,7 +441,8 @@ class Scenario:
         self.log(f"refused: {probe.target}: {probe.what} -> {probe.node} '{probe.counter}'"
                  + (f" ({probe.answer})" if probe.answer else ""))
 
-    def kill(self, kind: str, robot: int) -> Kill:
+    def kill(self, kind: str, robot: int, signal_number: int = signal.SIGKILL) -> Kill:
+        """Send ``signal_number`` (SIGKILL, or SIGSTOP: the supervisor must notice the hang)."""
         process = {"simulator": f"simulator_robot_{robot}",
                    "policy": f"policy_robot_{robot}"}.get(kind, kind)
         held, inserted = self.injector.replay()
@@ -433,9 +450,10 @@ class Scenario:
         resumed_lines = self.count_lines("resumed from")
         pid = self.pid_of(process)
         killed_at = time.monotonic()
-        os.kill(pid, signal.SIGKILL)  # a process the run's supervisor started, by PID
-        record = Kill(kind, process, inserted, held)
-        self.wait_until(lambda: self.pid_of(process) != pid, 60.0, f"{process} to be respawned")
+        os.kill(pid, signal_number)  # a process the run's supervisor started, by PID
+        record = Kill(kind, process, inserted, held, signal.Signals(signal_number).name)
+        self.wait_until(lambda: self.pid_of(process) != pid, 60.0 + HEARTBEAT_TIMEOUT_S,
+                        f"{process} to be respawned")
         record.respawn_s = time.monotonic() - killed_at
         if kind == "replay_buffer":
             self.wait_until(lambda: self.count_lines("restored ") > restored_lines, 60.0,
@@ -450,7 +468,7 @@ class Scenario:
             self.wait_until(lambda: self.injector.experience_seen.get(robot, 0.0) > killed_at
                             + record.respawn_s, 60.0, f"experience from robot {robot} again")
         record.recovery_s = time.monotonic() - killed_at
-        self.log(f"killed {process} at {inserted} inserted ({held} held): respawned after "
+        self.log(f"{record.signal} {process} at {inserted} inserted ({held} held): respawned after "
                  f"{record.respawn_s:.1f} s, back at work after {record.recovery_s:.1f} s"
                  + (f", restored {record.restored}" if record.restored is not None else ""))
         return record
@@ -466,9 +484,10 @@ def run_scenario(output_dir: Path, environ: dict[str, str], seed: int, kills_per
     report = Report(seed=seed, output_dir=str(output_dir))
     domain_id = int(environ["ROS_DOMAIN_ID"])
     started = time.monotonic()
-    run = Child([RL_BRINGUP, "launch", "decoupled", "robots:=2", f"output_dir:={output_dir}",
+    run = Child([RL_BRINGUP, "launch", "--heartbeat-timeout", f"{HEARTBEAT_TIMEOUT_S:g}",
+                 "decoupled", "robots:=2", f"output_dir:={output_dir}",
                  f"domain_id:={domain_id}", f"total_env_steps:={total_env_steps}",
-                 "checkpoint_period:=3.0", "snapshot_period:=1.0"], env=environ)
+                 "checkpoint_period:=3.0"], env=environ)
     injector = Injector(domain_id)
     scenario = Scenario(run, injector, log)
     try:
@@ -481,14 +500,16 @@ def run_scenario(output_dir: Path, environ: dict[str, str], seed: int, kills_per
         for probe, send in [*topic_probes(injector, key), *service_probes(injector)]:
             scenario.probe(probe, send)
             report.probes.append(probe)
+        report.fuzz = fuzz_run(scenario, rng.randrange(2**32), report)
 
-        kills = [kind for kind in KINDS for _ in range(kills_per_kind)]
-        rng.shuffle(kills)
-        points = sorted(rng.uniform(KILL_FROM, KILL_UNTIL * total_env_steps) for _ in kills)
-        for kind, point in zip(kills, points):
+        events = [(kind, signal.SIGKILL) for kind in KINDS for _ in range(kills_per_kind)]
+        events.append((rng.choice(KINDS), signal.SIGSTOP))
+        rng.shuffle(events)
+        points = sorted(rng.uniform(KILL_FROM, KILL_UNTIL * total_env_steps) for _ in events)
+        for (kind, signal_number), point in zip(events, points):
             scenario.wait_until(lambda point=point: injector.replay()[1] >= point, 300.0,
                                 f"{point:.0f} transitions inserted")
-            report.kills.append(scenario.kill(kind, rng.randrange(2)))
+            report.kills.append(scenario.kill(kind, rng.randrange(2), signal_number))
         report.exit_code = run.wait(600.0)
         report.lost_messages = injector.counter(REPLAY, "lost experience messages")
     finally:
@@ -502,18 +523,38 @@ def run_scenario(output_dir: Path, environ: dict[str, str], seed: int, kills_per
     return report
 
 
+def fuzz_run(scenario: Scenario, seed: int, report: Report) -> FuzzReport:
+    """Fuzz the services and parameters; note the fuzzed processes that did not survive it."""
+    from rl_nodes.base import LAUNCH_ONLY_PARAMETERS
+
+    pids = {process: scenario.pid_of(process) for process in FUZZED_PROCESSES}
+    result = fuzz(scenario.injector.call, seed, FUZZED_NODES, LAUNCH_ONLY_PARAMETERS)
+    report.died_of_fuzzing = [process for process, pid in pids.items()
+                              if scenario.pid_of(process) != pid]
+    scenario.log(f"fuzzed: {result.service_calls} service calls ({len(result.unanswered)} "
+                 f"unanswered), {result.parameter_changes} parameter changes "
+                 f"({result.refused_changes} refused); died of it: {report.died_of_fuzzing}")
+    return result
+
+
 def print_tables(report: Report) -> None:
     print(f"\nseed {report.seed}; run exit code {report.exit_code}; wall {report.wall_s:.0f} s; "
           f"evaluation {report.result.get('eval_mean_return', float('nan')):.1f}; env steps "
           f"{report.result.get('env_steps')}; lost experience messages {report.lost_messages}\n")
-    print(f"{'killed':<20} {'inserted':>9} {'held':>6} {'restored':>9} {'kept':>6} "
-          f"{'respawn s':>10} {'back s':>7}")
+    print(f"{'killed':<20} {'signal':<8} {'inserted':>9} {'held':>6} {'restored':>9} "
+          f"{'kept':>6} {'respawn s':>10} {'back s':>7}")
     for kill in report.kills:
         kept = (f"{100 * kill.restored / kill.held_before:.0f} %"
                 if kill.restored is not None and kill.held_before else "")
-        print(f"{kill.process:<20} {kill.inserted_at_kill:>9} {kill.held_before:>6} "
+        print(f"{kill.process:<20} {kill.signal:<8} {kill.inserted_at_kill:>9} "
+              f"{kill.held_before:>6} "
               f"{kill.restored if kill.restored is not None else '':>9} {kept:>6} "
               f"{kill.respawn_s:>10.1f} {kill.recovery_s:>7.1f}")
+    if report.fuzz is not None:
+        print(f"\nfuzzed: {report.fuzz.service_calls} service calls, "
+              f"{len(report.fuzz.unanswered)} unanswered; {report.fuzz.parameter_changes} "
+              f"parameter changes, {report.fuzz.refused_changes} refused; processes that died "
+              f"of it: {report.died_of_fuzzing or 'none'}")
     print(f"\n{'input':<24} {'what':<46} {'refused by':<18} counted")
     for probe in report.probes:
         print(f"{probe.target:<24} {probe.what:<46} {probe.node:<18} {probe.counted}")

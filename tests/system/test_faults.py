@@ -1,10 +1,13 @@
-"""Fault injection during a decoupled robots:=2 run (the scenario of ``benchmarks/faults.py``):
-every topic, service and parameter fuzzed, every node kind SIGKILLed twice at random points.
+"""Fault injection during a decoupled robots:=2 run with the shipped snapshot settings (the
+scenario of ``benchmarks/faults.py``): every topic, service and parameter sent bad input,
+services and parameters fuzzed at random, every node kind SIGKILLed twice and one node of a
+random kind hung (SIGSTOP) at random points.
 
 Training must still complete and solve cart-pole, the replay buffer must come back with at least
-90 % of what it held before each kill, nothing non-finite may be stored, and every bad input must
-be counted by the node that refused it. The kill schedule's seed is random and printed; set
-``RL_FAULTS_SEED`` to replay one."""
+90 % of what it held before each kill, nothing non-finite may be stored, every bad input must
+be counted by the node that refused it, every fuzzed call answered and every fuzzed parameter
+change refused, and the hung node must be killed by the supervisor and respawned. The schedule's
+seed is random and printed; set ``RL_FAULTS_SEED`` to replay one."""
 
 from __future__ import annotations
 
@@ -32,12 +35,20 @@ def test_training_survives_kills_and_hostile_input(tmp_path: Path, ros_env) -> N
 
     assert report.exit_code == 0, context
     assert report.result["best_eval_mean_return"] >= SOLVED, (report.result, context)
-    assert sorted(kill.kind for kill in report.kills) == sorted(KINDS * KILLS_PER_KIND)
+    assert sorted(kill.kind for kill in report.kills if kill.signal == "SIGKILL") == \
+        sorted(KINDS * KILLS_PER_KIND)
+    hung = [kill for kill in report.kills if kill.signal == "SIGSTOP"]
+    assert len(hung) == 1 and any(f"{hung[0].process} is hung: no heartbeat" in line
+                                  for line in report.lines), context
     for kill in report.kills:
         if kill.kind == "replay_buffer":
             assert kill.restored is not None and kill.restored >= 0.9 * kill.held_before, \
                 (kill, context)
     assert report.probes and all(probe.counted >= 1 for probe in report.probes)
+    fuzzed = report.fuzz
+    assert fuzzed is not None and fuzzed.service_calls > 0 and fuzzed.parameter_changes > 0
+    assert not fuzzed.unanswered and not fuzzed.accepted, (fuzzed, context)
+    assert fuzzed.refused_changes == fuzzed.parameter_changes and not report.died_of_fuzzing
     for probe in report.probes:  # services and parameters answered with a refusal
         if probe.answer and probe.refusal_answer:
             assert "success=False" in probe.answer or "successful=False" in probe.answer, probe

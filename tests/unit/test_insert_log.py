@@ -14,11 +14,11 @@ import pytest
 
 from rl_core.config import ReplayConfig
 from rl_core.replay.insert_log import (
+    SENDER,
+    Chunk,
     InsertLog,
-    InsertRecord,
-    SampledRecord,
-    encode_insert,
-    frame,
+    decode,
+    encode,
     read_segment,
     segment_name,
     segments,
@@ -75,30 +75,36 @@ def sample(service: ReplayService, batches: int) -> int:
     return len(answer.batches)
 
 
-def test_records_round_trip_and_a_torn_or_corrupt_tail_ends_the_segment(tmp_path: Path) -> None:
+def chunk(segment: int = 0, rows: int = 3, images: bool = False) -> Chunk:
+    senders = np.array([(1, 7, 9, 4, rows)], dtype=SENDER)
+    frames = {name: np.full((rows, *PIXELS), 5, np.uint8) for name in ("next_obs", "obs")} \
+        if images else {}
+    return Chunk(segment, 10, rows + 2, 6, senders,
+                 np.arange(rows * 5, dtype=np.float32).reshape(rows, 5), frames)
+
+
+def test_chunks_round_trip_and_a_torn_or_corrupt_tail_ends_the_segment(tmp_path: Path) -> None:
     path = tmp_path / segment_name(0)
-    first, second = experience(1, PIXELS), experience(2)
-    arrays = [getattr(first, name) for name in ("obs", "actions", "rewards", "next_obs",
-                                                "terminated", "truncated")]
-    whole = frame(encode_insert(0, 7, 1, 1, arrays)) + frame(encode_insert(
-        3, 9, 2, 5, [second.obs, second.actions, second.rewards, second.next_obs,
-                     second.terminated, None]))
+    first, second = chunk(images=True), chunk(segment=1)
+    whole = encode(first) + encode(second)
     path.write_bytes(whole)
-    records, stopped = read_segment(path)
-    assert stopped == "" and len(records) == 2
-    assert isinstance(records[0], InsertRecord) and records[0][:4] == (0, 7, 1, 1)
-    for decoded, original in zip(records[0].arrays, arrays):
-        assert decoded.dtype == original.dtype and np.array_equal(decoded, original)
-    assert records[1].robot_id == 3 and len(records[1].arrays[5]) == 0  # no truncated given
+    payloads, stopped = read_segment(path)
+    assert stopped == "" and len(payloads) == 2
+    decoded = decode(payloads[0], 5, {"obs": PIXELS, "next_obs": PIXELS})
+    assert decoded[:4] == (0, 10, 5, 6) and np.array_equal(decoded.senders, first.senders)
+    assert np.array_equal(decoded.rows, first.rows)
+    assert all(np.array_equal(decoded.images[name], first.images[name]) for name in first.images)
+    with pytest.raises(ValueError, match="do not hold"):
+        decode(payloads[1], 6, {})  # rows of another width
 
     path.write_bytes(whole[:-5])  # killed in the middle of the second record's write
-    records, stopped = read_segment(path)
-    assert len(records) == 1 and "torn record" in stopped
+    payloads, stopped = read_segment(path)
+    assert len(payloads) == 1 and "torn record" in stopped
     corrupt = bytearray(whole)
     corrupt[-3] ^= 0xFF
     path.write_bytes(bytes(corrupt))
-    records, stopped = read_segment(path)
-    assert len(records) == 1 and "wrong checksum" in stopped
+    payloads, stopped = read_segment(path)
+    assert len(payloads) == 1 and "wrong checksum" in stopped
     path.write_bytes(b"\0" * 60)  # zeros where a record should start
     assert read_segment(path) == ([], "no record at byte 0")
 
@@ -124,7 +130,7 @@ def test_a_killed_buffer_comes_back_with_everything_its_log_had_written(
     respawned = run.service()
     restored, message = respawned.recover()
     assert restored and message.startswith("restored 100 transitions (100 inserted so far)")
-    assert "then 16 logged records" in message, message
+    assert "then 1 logged chunks" in message, message
     after = respawned.buffer.state_dict()
     assert (len(respawned.buffer), respawned.replay.total_inserted,
             respawned.replay.stats().samples) == before[:3]
@@ -170,7 +176,7 @@ def test_snapshots_compact_the_log_and_a_respawn_never_appends_to_an_old_segment
     killed(service)
     respawned = run.service()
     restored, message = respawned.recover()
-    assert restored and len(respawned.buffer) == 16 and "then 1 logged records" in message
+    assert restored and len(respawned.buffer) == 16 and "then 1 logged chunks" in message
     assert respawned.insert_log.segment == 4
     respawned.close()  # the last snapshot holds everything: one empty segment is left
     assert [(number, path.stat().st_size) for number, path in segments(folder)] == [(5, 0)]
@@ -182,14 +188,14 @@ def test_a_torn_log_restores_what_came_before_the_tear(tmp_path: Path) -> None:
     service.recover()
     for sequence in range(5):
         service.insert(experience(sequence))
-    service.insert_log.flush()
+        service.insert_log.flush()
     killed(service)
     path = tmp_path / "replay" / segment_name(0)
     path.write_bytes(path.read_bytes()[:-10])  # the kill came in the middle of a write
     respawned = run.service()
     restored, message = respawned.recover()
     assert restored and len(respawned.buffer) == 16, message
-    assert "no snapshot, then 4 logged records; the log ended early" in message
+    assert "no snapshot, then 4 logged chunks; the log ended early" in message
     assert respawned.insert_log.segment == 1
     respawned.close()
 
@@ -211,12 +217,44 @@ def test_a_loaded_file_is_snapshotted_at_once_so_the_old_log_no_longer_applies(
 
 
 def test_a_write_error_is_reported_not_raised(tmp_path: Path) -> None:
-    log = InsertLog(tmp_path, 0, flush_period_s=60.0)
-    log.sampled(3)
+    log = InsertLog(tmp_path, 0, chunk, flush_period_s=60.0)
     os.close(log._fd)
     log._fd = os.open(os.devnull, os.O_RDONLY)  # writes fail from now on
     log.flush()
-    assert log.error.startswith("OSError") or "Bad file descriptor" in log.error
+    assert "Bad file descriptor" in log.error and log.chunks == 0
     log.close()
     assert read_segment(tmp_path / segment_name(0)) == ([], "")
-    assert SampledRecord(3).batches == 3
+
+
+def test_a_chunk_collected_before_a_snapshot_but_written_after_it_is_skipped(
+        tmp_path: Path) -> None:
+    run = Run(tmp_path)
+    service = run.service()
+    service.recover()
+    service.insert(experience(0))
+    early = service._collect_chunk()  # the log's thread collected it, then a snapshot came
+    service.snapshot(wait=True)
+    service.insert_log._collect = lambda: early
+    service.insert_log.flush()  # ... and it is written into the snapshot's new segment
+    service.insert_log._collect = service._collect_chunk
+    service.insert(experience(1))
+    service.insert_log.flush()
+    killed(service)
+    respawned = run.service()
+    restored, message = respawned.recover()
+    assert restored and len(respawned.buffer) == 8 and "then 1 logged chunks" in message, message
+    respawned.close()
+
+
+def test_restored_rows_are_checked_like_added_ones() -> None:
+    from rl_core.replay import ReplayBuffer
+
+    buffer = ReplayBuffer((3,), (1,), 10)
+    rows = np.zeros((2, buffer.row_width), np.float32)
+    rows[1, 0] = np.nan
+    with pytest.raises(ValueError, match="non-finite"):
+        buffer.restore_rows(rows, {}, 2)
+    with pytest.raises(ValueError, match="do not fit"):
+        buffer.restore_rows(np.zeros((2, 4), np.float32), {}, 2)
+    buffer.restore_rows(np.zeros((2, buffer.row_width), np.float32), {}, 5)
+    assert (len(buffer), buffer.total_inserted) == (2, 5)  # 3 were overwritten before the copy

@@ -53,6 +53,7 @@ from rl_bringup.tools.subcommand import (
     parse_key_values,
     run_parser,
 )
+from rl_core import heartbeat
 from rl_core.cpus import format_cpu_list
 
 DEFAULT_TRAIN_MODE = "colocated"
@@ -114,6 +115,7 @@ def _run_plan(plan: Plan, arguments: argparse.Namespace, key_file: str | None = 
         plan.processes,
         environment=plan.environment,
         grace_period=arguments.grace_period,
+        heartbeat_timeout=arguments.heartbeat_timeout,
         label=PROGRAM,
         standby=plan.standby_processes(),
     )
@@ -248,6 +250,29 @@ def _add_run_command(subparsers: SubparsersAction, name: str, handler: Handler, 
         metavar="SECONDS",
         help="time the processes get to shut down after SIGINT before SIGTERM/SIGKILL (default 10)",
     )
+    parser.add_argument(
+        "--heartbeat-timeout",
+        type=_heartbeat_timeout,
+        default=heartbeat.HEARTBEAT_TIMEOUT_S,
+        metavar="SECONDS",
+        help="kill and respawn a node process whose heartbeat stopped this long (a hung node; "
+        f"default {heartbeat.HEARTBEAT_TIMEOUT_S:g}, at least {MIN_HEARTBEAT_TIMEOUT_S:g}; 0 = "
+        "never)",
+    )
+
+
+#: The shortest ``--heartbeat-timeout``: many beats, so a loaded machine's delays are no hang.
+MIN_HEARTBEAT_TIMEOUT_S = 10.0
+
+
+def _heartbeat_timeout(text: str) -> float:
+    """``--heartbeat-timeout``: 0 (off) or at least MIN_HEARTBEAT_TIMEOUT_S, so that a busy
+    but live node (beating once a second) is never taken for a hung one."""
+    value = float(text)
+    if value != 0 and not MIN_HEARTBEAT_TIMEOUT_S <= value < float("inf"):
+        raise argparse.ArgumentTypeError(
+            f"{text}: give 0 (off) or at least {MIN_HEARTBEAT_TIMEOUT_S:g} seconds")
+    return value
 
 
 def register_launch(subparsers: SubparsersAction) -> None:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import gymnasium as gym
 import numpy as np
 
+from rl_core import heartbeat
 from rl_core.envs import make_env
 from rl_core.networks import SquashedGaussianActor
 
@@ -78,6 +79,7 @@ def evaluate(actor: SquashedGaussianActor | EncodedActor, env_id: str, episodes:
                 done = terminated or truncated
             returns.append(total)
             lengths.append(length)
+            heartbeat.beat_from_here()  # an evaluation on a node's dispatch thread is no hang
             if "is_success" in info:
                 successes.append(bool(info["is_success"]))
     finally:

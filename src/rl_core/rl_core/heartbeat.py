@@ -16,8 +16,11 @@ import sys
 import time
 from pathlib import Path
 
+from rl_core.variables import HEARTBEAT_FILE
+
 #: A heartbeat older than this marks a hung process. Generous: the trainer's final evaluation
-#: runs on the dispatch thread and takes tens of seconds on a loaded 2-core machine.
+#: runs on the dispatch thread and takes tens of seconds on a loaded 2-core machine (it beats
+#: once an episode, see :func:`beat_from_here`, but an episode of a slow task is long).
 HEARTBEAT_TIMEOUT_S = 120.0
 
 
@@ -32,6 +35,14 @@ def beat(path: str | os.PathLike[str]) -> None:
             pass
     except OSError:
         pass
+
+
+def beat_from_here() -> None:
+    """Beat the calling process' heartbeat, where it has one: for work that holds the beating
+    thread for long but goes on (the trainer's final evaluation, one call per episode)."""
+    path = os.environ.get(HEARTBEAT_FILE)
+    if path:
+        beat(path)
 
 
 def age_s(path: str | os.PathLike[str], now: float | None = None) -> float | None:

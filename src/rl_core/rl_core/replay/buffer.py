@@ -283,6 +283,16 @@ class ReplayBuffer:
         return self._obs_dtype
 
     @property
+    def row_width(self) -> int:
+        """float32 values per stored row (every field but the image ones)."""
+        return self._row_width
+
+    @property
+    def image_fields(self) -> tuple[str, ...]:
+        """The fields stored as uint8 frames apart from the rows (pixel tasks), else none."""
+        return tuple(self._images)
+
+    @property
     def action_shape(self) -> tuple[int, ...]:
         """Shape of one action."""
         return self._action_shape
@@ -424,6 +434,42 @@ class ReplayBuffer:
             self._tree.set_range(start, start + first, leaf_priority)
             self._tree.set_range(0, kept - first, leaf_priority)
         return (start + np.arange(kept, dtype=np.int64)) % self._capacity
+
+    def rows_since(self, total_inserted: int) -> tuple[np.ndarray, dict[str, np.ndarray], int]:
+        """Copies of the rows stored after the ``total_inserted``-th insert (what an insert log
+        keeps): ``(block, image fields, inserted since)``. Rows overwritten since are gone, so
+        the block holds at most ``len(self)`` rows; :meth:`restore_rows` puts them back.
+
+        :raises ValueError: when ``total_inserted`` is ahead of this buffer.
+        """
+        inserted = self._total_inserted - total_inserted
+        if inserted < 0:
+            raise ValueError(f"{total_inserted} inserts asked for, only {self._total_inserted} made")
+        kept = min(inserted, self._size)
+        slots = (self._position - kept + np.arange(kept)) % self._capacity
+        return (self._storage[slots], {name: frames[slots] for name, frames in self._images.items()},
+                inserted)
+
+    def restore_rows(self, block: np.ndarray, images: Mapping[str, np.ndarray],
+                     inserted: int) -> None:
+        """Store rows taken by :meth:`rows_since` (from a file: checked like ``add``'s input),
+        counting ``inserted`` inserts.
+
+        :raises ValueError: on rows that do not fit this buffer or that ``add`` would refuse.
+        """
+        rows = block.shape[0] if block.ndim == 2 else -1
+        if block.dtype != np.float32 or block.shape != (rows, self._row_width) or \
+                not rows <= inserted:
+            raise ValueError(f"rows of {block.dtype} {block.shape} for {inserted} inserts do not "
+                             f"fit this buffer's rows of width {self._row_width}")
+        if set(images) != set(self._images) or any(
+                frames.dtype != np.uint8 or frames.shape != (rows, *self._obs_shape)
+                for frames in images.values()):
+            raise ValueError(f"image fields {sorted(images)} do not fit this buffer's "
+                             f"{sorted(self._images)} of {self._obs_shape}")
+        self._check_block(block)
+        self._write(block, dict(images))
+        self._total_inserted += inserted - rows
 
     def _as_field(self, value: npt.ArrayLike, name: str, count: int | None = None) -> np.ndarray:
         """Check one input field's dtype, shape and batch size (no copy)."""

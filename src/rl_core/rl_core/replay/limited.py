@@ -22,6 +22,7 @@ import threading
 from dataclasses import dataclass
 
 from rl_core.replay.buffer import Batch, ReplayBuffer
+from rl_core.replay.insert_log import Chunk
 from rl_core.replay.priorities import PriorityUpdate
 from rl_core.replay.rate_limiter import RateLimiterStats, SampleToInsertRatio
 
@@ -89,6 +90,18 @@ class RateLimitedReplay:
             self.limiter.insert(len(rewards))
             self.acting_weights_version = max(self.acting_weights_version, int(policy_version))
             return self._update_pause()
+
+    def restore(self, chunk: Chunk) -> None:
+        """Put back what an insert log's chunk holds (rows, inserts, samples granted) as the
+        adds and takes it records did (ValueError when its rows do not fit)."""
+        with self._lock:
+            self.buffer.restore_rows(chunk.rows, chunk.images, chunk.inserted)
+            self.limiter.insert(chunk.inserted)
+            self.limiter.sample(chunk.sampled)
+            if len(chunk.senders):
+                self.acting_weights_version = max(self.acting_weights_version,
+                                                  int(chunk.senders["policy_version"].max()))
+            self._update_pause()
 
     @property
     def done(self) -> bool:

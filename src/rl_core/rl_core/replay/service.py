@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from rl_core.config import ReplayConfig
 from rl_core.replay.admission import ExperienceAdmission
 from rl_core.replay.buffer import Batch, InvalidPriorities, OutOfBounds, ReplayBuffer
@@ -37,11 +39,13 @@ from rl_core.replay.files import (
     save_refusal,
 )
 from rl_core.replay.insert_log import (
-    ARRAY_FIELDS,
+    SENDER,
+    Chunk,
     InsertLog,
-    InsertRecord,
+    decode,
     next_segment,
-    replay_segments,
+    read_segment,
+    segments,
 )
 from rl_core.replay.priorities import PriorityUpdate
 from rl_core.run_lock import RunLock
@@ -173,8 +177,12 @@ class ReplayService:
         self.snapshot_writer = (SnapshotWriter(self.files_dir, self._copy_state,
                                                self._snapshot_written)
                                 if self.files_dir is not None else None)
-        #: Opened by :meth:`recover`: what was stored since the last snapshot.
+        #: Opened by :meth:`recover`: what was stored since the last snapshot. The senders of the
+        #: batches and the samples granted since its last chunk, and the inserts before it.
         self.insert_log: InsertLog | None = None
+        self._log_senders: list[tuple[int, int, int, int, int]] = []
+        self._log_sampled = 0
+        self._log_mark = 0
 
     @property
     def buffer(self) -> ReplayBuffer:
@@ -208,10 +216,9 @@ class ReplayService:
                 self._reject("experience (malformed)", f"robot {msg.robot_id}: {error}")
                 return
             self.admission.stored(msg.robot_id, msg.stream, msg.sequence)
-            if self.insert_log is not None:
-                self.insert_log.inserted(msg.robot_id, msg.stream, msg.sequence,
-                                         msg.policy_version,
-                                         [getattr(msg, name) for name in ARRAY_FIELDS])
+            if self.insert_log is not None:  # its thread copies the rows twice a second
+                self._log_senders.append((msg.robot_id, msg.stream, msg.sequence,
+                                          msg.policy_version, len(msg.rewards)))
         if changed:
             self._on_pause_change()
 
@@ -233,8 +240,7 @@ class ReplayService:
                                     False, *schedule)
             draw, changed = self.replay.take(request.batch_size, max_batches,
                                              request.weights_version, request.insert_budget)
-            if self.insert_log is not None:
-                self.insert_log.sampled(len(draw.batches))
+            self._log_sampled += len(draw.batches)
         if changed:
             self._on_pause_change()
         message = ("run done: the budget is in and its updates were granted" if draw.done else
@@ -312,6 +318,7 @@ class ReplayService:
                 return False, f"could not load {target}: {error}", 0, str(target)
             self.replay = new_replay(self.config, loaded)
             self.replay.limiter.insert(loaded.total_inserted)  # the stored data counts as inserted
+            self._restart_log_chunk()
         # The log after the last snapshot no longer applies to this content: snapshot it now.
         self.snapshot(wait=True)
         return True, "loaded", len(loaded), str(target)
@@ -340,13 +347,15 @@ class ReplayService:
         # A snapshot that could not be read leaves nothing for the log to continue.
         replayed, stopped = self._replay_log(log_from) if outcome is None or outcome[0] \
             else (0, "")
-        self.insert_log = InsertLog(self.files_dir, next_segment(self.files_dir))
+        self._restart_log_chunk()
+        self.insert_log = InsertLog(self.files_dir, next_segment(self.files_dir),
+                                    self._collect_chunk)
         if outcome is None and not replayed:
             return None
         restored, message = outcome or (True, "no snapshot")
         if restored:
             message = (f"restored {len(self.buffer)} transitions ({self.replay.total_inserted} "
-                       f"inserted so far) from {message}, then {replayed} logged records"
+                       f"inserted so far) from {message}, then {replayed} logged chunks"
                        + (f"; the log ended early: {stopped}" if stopped else ""))
         return restored, message
 
@@ -370,32 +379,56 @@ class ReplayService:
         return (True, str(base / SNAPSHOT_FILE)), log_from
 
     def _replay_log(self, first: int) -> tuple[int, str]:
-        """Apply the logged records from segment ``first`` on; how many, and why it stopped
-        early (``""``: every segment was whole)."""
+        """Apply the logged chunks collected in segment ``first`` or later (the snapshot holds
+        the others); how many, and why the replay stopped early (``""``: it did not)."""
         assert self.files_dir is not None
         replayed = 0
-        for path, records, stopped in replay_segments(self.files_dir, first):
-            for record in records:
-                if isinstance(record, InsertRecord):
-                    obs, actions, rewards, next_obs, terminated, truncated = record.arrays
-                    try:
-                        self.replay.add(obs, actions, rewards, next_obs, terminated,
-                                        truncated if len(truncated) else None,
-                                        record.policy_version)
-                    except ValueError as error:  # a record this buffer cannot hold: stop
-                        return replayed, f"{path.name}: {error}"
-                    self.admission.stored(record.robot_id, record.stream, record.sequence)
-                else:
-                    self.replay.limiter.sample(record.batches)
+        images = {name: self.obs_shape for name in self.buffer.image_fields}
+        for number, path in segments(self.files_dir):
+            if number < first:
+                continue
+            payloads, stopped = read_segment(path)
+            for payload in payloads:
+                try:
+                    chunk = decode(payload, self.buffer.row_width, images)
+                    if chunk.segment < first:
+                        continue  # collected before the snapshot, written after it
+                    if chunk.start != self.replay.total_inserted:
+                        raise ValueError(f"a chunk from insert {chunk.start} cannot follow "
+                                         f"{self.replay.total_inserted} inserts")
+                    self.replay.restore(chunk)
+                except ValueError as error:
+                    return replayed, f"{path.name}: {error}"
+                for sender in chunk.senders:
+                    self.admission.stored(int(sender["robot_id"]), int(sender["stream"]),
+                                          int(sender["sequence"]))
                 replayed += 1
             if stopped:
                 return replayed, f"{path.name}: {stopped}"
         return replayed, ""
 
+    def _restart_log_chunk(self) -> None:
+        """The next chunk starts here (the caller holds the lock, or the service is starting)."""
+        self._log_senders, self._log_sampled = [], 0
+        self._log_mark = self.replay.total_inserted
+
+    def _collect_chunk(self) -> Chunk | None:
+        """What was stored and granted since the last chunk (the insert log's thread)."""
+        with self.lock:
+            if self.insert_log is None or (self.replay.total_inserted == self._log_mark
+                                           and not self._log_sampled):
+                return None
+            rows, images, inserted = self.buffer.rows_since(self._log_mark)
+            chunk = Chunk(self.insert_log.segment, self._log_mark, inserted, self._log_sampled,
+                          np.array(self._log_senders, dtype=SENDER), rows, images)
+            self._restart_log_chunk()
+            return chunk
+
     def _copy_state(self) -> tuple[dict[str, Any], dict[str, Any]]:
         with self.lock:
             # The new log segment starts exactly where the copied state ends.
             segment = self.insert_log.rotate() if self.insert_log is not None else 0
+            self._restart_log_chunk()
             return self.buffer.state_dict(), {**self.replay.limiter.state_dict(),
                                               STATUS_EPOCH: self.signer.epoch,
                                               LOG_SEGMENT: segment,
@@ -454,7 +487,7 @@ class ReplayService:
         log = self.insert_log
         if log is None:
             return {"insert log": "off (no output_dir)"}
-        return {"insert log": f"segment {log.segment}, {log.records} records since the snapshot"}
+        return {"insert log": f"segment {log.segment}, {log.chunks} chunks since the snapshot"}
 
     def status(self, now: float) -> StatusFigures:
         """The figures of ``/replay_status`` at ``now`` (``time.monotonic()``)."""
