@@ -189,3 +189,38 @@ def test_a_scenario_outside_the_image_is_refused(
     assert code == 2
     assert "installed in the image" in err
     assert not output.exists()
+
+
+def assert_unprivileged(name: str, service: dict[str, Any]) -> None:
+    """A service as restricted as the Kubernetes pods: the image's user, a read-only root with a
+    tmpfs for what ROS writes, no capabilities, no privilege escalation."""
+    from rl_bringup.tools.k8s_objects import IMAGE_UID
+
+    assert str(service["user"]) == f"{IMAGE_UID}:{IMAGE_UID}" and IMAGE_UID != 0, name
+    assert service["read_only"] is True, name
+    assert service["cap_drop"] == ["ALL"] and "cap_add" not in service, name
+    assert "no-new-privileges:true" in service["security_opt"], name
+    assert not service.get("privileged") and "pid" not in service, name
+    assert service.get("network_mode") != "host" and "ipc" not in service, name
+    scratch = service["tmpfs"]
+    environment = service["environment"]
+    # ROS's logs (ROS_HOME, else HOME/.ros) and matplotlib's cache land on the tmpfs.
+    for variable in ("HOME", "ROS_HOME", "MPLCONFIGDIR"):
+        assert any(environment[variable] == folder or environment[variable].startswith(folder + "/")
+                   for folder in scratch), (name, variable)
+
+
+def test_the_committed_services_run_unprivileged_with_a_read_only_root() -> None:
+    for name, service in committed()["services"].items():
+        assert_unprivileged(name, service)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_every_generated_service_runs_unprivileged_with_a_read_only_root(
+        generate: Callable[..., tuple[Path, dict[str, Any]]], mode: str) -> None:
+    _, data = generate(mode, "robots:=2")
+    for name, service in data["services"].items():
+        assert_unprivileged(name, service)
+        # What a node keeps is on a volume: the learner's output_dir, the robots' claims.
+        targets = [volume.split(":")[1] for volume in service["volumes"]]
+        assert targets, name

@@ -170,6 +170,27 @@ def test_the_image_runs_as_an_unprivileged_user_that_owns_its_output_folders() -
     assert arguments_of("WORKDIR")[-1] == environment()["HOME"] == "/home/rl"
 
 
+def test_the_sros2_keystore_volumes_are_mounted_on_folders_of_the_user_alone() -> None:
+    """A fresh named volume takes its mount point's owner and mode from the image: the
+    keystore service (compose.sros2.yaml), running as the image's user, must be able to write
+    its volumes, and their keys must be the user's alone."""
+    import yaml
+
+    overlay = yaml.safe_load((DOCKER_DIR / "compose.sros2.yaml").read_text())
+    targets = {volume.split(":")[1] for volume in overlay["services"]["keystore"]["volumes"]}
+    commands = run_commands()
+    created = {folder for command in commands if command[:2] == ["mkdir", "-p"]
+               for folder in command[2:]}
+    (chown,) = [command for command in commands if command[:1] == ["chown"]]
+    assert chown[1] == "rl:rl"
+    modes = {folder: command[1] for command in commands if command[:1] == ["chmod"]
+             for folder in command[2:]}
+    for target in targets:
+        assert target in created and target in chown[2:], target
+        assert modes.get(target) == "0700", target
+        assert target.startswith("/run/rl_ros2/"), target
+
+
 def declared_keys() -> set[str]:
     """The run-time rosdep keys the package manifests under src/ declare."""
     import xml.etree.ElementTree as ElementTree

@@ -27,12 +27,20 @@ file is the image's installed copy, chosen at run time by ``RL_CONFIG`` (default
 ``weights.key`` beside the compose file, which this command writes (mode 0600) unless it exists,
 given only to the services that sign (trainer, replay buffer); the robot services get its
 public half alone, the secret ``weights_public_key`` from ``weights.pub``.
+
+Every service runs as the Kubernetes pods do (:mod:`rl_bringup.tools.k8s_objects`): as the
+image's unprivileged user, with a read-only root filesystem (a tmpfs at ``/tmp`` holds ROS's
+logs, ``HOME`` and matplotlib's cache; the volumes hold what a node keeps), no capabilities and
+no privilege escalation (``no-new-privileges``, so no setuid binary in the image raises a
+process). Compose has no seccomp profile setting of its own: Docker's default profile applies,
+as ``RuntimeDefault`` does in the pods.
 ``docker/compose.yaml`` is this command's output for ``hybrid robots:=2``; a unit test checks
 that it equals a fresh one.
 """
 
 from __future__ import annotations
 
+import copy
 import os
 from pathlib import Path
 from typing import Any
@@ -56,6 +64,7 @@ from rl_bringup.tools.containers import (
     replica_command,
     weights_key_file,
 )
+from rl_bringup.tools.k8s_objects import IMAGE_UID, SCRATCH_ENVIRONMENT, SCRATCH_MOUNT
 from rl_bringup.tools.subcommand import EXIT_FAILURE, SubparsersAction, ToolError, add_tool
 from rl_core import weights_auth
 
@@ -73,6 +82,18 @@ CONFIG_VARIABLE = "RL_CONFIG"
 OVERRIDES_DIR = "/etc/rl_ros2"
 DOCKERFILE = "docker/Dockerfile"
 RUNS_FOLDER = "runs"
+#: The image's user (docker/Dockerfile), the same uid the Kubernetes pods run as.
+SERVICE_USER = f"{IMAGE_UID}:{IMAGE_UID}"
+#: The hardening every service gets (the pods' securityContext, in compose's words): no
+#: capabilities at all (no node binds a low port, changes owners or uses raw sockets) and no
+#: privilege gain through setuid binaries.
+HARDENING: dict[str, Any] = {
+    "user": SERVICE_USER,
+    "read_only": True,
+    "tmpfs": [SCRATCH_MOUNT],
+    "cap_drop": ["ALL"],
+    "security_opt": ["no-new-privileges:true"],
+}
 
 
 class _ComposeDumper(yaml.SafeDumper):
@@ -112,7 +133,9 @@ def _environment(container: Container) -> dict[str, str]:
     key = ({weights_auth.KEY_FILE_VARIABLE: SECRET_PATH} if _signs(container) else
            {weights_auth.KEY_FILE_VARIABLE: "",
             weights_auth.PUBLIC_KEY_FILE_VARIABLE: PUBLIC_SECRET_PATH})
-    return {**environment, **CONTAINER_ENVIRONMENT, **key}
+    # The root filesystem is read-only: HOME (ROS's logs under ROS_HOME, matplotlib's cache)
+    # moves to the tmpfs, as in the pods.
+    return {**environment, **CONTAINER_ENVIRONMENT, **SCRATCH_ENVIRONMENT, **key}
 
 
 def _signs(container: Container) -> bool:
@@ -140,6 +163,7 @@ def _service(layout: ContainerLayout, container: Container, *, image: str, folde
     service["environment"] = _environment(container)
     service["networks"] = [NETWORK]
     service["init"] = True  # signals reach the node process; zombies are reaped
+    service.update(copy.deepcopy(HARDENING))  # copies: no YAML shared between services
     service["secrets"] = [SECRET if _signs(container) else PUBLIC_SECRET]
     if container.process.has_overrides:
         service["configs"] = [{"source": _config_name(container), "target": overrides}]
@@ -195,6 +219,9 @@ def _header(layout: ContainerLayout, regenerate: str) -> str:
         f"DDS discovers by multicast (SUBNET) on {NETWORK} only, which has no route out of this "
         "machine, and",
         "runs over UDP only: shared memory cannot cross containers.",
+        f"Every service runs as uid {IMAGE_UID} with a read-only root filesystem (a tmpfs at "
+        f"{SCRATCH_MOUNT} for logs), no",
+        "capabilities and no-new-privileges; compose.sros2.yaml adds SROS2 (docker/README.md).",
         "",
         f"  ROS_DOMAIN_ID={DEFAULT_DOMAIN_ID} docker compose -f FILE up --build "
         f"--abort-on-container-exit --exit-code-from {main}" + (f" [{scale}]" if robots else ""),
