@@ -435,10 +435,11 @@ class ReplayBuffer:
             self._tree.set_range(0, kept - first, leaf_priority)
         return (start + np.arange(kept, dtype=np.int64)) % self._capacity
 
-    def rows_since(self, total_inserted: int) -> tuple[np.ndarray, dict[str, np.ndarray], int]:
-        """Copies of the rows stored after the ``total_inserted``-th insert (what an insert log
-        keeps): ``(block, image fields, inserted since)``. Rows overwritten since are gone, so
-        the block holds at most ``len(self)`` rows; :meth:`restore_rows` puts them back.
+    def rows_since(self, total_inserted: int) -> tuple[np.ndarray, int, int]:
+        """A copy of the rows stored after the ``total_inserted``-th insert (what an insert log
+        keeps): ``(block, first slot, inserted since)``. Rows overwritten since are gone, so the
+        block holds at most ``len(self)`` rows; :meth:`frames` copies their image fields, and
+        :meth:`restore_rows` puts them back.
 
         :raises ValueError: when ``total_inserted`` is ahead of this buffer.
         """
@@ -446,9 +447,19 @@ class ReplayBuffer:
         if inserted < 0:
             raise ValueError(f"{total_inserted} inserts asked for, only {self._total_inserted} made")
         kept = min(inserted, self._size)
-        slots = (self._position - kept + np.arange(kept)) % self._capacity
-        return (self._storage[slots], {name: frames[slots] for name, frames in self._images.items()},
-                inserted)
+        first = (self._position - kept) % self._capacity
+        return self._ring_copy(self._storage, first, kept), first, inserted
+
+    def frames(self, first: int, count: int) -> dict[str, np.ndarray]:
+        """Copies of the image fields of ``count`` slots from ``first`` on (none for a state
+        task). The newest rows are overwritten only after ``capacity - count`` more inserts, so
+        a caller may copy them without the lock that guards inserts and check that afterwards."""
+        return {name: self._ring_copy(frames, first, count) for name, frames in self._images.items()}
+
+    def _ring_copy(self, ring: np.ndarray, first: int, count: int) -> np.ndarray:
+        """``count`` rows of ``ring`` from slot ``first`` on, wrapping (at most two memcpys)."""
+        head = min(count, self._capacity - first)
+        return np.concatenate((ring[first:first + head], ring[:count - head]))
 
     def restore_rows(self, block: np.ndarray, images: Mapping[str, np.ndarray],
                      inserted: int) -> None:

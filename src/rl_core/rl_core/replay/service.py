@@ -183,6 +183,8 @@ class ReplayService:
         self._log_senders: list[tuple[int, int, int, int, int]] = []
         self._log_sampled = 0
         self._log_mark = 0
+        #: Chunks dropped because their frames were overwritten while being copied.
+        self.log_overruns = 0
 
     @property
     def buffer(self) -> ReplayBuffer:
@@ -413,16 +415,30 @@ class ReplayService:
         self._log_mark = self.replay.total_inserted
 
     def _collect_chunk(self) -> Chunk | None:
-        """What was stored and granted since the last chunk (the insert log's thread)."""
+        """What was stored and granted since the last chunk (the insert log's thread).
+
+        A pixel task's frames are copied after the lock is released (inserts would otherwise
+        wait tens of milliseconds), then the copy is checked: none of its slots may have been
+        written since. Should they have been (``capacity`` inserts during one copy), the chunk
+        is dropped and counted; a replay then stops at the gap it leaves."""
         with self.lock:
             if self.insert_log is None or (self.replay.total_inserted == self._log_mark
                                            and not self._log_sampled):
                 return None
-            rows, images, inserted = self.buffer.rows_since(self._log_mark)
+            buffer, end = self.buffer, self.replay.total_inserted
+            rows, first, inserted = buffer.rows_since(self._log_mark)
             chunk = Chunk(self.insert_log.segment, self._log_mark, inserted, self._log_sampled,
-                          np.array(self._log_senders, dtype=SENDER), rows, images)
+                          np.array(self._log_senders, dtype=SENDER), rows, {})
             self._restart_log_chunk()
+        if not buffer.image_fields:
             return chunk
+        images = buffer.frames(first, len(rows))
+        with self.lock:
+            if buffer is not self.buffer or buffer.total_inserted - end > \
+                    buffer.capacity - len(rows):
+                self.log_overruns += 1
+                return None
+        return chunk._replace(images=images)
 
     def _copy_state(self) -> tuple[dict[str, Any], dict[str, Any]]:
         with self.lock:
@@ -487,7 +503,8 @@ class ReplayService:
         log = self.insert_log
         if log is None:
             return {"insert log": "off (no output_dir)"}
-        return {"insert log": f"segment {log.segment}, {log.chunks} chunks since the snapshot"}
+        return {"insert log": f"segment {log.segment}, {log.chunks} chunks since the snapshot",
+                "insert log overruns": self.log_overruns}
 
     def status(self, now: float) -> StatusFigures:
         """The figures of ``/replay_status`` at ``now`` (``time.monotonic()``)."""
