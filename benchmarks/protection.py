@@ -8,6 +8,8 @@ their configured period:
 
 * per experience batch (``width`` rows), every mode: the replay buffer's admission checks (finite,
   within ``value_bound``, flags 0/1; the bare loop's buffer runs them too);
+* per action batch, every mode (zero-copy hand-offs too): its HMAC-SHA256 made by the policy and
+  checked by the simulator (rl_core.action_auth);
 * per observation and action batch that crossed DDS (decoupled only: a zero-copy hand-off inside
   one process is not decoded and not checked): the finiteness checks at decode;
 * per weights publication (``weights_period``): HMAC-SHA256 signing by the trainer; verifying
@@ -33,6 +35,7 @@ class Cost:
     seconds: float  # one event
     per_second: float  # events per second
     basis: str  # what per_second comes from
+    decoupled_only: bool = False  # a per-batch cost paid only where batches cross DDS
 
     @property
     def share(self) -> float:
@@ -56,7 +59,7 @@ def measure(env_id: str, width: int, hidden: tuple[int, ...], repeats: int = 200
     import numpy as np
     import torch
 
-    from rl_core import weights_auth
+    from rl_core import action_auth, weights_auth
     from rl_core.checkpoint import tensors_to_bytes
     from rl_core.config import ReplayConfig, TrainerConfig
     from rl_core.envs import make_env
@@ -81,10 +84,20 @@ def measure(env_id: str, width: int, hidden: tuple[int, ...], repeats: int = 200
     costs.append(Cost("admission checks", "replay buffer",
                       _median_time(lambda: buffer._check_block(block), repeats), 0.0,
                       f"{width} rows per batch, every mode"))
+    policy_keys = action_auth.ActionKeys(bytes(action_auth.KEY_BYTES))
+    simulator_check = action_auth.ActionCheck(
+        action_auth.ActionKeys(robot_keys={0: policy_keys.key(0)}))
+
+    def authenticate() -> None:
+        mac = policy_keys.mac(0, 12_345, actions, 7)
+        assert simulator_check.refusal(0, 12_345, actions, 7, mac) is None
+
+    costs.append(Cost("action MAC + verify (HMAC-SHA256)", "policy + simulator",
+                      _median_time(authenticate, repeats), 0.0, "one action batch, every mode"))
     costs.append(Cost("finite observations and actions at decode", "policy + simulator",
                       _median_time(lambda: (np.all(np.isfinite(obs)),
                                             np.all(np.isfinite(actions))), repeats),
-                      0.0, "one batch each that crossed DDS"))
+                      0.0, "one batch each that crossed DDS", decoupled_only=True))
     actor = SquashedGaussianActor(int(np.prod(obs_shape)), int(np.prod(action_shape)), hidden)
     state = {name: tensor.detach().clone() for name, tensor in actor.state_dict().items()}
     data, _ = tensors_to_bytes(state)
@@ -143,7 +156,7 @@ def measure(env_id: str, width: int, hidden: tuple[int, ...], repeats: int = 200
     return costs
 
 
-PER_BATCH = 2  # the first costs of measure() are per batch
+PER_BATCH = 3  # the first costs of measure() are per batch
 
 
 def report(costs: list[Cost], width: int, rates: dict[str, float]) -> list[dict[str, object]]:
@@ -154,7 +167,7 @@ def report(costs: list[Cost], width: int, rates: dict[str, float]) -> list[dict[
     for index, cost in enumerate(costs):
         if index < PER_BATCH:
             shares = {mode: cost.seconds * rate / width for mode, rate in rates.items()
-                      if index == 0 or mode == "decoupled"}
+                      if not cost.decoupled_only or mode == "decoupled"}
             text = ", ".join(f"{100 * share:.2f} % of {mode}" for mode, share in shares.items())
         else:
             shares = {"one core": cost.share}
@@ -163,7 +176,7 @@ def report(costs: list[Cost], width: int, rates: dict[str, float]) -> list[dict[
         rows.append({"name": cost.name, "where": cost.where, "seconds": cost.seconds,
                      "shares": shares, "basis": cost.basis})
     for mode, rate in rates.items():
-        acting = sum(costs[index].seconds for index in range(PER_BATCH)
-                     if index == 0 or mode == "decoupled") * rate / width
+        acting = sum(cost.seconds for cost in costs[:PER_BATCH]
+                     if not cost.decoupled_only or mode == "decoupled") * rate / width
         print(f"  acting path in {mode}: {100 * acting:.2f} % of its time (target <= 5 %)")
     return rows

@@ -1,5 +1,5 @@
-"""Shared test setup: loopback-only ROS discovery, a ROS_DOMAIN_ID of this run's own and a
-learner key.
+"""Shared test setup: loopback-only ROS discovery, a ROS_DOMAIN_ID of this run's own, a
+learner key and an action key.
 
 Every test that starts ROS inherits ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`` (network-safety
 rule) and a domain id derived from the pytest process id, so parallel runs and other work on the
@@ -23,6 +23,10 @@ os.environ["PYTHONUNBUFFERED"] = "1"
 # (without one, robots refuse weights and replay status). Tests of the keyless case unset it.
 if not (os.environ.get("RL_ROS2_WEIGHTS_KEY") or os.environ.get("RL_ROS2_WEIGHTS_KEY_FILE")):
     os.environ["RL_ROS2_WEIGHTS_KEY"] = "5e" * 32
+# Likewise the run's action key, from which every robot's derives: simulators step only with
+# actions MAC'd under it (rl_core.action_auth), and test processes drive robots of each other.
+if not (os.environ.get("RL_ROS2_ACTION_KEY") or os.environ.get("RL_ROS2_ACTION_KEY_FILE")):
+    os.environ["RL_ROS2_ACTION_KEY"] = "a7" * 32
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 # A suite started in the background by a non-interactive shell (`make test &`) inherits SIGINT

@@ -88,3 +88,80 @@ def test_a_signed_status_verifies_after_the_wire_and_fails_when_any_field_change
         changed = deserialize_message(serialize_message(msg), ReplayStatus)
         setattr(changed, name, value)
         assert "not signed" in status_refusal(changed, StatusCheck(key.public)), name
+
+
+# --- bounded sequences (rl_core.wire.MAX_SHAPE_DIMS, rl_core.action_auth.MAC_BYTES) -------------
+
+def interface_fields() -> list[tuple[str, str, str]]:
+    """``(file, type, name)`` of every field of the rl_interfaces .msg and .srv files."""
+    import re
+
+    from tests.processes import REPO
+
+    root = REPO / "src" / "rl_interfaces"
+    fields = []
+    for path in sorted([*root.glob("msg/*.msg"), *root.glob("srv/*.srv")]):
+        for line in path.read_text().splitlines():
+            match = re.match(r"^([\w/]+(?:\[[^\]]*\])?)\s+(\w+)\s*$", line.split("#")[0].strip())
+            if match:
+                fields.append((path.name, match.group(1), match.group(2)))
+    return fields
+
+
+def test_shape_fields_and_the_mac_are_bounded_and_the_data_sequences_not() -> None:
+    """Shapes and the action MAC carry their caps in the type; the data sequences stay
+    unbounded: Fast DDS reserves address space for a bounded type's largest message at every
+    endpoint (docs/architecture.md), and rclpy does not check a bound when receiving."""
+    from rl_core.action_auth import MAC_BYTES
+    from rl_core.wire import MAX_SHAPE_DIMS
+
+    sequences = [(file, kind, name) for file, kind, name in interface_fields() if "[" in kind]
+    assert len(sequences) > 30
+    for file, kind, name in sequences:
+        if name.endswith("_shape"):
+            assert kind == f"uint32[<={MAX_SHAPE_DIMS}]", (file, name)
+        elif name == "mac":
+            assert (file, kind) == ("ActionBatch.msg", f"uint8[<={MAC_BYTES}]")
+        else:
+            assert kind.endswith("[]"), (file, kind, name)
+
+
+def test_the_largest_legal_shapes_of_every_task_fit_and_a_longer_one_is_refused() -> None:
+    import array
+
+    import gymnasium
+    from rclpy.serialization import deserialize_message, serialize_message
+
+    from rl_core.action_auth import MAC_BYTES
+    from rl_core.envs import register_envs
+    from rl_core.wire import MAX_SHAPE_DIMS, positive_shape
+    from rl_interfaces.msg import ActionBatch, ObservationBatch
+
+    register_envs()
+    for env_id in [name for name in gymnasium.registry if name.startswith("rl_ros2/")]:
+        spec = gymnasium.spec(env_id)
+        assert spec is not None
+        env = gymnasium.make(env_id)
+        try:
+            for space in (env.observation_space, env.action_space):
+                assert space.shape is not None and len(space.shape) <= MAX_SHAPE_DIMS, env_id
+        finally:
+            env.close()
+    widest = ObservationBatch(num_envs=1, obs_shape=[1] * MAX_SHAPE_DIMS)
+    widest.obs = array.array("f", [0.5])
+    assert list(deserialize_message(serialize_message(widest), ObservationBatch).obs_shape) == \
+        [1] * MAX_SHAPE_DIMS
+    signed = ActionBatch(num_envs=1, action_shape=[1], mac=array.array("B", bytes(MAC_BYTES)))
+    signed.actions = array.array("f", [0.5])
+    assert len(deserialize_message(serialize_message(signed), ActionBatch).mac) == MAC_BYTES
+    # Over the bound: the class refuses it where it checks fields, serialising always does ...
+    with pytest.raises(AssertionError, match="obs_shape"):
+        ObservationBatch(check_fields=True).obs_shape = [1] * (MAX_SHAPE_DIMS + 1)
+    with pytest.raises(AssertionError, match="mac"):
+        ActionBatch(check_fields=True).mac = array.array("B", bytes(MAC_BYTES + 1))
+    widest.obs_shape = [1] * (MAX_SHAPE_DIMS + 1)
+    with pytest.raises(Exception, match="Failed to serialize"):  # stderr: "exceeds upper bound"
+        serialize_message(widest)
+    # ... but receiving does not (rclpy on Fast DDS), so the decoder checks it again.
+    with pytest.raises(ValueError, match=f"at most {MAX_SHAPE_DIMS}"):
+        positive_shape([1] * (MAX_SHAPE_DIMS + 1), "obs_shape")

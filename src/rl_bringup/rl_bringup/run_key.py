@@ -12,24 +12,87 @@ public key alone, so that no robot process can sign weights or replay status:
 
 A caller that set only ``RL_ROS2_WEIGHTS_PUBLIC_KEY(_FILE)`` (a robot host of a multi-host run)
 keeps it, and its robot processes get no private key.
+
+It also hands out the robots' action keys (:func:`with_action_keys`, rl_core.action_auth): a
+process that serves one robot (its simulator, its policy, or both) gets that robot's key alone
+(``RL_ROS2_ROBOT_ACTION_KEYS``), so a robot that is taken over cannot drive another one; a
+process that serves several robots (a central policy, a colocated container) gets the run's action
+key (``RL_ROS2_ACTION_KEY``), from which every robot's derives; every other process (the learner,
+``sim_robot``) gets none. The run's action key is the caller's ``RL_ROS2_ACTION_KEY(_FILE)``
+(the same on every host whose robots' simulators and policies run apart), else fresh for each
+launch: it never goes to disk, and a respawned process keeps its environment.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
 from rl_bringup.plan import Plan, PlanError
 from rl_bringup.process_spec import ProcessSpec
-from rl_core import weights_auth
+from rl_core import action_auth, weights_auth
 
 #: Node kinds whose process holds the private key: they sign weights and replay status.
 SIGNING_KINDS = frozenset({"trainer", "replay_buffer"})
 #: What a process that must not sign gets instead of the caller's private key variables.
 _NO_PRIVATE_KEY = {weights_auth.KEY_VARIABLE: "", weights_auth.KEY_FILE_VARIABLE: ""}
+
+
+#: Node kinds that make or check the MACs of a robot's actions (rl_core.action_auth).
+ACTING_KINDS = frozenset({"simulator", "policy"})
+#: The action key variables, emptied for a process that gets none of the caller's.
+_NO_ACTION_KEYS = {action_auth.KEY_VARIABLE: "", action_auth.KEY_FILE_VARIABLE: "",
+                   action_auth.ROBOT_KEYS_VARIABLE: ""}
+_ROBOT_NAMESPACE = re.compile(r"^/robot_(\d+)/?$")
+
+
+def served_robots(process: ProcessSpec) -> frozenset[int] | None:
+    """The robots whose actions ``process`` makes or checks (empty: none); None for every robot
+    (a central policy, in ``/``)."""
+    robots = set()
+    for kind, namespace in process.hosted_nodes():
+        match = _ROBOT_NAMESPACE.match(namespace)
+        if kind not in ACTING_KINDS:
+            continue
+        if match is None:
+            return None
+        robots.add(int(match.group(1)))
+    return frozenset(robots)
+
+
+def with_action_keys(plan: Plan, environ: Mapping[str, str] | None = None) -> Plan:
+    """The plan with each robot's action key in the environment of the processes that serve that
+    robot, and the run's action key in those that serve several.
+
+    :raises PlanError: when the caller's action keys are malformed.
+    """
+    environ = os.environ if environ is None else environ
+    try:
+        given = action_auth.load_keys(environ)
+    except action_auth.ActionKeyError as error:
+        raise PlanError(str(error)) from None
+    run_key = given.run_key or os.urandom(action_auth.KEY_BYTES)
+
+    def keys_of(process: ProcessSpec) -> dict[str, str]:
+        robots = served_robots(process)
+        if robots is None or len(robots) > 1:
+            return {**_NO_ACTION_KEYS, action_auth.KEY_VARIABLE: run_key.hex(),
+                    action_auth.ROBOT_KEYS_VARIABLE: action_auth.format_robot_keys(
+                        given.robot_keys)}
+        if not robots:
+            return dict(_NO_ACTION_KEYS)
+        robot = next(iter(robots))
+        key = given.robot_keys.get(robot) or action_auth.robot_key(run_key, robot)
+        return {**_NO_ACTION_KEYS,
+                action_auth.ROBOT_KEYS_VARIABLE: action_auth.format_robot_keys({robot: key})}
+
+    processes = [dataclasses.replace(process, env={**process.env, **keys_of(process)})
+                 for process in plan.processes]
+    return dataclasses.replace(plan, processes=processes)
 
 
 def signs(process: ProcessSpec) -> bool:
@@ -66,7 +129,7 @@ def _private_key(plan: Plan, key_file: str | None,
 def with_weights_key(plan: Plan, key_file: str | None = None,
                      environ: Mapping[str, str] | None = None) -> Plan:
     """The plan with the private key in its signers' environment and the public key in
-    everyone's.
+    everyone's, and the robots' action keys (:func:`with_action_keys`).
 
     :raises PlanError: when ``key_file`` or the environment's key is not usable.
     """
@@ -75,7 +138,7 @@ def with_weights_key(plan: Plan, key_file: str | None = None,
     if private is None:  # a robot host: the caller's public key reaches every process
         processes = [dataclasses.replace(process, env={**process.env, **_NO_PRIVATE_KEY})
                      for process in plan.processes]
-        return dataclasses.replace(plan, processes=processes)
+        return with_action_keys(dataclasses.replace(plan, processes=processes), environ)
     signer_env, note = private
     try:
         key = weights_auth.load_key({**environ, **signer_env})
@@ -87,5 +150,6 @@ def with_weights_key(plan: Plan, key_file: str | None = None,
     processes = [dataclasses.replace(process, env={
         **process.env, **public, **(signer_env if signs(process) else _NO_PRIVATE_KEY)})
         for process in plan.processes]
-    return dataclasses.replace(plan, environment={**plan.environment, **public},
-                               processes=processes, notes=[*plan.notes, note])
+    return with_action_keys(dataclasses.replace(plan, environment={**plan.environment, **public},
+                                                processes=processes, notes=[*plan.notes, note]),
+                            environ)

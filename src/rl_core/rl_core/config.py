@@ -309,7 +309,10 @@ class ReplayConfig:
                             "save/load refused).", read_only=True)
     snapshot_period: float = param(30.0, "Seconds between snapshots of the buffer to "
                                    "output_dir/replay/snapshot.npz (also written on shutdown and "
-                                   "loaded on start; 0 = only on shutdown).", 0.0, 86400.0, 0.0,
+                                   "loaded on start; 0 = only on shutdown). Between snapshots an "
+                                   "insert log keeps what was stored (written every 0.5 s), so a "
+                                   "kill loses at most about that; each snapshot compacts the "
+                                   "log, which grows until the next one.", 0.0, 86400.0, 0.0,
                                    read_only=True)
     value_bound: float = param(1e6, "Largest absolute value accepted in stored observations, "
                                "actions and rewards; batches beyond it are rejected (a reward of "

@@ -75,6 +75,8 @@ class Actions:
     actions: np.ndarray
     policy_version: int = 0
     stamp_ns: int = 0
+    #: HMAC-SHA256 of the batch under the robot's action key (rl_core.action_auth); b"": none.
+    mac: bytes = b""
 
 
 @dataclass

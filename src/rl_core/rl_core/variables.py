@@ -1,7 +1,7 @@
 """Every environment variable of rl_ros2's own (``RL_ROS2_*``), defined once.
 
-``rl-bringup`` sets most of them for the processes it starts; a user may set the weights key
-ones and the CPU ones by hand. Modules that read or set one import its name from here.
+``rl-bringup`` sets most of them for the processes it starts; a user may set the weights and
+action key ones and the CPU ones by hand. Modules that read or set one import its name from here.
 """
 
 from __future__ import annotations
@@ -20,6 +20,14 @@ WEIGHTS_KEY_FILE = "RL_ROS2_WEIGHTS_KEY_FILE"
 WEIGHTS_PUBLIC_KEY = "RL_ROS2_WEIGHTS_PUBLIC_KEY"
 #: A file holding that public key (weights.pub beside weights.key).
 WEIGHTS_PUBLIC_KEY_FILE = "RL_ROS2_WEIGHTS_PUBLIC_KEY_FILE"
+#: The run's action key, as hex: the key of every robot's actions derives from it
+#: (rl_core.action_auth; a central policy, a process serving several robots, a hand-started run).
+ACTION_KEY = "RL_ROS2_ACTION_KEY"
+#: A file holding that key.
+ACTION_KEY_FILE = "RL_ROS2_ACTION_KEY_FILE"
+#: The action keys of single robots, ``k=HEX[,k=HEX...]``: what rl-bringup gives the processes of
+#: robot k (its simulator and policy), so that a robot taken over can drive no other robot.
+ROBOT_ACTION_KEYS = "RL_ROS2_ROBOT_ACTION_KEYS"
 #: The pid of the rl-bringup supervisor that started this process: a node process ends with it.
 SUPERVISOR_PID = "RL_ROS2_SUPERVISOR_PID"
 #: The file a node process touches from its dispatch thread every second (rl_core.heartbeat).

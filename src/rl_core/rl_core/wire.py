@@ -38,6 +38,11 @@ def max_answer_rows(obs_shape: tuple[int, ...], obs_itemsize: int,
     flags and priority data per row)."""
     row_bytes = 2 * math.prod(obs_shape) * obs_itemsize + 4 * math.prod(action_shape) + 32
     return max(1, min(MAX_REQUEST_ROWS, MAX_ANSWER_BYTES // row_bytes))
+#: Most dimensions of one observation or action (``uint32[<=16] obs_shape`` and the other shape
+#: fields of rl_interfaces, which spell it out). The data sequences stay unbounded: rclpy on Fast
+#: DDS does not check a bound when it receives (only when it sends), and every endpoint of a type
+#: with a large bound reserves address space for its largest message (docs/architecture.md).
+MAX_SHAPE_DIMS = 16
 #: zlib level of a sample answer's image pixels (TransitionBatch.msg): the fastest.
 PIXELS_ZLIB_LEVEL = 1
 #: The only weights format that travels.
@@ -124,6 +129,9 @@ def shaped(flat: Any, rows: int, shape: tuple[int, ...], name: str) -> np.ndarra
 
 def positive_shape(values: Any, name: str) -> tuple[int, ...]:
     """A received shape field; every size must be positive."""
+    if len(values) > MAX_SHAPE_DIMS:  # the type's bound, which receiving does not check
+        raise ValueError(f"field '{name}' has {len(values)} dimensions; at most "
+                         f"{MAX_SHAPE_DIMS} are allowed")
     shape = tuple(int(v) for v in values)
     if not shape or any(v <= 0 for v in shape):
         raise ValueError(f"field '{name}' must list positive sizes, got {list(shape)}")

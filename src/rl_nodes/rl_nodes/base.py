@@ -14,11 +14,12 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile
 
-from rl_core import heartbeat, variables, weights_auth
+from rl_core import action_auth, heartbeat, variables, weights_auth
+from rl_core.action_auth import ActionCheck, ActionKeys
 from rl_core.config import ConfigError
 from rl_core.signed_status import StatusCheck
 from rl_nodes import graph
-from rl_nodes.conversions import TopicType, status_refusal, topic_type
+from rl_nodes.conversions import Actions, TopicType, status_refusal, topic_type
 from rl_nodes.intra_process import IntraProcessManager
 from rl_nodes.intra_process_endpoints import IntraProcessPublisher, IntraProcessSubscription
 
@@ -75,6 +76,27 @@ def load_public_key(logger: Any, allow_unsigned: bool) -> weights_auth.VerifyKey
                        "refused; rl-bringup and the launch files give one per run, "
                        "allow_unsigned:=true accepts unsigned ones (development only)")
     return key
+
+
+def load_action_keys(logger: Any, allow_unsigned: bool = False) -> ActionKeys:
+    """This process' action keys (rl_core.action_auth), for a policy or a simulator; warns
+    when none is configured: then only nodes of this process authenticate each other's actions.
+
+    :raises ConfigError: when a configured key cannot be read or is malformed.
+    """
+    try:
+        keys = action_auth.load_keys()
+    except action_auth.ActionKeyError as error:
+        raise ConfigError(str(error)) from error
+    if not keys.any_configured:
+        logger.warning(
+            f"no action key ({action_auth.ROBOT_KEYS_VARIABLE}, {action_auth.KEY_VARIABLE} or "
+            f"{action_auth.KEY_FILE_VARIABLE}): actions are authenticated only between a policy "
+            "and a simulator in this process" + (
+                "; allow_unsigned is true: this robot steps with any actions, whoever sends "
+                "them (development only)" if allow_unsigned else
+                "; rl-bringup and the launch files give each robot a key per launch"))
+    return keys
 
 
 def _name_and_qos(topic: graph.Topic | str, qos: QoSProfile | None) -> tuple[str, QoSProfile]:
@@ -173,6 +195,14 @@ class RLNode(Node):
         refusal = status_refusal(msg, check)
         if refusal is not None:
             self.reject("replay status", refusal)
+        return refusal is None
+
+    def actions_authentic(self, msg: Actions, check: ActionCheck) -> bool:
+        """Whether an action batch carries its robot's MAC (rl_core.action_auth); a refused
+        one is counted and logged, and the robot keeps waiting for its policy's answer."""
+        refusal = check.refusal(msg.robot_id, msg.step, msg.actions, msg.policy_version, msg.mac)
+        if refusal is not None:
+            self.reject("actions", refusal)
         return refusal is None
 
     def diagnose(self) -> tuple[int, str, dict[str, object]]:

@@ -23,6 +23,7 @@ import numpy as np
 from builtin_interfaces.msg import Time
 
 from rl_core import wire
+from rl_core.action_auth import ActionKeys
 from rl_core.signed_status import StatusCheck, StatusSigner
 from rl_core.transport import (
     Actions,
@@ -124,13 +125,23 @@ def actions_to_msg(data: Actions) -> ActionBatch:
     msg.action_shape = wire.uint32_array(data.actions.shape[1:])
     msg.actions = wire.float32_array(data.actions)
     msg.policy_version = data.policy_version
+    msg.mac = array.array("B", data.mac)
     return msg
 
 
 def actions_from_msg(msg: ActionBatch) -> Actions:
     shape = wire.positive_shape(msg.action_shape, "action_shape")
     actions = wire.finite(wire.shaped(msg.actions, msg.num_envs, shape, "actions"), "actions")
-    return Actions(msg.robot_id, msg.step, actions, msg.policy_version, stamp_to_ns(msg.header.stamp))
+    return Actions(msg.robot_id, msg.step, actions, msg.policy_version,
+                   stamp_to_ns(msg.header.stamp), bytes(msg.mac))
+
+
+def answer(keys: ActionKeys, robot: int, msg: Observations, actions: np.ndarray, version: int
+           ) -> Actions:
+    """The action batch answering ``msg``, with the MAC of robot ``robot`` (the robot the policy
+    serves, not the one the observations name: rl_core.action_auth)."""
+    return Actions(msg.robot_id, msg.step, actions, version, msg.stamp_ns,
+                   keys.mac(robot, msg.step, actions, version))
 
 
 ACTIONS = TopicType(ActionBatch, actions_to_msg, actions_from_msg)

@@ -35,7 +35,7 @@ import numpy as np
 import rclpy
 from rclpy.executors import SingleThreadedExecutor
 
-from rl_core import remote_env, weights_auth
+from rl_core import action_auth, remote_env, weights_auth
 from rl_core.acting import ActingGate
 from rl_core.image_codecs import Camera, is_image_shape
 from rl_core.remote_env import RemoteRobot, SimulatorProtocolError, SimulatorTimeout
@@ -81,6 +81,9 @@ class _Link:
         # buffer's signed statuses; without one (a bridge beside robots started by hand) any.
         key = weights_auth.load_public_key()
         self.status_check = StatusCheck(key, allow_unsigned=key is None)
+        # It drives the robots in their policies' place, so it needs their action keys (the
+        # run's RL_ROS2_ACTION_KEY), or simulators started with allow_unsigned:=true.
+        self.action_keys = action_auth.load_keys()
         self.rejected_messages = 0
         self._closed = False
         ensure_network_defaults()
@@ -114,10 +117,10 @@ class _Link:
     def _topic(topic: graph.Topic, namespace: str) -> str:
         return graph.resolve(topic.name, namespace)
 
-    @staticmethod
-    def _publish_actions(publisher: Any, robot_id: int, step: int, actions: np.ndarray,
+    def _publish_actions(self, publisher: Any, robot_id: int, step: int, actions: np.ndarray,
                          stamp_ns: int) -> None:
-        publisher.publish(ACTIONS.to_msg(Actions(robot_id, step, actions, 0, stamp_ns)))
+        mac = self.action_keys.mac(robot_id, step, actions, 0)
+        publisher.publish(ACTIONS.to_msg(Actions(robot_id, step, actions, 0, stamp_ns, mac)))
 
     def _subscribe(self, topic: graph.Topic, name: str, camera: Camera | None,
                    deliver: Callable[[Any], None]) -> None:

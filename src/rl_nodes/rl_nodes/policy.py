@@ -34,7 +34,15 @@ from rl_core.policy_weights import WeightsGate, encoded_size_bound
 from rl_core.wire import MAX_REQUEST_ROWS
 from rl_interfaces.srv import GetAction
 from rl_nodes import graph
-from rl_nodes.base import OK, STREAM_QOS, WARN, RLNode, load_public_key
+from rl_nodes.base import (
+    OK,
+    STREAM_QOS,
+    WARN,
+    RLNode,
+    load_action_keys,
+    load_public_key,
+    robot_id_from_namespace,
+)
 from rl_nodes.conversions import (
     ACTIONS,
     OBSERVATIONS,
@@ -42,6 +50,7 @@ from rl_nodes.conversions import (
     Actions,
     Observations,
     Weights,
+    answer,
 )
 from rl_nodes.graph import robot_namespace
 from rl_nodes.intra_process_endpoints import IntraProcessPublisher
@@ -68,6 +77,10 @@ class PolicyNode(RLNode):
                                    encoded_size_bound(self.actor.state_dict()),
                                    self.config.allow_unsigned)
         self.robots = self.config.robots
+        # The MAC that lets a simulator step with our actions (rl_core.action_auth); per robot,
+        # for the robot this node serves, never for one an observation names.
+        self.action_keys = load_action_keys(self.get_logger())
+        self.robot_id = robot_id_from_namespace(self.get_namespace())
         #: ``actions`` of this node's namespace (per robot), or ``/robot_k/actions`` at index k.
         self.actions_pubs: list[IntraProcessPublisher[Actions]] = []
         #: The central batching (robots: N; tools and tests read its totals, empty per robot).
@@ -125,8 +138,8 @@ class PolicyNode(RLNode):
         if not self._valid_observations(msg):
             return
         actions = self._act(msg.obs, self.config.deterministic)
-        self.actions_pubs[0].publish(Actions(msg.robot_id, msg.step, actions, self.version,
-                                             msg.stamp_ns))
+        self.actions_pubs[0].publish(answer(self.action_keys, self.robot_id, msg, actions,
+                                            self.version))
 
     # --- central batched inference ---------------------------------------------------------------
 
@@ -188,9 +201,8 @@ class PolicyNode(RLNode):
         version = self.version
         for batch, actions in self.batcher.forward(
                 lambda obs: self._act(obs, self.config.deterministic)):
-            msg = batch.msg
             self.actions_pubs[batch.robot].publish(
-                Actions(msg.robot_id, msg.step, actions, version, msg.stamp_ns))
+                answer(self.action_keys, batch.robot, batch.msg, actions, version))
 
     # --- weights, diagnostics, get_action ---------------------------------------------------------
 

@@ -18,13 +18,14 @@ import numpy as np
 
 from rl_core import stepping, variables
 from rl_core.acting import ActingGate, Pacer
+from rl_core.action_auth import ActionCheck
 from rl_core.config import BoundaryConfig, SimulatorConfig
 from rl_core.envs import VectorEnv
 from rl_core.signed_status import StatusCheck
 from rl_core.stepping import Lane
 from rl_interfaces.msg import ReplayStatus
 from rl_nodes import graph
-from rl_nodes.base import OK, WARN, RLNode, load_public_key, robot_id_from_namespace
+from rl_nodes.base import OK, WARN, RLNode, load_action_keys, load_public_key, robot_id_from_namespace
 from rl_nodes.conversions import Actions, Episodes, Experience, Observations
 from rl_nodes.parameters import declare_config, watch_config
 from rl_nodes.robot_boundary import RobotBoundary
@@ -64,6 +65,10 @@ class SimulatorNode(RLNode):
         self.gate = ActingGate(STATUS_SILENCE_S)
         self.public_key = load_public_key(self.get_logger(), self.config.allow_unsigned)
         self.status_check = StatusCheck(self.public_key, self.config.allow_unsigned)
+        # Only the robot's own policy (or a central one serving it) can make the actions' MAC.
+        self.action_check = ActionCheck(load_action_keys(self.get_logger(),
+                                                         self.config.allow_unsigned),
+                                        self.config.allow_unsigned)
         self.pacer = Pacer(self.config.max_rate_hz)
         self.rate = stepping.RateMeter(time.monotonic())
         self.observations_pub = self.publisher(graph.OBSERVATIONS)
@@ -182,6 +187,8 @@ class SimulatorNode(RLNode):
     def _on_actions(self, msg: Actions) -> None:
         if msg.robot_id != self.robot_id:
             return  # another robot's
+        if not self.actions_authentic(msg, self.action_check):
+            return
         if self.boundary is not None:
             self.boundary.on_actions(msg)
             return
