@@ -15,7 +15,10 @@ their configured period:
 * per weights publication (``weights_period``): HMAC-SHA256 signing by the trainer; verifying
   plus the NaN/inf scan of the tensors by each policy;
 * per replay snapshot (``snapshot_period``): copying a full buffer under the lock (the time
-  inserts wait) and writing it (on a background thread).
+  inserts wait) and writing it (on a background thread);
+* the insert log between snapshots: noting each batch's sender on the insert path (every mode),
+  and per stored transition its share of the chunk that the log's thread copies and writes
+  every 0.5 s (shown as a share of a core at each mode's rate).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ class Cost:
     per_second: float  # events per second
     basis: str  # what per_second comes from
     decoupled_only: bool = False  # a per-batch cost paid only where batches cross DDS
+    per_transition: bool = False  # off the acting path, once per stored transition
 
     @property
     def share(self) -> float:
@@ -94,6 +98,10 @@ def measure(env_id: str, width: int, hidden: tuple[int, ...], repeats: int = 200
 
     costs.append(Cost("action MAC + verify (HMAC-SHA256)", "policy + simulator",
                       _median_time(authenticate, repeats), 0.0, "one action batch, every mode"))
+    senders: list[tuple[int, int, int, int, int]] = []
+    costs.append(Cost("insert log: note the batch's sender", "replay buffer",
+                      _median_time(lambda: senders.append((0, 1, len(senders), 7, width)),
+                                   repeats), 0.0, "one experience batch, every mode"))
     costs.append(Cost("finite observations and actions at decode", "policy + simulator",
                       _median_time(lambda: (np.all(np.isfinite(obs)),
                                             np.all(np.isfinite(actions))), repeats),
@@ -153,10 +161,33 @@ def measure(env_id: str, width: int, hidden: tuple[int, ...], repeats: int = 200
                       hold, 1.0 / period, f"every {period:g} s"))
     costs.append(Cost("snapshot: write (background thread)", "replay buffer", write, 1.0 / period,
                       f"every {period:g} s"))
+    costs.append(_insert_log_cost(full))
     return costs
 
 
-PER_BATCH = 3  # the first costs of measure() are per batch
+def _insert_log_cost(buffer: object, chunk_rows: int = 2000) -> Cost:
+    """The insert log's thread per stored transition: collect a chunk of ``chunk_rows`` rows
+    (the rows' copy is what inserts wait for), encode it, write and fdatasync it."""
+    import numpy as np
+
+    from rl_core.replay import ReplayBuffer
+    from rl_core.replay.insert_log import SENDER, Chunk, InsertLog
+
+    assert isinstance(buffer, ReplayBuffer)
+    senders = np.zeros(chunk_rows, dtype=SENDER)
+    with tempfile.TemporaryDirectory() as folder:
+        def collect() -> Chunk:
+            rows, _, inserted = buffer.rows_since(buffer.total_inserted - chunk_rows)
+            return Chunk(0, 0, inserted, 0, senders, rows, {})
+
+        log = InsertLog(Path(folder), 0, collect, flush_period_s=3600.0)
+        seconds = _median_time(log.flush, 20) / chunk_rows
+        log.close()
+    return Cost("insert log: copy + write a chunk (its thread)", "replay buffer", seconds, 0.0,
+                "per transition stored", per_transition=True)
+
+
+PER_BATCH = 4  # the first costs of measure() are per batch
 
 
 def report(costs: list[Cost], width: int, rates: dict[str, float]) -> list[dict[str, object]]:
@@ -169,6 +200,10 @@ def report(costs: list[Cost], width: int, rates: dict[str, float]) -> list[dict[
             shares = {mode: cost.seconds * rate / width for mode, rate in rates.items()
                       if not cost.decoupled_only or mode == "decoupled"}
             text = ", ".join(f"{100 * share:.2f} % of {mode}" for mode, share in shares.items())
+        elif cost.per_transition:
+            shares = {mode: cost.seconds * rate for mode, rate in rates.items()}
+            text = ", ".join(f"{100 * share:.2f} % of a core at {mode}'s rate"
+                             for mode, share in shares.items())
         else:
             shares = {"one core": cost.share}
             text = f"{100 * cost.share:.3f} % of a core ({cost.basis})"

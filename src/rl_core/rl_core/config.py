@@ -142,10 +142,11 @@ class SimulatorConfig:
     jpeg_quality: int = param(90, "JPEG quality of observation_codec 'jpeg' (1-100).", 1, 100, 1)
     allow_unsigned: bool = param(False, "Obey /replay_status (and a latent encoder's "
                                  "/policy_weights) without the learner's signature when no "
-                                 "public key is configured "
-                                 "(RL_ROS2_WEIGHTS_PUBLIC_KEY); development only: anyone on the "
-                                 "domain could then pause, resume or reprogram this robot.",
-                                 read_only=True)
+                                 "public key is configured (RL_ROS2_WEIGHTS_PUBLIC_KEY), and "
+                                 "step with actions from any process when no action key is "
+                                 "(RL_ROS2_ACTION_KEY, RL_ROS2_ROBOT_ACTION_KEYS); development "
+                                 "only: anyone on the domain could then pause, resume or drive "
+                                 "this robot.", read_only=True)
 
     def __post_init__(self) -> None:
         _check_ranges(self)
@@ -243,7 +244,7 @@ class PolicyConfig:
     allow_unsigned: bool = param(False, "Obey /policy_weights without the learner's "
                                  "signature when no public key is configured "
                                  "(RL_ROS2_WEIGHTS_PUBLIC_KEY); development only: anyone on the "
-                                 "domain could then pause, resume or reprogram this robot.",
+                                 "domain could then reprogram this robot's policy.",
                                  read_only=True)
     # 64 = rl_bringup.plan.MAX_ROBOTS (rl_core imports nothing from the bringup package).
     robots: int = param(0, "0 = serve the observations of this node's own namespace; N >= 1 = "
