@@ -39,6 +39,7 @@ class Cost:
     per_second: float  # events per second
     basis: str  # what per_second comes from
     decoupled_only: bool = False  # a per-batch cost paid only where batches cross DDS
+    nodes_only: bool = False  # paid by the ROS nodes, not by the bare loop
     per_transition: bool = False  # off the acting path, once per stored transition
 
     @property
@@ -97,11 +98,13 @@ def measure(env_id: str, width: int, hidden: tuple[int, ...], repeats: int = 200
         assert simulator_check.refusal(0, 12_345, actions, 7, mac) is None
 
     costs.append(Cost("action MAC + verify (HMAC-SHA256)", "policy + simulator",
-                      _median_time(authenticate, repeats), 0.0, "one action batch, every mode"))
+                      _median_time(authenticate, repeats), 0.0, "one action batch, every mode",
+                      nodes_only=True))
     senders: list[tuple[int, int, int, int, int]] = []
     costs.append(Cost("insert log: note the batch's sender", "replay buffer",
                       _median_time(lambda: senders.append((0, 1, len(senders), 7, width)),
-                                   repeats), 0.0, "one experience batch, every mode"))
+                                   repeats), 0.0, "one experience batch, every mode",
+                      nodes_only=True))
     costs.append(Cost("finite observations and actions at decode", "policy + simulator",
                       _median_time(lambda: (np.all(np.isfinite(obs)),
                                             np.all(np.isfinite(actions))), repeats),
@@ -184,10 +187,16 @@ def _insert_log_cost(buffer: object, chunk_rows: int = 2000) -> Cost:
         seconds = _median_time(log.flush, 20) / chunk_rows
         log.close()
     return Cost("insert log: copy + write a chunk (its thread)", "replay buffer", seconds, 0.0,
-                "per transition stored", per_transition=True)
+                "per transition stored", nodes_only=True, per_transition=True)
 
 
 PER_BATCH = 4  # the first costs of measure() are per batch
+
+
+def _applies(cost: Cost, mode: str) -> bool:
+    """Whether ``mode`` pays ``cost`` (the bare loop runs no nodes, only its buffer's checks)."""
+    return not ((cost.decoupled_only and mode != "decoupled") or
+                (cost.nodes_only and mode == "bare"))
 
 
 def report(costs: list[Cost], width: int, rates: dict[str, float]) -> list[dict[str, object]]:
@@ -198,10 +207,11 @@ def report(costs: list[Cost], width: int, rates: dict[str, float]) -> list[dict[
     for index, cost in enumerate(costs):
         if index < PER_BATCH:
             shares = {mode: cost.seconds * rate / width for mode, rate in rates.items()
-                      if not cost.decoupled_only or mode == "decoupled"}
+                      if _applies(cost, mode)}
             text = ", ".join(f"{100 * share:.2f} % of {mode}" for mode, share in shares.items())
         elif cost.per_transition:
-            shares = {mode: cost.seconds * rate for mode, rate in rates.items()}
+            shares = {mode: cost.seconds * rate for mode, rate in rates.items()
+                      if _applies(cost, mode)}
             text = ", ".join(f"{100 * share:.2f} % of a core at {mode}'s rate"
                              for mode, share in shares.items())
         else:
@@ -212,6 +222,6 @@ def report(costs: list[Cost], width: int, rates: dict[str, float]) -> list[dict[
                      "shares": shares, "basis": cost.basis})
     for mode, rate in rates.items():
         acting = sum(cost.seconds for cost in costs[:PER_BATCH]
-                     if not cost.decoupled_only or mode == "decoupled") * rate / width
+                     if _applies(cost, mode)) * rate / width
         print(f"  acting path in {mode}: {100 * acting:.2f} % of its time (target <= 5 %)")
     return rows

@@ -51,6 +51,7 @@ import os
 import platform
 import pstats
 import resource
+import secrets
 import signal
 import statistics
 import subprocess
@@ -61,6 +62,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from rl_core.variables import ACTION_KEY, ACTION_KEY_FILE
 
 REPO = Path(__file__).resolve().parents[1]
 BIN_DIR = Path(sys.executable).parent  # the venv's console scripts (simulator, policy)
@@ -109,6 +112,10 @@ def child_environment(domain_id: int, torch_threads: int) -> dict[str, str]:
     env = dict(os.environ)
     env.update(ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST", ROS_DOMAIN_ID=str(domain_id),
                PYTHONUNBUFFERED="1")
+    # Simulators and policies started here by hand share one action key, as a launch's do
+    # (rl_core.action_auth): without it a simulator steps only with a policy of its own process.
+    if not (env.get(ACTION_KEY) or env.get(ACTION_KEY_FILE)):
+        env[ACTION_KEY] = secrets.token_hex(32)
     if torch_threads > 0:  # torch's intra-op pool follows OMP_NUM_THREADS in every process
         env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(torch_threads)
     return env

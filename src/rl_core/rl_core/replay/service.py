@@ -321,7 +321,10 @@ class ReplayService:
             self.replay = new_replay(self.config, loaded)
             self.replay.limiter.insert(loaded.total_inserted)  # the stored data counts as inserted
             self._restart_log_chunk()
-        # The log after the last snapshot no longer applies to this content: snapshot it now.
+        # The log after the last snapshot no longer applies to this content: snapshot it now
+        # (after one still being written, which would make this one wait its turn).
+        if self.snapshot_writer is not None:
+            self.snapshot_writer.join(timeout_s=30.0)
         self.snapshot(wait=True)
         return True, "loaded", len(loaded), str(target)
 
