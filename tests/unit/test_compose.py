@@ -8,11 +8,14 @@ their index; every command runs an executable rl_nodes installs; the network is 
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import stat
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
 import pytest
 import yaml
 from compose_spec import PyCompose
@@ -22,6 +25,7 @@ from rl_bringup.plan import make_plan
 from rl_bringup.tools import compose
 from rl_bringup.tools.containers import layout_from_values
 from rl_bringup.tools.subcommand import parse_key_values
+from rl_core import action_auth
 from tests.unit.container_commands import REPO_ROOT, node_executables, parse_node_command
 
 pytestmark = pytest.mark.unit
@@ -178,6 +182,73 @@ def test_only_the_learner_gets_the_private_key_the_robots_its_public_half() -> N
     assert robot["environment"]["RL_ROS2_WEIGHTS_KEY_FILE"] == ""
     assert robot["environment"]["RL_ROS2_WEIGHTS_PUBLIC_KEY_FILE"] == \
         "/run/secrets/weights_public_key"
+
+
+ACTING = {"simulator", "policy"}
+LEARNING = {"trainer", "replay_buffer"}
+ACTION_VARIABLES = (action_auth.KEY_VARIABLE, action_auth.KEY_FILE_VARIABLE,
+                    action_auth.ROBOT_KEYS_VARIABLE)
+
+
+def service_kinds(service: dict[str, Any]) -> set[str]:
+    """The node kinds a service hosts (a container's ``--node`` list, else its executable)."""
+    command = parse_node_command(service["command"])
+    return {node.split("@")[0] for node in command.nodes} or {command.executable}
+
+
+def action_keys_in(service: dict[str, Any], secrets: dict[str, Path]) -> action_auth.ActionKeys:
+    """The action keys a service's nodes load, with its secrets read from the host's files."""
+    environment = {name: str(secrets.get(value, value))
+                   for name, value in service["environment"].items()
+                   if name in ACTION_VARIABLES}
+    return action_auth.load_keys(environment)
+
+
+@pytest.mark.parametrize(("mode", "holders"), [
+    ("decoupled", {"simulator", "policy"}),
+    # One process hosts a robot's simulator and its policy: its own process' key suffices, and
+    # without the run key a robot container taken over cannot drive another robot.
+    ("hybrid", set()),
+    ("colocated", set()),
+])
+def test_services_of_one_robot_share_the_run_action_key_and_the_learner_gets_none(
+        generate: Callable[..., tuple[Path, dict[str, Any]]],
+        run_cli: Callable[..., tuple[int, str, str]], mode: str, holders: set[str]) -> None:
+    output, data = generate(mode, "robots:=2")
+    services = data["services"]
+    given = {name for name, service in services.items() if "action_key" in service["secrets"]}
+    assert given == holders
+    key_file = output.parent / action_auth.KEY_FILE_NAME
+    for name, service in services.items():
+        kinds = service_kinds(service)
+        environment = service["environment"]
+        if name in given:
+            # A simulator or policy whose counterpart is another service, never the learner.
+            assert kinds & ACTING and not ACTING <= kinds and not kinds & LEARNING, name
+            assert environment[action_auth.KEY_FILE_VARIABLE] == compose.ACTION_SECRET_PATH
+            assert environment[action_auth.KEY_VARIABLE] == \
+                environment[action_auth.ROBOT_KEYS_VARIABLE] == ""
+        else:
+            assert not kinds & ACTING or ACTING <= kinds, f"{name} hosts half a robot, no key"
+            assert not any(environment.get(variable) for variable in ACTION_VARIABLES), name
+    if not holders:
+        assert "action_key" not in data["secrets"] and not key_file.exists()
+        return
+    assert data["secrets"]["action_key"] == {"file": f"./{action_auth.KEY_FILE_NAME}"}
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    # What the policy service signs, the simulator service steps with; another run's key fails.
+    secrets = {compose.ACTION_SECRET_PATH: key_file}
+    simulator = action_auth.ActionCheck(action_keys_in(services["simulator"], secrets))
+    policy = action_keys_in(services["policy"], secrets)
+    actions = np.zeros((2, 1), dtype=np.float32)
+    for robot in (0, 5):
+        assert simulator.refusal(robot, 7, actions, 3, policy.mac(robot, 7, actions, 3)) is None
+    forged = action_auth.ActionKeys(run_key=os.urandom(action_auth.KEY_BYTES))
+    assert simulator.refusal(0, 7, actions, 3, forged.mac(0, 7, actions, 3)) is not None
+    before = key_file.read_text()
+    code, out, err = run_cli("compose", mode, "robots:=3", f"output:={output}")
+    assert code == 0 and f"action key {key_file}" in out, err
+    assert key_file.read_text() == before, "regenerating keeps the run's action key"
 
 
 def test_a_scenario_outside_the_image_is_refused(

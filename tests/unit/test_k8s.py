@@ -15,6 +15,7 @@ import subprocess
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
 import pytest
 import yaml
 from kubernetes import client
@@ -23,6 +24,7 @@ from rl_bringup import replica
 from rl_bringup.discovery import discovery_server_argv
 from rl_bringup.plan import MAX_ROBOTS, make_plan
 from rl_bringup.tools import k8s_objects
+from rl_core import action_auth
 from tests.unit.container_commands import REPO_ROOT, node_executables, parse_node_command
 
 pytestmark = pytest.mark.unit
@@ -137,6 +139,8 @@ def test_every_rendered_object_validates_against_the_kubernetes_api(
                 "Secret", "Service"]
     if mode != "colocated":
         expected += ["Service", "StatefulSet"]
+    if mode == "decoupled":  # the run's action key, for the robot's simulator and policy
+        expected += ["Secret"]
     assert kinds == sorted(expected)
     for obj in objects:
         validate(obj)
@@ -164,8 +168,9 @@ def test_the_schema_check_refuses_unknown_and_missing_fields(
 def test_scaling_the_robots_changes_only_the_statefulset_replicas(
         generate: Callable[..., Path], mode: str) -> None:
     first, second = generate(mode, "robots:=2"), generate(mode, "robots:=5")
-    for name in ("weights.key", "weights.pub"):  # one run's key
-        shutil.copyfile(first / name, second / name)
+    for name in ("weights.key", "weights.pub", "action.key"):  # one run's keys
+        if (first / name).is_file():
+            shutil.copyfile(first / name, second / name)
     two, five = render(first), render(second)
     assert len(two) == len(five)
     for obj in two:
@@ -359,6 +364,77 @@ def test_the_weights_key_is_a_generated_secret_from_a_private_file(
     code, _, err = run_cli("k8s", "hybrid", "robots:=3", f"output:={directory}")
     assert code == 0, err
     assert key_file.read_text() == before, "regenerating keeps the run's key"
+
+
+ACTING = {"simulator", "policy"}
+LEARNING = {"trainer", "replay_buffer"}
+ACTION_VARIABLES = (action_auth.KEY_VARIABLE, action_auth.KEY_FILE_VARIABLE,
+                    action_auth.ROBOT_KEYS_VARIABLE)
+
+
+def container_kinds(container: dict[str, Any]) -> set[str]:
+    """The node kinds a container hosts (its ``--node`` list, else its executable)."""
+    command = parse_node_command(container["args"])
+    return {node.split("@")[0] for node in command.nodes} or {command.executable}
+
+
+@pytest.mark.parametrize(("mode", "holders"), [
+    ("decoupled", {"simulator", "policy"}),
+    # One process hosts a robot's simulator and its policy: its own process' key suffices, and
+    # without the run key a robot pod taken over cannot drive another robot.
+    ("hybrid", set()),
+    ("colocated", set()),
+])
+def test_containers_of_one_robot_share_the_run_action_key_and_the_learner_gets_none(
+        generate: Callable[..., Path], run_cli: Callable[..., tuple[int, str, str]], mode: str,
+        holders: set[str]) -> None:
+    directory = generate(mode, "robots:=2")
+    key_file = directory / action_auth.KEY_FILE_NAME
+    objects = render(directory)
+    secrets = [obj for obj in by_kind(objects, "Secret")
+               if obj["metadata"]["name"].startswith(k8s_objects.ACTION_KEY_NAME)]
+    given: dict[str, action_auth.ActionKeys] = {}
+    for kind_name, pod in pod_specs(objects).items():
+        if kind_name.startswith("Deployment/"):
+            continue
+        volumes = {volume["name"]: volume for volume in pod["volumes"]}
+        for container in all_containers(pod):
+            kinds, env = container_kinds(container), environment(container)
+            mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+            if not env.get(action_auth.KEY_FILE_VARIABLE):
+                assert not kinds & ACTING or ACTING <= kinds, f"{kinds} hosts half a robot"
+                assert not any(env.get(variable) for variable in ACTION_VARIABLES), kinds
+                assert "action-key" not in mounts, kinds
+                continue
+            # A simulator or policy whose counterpart is another container, never the learner.
+            assert kinds & ACTING and not ACTING <= kinds and not kinds & LEARNING, kinds
+            assert kind_name.startswith("StatefulSet/"), kind_name
+            assert env[action_auth.KEY_VARIABLE] == env[action_auth.ROBOT_KEYS_VARIABLE] == ""
+            mount = mounts["action-key"]
+            assert env[action_auth.KEY_FILE_VARIABLE] == f"{mount}/{action_auth.KEY_FILE_NAME}"
+            (secret,) = secrets
+            assert volumes["action-key"]["secret"]["secretName"] == secret["metadata"]["name"]
+            content = base64.b64decode(secret["data"][action_auth.KEY_FILE_NAME]).decode()
+            assert content == key_file.read_text()
+            given[container["name"]] = action_auth.load_keys(
+                {action_auth.KEY_FILE_VARIABLE: str(key_file)})
+        if kind_name.startswith("Job/"):
+            assert "action-key" not in volumes, "the learner's pod holds no action key"
+    assert set(given) == holders
+    if not holders:
+        assert not secrets and not key_file.exists()
+        return
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    # What the policy container signs, the simulator container steps with.
+    simulator = action_auth.ActionCheck(given["simulator"])
+    actions = np.zeros((2, 1), dtype=np.float32)
+    for robot in (0, 5):
+        mac = given["policy"].mac(robot, 7, actions, 3)
+        assert simulator.refusal(robot, 7, actions, 3, mac) is None
+    before = key_file.read_text()
+    code, _, err = run_cli("k8s", mode, "robots:=3", f"output:={directory}")
+    assert code == 0, err
+    assert key_file.read_text() == before, "regenerating keeps the run's action key"
 
 
 @pytest.mark.parametrize(("mode", "gpu", "with_gpu"), [

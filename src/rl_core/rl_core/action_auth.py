@@ -45,6 +45,9 @@ ROBOT_KEYS_VARIABLE = variables.ROBOT_ACTION_KEYS
 #: Bytes of a key (the run's and each robot's) and of a MAC (SHA-256).
 KEY_BYTES = 32
 MAC_BYTES = 32
+#: The file a deployment generated without rl-bringup's supervisor (``rl-bringup compose``,
+#: ``rl-bringup k8s``) keeps its run key in, beside ``weights.key``.
+KEY_FILE_NAME = "action.key"
 _MESSAGE_TAG = b"rl_ros2 actions\0"
 _ROBOT_KEY_TAG = b"rl_ros2 robot action key\0"
 #: The key of this process alone: what a process without a configured key derives its robots'
@@ -90,6 +93,19 @@ def _decode(text: str, where: str) -> bytes:
                              f"({2 * KEY_BYTES} hex digits), e.g. from "
                              "python3 -c 'import secrets; print(secrets.token_hex(32))'")
     return raw
+
+
+def create_key_file(directory: str | os.PathLike[str]) -> Path:
+    """Write a fresh run key to ``directory/action.key`` (mode 0600, hex) unless one is there;
+    return its path. An existing key is kept, so regenerating a deployment keeps its key (as
+    rl_core.weights_auth.create_key_file does for the weights key)."""
+    path = Path(directory) / KEY_FILE_NAME
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.is_file():
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as file:
+            file.write(os.urandom(KEY_BYTES).hex() + "\n")
+    return path
 
 
 def parse_robot_keys(text: str) -> dict[int, bytes]:

@@ -26,7 +26,12 @@ file is the image's installed copy, chosen at run time by ``RL_CONFIG`` (default
 (docker compose >= 2.23.1). The learner's private key is the secret ``weights_key`` from
 ``weights.key`` beside the compose file, which this command writes (mode 0600) unless it exists,
 given only to the services that sign (trainer, replay buffer); the robot services get its
-public half alone, the secret ``weights_public_key`` from ``weights.pub``.
+public half alone, the secret ``weights_public_key`` from ``weights.pub``. Where a robot's
+simulator and policy are services of their own (decoupled), both get the run's action key as
+the secret ``action_key`` from ``action.key`` (written the same way), read through
+``RL_ROS2_ACTION_KEY_FILE``; no other service gets it (see
+:mod:`rl_bringup.tools.containers` for why a hybrid robot needs none, and why replicas get the
+run key rather than their robot's own).
 
 Every service runs as the Kubernetes pods do (:mod:`rl_bringup.tools.k8s_objects`): as the
 image's unprivileged user, with a read-only root filesystem (a tmpfs at ``/tmp`` holds ROS's
@@ -59,14 +64,17 @@ from rl_bringup.tools.containers import (
     OUTPUT_DIR,
     Container,
     ContainerLayout,
+    action_key_environment,
+    action_key_file,
     image_from_values,
     layout_from_values,
+    needs_action_key,
     replica_command,
     weights_key_file,
 )
 from rl_bringup.tools.k8s_objects import IMAGE_UID, SCRATCH_ENVIRONMENT, SCRATCH_MOUNT
 from rl_bringup.tools.subcommand import EXIT_FAILURE, SubparsersAction, ToolError, add_tool
-from rl_core import weights_auth
+from rl_core import action_auth, weights_auth
 
 COMMAND = "compose"
 KEYS: tuple[str, ...] = ("robots", "output", "config", "image", "max_robots")
@@ -76,6 +84,9 @@ SECRET_PATH = f"/run/secrets/{SECRET}"
 #: The public key, the only key a robot service gets (rl_bringup.run_key).
 PUBLIC_SECRET = "weights_public_key"
 PUBLIC_SECRET_PATH = f"/run/secrets/{PUBLIC_SECRET}"
+#: The run's action key, for the services whose simulator's policy runs in another service.
+ACTION_SECRET = "action_key"
+ACTION_SECRET_PATH = f"/run/secrets/{ACTION_SECRET}"
 CLAIMS_VOLUME = "robot_claims"
 CLAIMS_DIR = "/run/rl_ros2/robot_claims"
 CONFIG_VARIABLE = "RL_CONFIG"
@@ -133,6 +144,8 @@ def _environment(container: Container) -> dict[str, str]:
     key = ({weights_auth.KEY_FILE_VARIABLE: SECRET_PATH} if _signs(container) else
            {weights_auth.KEY_FILE_VARIABLE: "",
             weights_auth.PUBLIC_KEY_FILE_VARIABLE: PUBLIC_SECRET_PATH})
+    if needs_action_key(container):
+        key.update(action_key_environment(ACTION_SECRET_PATH))
     # The root filesystem is read-only: HOME (ROS's logs under ROS_HOME, matplotlib's cache)
     # moves to the tmpfs, as in the pods.
     return {**environment, **CONTAINER_ENVIRONMENT, **SCRATCH_ENVIRONMENT, **key}
@@ -165,6 +178,8 @@ def _service(layout: ContainerLayout, container: Container, *, image: str, folde
     service["init"] = True  # signals reach the node process; zombies are reaped
     service.update(copy.deepcopy(HARDENING))  # copies: no YAML shared between services
     service["secrets"] = [SECRET if _signs(container) else PUBLIC_SECRET]
+    if needs_action_key(container):
+        service["secrets"].append(ACTION_SECRET)
     if container.process.has_overrides:
         service["configs"] = [{"source": _config_name(container), "target": overrides}]
     if container.robot:
@@ -199,6 +214,8 @@ def compose_document(layout: ContainerLayout, *, image: str, folder: Path,
         document["configs"] = configs
     document["secrets"] = {SECRET: {"file": f"./{weights_auth.KEY_FILE_NAME}"},
                            PUBLIC_SECRET: {"file": f"./{weights_auth.PUBLIC_KEY_FILE_NAME}"}}
+    if layout.needs_action_key:
+        document["secrets"][ACTION_SECRET] = {"file": f"./{action_auth.KEY_FILE_NAME}"}
     # internal: no gateway out of the machine; SUBNET discovery multicast stays on the bridge.
     document["networks"] = {NETWORK: {"internal": True}}
     if layout.robots:
@@ -233,6 +250,13 @@ def _header(layout: ContainerLayout, regenerate: str) -> str:
         "  python3 -c 'import secrets; print(secrets.token_hex(32))' > weights.key "
         "&& chmod 600 weights.key",
     ]
+    acting = [container.name for container in layout.containers if needs_action_key(container)]
+    if acting:
+        lines += [
+            f"{' and '.join(acting)} authenticate actions with the run key in "
+            f"{action_auth.KEY_FILE_NAME} (made the same way); every",
+            "replica holds it, so one taken over could drive any robot of this deployment.",
+        ]
     if robots:
         lines += [
             "",
@@ -289,7 +313,9 @@ def compose(values: dict[str, str]) -> int:
     except OSError as error:
         raise ToolError(f"cannot write {output}: {error}", EXIT_FAILURE) from None
     key = weights_key_file(output.parent)
-    print(f"wrote {output}; weights key {key}")
+    action_key = f"; action key {action_key_file(output.parent)}" \
+        if layout.needs_action_key else ""
+    print(f"wrote {output}; weights key {key}{action_key}")
     scale = " ".join(f"--scale {container.name}={layout.plan.robots}"
                      for container in layout.robots)
     print(f"run:  ROS_DOMAIN_ID={DEFAULT_DOMAIN_ID} docker compose -f {output} up --build "

@@ -25,6 +25,17 @@ is then the process the orchestrator's SIGTERM reaches (rclpy shuts the nodes do
 ``ros2 run`` would stand in between and, as a container's process 1 without a SIGTERM handler,
 ignore it until the kill after the grace period. CPU pinning is left out (``cpus:=none``): host
 CPU numbers mean nothing inside a container, where the orchestrator's CPU limits apply.
+
+Action keys (rl_core.action_auth): a container whose simulator's policy runs in another
+container (decoupled: ``simulator`` and ``policy``) gets the deployment's run action key
+(:func:`needs_action_key`), from ``action.key`` beside the weights key. A container that hosts a
+robot's simulator and its policy together (hybrid ``robot``, colocated ``container``) gets none:
+its policy authenticates with a key of its own process, which no other container can have, so a
+robot container that is taken over cannot drive another robot. The learner never gets one.
+Unlike ``rl-bringup launch``, which gives a process serving one robot that robot's key alone
+(rl_bringup.run_key), a replica learns its robot index only when it starts, and every replica of
+a service mounts the same files: so the decoupled robot containers hold the run key, from which
+every robot's key derives.
 """
 
 from __future__ import annotations
@@ -38,8 +49,9 @@ from rl_bringup import paths, replica
 from rl_bringup.discovery import PROFILES_VARIABLE
 from rl_bringup.layouts import MODES
 from rl_bringup.plan import DEFAULT_CONFIG, MAX_ROBOTS, Plan, PlanError, ProcessSpec, make_plan, parse_robots
+from rl_bringup.run_key import ACTING_KINDS
 from rl_bringup.tools.subcommand import ToolError, int_value
-from rl_core import weights_auth
+from rl_core import action_auth, weights_auth
 from rl_nodes import graph
 from rl_nodes.graph import robot_namespace
 
@@ -114,6 +126,11 @@ class ContainerLayout:
     learner: list[Container]
     robots: list[Container]
     max_robots: int
+
+    @property
+    def needs_action_key(self) -> bool:
+        """Whether any container gets the run action key (:func:`needs_action_key`)."""
+        return any(needs_action_key(container) for container in self.containers)
 
     @property
     def containers(self) -> list[Container]:
@@ -251,3 +268,30 @@ def weights_key_file(directory: Path) -> Path:
         return weights_auth.create_key_file(directory)
     except OSError as error:
         raise ToolError(f"cannot write the weights key into {directory}: {error}", 1) from None
+
+
+def needs_action_key(container: Container) -> bool:
+    """Whether ``container`` gets the run action key: it hosts a simulator or a policy whose
+    counterpart runs in another container, so that their action MACs must share a key. A
+    container with both (hybrid ``robot``, colocated ``container``) authenticates with its own
+    process' key, and one with neither (the learner) has no actions to authenticate."""
+    acting = ACTING_KINDS & set(container.kinds)
+    return bool(acting) and acting != ACTING_KINDS
+
+
+def action_key_environment(key_file: str) -> dict[str, str]:
+    """The action key variables of a container that reads the run key from ``key_file``; the
+    others are emptied, as the run key and a robot's own key would win over the file."""
+    return {action_auth.KEY_VARIABLE: "", action_auth.KEY_FILE_VARIABLE: key_file,
+            action_auth.ROBOT_KEYS_VARIABLE: ""}
+
+
+def action_key_file(directory: Path) -> Path:
+    """The run's action key next to the generated files: written (mode 0600) unless it exists.
+
+    :raises ToolError: when it cannot be written.
+    """
+    try:
+        return action_auth.create_key_file(directory)
+    except OSError as error:
+        raise ToolError(f"cannot write the action key into {directory}: {error}", 1) from None

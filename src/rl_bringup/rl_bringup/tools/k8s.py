@@ -29,6 +29,12 @@ models, which check field names and types as they are built:
   alone, for its trainer and replay buffer, as ``RL_ROS2_WEIGHTS_KEY_FILE``;
 * ``rl-weights-public-key``: a ConfigMap from ``DIR/weights.pub``, mounted everywhere else (the
   robots) as ``RL_ROS2_WEIGHTS_PUBLIC_KEY_FILE``: robots check signatures but cannot sign;
+* ``rl-action-key`` (decoupled only): a Secret from ``DIR/action.key``, the run's action key
+  (written here, mode 0600, and kept when it exists), mounted for the robot pod's ``simulator``
+  and ``policy`` containers as ``RL_ROS2_ACTION_KEY_FILE``, so that the policy's action MACs
+  verify in the simulator's container; hybrid and colocated containers host both and need none
+  (:func:`rl_bringup.tools.containers.needs_action_key`). The pod's ordinal is known only when
+  it starts, so every robot pod holds the run key, not its robot's own;
 * ``rl-dds``: a NetworkPolicy that lets the deployment's pods exchange DDS traffic (the domain's
   UDP ports and the discovery server's) with each other only, plus DNS.
 
@@ -53,11 +59,13 @@ from rl_bringup.tools.containers import (
     DEFAULT_DOMAIN_ID,
     DEFAULT_IMAGE,
     ContainerLayout,
+    action_key_file,
     image_from_values,
     layout_from_values,
     weights_key_file,
 )
 from rl_bringup.tools.k8s_objects import (
+    ACTION_KEY_NAME,
     DEFAULT_STORAGE,
     DEPLOYMENT_LABELS,
     DISCOVERY_NAME,
@@ -72,7 +80,7 @@ from rl_bringup.tools.k8s_objects import (
     manifests,
 )
 from rl_bringup.tools.subcommand import EXIT_FAILURE, SubparsersAction, ToolError, add_tool
-from rl_core import weights_auth
+from rl_core import action_auth, weights_auth
 
 COMMAND = "k8s"
 KEYS: tuple[str, ...] = ("robots", "output", "config", "image", "gpu", "max_robots",
@@ -93,8 +101,11 @@ def parameter_files(layout: ContainerLayout) -> dict[str, str]:
     return files
 
 
-def kustomization(resources: list[str], parameters: list[str], namespace: str) -> dict[str, Any]:
-    """``kustomization.yaml``: the resources plus the generated ConfigMap and Secret.
+def kustomization(resources: list[str], parameters: list[str], namespace: str,
+                  action_key: bool = False) -> dict[str, Any]:
+    """``kustomization.yaml``: the resources plus the generated ConfigMaps and Secrets.
+
+    :param action_key: whether the Secret of the run's action key is generated too.
 
     The generators append a hash of the content to the names and rewrite the pods' references,
     so new parameters or a new key roll the pods that use them.
@@ -116,6 +127,10 @@ def kustomization(resources: list[str], parameters: list[str], namespace: str) -
     document["secretGenerator"] = [
         {"name": WEIGHTS_KEY_NAME, "files": [weights_auth.KEY_FILE_NAME], "type": "Opaque",
          "options": options}]
+    if action_key:
+        document["secretGenerator"].append(
+            {"name": ACTION_KEY_NAME, "files": [action_auth.KEY_FILE_NAME], "type": "Opaque",
+             "options": options})
     return document
 
 
@@ -139,6 +154,11 @@ def write_kustomize(layout: ContainerLayout, directory: Path, options: K8sOption
         key = weights_key_file(directory)
         if key_is_new:
             written += [key, key.parent / weights_auth.PUBLIC_KEY_FILE_NAME]
+        if layout.needs_action_key:
+            action_key_is_new = not (directory / action_auth.KEY_FILE_NAME).is_file()
+            action_key = action_key_file(directory)
+            if action_key_is_new:
+                written.append(action_key)
         files = manifests(layout, options)
         for name, objects in files.items():
             path = directory / name
@@ -150,7 +170,8 @@ def write_kustomize(layout: ContainerLayout, directory: Path, options: K8sOption
             path.write_text(text)
             written.append(path)
         path = directory / "kustomization.yaml"
-        document = kustomization(list(files), list(parameters), options.namespace)
+        document = kustomization(list(files), list(parameters), options.namespace,
+                                 action_key=layout.needs_action_key)
         path.write_text(GENERATED_HEADER + yaml.safe_dump(document, sort_keys=False))
         written.append(path)
     except OSError as error:
@@ -202,6 +223,9 @@ def k8s(values: dict[str, str]) -> int:
     print(f"wait:    {kubectl} wait --for=condition=complete job/{LEARNER_NAME} --timeout=-1s")
     print(f"note: {directory / weights_auth.KEY_FILE_NAME} is the run's secret weights key; keep "
           "it out of version control")
+    if layout.needs_action_key:
+        print(f"note: {directory / action_auth.KEY_FILE_NAME} is the run's secret action key; every "
+              "robot pod holds it, so a pod taken over could drive any robot of this deployment")
     if shutil.which("kubectl") is None:
         print("note: kubectl is not on PATH here; check the directory with "
               "`kubectl kustomize DIR` where it is", file=sys.stderr)

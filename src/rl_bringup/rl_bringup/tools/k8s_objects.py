@@ -22,9 +22,11 @@ from rl_bringup.tools.containers import (
     OUTPUT_DIR,
     Container,
     ContainerLayout,
+    action_key_environment,
+    needs_action_key,
     replica_command,
 )
-from rl_core import variables, weights_auth
+from rl_core import action_auth, variables, weights_auth
 from rl_core.cpus import OMP_THREADS_VARIABLE, TORCH_THREADS_VARIABLE
 from rl_core.heartbeat import HEARTBEAT_TIMEOUT_S
 from rl_nodes import graph
@@ -45,6 +47,8 @@ RUNS_CLAIM_NAME = "rl-runs"
 PARAMETERS_NAME = "rl-parameters"
 WEIGHTS_KEY_NAME = "rl-weights-key"
 WEIGHTS_PUBLIC_KEY_NAME = "rl-weights-public-key"
+#: The run's action key (rl_bringup.tools.containers.needs_action_key says who gets it).
+ACTION_KEY_NAME = "rl-action-key"
 NETWORK_POLICY_NAME = "rl-dds"
 DISCOVERY_PORT = 11811
 #: RTPS well-known ports: domain d uses PB + DG * d ... PB + DG * d + DG - 1 (PB 7400, DG 250).
@@ -53,6 +57,7 @@ DDS_DOMAIN_GAIN = 250
 CONFIG_MOUNT = "/etc/rl_ros2/config"
 WEIGHTS_KEY_MOUNT = "/etc/rl_ros2/weights"
 WEIGHTS_PUBLIC_KEY_MOUNT = "/etc/rl_ros2/weights-public"
+ACTION_KEY_MOUNT = "/etc/rl_ros2/action"
 DEFAULT_STORAGE = "5Gi"
 # Locally built images (kind load, minikube image load) carry no registry; IfNotPresent uses them
 # where the default for :latest (Always) would try to pull.
@@ -152,7 +157,8 @@ def _signs(container: Container) -> bool:
 
 def _environment(container: Container) -> list[client.V1EnvVar]:
     """The plan's environment, the container additions, the learner's key (the private key for
-    the learner's signers, the public key for everyone else) and torch threads."""
+    the learner's signers, the public key for everyone else), the run's action key where
+    :func:`needs_action_key` and torch threads."""
     from kubernetes import client
 
     trainer = NODE_RESOURCES[graph.TRAINER].cpus if graph.TRAINER in container.kinds else 1
@@ -162,6 +168,8 @@ def _environment(container: Container) -> list[client.V1EnvVar]:
            {weights_auth.KEY_VARIABLE: "", weights_auth.KEY_FILE_VARIABLE: "",
             weights_auth.PUBLIC_KEY_VARIABLE: "", weights_auth.PUBLIC_KEY_FILE_VARIABLE:
             f"{WEIGHTS_PUBLIC_KEY_MOUNT}/{weights_auth.PUBLIC_KEY_FILE_NAME}"})
+    if needs_action_key(container):
+        key.update(action_key_environment(f"{ACTION_KEY_MOUNT}/{action_auth.KEY_FILE_NAME}"))
     values = {
         **container.process.env,
         **CONTAINER_ENVIRONMENT,
@@ -227,6 +235,9 @@ def _node_container(layout: ContainerLayout, container: Container,
                                    read_only=True) if _signs(container) else
               client.V1VolumeMount(name="weights-public-key", mount_path=WEIGHTS_PUBLIC_KEY_MOUNT,
                                    read_only=True)]
+    if needs_action_key(container):
+        mounts.append(client.V1VolumeMount(name="action-key", mount_path=ACTION_KEY_MOUNT,
+                                           read_only=True))
     if not container.robot:
         mounts.append(client.V1VolumeMount(name="runs", mount_path=OUTPUT_DIR))
     sidecar = not container.robot and not container.main
@@ -268,7 +279,7 @@ def _heartbeat_probes() -> dict[str, client.V1Probe]:
     }
 
 
-def _volumes(with_runs: bool) -> list[client.V1Volume]:
+def _volumes(with_runs: bool, with_action_key: bool = False) -> list[client.V1Volume]:
     from kubernetes import client
 
     volumes = [
@@ -285,6 +296,10 @@ def _volumes(with_runs: bool) -> list[client.V1Volume]:
         volumes.append(client.V1Volume(
             name="runs", persistent_volume_claim=client.V1PersistentVolumeClaimVolumeSource(
                 claim_name=RUNS_CLAIM_NAME)))
+    if with_action_key:  # only in a pod with a container that needs it
+        volumes.append(client.V1Volume(
+            name="action-key", secret=client.V1SecretVolumeSource(secret_name=ACTION_KEY_NAME,
+                                                                   default_mode=0o400)))
     return volumes
 
 
@@ -352,7 +367,8 @@ def learner_objects(layout: ContainerLayout, options: K8sOptions) -> list[Any]:
     main = [_node_container(layout, c, options) for c in layout.learner if c.main]
     sidecars = [_node_container(layout, c, options) for c in layout.learner if not c.main]
     pod = _pod_spec(
-        main, _volumes(with_runs=True),
+        main, _volumes(with_runs=True,
+                       with_action_key=any(needs_action_key(c) for c in layout.learner)),
         # A crashed trainer restarts in place and resumes from the volume; exit 0 completes.
         restart_policy="OnFailure",
         init_containers=sidecars or None,
@@ -373,7 +389,8 @@ def robot_objects(layout: ContainerLayout, options: K8sOptions) -> list[Any]:
         api_version="v1", kind="Service", metadata=_metadata(ROBOTS_NAME, component),
         spec=client.V1ServiceSpec(cluster_ip="None", selector=labels(component)))
     pod = _pod_spec([_node_container(layout, c, options) for c in layout.robots],
-                    _volumes(with_runs=False))
+                    _volumes(with_runs=False,
+                             with_action_key=any(needs_action_key(c) for c in layout.robots)))
     stateful_set = client.V1StatefulSet(
         api_version="apps/v1", kind="StatefulSet", metadata=_metadata(ROBOTS_NAME, component),
         spec=client.V1StatefulSetSpec(
