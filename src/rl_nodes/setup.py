@@ -29,6 +29,7 @@ setup(
             *(f"{kind} = rl_nodes.{kind}:main" for kind in NODE_KINDS),
             "container = rl_nodes.container:main",
             "sim_robot = rl_nodes.sim_robot:main",
+            "diagnostics_aggregator = rl_nodes.diagnostics_aggregator:main",
         ],
     },
 )

@@ -1,0 +1,133 @@
+"""diagnostics_aggregator: ``/diagnostics`` grouped into the tree rqt_robot_monitor shows.
+
+The pip install's stand-in for diagnostic_aggregator's ``aggregator_node`` (C++, not on PyPI),
+with the same topics: it subscribes ``/diagnostics`` and publishes ``/diagnostics_agg``
+(diagnostic_msgs/DiagnosticArray, at the file's ``pub_rate``, 1 Hz by default) and
+``/diagnostics_toplevel_state`` (diagnostic_msgs/DiagnosticStatus, the tree's worst level). The
+grouping is :mod:`rl_core.diagnostic_aggregation`'s, from the same analyzer file the docker
+image's aggregator_node reads (``config/robots/diagnostic_analyzers.yaml`` unless
+``analyzers_file`` names another). One per deployment::
+
+    ros2 run rl_nodes diagnostics_aggregator      # or the venv's diagnostics_aggregator
+    ros2 run rqt_robot_monitor rqt_robot_monitor
+
+Statuses are timed on arrival with a monotonic clock, so staleness follows the wall time a
+status has been silent, whatever ``use_sim_time`` says.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rcl_interfaces.msg import ParameterDescriptor
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.node import Node
+from rclpy.qos import QoSProfile
+
+from rl_core.diagnostic_aggregation import (
+    Aggregator,
+    AnalyzerConfigError,
+    Status,
+    shipped_analyzer_file,
+    toplevel_level,
+)
+from rl_nodes import graph
+from rl_nodes.runtime import ensure_network_defaults
+
+NODE_NAME = "diagnostics_aggregator"
+#: aggregator_node's output topics (absolute, as upstream's).
+DIAGNOSTICS_AGG = "/diagnostics_agg"
+TOPLEVEL_STATE = "/diagnostics_toplevel_state"
+#: Depth of the /diagnostics queue: every node publishes once a second, and a burst from many
+#: robots must not push statuses out before the callback takes them (upstream keeps 1000).
+DIAGNOSTICS_DEPTH = 1000
+
+
+def _level(value: Any) -> int:
+    """A message's level as an int (rclpy gives a ``byte`` field as ``bytes``)."""
+    return value[0] if isinstance(value, (bytes, bytearray)) else int(value)
+
+
+def to_status(message: DiagnosticStatus) -> Status:
+    return Status(message.name, _level(message.level), message.message, message.hardware_id,
+                  tuple((pair.key, pair.value) for pair in message.values))
+
+
+def to_message(status: Status) -> DiagnosticStatus:
+    return DiagnosticStatus(level=bytes([status.level]), name=status.name, message=status.message,
+                            hardware_id=status.hardware_id,
+                            values=[KeyValue(key=key, value=value) for key, value in status.values])
+
+
+class DiagnosticsAggregatorNode(Node):
+    """Takes ``/diagnostics``, publishes the aggregated tree and the toplevel state."""
+
+    def __init__(self) -> None:
+        super().__init__(NODE_NAME)
+        self.declare_parameter("analyzers_file", "", ParameterDescriptor(
+            description="diagnostic_aggregator analyzer YAML ('analyzers: ros__parameters:'); "
+                        "empty: the shipped config/robots/diagnostic_analyzers.yaml",
+            read_only=True))
+        self.aggregator = load_aggregator(str(self.get_parameter("analyzers_file").value))
+        self.create_subscription(DiagnosticArray, graph.DIAGNOSTICS.name, self._on_diagnostics,
+                                 DIAGNOSTICS_DEPTH)
+        # Depth 1, reliable, volatile: upstream's profile, which rqt_robot_monitor matches.
+        self._agg_pub = self.create_publisher(DiagnosticArray, DIAGNOSTICS_AGG, QoSProfile(depth=1))
+        self._toplevel_pub = self.create_publisher(DiagnosticStatus, TOPLEVEL_STATE,
+                                                   QoSProfile(depth=1))
+        self.create_timer(1.0 / self.aggregator.pub_rate_hz, self._publish)
+
+    def _on_diagnostics(self, message: DiagnosticArray) -> None:
+        self.aggregator.update([to_status(status) for status in message.status], time.monotonic())
+
+    def _publish(self) -> None:
+        tree = self.aggregator.report(time.monotonic())
+        array = DiagnosticArray(status=[to_message(status) for status in tree])
+        array.header.stamp = self.get_clock().now().to_msg()
+        self._agg_pub.publish(array)
+        self._toplevel_pub.publish(DiagnosticStatus(level=bytes([toplevel_level(tree)]),
+                                                    name="toplevel_state"))
+
+
+def load_aggregator(path: str) -> Aggregator:
+    """The aggregator of the analyzer file at ``path`` (the shipped one when empty).
+
+    :raises AnalyzerConfigError: naming the file and what is wrong with it.
+    """
+    if not path:
+        try:
+            path = str(shipped_analyzer_file())
+        except FileNotFoundError as error:
+            raise AnalyzerConfigError(f"{error}; or name a file with "
+                                      f"-p analyzers_file:=PATH") from error
+    return Aggregator.from_file(path)
+
+
+def main(args: list[str] | None = None) -> int:
+    """Run the aggregator until shutdown; exit code 0, or 2 for a bad analyzer file."""
+    ensure_network_defaults()
+    rclpy.init(args=args if args is not None else sys.argv)
+    node: DiagnosticsAggregatorNode | None = None
+    try:
+        node = DiagnosticsAggregatorNode()
+        executor = SingleThreadedExecutor()
+        executor.add_node(node)
+        executor.spin()
+    except AnalyzerConfigError as error:
+        print(f"configuration error: {error}", file=sys.stderr)
+        return 2
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        if node is not None:
+            node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
