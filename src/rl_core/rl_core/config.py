@@ -129,6 +129,12 @@ class SimulatorConfig:
                                f"{MIN_RATE_HZ:g}).", 0.0, 100000.0, 0.0)
     visualization_rate_hz: float = param(10.0, "Rate of joint_states, markers and TF for rviz "
                                          "(environment 0; 0 = off).", 0.0, 100.0, 0.0)
+    publish_tf: bool = param(True, "Publish the robot's TF as robot_state_publisher would: fixed "
+                             "joints and world -> robot_k/<root link> once on /tf_static, moving "
+                             "joints from the joint_states values on /tf (frame prefix "
+                             "robot_k/). false: no TF at all, for a robot_state_publisher "
+                             "(frame_prefix robot_k/) fed with robot_description and "
+                             "joint_states (docs/graph.md).", read_only=True)
     pipeline: bool = param(False, "Keep two halves of the environments in flight (double-buffered "
                            "sampling): one half steps while the other waits for its actions, so "
                            "physics overlaps transport and inference. Needs num_envs >= 2; pays "

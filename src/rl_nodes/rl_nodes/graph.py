@@ -114,8 +114,12 @@ DIAGNOSTICS_PERIOD_S = 1.0
 #: The DiagnosticStatus name under which ``robots:=auto`` publishes its decisions (from a tool
 #: participant in the supervisor process, not from a node of the deployment).
 AUTOSCALER_STATUS = "/rl_bringup/autoscaler"
-#: Published only where ``tf2_msgs`` imports (a full ROS 2 install); not part of the checked graph.
-TF = Topic("/tf", "tf2_msgs/msg/TFMessage", (SIMULATOR,))
+#: TF (rl_core.robot.tf_tree), with tf2's profiles: moving joints on /tf (tf2's dynamic broadcaster:
+#: reliable, volatile, depth 100), fixed joints and the robot's base once on /tf_static (its
+#: static broadcaster: reliable, transient local, depth 1). Published only where ``tf2_msgs``
+#: imports (a full ROS 2 install) and ``publish_tf`` is on; not part of the checked graph.
+TF = Topic("/tf", "tf2_msgs/msg/TFMessage", (SIMULATOR,), qos=QoS(100))
+TF_STATIC = Topic("/tf_static", "tf2_msgs/msg/TFMessage", (SIMULATOR,), qos=LATCHED)
 
 #: Image side topics (rl_nodes.image_transport, image_transport's naming): a task that observes
 #: images sends each observation and experience batch's frames as one image beside the batch,

@@ -2,11 +2,14 @@
 
 Pure conversions from an environment's introspection (``rl_core.envs.PybulletRobotEnv``) to
 messages; the simulator node publishes them at a limited rate. Robot ``k`` is drawn shifted by
-``ROBOT_SPACING_M * k`` along y so several robots sit side by side in the fixed frame.
+``ROBOT_SPACING_M * k`` along y so several robots sit side by side in the fixed frame. TF is
+rl_core.robot.tf_tree's (REP-105, as robot_state_publisher publishes it): ``world ->
+robot_k/<root link>`` and the fixed joints static, the moving joints from the joint positions.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -17,6 +20,7 @@ from std_msgs.msg import ColorRGBA
 from visualization_msgs.msg import Marker, MarkerArray
 
 from rl_core.robot.description import urdf_with_absolute_meshes
+from rl_core.robot.tf_tree import FrameTransform, TfTree
 
 try:  # TF exists in a full ROS 2 install; the PyPI wheels lack tf2_msgs.
     from geometry_msgs.msg import TransformStamped
@@ -43,6 +47,7 @@ def urdf_for_rviz(urdf_path: str) -> str:
 
 
 def joint_state(env: Any, stamp: Time) -> JointState:
+    """Environment ``env``'s movable joints (their positions also drive :func:`tf_message`)."""
     msg = JointState()
     msg.header.stamp = stamp
     msg.name = env.joint_names()
@@ -90,19 +95,33 @@ def markers(env: Any, robot_id: int, stamp: Time) -> MarkerArray:
     return array
 
 
-def transforms(env: Any, robot_id: int, stamp: Time) -> Any:
-    """``TFMessage`` with ``world -> robot_k/<link>`` for every link (None without tf2_msgs)."""
+def robot_tf_tree(env: Any, robot_id: int) -> TfTree:
+    """The TF tree of ``env``'s URDF, frames prefixed ``robot_k/``, hanging from ``world``."""
+    return TfTree.from_file(env.urdf_path, frame_prefix(robot_id), world_frame=FIXED_FRAME)
+
+
+def static_transforms(env: Any, tree: TfTree, robot_id: int) -> list[FrameTransform]:
+    """What ``/tf_static`` carries for robot ``k``: ``world -> robot_k/<root link>`` at the
+    environment's (fixed) base pose, shifted by :func:`robot_offset`, and every fixed joint."""
+    # pybullet reports a base's centre of mass, the other links' URDF frames.
+    position, quaternion = env.link_world_poses()[tree.model.root_link]
+    root = tree.root_transform(np.asarray(position) + robot_offset(robot_id), quaternion,
+                               of_inertial_frame=True)
+    return [root, *tree.static_transforms()]
+
+
+def tf_message(transforms: Sequence[FrameTransform], stamp: Time) -> Any:
+    """A ``TFMessage`` of ``transforms``, all stamped ``stamp`` (None without tf2_msgs)."""
     if TFMessage is None:
         return None
-    offset = robot_offset(robot_id)
     message = TFMessage()
-    for link, (position, quaternion) in env.link_world_poses().items():
+    for frame in transforms:
         transform = TransformStamped()
-        transform.header.frame_id, transform.header.stamp = FIXED_FRAME, stamp
-        transform.child_frame_id = frame_prefix(robot_id) + link
-        p = position + offset
-        transform.transform.translation = Vector3(x=float(p[0]), y=float(p[1]), z=float(p[2]))
-        transform.transform.rotation = Quaternion(x=float(quaternion[0]), y=float(quaternion[1]),
-                                                  z=float(quaternion[2]), w=float(quaternion[3]))
+        transform.header.frame_id, transform.header.stamp = frame.parent, stamp
+        transform.child_frame_id = frame.child
+        x, y, z = frame.translation
+        transform.transform.translation = Vector3(x=x, y=y, z=z)
+        qx, qy, qz, qw = frame.rotation
+        transform.transform.rotation = Quaternion(x=qx, y=qy, z=qz, w=qw)
         message.transforms.append(transform)
     return message
