@@ -129,6 +129,16 @@ def test_a_trainer_that_still_sets_the_budget_hands_it_to_the_buffer() -> None:
     assert service.status(0.0).total_env_steps == 30
 
 
+def test_no_sample_request_can_lower_the_budget_and_end_the_run() -> None:
+    node = Node()
+    service = node.service(total_env_steps=40, updates_per_transition=1.0, error_buffer=100)
+    service.insert(experience(0, rows=16))
+    answer = service.sample(request(batch_size=4, max_batches=3, insert_budget=1))
+    assert answer.success and len(answer.batches) == 3 and not answer.done
+    assert (answer.total_env_steps, node.kinds[-1]) == (40, "sample request")
+    assert "below this run's total_env_steps 40" in node.rejected[-1][1]
+
+
 def test_one_answer_carries_at_most_max_rows_rows() -> None:
     service = Node().service(updates_per_transition=8.0, error_buffer=100)
     service.insert(experience(0, rows=40))

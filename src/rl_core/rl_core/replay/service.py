@@ -232,6 +232,14 @@ class ReplayService:
             self._reject("sample request", message)
             return SampleAnswer(False, message, [], *self.sizes())
         max_batches = min(request.max_batches, self.max_rows // max(request.batch_size, 1))
+        insert_budget = request.insert_budget
+        if insert_budget and insert_budget < self.replay.total_env_steps:
+            # One call must not end every robot's run (found by benchmarks/fuzz.py): the
+            # deprecated budget of a trainer may only raise the buffer's own.
+            self._reject("sample request", f"insert_budget {insert_budget} is below this run's "
+                         f"total_env_steps {self.replay.total_env_steps} (the replay buffer's, "
+                         "read-only); ignored, the batches are served")
+            insert_budget = 0
         with self.lock:
             size, total = self.sizes()
             schedule = self.replay.total_env_steps, self.replay.done
@@ -241,7 +249,7 @@ class ReplayService:
                 return SampleAnswer(False, "buffer is empty; wait for experience", [], 0, total,
                                     False, *schedule)
             draw, changed = self.replay.take(request.batch_size, max_batches,
-                                             request.weights_version, request.insert_budget)
+                                             request.weights_version, insert_budget)
             self._log_sampled += len(draw.batches)
         if changed:
             self._on_pause_change()
