@@ -214,5 +214,8 @@ def fuzz(call: Call, seed: int, nodes: tuple[str, ...], launch_only: tuple[str, 
         except TimeoutError as error:
             report.unanswered.append(f"{service} {request}: {error}"[:300])
     for node in nodes:
-        fuzz_node_parameters(call, node, rng, report, launch_only)
+        try:
+            fuzz_node_parameters(call, node, rng, report, launch_only)
+        except TimeoutError as error:  # the node stopped answering (or the run ended)
+            report.unanswered.append(f"{node} parameters: {error}")
     return report

@@ -29,6 +29,7 @@ KILLS_PER_KIND = 2
 def test_training_survives_kills_and_hostile_input(tmp_path: Path, ros_env) -> None:
     seed = int(os.environ.get("RL_FAULTS_SEED") or random.SystemRandom().randrange(10**6))
     output = tmp_path / "run"
+    print(f"fault schedule: seed {seed} (RL_FAULTS_SEED={seed} replays it)")  # even if it raises
     report = run_scenario(output, ros_env, seed, KILLS_PER_KIND)
     print_tables(report)
     context = f"seed {seed} (RL_FAULTS_SEED={seed} replays it):\n" + "\n".join(report.lines[-60:])
