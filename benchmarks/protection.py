@@ -128,9 +128,8 @@ def measure(env_id: str, width: int, hidden: tuple[int, ...], repeats: int = 200
                       publications, f"every {trainer.weights_period:g} s"))
     # The replay status: signed by the buffer, checked by every robot (rl_core.signed_status),
     # serialised with rclpy as the nodes do.
-    from rl_core.signed_status import StatusCheck, StatusSigner
+    from rl_core.signed_status import StatusCheck, StatusSigner, sign_status, status_refusal
     from rl_interfaces.msg import ReplayStatus
-    from rl_nodes.conversions import sign_status, status_refusal
     from rl_nodes.replay_buffer import STATUS_PERIOD_S
 
     signer, status = StatusSigner(key), ReplayStatus(rate_limited=True)

@@ -18,10 +18,9 @@ import yaml
 from stable_baselines3.common.env_checker import check_env
 
 from rl_core import weights_auth
-from rl_core.signed_status import StatusSigner
+from rl_core.signed_status import StatusSigner, sign_status
 from rl_interfaces.msg import ReplayStatus
 from rl_nodes import graph
-from rl_nodes.conversions import sign_status
 from rl_nodes.gym_bridge import BridgeEnv, BridgeVectorEnv, SimulatorProtocolError, SimulatorTimeout
 from tests.processes import Child
 

@@ -13,11 +13,10 @@ import pytest
 import rclpy
 
 from rl_core import weights_auth
-from rl_core.signed_status import StatusSigner
+from rl_core.signed_status import StatusSigner, sign_status
 from rl_interfaces.msg import ReplayStatus
 from rl_nodes import simulator as simulator_module
 from rl_nodes.base import WARN
-from rl_nodes.conversions import sign_status
 from rl_nodes.intra_process import IntraProcessManager
 from rl_nodes.policy import PolicyNode
 from rl_nodes.simulator import SimulatorNode

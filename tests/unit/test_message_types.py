@@ -69,10 +69,9 @@ def test_a_signed_status_verifies_after_the_wire_and_fails_when_any_field_change
     float32 a sender assigned as a Python float verifies after the receiver decoded it."""
     from rclpy.serialization import deserialize_message, serialize_message
 
-    from rl_core.signed_status import StatusCheck, StatusSigner
+    from rl_core.signed_status import StatusCheck, StatusSigner, sign_status, status_refusal
     from rl_core.weights_auth import SigningKey
     from rl_interfaces.msg import ReplayStatus
-    from rl_nodes.conversions import sign_status, status_refusal
 
     key = SigningKey(bytes(range(32)))
     signer = StatusSigner(key)

@@ -201,7 +201,7 @@ class ElasticRobots:
                       + traceback.format_exc().rstrip())
 
     def _on_status(self, msg: Any) -> None:
-        from rl_nodes.conversions import status_refusal  # noqa: PLC0415
+        from rl_core.signed_status import status_refusal  # noqa: PLC0415
 
         refusal = status_refusal(msg, self.status_check)
         if refusal is not None:

@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from rl_core import variables
+from rl_core.transport import Actions, Observations
 
 KEY_VARIABLE = variables.ACTION_KEY
 KEY_FILE_VARIABLE = variables.ACTION_KEY_FILE
@@ -225,3 +226,11 @@ class ActionCheck:
                     "actions (development only)")
         return (f"step {step} arrived with {what} under robot {robot_id}'s action key: forged, "
                 "or from a policy with another run's key")
+
+
+def answer(keys: ActionKeys, robot: int, msg: Observations, actions: np.ndarray, version: int
+           ) -> Actions:
+    """The action batch answering ``msg``, with the MAC of robot ``robot`` (the robot the policy
+    serves, not the one the observations name)."""
+    return Actions(msg.robot_id, msg.step, actions, version, msg.stamp_ns,
+                   keys.mac(robot, msg.step, actions, version))

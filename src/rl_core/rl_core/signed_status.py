@@ -5,13 +5,17 @@ could publish it could stall or unleash the fleet. The replay buffer (a learner 
 the private key of :mod:`rl_core.weights_auth`) signs each status it publishes, counted within
 its epoch; robots, the gym bridge and the autoscaler obey a status only when it verifies under
 the learner's public key and is newer than the last one they obeyed (a recorded status replayed
-later is refused). The node encodes every field but the signature canonically
-(``rl_nodes.conversions``); those bytes are what is signed and checked.
+later is refused). Every field but the signature is encoded canonically
+(:func:`status_payload`, duck-typed on the generated message: no rclpy here); those bytes are
+what is signed and checked.
 """
 
 from __future__ import annotations
 
+import json
+import struct
 import time
+from typing import Any
 
 from rl_core import weights_auth
 from rl_core.weights_auth import SigningKey, VerifyKey
@@ -85,3 +89,37 @@ class StatusCheck:
             return reason
         self.last = (epoch, sequence)
         return None
+
+
+def canonical_fields(msg: Any, skip: str = "") -> dict[str, Any]:
+    """A message's fields as plain values, float32 ones as their 4 bytes (a sender holds the
+    Python float it assigned, a receiver the float32 it decoded)."""
+    fields: dict[str, Any] = {}
+    for name, kind in msg.get_fields_and_field_types().items():
+        if name == skip:
+            continue
+        value = getattr(msg, name)
+        if hasattr(value, "get_fields_and_field_types"):
+            value = canonical_fields(value)
+        elif kind == "float":
+            value = struct.pack("<f", value).hex()
+        fields[name] = value
+    return fields
+
+
+def status_payload(msg: Any) -> bytes:
+    """What a ReplayStatus's signature covers: every field but the signature, canonically
+    encoded (CDR bytes are no canonical form: their padding is not defined)."""
+    return json.dumps(canonical_fields(msg, skip="signature"), sort_keys=True).encode()
+
+
+def sign_status(msg: Any, signer: StatusSigner) -> None:
+    """Give a ReplayStatus its epoch, sequence and the learner's signature."""
+    msg.epoch, msg.sequence = signer.next()
+    msg.signature = ""
+    msg.signature = signer.sign(status_payload(msg))
+
+
+def status_refusal(msg: Any, check: StatusCheck) -> str | None:
+    """Why a received ReplayStatus must not be obeyed; None to obey."""
+    return check.refusal(msg.epoch, msg.sequence, msg.signature, status_payload(msg))

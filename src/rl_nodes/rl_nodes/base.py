@@ -17,9 +17,9 @@ from rclpy.qos import QoSProfile
 from rl_core import action_auth, heartbeat, variables, weights_auth
 from rl_core.action_auth import ActionCheck, ActionKeys
 from rl_core.config import ConfigError
-from rl_core.signed_status import StatusCheck
+from rl_core.signed_status import StatusCheck, status_refusal
 from rl_nodes import graph
-from rl_nodes.conversions import Actions, TopicType, status_refusal, topic_type
+from rl_nodes.conversions import Actions, TopicType, topic_type
 from rl_nodes.intra_process import IntraProcessManager
 from rl_nodes.intra_process_endpoints import IntraProcessPublisher, IntraProcessSubscription
 

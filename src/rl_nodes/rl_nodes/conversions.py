@@ -14,8 +14,6 @@ from __future__ import annotations
 import array
 import functools
 import importlib
-import json
-import struct
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, TypeVar
 
@@ -23,8 +21,6 @@ import numpy as np
 from builtin_interfaces.msg import Time
 
 from rl_core import wire
-from rl_core.action_auth import ActionKeys
-from rl_core.signed_status import StatusCheck, StatusSigner
 from rl_core.transport import (
     Actions,
     AwaitingImages,
@@ -136,14 +132,6 @@ def actions_from_msg(msg: ActionBatch) -> Actions:
                    stamp_to_ns(msg.header.stamp), bytes(msg.mac))
 
 
-def answer(keys: ActionKeys, robot: int, msg: Observations, actions: np.ndarray, version: int
-           ) -> Actions:
-    """The action batch answering ``msg``, with the MAC of robot ``robot`` (the robot the policy
-    serves, not the one the observations name: rl_core.action_auth)."""
-    return Actions(msg.robot_id, msg.step, actions, version, msg.stamp_ns,
-                   keys.mac(robot, msg.step, actions, version))
-
-
 ACTIONS = TopicType(ActionBatch, actions_to_msg, actions_from_msg)
 
 
@@ -237,41 +225,6 @@ WEIGHTS = TopicType(PolicyWeights, weights_to_msg, weights_from_msg)
 
 
 # --- episode statistics -------------------------------------------------------------------------
-
-def _canonical(msg: Any, skip: str = "") -> dict[str, Any]:
-    """A message's fields as plain values, float32 ones as their 4 bytes (a sender holds the
-    Python float it assigned, a receiver the float32 it decoded)."""
-    fields: dict[str, Any] = {}
-    for name, kind in msg.get_fields_and_field_types().items():
-        if name == skip:
-            continue
-        value = getattr(msg, name)
-        if hasattr(value, "get_fields_and_field_types"):
-            value = _canonical(value)
-        elif kind == "float":
-            value = struct.pack("<f", value).hex()
-        fields[name] = value
-    return fields
-
-
-def _status_payload(msg: Any) -> bytes:
-    """What a ReplayStatus's signature covers: every field but the signature, canonically
-    encoded (CDR bytes are no canonical form: their padding is not defined)."""
-    return json.dumps(_canonical(msg, skip="signature"), sort_keys=True).encode()
-
-
-def sign_status(msg: Any, signer: StatusSigner) -> None:
-    """Give a ReplayStatus its epoch, sequence and the learner's signature
-    (rl_core.signed_status)."""
-    msg.epoch, msg.sequence = signer.next()
-    msg.signature = ""
-    msg.signature = signer.sign(_status_payload(msg))
-
-
-def status_refusal(msg: Any, check: StatusCheck) -> str | None:
-    """Why a received ReplayStatus must not be obeyed (rl_core.signed_status); None to obey."""
-    return check.refusal(msg.epoch, msg.sequence, msg.signature, _status_payload(msg))
-
 
 def episodes_to_msg(data: Episodes) -> EpisodeStatistics:
     msg = EpisodeStatistics()

@@ -39,7 +39,7 @@ from rl_core import action_auth, remote_env, weights_auth
 from rl_core.acting import ActingGate
 from rl_core.image_codecs import Camera, is_image_shape
 from rl_core.remote_env import RemoteRobot, SimulatorProtocolError, SimulatorTimeout
-from rl_core.signed_status import StatusCheck
+from rl_core.signed_status import StatusCheck, status_refusal
 from rl_interfaces.msg import ReplayStatus
 from rl_nodes import graph
 from rl_nodes.base import robot_id_from_namespace
@@ -52,7 +52,6 @@ from rl_nodes.conversions import (
     Actions,
     Experience,
     TopicType,
-    status_refusal,
 )
 from rl_nodes.runtime import ensure_network_defaults
 

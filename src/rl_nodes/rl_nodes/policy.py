@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from rl_core.action_auth import answer
 from rl_core.central_batching import CentralBatcher
 from rl_core.config import PolicyConfig
 from rl_core.policy_model import build_policy_model
@@ -50,7 +51,6 @@ from rl_nodes.conversions import (
     Actions,
     Observations,
     Weights,
-    answer,
 )
 from rl_nodes.graph import robot_namespace
 from rl_nodes.intra_process_endpoints import IntraProcessPublisher

@@ -30,13 +30,13 @@ from rl_core.envs import space_shapes
 from rl_core.image_codecs import is_image_shape
 from rl_core.replay import RateLimitedReplay, ReplayBuffer
 from rl_core.replay.service import FileAnswer, ReplayService, SampleAnswer
-from rl_core.signed_status import StatusSigner
+from rl_core.signed_status import StatusSigner, sign_status
 from rl_core.transport import SampleRequest
 from rl_core.wire import MAX_REQUEST_ROWS
 from rl_interfaces.msg import ReplayStatus
 from rl_nodes import graph
 from rl_nodes.base import EXPERIENCE_QOS, OK, WARN, RLNode, load_signing_key
-from rl_nodes.conversions import EXPERIENCE_WITH_IMAGES, Experience, sign_status
+from rl_nodes.conversions import EXPERIENCE_WITH_IMAGES, Experience
 from rl_nodes.image_transport import subscribe_with_images
 from rl_nodes.intra_process_services import create_service
 from rl_nodes.parameters import declare_config, watch_config
