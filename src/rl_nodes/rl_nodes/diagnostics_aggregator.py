@@ -21,10 +21,8 @@ import sys
 import time
 from typing import Any
 
-import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import ParameterDescriptor
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
 
@@ -36,7 +34,7 @@ from rl_core.diagnostic_aggregation import (
     toplevel_level,
 )
 from rl_nodes import graph
-from rl_nodes.runtime import ensure_network_defaults
+from rl_nodes.runtime import spin_plain_node
 
 NODE_NAME = "diagnostics_aggregator"
 #: aggregator_node's output topics (absolute, as upstream's).
@@ -109,24 +107,7 @@ def load_aggregator(path: str) -> Aggregator:
 
 def main(args: list[str] | None = None) -> int:
     """Run the aggregator until shutdown; exit code 0, or 2 for a bad analyzer file."""
-    ensure_network_defaults()
-    rclpy.init(args=args if args is not None else sys.argv)
-    node: DiagnosticsAggregatorNode | None = None
-    try:
-        node = DiagnosticsAggregatorNode()
-        executor = SingleThreadedExecutor()
-        executor.add_node(node)
-        executor.spin()
-    except AnalyzerConfigError as error:
-        print(f"configuration error: {error}", file=sys.stderr)
-        return 2
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+    return spin_plain_node(DiagnosticsAggregatorNode, (AnalyzerConfigError,), args)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ from typing import Any
 
 import rclpy
 from rclpy.duration import Duration
-from rclpy.executors import SingleThreadedExecutor
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.qos import ReliabilityPolicy
 from rclpy.signals import SignalHandlerOptions
 
@@ -160,6 +160,32 @@ def flush_publishers(nodes: Sequence[Any], timeout_s: float) -> bool:
             except Exception:  # noqa: BLE001 - a publisher already gone: nothing left to flush
                 continue
     return True
+
+
+def spin_plain_node(make: Callable[[], Any], config_errors: tuple[type[Exception], ...],
+                    args: list[str] | None = None) -> int:
+    """Run one plain rclpy node (not an :class:`RLNode`: sim_robot, the diagnostics aggregator)
+    until shutdown; exit code 0, or 2 with the reason when ``make`` raises a configuration error.
+    A node's ``close()``, where it has one, runs before it is destroyed."""
+    ensure_network_defaults()
+    rclpy.init(args=args if args is not None else sys.argv)
+    node: Any = None
+    try:
+        node = make()
+        executor = SingleThreadedExecutor()
+        executor.add_node(node)
+        executor.spin()
+    except config_errors as error:
+        print(f"configuration error: {error}", file=sys.stderr)
+        return 2
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        if node is not None:
+            getattr(node, "close", lambda: None)()
+            node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
 
 
 def main_for(kind: str) -> int:

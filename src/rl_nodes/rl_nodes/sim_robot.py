@@ -34,12 +34,10 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-import rclpy
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
 from rclpy.clock import Clock as RosClock
 from rclpy.clock import ClockType
 from rclpy.exceptions import InvalidTopicNameException, ParameterException
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.validate_topic_name import validate_topic_name
@@ -54,7 +52,7 @@ from rl_core.robot.sim_robot_config import PARAMETERS, SimRobotConfig, sim_robot
 from rl_interfaces.srv import ResetRobot
 from rl_nodes import graph
 from rl_nodes.conversions import ns_to_stamp
-from rl_nodes.runtime import ensure_network_defaults
+from rl_nodes.runtime import spin_plain_node
 
 #: The reset service (type graph.RESET_ROBOT_TYPE), under the node: /robot_k/sim_robot/reset.
 RESET_SERVICE = graph.RESET_ROBOT.name
@@ -199,25 +197,7 @@ class SimRobotNode(Node):
 
 def main(args: list[str] | None = None) -> int:
     """Run one sim_robot until shutdown; exit code 0, or 2 for bad configuration."""
-    ensure_network_defaults()
-    rclpy.init(args=args if args is not None else sys.argv)
-    node: SimRobotNode | None = None
-    try:
-        node = SimRobotNode()
-        executor = SingleThreadedExecutor()
-        executor.add_node(node)
-        executor.spin()
-    except ConfigError as error:
-        print(f"configuration error: {error}", file=sys.stderr)
-        return 2
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.close()
-            node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+    return spin_plain_node(SimRobotNode, (ConfigError,), args)
 
 
 if __name__ == "__main__":
