@@ -58,8 +58,8 @@ def test_plan_yaml_equals_the_plan(run_cli: RunCli) -> None:
                      if "output_dir" in process["parameters"]}
     assert re.fullmatch(r"runs/decoupled-\d{8}-\d{6}-\d+",
                         os.path.relpath(output_dir)), output_dir
-    assert plan == make_plan("decoupled", 3, output_dir=output_dir, domain_id=9,
-                             environ={}).to_dict()
+    # The CLI plans in this process's environment (the caller's discovery variables count).
+    assert plan == make_plan("decoupled", 3, output_dir=output_dir, domain_id=9).to_dict()
 
 
 @pytest.mark.unit
@@ -89,7 +89,7 @@ def test_plan_accepts_mode_as_a_key(run_cli: RunCli) -> None:
         (["plan", "hybrid", "domain_id:=500"], r"domain_id must be an integer from 0 to 101, got '500'"),
         (
             ["plan", "hybrid", "discovery:=everywhere"],
-            r"bad discovery 'everywhere'; valid: localhost, subnet, server:HOST:PORT",
+            r"bad discovery 'everywhere'; valid: environment, localhost, subnet, server:HOST:PORT",
         ),
         (["plan", "hybrid", "colocated"], r"unexpected argument 'colocated'; arguments are key:=value"),
         (["plan", "hybrid", "robots:=1", "robots:=2"], r"argument 'robots' is given twice"),

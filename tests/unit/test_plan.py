@@ -217,7 +217,10 @@ def test_parameter_values_keep_their_type_on_the_command_line(value: Any, text: 
 def test_environment_defaults_are_loopback_only_with_an_explicit_domain() -> None:
     plan = make_plan("colocated", environ={}, rng=random.Random(3))
     assert plan.environment["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "LOCALHOST"
-    assert plan.environment["RMW_IMPLEMENTATION"] == "rmw_fastrtps_cpp"
+    # The caller's middleware is never changed (ROS conventions; issue 20).
+    assert "RMW_IMPLEMENTATION" not in plan.environment
+    assert any("not set: this run stays on the loopback" in note and "discovery:=subnet" in note
+               for note in plan.notes)
     assert plan.environment["PYTHONUNBUFFERED"] == "1"
     assert "ROS_DISCOVERY_SERVER" not in plan.environment
     assert plan.domain_id_source == "random"
@@ -286,8 +289,39 @@ def test_a_users_fast_dds_profile_is_kept_with_a_note() -> None:
 
 
 def test_inherited_discovery_server_is_flagged() -> None:
-    plan = make_plan("colocated", domain_id=3, environ={"ROS_DISCOVERY_SERVER": "10.0.0.1:11811"})
-    assert any("ROS_DISCOVERY_SERVER" in note for note in plan.notes)
+    plan = make_plan("colocated", domain_id=3, discovery="localhost",
+                     environ={"ROS_DISCOVERY_SERVER": "10.0.0.1:11811"})
+    assert any("ROS_DISCOVERY_SERVER is set in your environment" in note for note in plan.notes)
+
+
+@pytest.mark.parametrize("environ", [
+    {"ROS_AUTOMATIC_DISCOVERY_RANGE": "SUBNET"},
+    {"ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST"},
+    {"ROS_DISCOVERY_SERVER": "127.0.0.1:11811"},
+    {"ROS_AUTOMATIC_DISCOVERY_RANGE": "SYSTEM_DEFAULT", "ROS_DISCOVERY_SERVER": "127.0.0.1:11811"},
+])
+def test_the_callers_discovery_is_followed_by_default(environ: dict[str, str]) -> None:
+    plan = make_plan("colocated", domain_id=3, environ=environ)
+    assert environ.items() <= plan.environment.items()
+    assert any(note.startswith("discovery follows your environment") for note in plan.notes)
+    assert not any("stays on the loopback" in note for note in plan.notes)
+    # An explicit setting still wins over the caller's.
+    explicit = make_plan("colocated", domain_id=3, discovery="localhost", environ=environ)
+    assert explicit.environment["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "LOCALHOST"
+
+
+def test_ros2_launch_plans_use_ros_default_domain_and_keep_the_callers_rmw() -> None:
+    plan = make_plan("colocated", environ={"RMW_IMPLEMENTATION": "rmw_cyclonedds_cpp"},
+                     random_domain=False)
+    assert (plan.domain_id, plan.domain_id_source) == (0, "ros_default")
+    assert plan.environment["ROS_DOMAIN_ID"] == "0"
+    assert "RMW_IMPLEMENTATION" not in plan.environment
+    assert any("RMW_IMPLEMENTATION=rmw_cyclonedds_cpp is kept" in note for note in plan.notes)
+    assert "ROS_DOMAIN_ID=0 (no ROS_DOMAIN_ID set: ROS's default)" in plan.header_lines()
+    # The caller's ROS_DOMAIN_ID still wins, and rl-bringup says that its random pick is its own.
+    assert make_plan("colocated", environ={"ROS_DOMAIN_ID": "7"}, random_domain=False).domain_id == 7
+    picked = make_plan("colocated", environ={}, rng=random.Random(1))
+    assert any("rl-bringup picked one at random" in line for line in picked.header_lines())
 
 
 # ---------------------------------------------------------------------------------- config
@@ -323,7 +357,7 @@ def test_config_directory_is_the_repository_config_in_a_checkout() -> None:
         ),
         (
             {"mode": "colocated", "discovery": "wan"},
-            r"bad discovery 'wan'; valid: localhost, subnet, server:HOST:PORT",
+            r"bad discovery 'wan'; valid: environment, localhost, subnet, server:HOST:PORT",
         ),
         ({"mode": "colocated", "discovery": "server:host"}, r"expected server:HOST:PORT"),
         ({"mode": "colocated", "discovery": "server:host:0"}, r"port must be 1\.\.65535"),
@@ -364,8 +398,8 @@ def test_the_callers_domain_id_is_used_as_is(inherited: str, noted: bool) -> Non
 def test_without_a_domain_id_the_header_says_it_was_picked_and_how_to_attach() -> None:
     plan = make_plan("colocated", environ={}, rng=random.Random(3))
     header = plan.header_lines()
-    assert f"ROS_DOMAIN_ID={plan.domain_id} (no ROS_DOMAIN_ID set: picked at random for this run)" \
-        in header
+    assert any(line.startswith(f"ROS_DOMAIN_ID={plan.domain_id} (no ROS_DOMAIN_ID set: rl-bringup "
+                               f"picked one at random for this run") for line in header)
     assert any(line.endswith(f"export ROS_DOMAIN_ID={plan.domain_id} "
                              f"ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST") for line in header)
 
@@ -406,7 +440,8 @@ class FakeOpaqueFunction(_Recorded):
 
     def execute(self, context: Any) -> list[Any]:
         function = self.kwargs["function"]
-        return list(function(context, *self.kwargs.get("args", ()), **self.kwargs.get("kwargs", {})))
+        return list(function(context, *self.kwargs.get("args", ()),
+                             **self.kwargs.get("kwargs", {})) or [])
 
 
 class FakeShutdown(_Recorded):
@@ -419,6 +454,10 @@ class FakeLogInfo(_Recorded):
 
 class FakeNode(_Recorded):
     """launch_ros.actions.Node(**kwargs)."""
+
+
+class FakeGroupAction(_Recorded):
+    """launch.actions.GroupAction(*, actions, scoped)."""
 
 
 class FakeContext:
@@ -455,6 +494,7 @@ def fake_launch(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     launch_actions.OpaqueFunction = FakeOpaqueFunction  # type: ignore[attr-defined]
     launch_actions.Shutdown = FakeShutdown  # type: ignore[attr-defined]
     launch_actions.LogInfo = FakeLogInfo  # type: ignore[attr-defined]
+    launch_actions.GroupAction = FakeGroupAction  # type: ignore[attr-defined]
     launch_ros.actions = launch_ros_actions  # type: ignore[attr-defined]
     launch_ros_actions.Node = FakeNode  # type: ignore[attr-defined]
     for name, module in {
@@ -488,7 +528,23 @@ def run_launch_file(
     assert len(opaque) == 1
     configurations = {argument.name: argument.kwargs["default_value"] for argument in declared}
     configurations.update(overrides)
-    return declared, opaque[0].execute(FakeContext(configurations))
+    return declared, flatten(opaque[0].execute(FakeContext(configurations)), configurations)
+
+
+def flatten(actions: list[Any], configurations: dict[str, str]) -> list[Any]:
+    """The actions with scoped groups opened, their OpaqueFunctions run in a copy of the
+    configurations (as launch does)."""
+    flat: list[Any] = []
+    for action in actions:
+        if isinstance(action, FakeGroupAction):
+            assert action.kwargs["scoped"] is True
+            scope = FakeContext(dict(configurations))
+            for inner in action.kwargs["actions"]:
+                flat.extend(flatten(inner.execute(scope), scope.launch_configurations)
+                            if isinstance(inner, FakeOpaqueFunction) else [inner])
+        else:
+            flat.append(action)
+    return flat
 
 
 @pytest.mark.parametrize("file_name", sorted(LAUNCH_FILES))
@@ -504,7 +560,7 @@ def test_launch_arguments_are_declared_with_descriptions(fake_launch: None, file
     declared, _ = run_launch_file(file_name, {"domain_id": "9"})
     deployment = {"robots", "config", "output_dir", "domain_id", "discovery", "cpus",
                   "policy_layout", "weights_key", "robot_interface", "sim_robot", "task",
-                  "use_sim_time"}
+                  "use_sim_time", "namespace", "log_level", "params_file"}
     # Every node parameter too, so that --show-args lists what name:=value overrides (robots is
     # the central policy's parameter and the deployment argument; the plan sets it).
     parameters = {name for classes in NODE_CONFIGS.values() for cls in classes
@@ -523,6 +579,12 @@ def test_launch_arguments_are_declared_with_descriptions(fake_launch: None, file
             assert argument.kwargs["description"].startswith("Node parameter (")
         if argument.name in RENAMED_PARAMETERS:
             assert argument.kwargs["description"].startswith("Deprecated: renamed to ")
+    # --show-args: the deployment's arguments first, then the node parameters grouped by node.
+    names = [argument.name for argument in declared if argument.name != "mode"]
+    assert set(names[:len(deployment)]) == deployment
+    kinds = [argument.kwargs["description"].split("(")[1].split(",")[0].split(")")[0]
+             for argument in declared[len(deployment):] if argument.name in parameters]
+    assert kinds == sorted(kinds, key=list(NODE_CONFIGS).index), kinds
 
 
 @pytest.mark.parametrize("file_name", sorted(LAUNCH_FILES))
@@ -639,16 +701,20 @@ def check_node_matches(node: FakeNode, process: ProcessSpec) -> None:
     single_node_namespace = not process.is_container and process.namespace not in ("", "/")
     expected_namespace = process.namespace if single_node_namespace else None
     assert options["namespace"] == expected_namespace
-    expected_parameters: list[Any] = [process.params_file]
+    expected_parameters: list[Any] = [path for path in (process.params_file,
+                                                          process.user_params_file) if path]
     if process.has_overrides:
         # The overrides as a file with a block per node kind: a dict would land under /**, below
         # the scenario file's node-specific blocks.
         expected_parameters.append(process.overrides_file())
-        overrides = yaml.safe_load(Path(options["parameters"][1]).read_text())
+        overrides = yaml.safe_load(Path(options["parameters"][-1]).read_text())
         assert overrides == {f"/**/{kind}": {"ros__parameters": given}
                              for kind in {kind for kind, _ in process.hosted_nodes()}
                              if (given := parameters_for(kind, process.parameters))}
     assert options["parameters"] == expected_parameters
+    assert options["remappings"] == process.remaps
+    assert options["ros_arguments"] == (["--log-level", process.log_level] if process.log_level
+                                        else [])
     assert options["additional_env"] == process.env
     assert options["additional_env"]["ROS_AUTOMATIC_DISCOVERY_RANGE"] in ("LOCALHOST", "SUBNET")
     assert options["respawn"] == process.respawn
@@ -1054,3 +1120,82 @@ def test_parameter_files_go_to_a_folder_only_this_user_may_enter(
     folder.rmdir()
     folder.symlink_to(tmp_path)  # a link planted in its place
     assert process_spec.private_directory() != folder
+
+
+# ------------------------------------------------------------ namespace, log level, params_file
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_namespace_holds_the_whole_deployment(mode: str) -> None:
+    plan = make_plan(mode, 2, namespace="lab/a", domain_id=3, environ={})
+    assert plan.namespace == "/lab/a"
+    assert {namespace for _, namespace in plan.hosted_nodes()} == \
+        {"/lab/a", "/lab/a/robot_0", "/lab/a/robot_1"}
+    for process in plan.processes:
+        argv = process.argv()
+        # Every shared (absolute) name of the deployment is remapped under it, in every process.
+        for source in ("/experience", "/policy_weights", "/diagnostics", "/tf",
+                       "/replay_buffer/sample"):
+            assert f"{source}:=/lab/a{source}" in argv, (process.name, argv)
+        if process.is_container:
+            assert not any(word.startswith("__ns:=") for word in argv)
+            assert all(word.startswith("--node") or "@/lab/a" in word
+                       for word in process.arguments)
+        else:
+            assert f"__ns:={process.namespace}" in argv
+    # The plain plan has none of it.
+    plain = make_plan(mode, 2, domain_id=3, environ={})
+    assert all(not process.remaps for process in plain.processes)
+    assert "namespace /lab/a" in plan.header_lines()[0]
+
+
+@pytest.mark.parametrize("namespace", ["1lab", "lab a", "lab//a", "la-b", "~lab"])
+def test_a_bad_namespace_names_the_rule(namespace: str) -> None:
+    with pytest.raises(PlanError, match="bad namespace.*letters, digits and underscores"):
+        make_plan("colocated", namespace=namespace, domain_id=3, environ={})
+
+
+def test_log_level_and_params_file_reach_every_process(tmp_path: Path) -> None:
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("/**/trainer:\n  ros__parameters:\n    batch_size: 64\n")
+    plan = make_plan("hybrid", 2, log_level="WARN", params_file=str(mine), domain_id=3, environ={},
+                     extra_parameters={"batch_size": 32})
+    for process in plan.processes:
+        argv = process.argv()
+        assert argv[argv.index("--log-level") + 1] == "warn"
+        files = [argv[index + 1] for index, word in enumerate(argv) if word == "--params-file"]
+        # The scenario's file, the user's over it, and the NAME:=VALUE overrides over both.
+        assert files[:2] == [plan.config_file, str(mine)]
+        assert len(files) == 2 + process.has_overrides
+
+
+@pytest.mark.parametrize(("content", "match"), [
+    (None, "cannot be read"),
+    ("a: [", "is not YAML"),
+    ("batch_size: 3\n", "not a ROS parameter file"),
+    ("/**/trainer:\n  batch_size: 3\n", "not a ROS parameter file"),
+])
+def test_a_bad_params_file_is_refused_with_the_reason(tmp_path: Path, content: str | None,
+                                                      match: str) -> None:
+    path = tmp_path / "mine.yaml"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(PlanError, match=f"params_file .*{match}"):
+        make_plan("colocated", params_file=str(path), domain_id=3, environ={})
+    with pytest.raises(PlanError, match="unknown log_level 'loud'; valid: debug, info"):
+        make_plan("colocated", log_level="loud", domain_id=3, environ={})
+
+
+def test_a_namespace_pushed_by_an_including_launch_file_goes_in_front(fake_launch: None) -> None:
+    _, actions = run_launch_file("hybrid.launch.py", {"robots": "2", "domain_id": "11",
+                                                      "namespace": "lab",
+                                                      "ros_namespace": "/site"})
+    nodes = [action for action in actions if isinstance(action, FakeNode)]
+    expected = with_weights_key(make_plan("hybrid", 2, domain_id=11, namespace="/site/lab",
+                                          output_dir=launch_output_dir("hybrid")))
+    assert len(nodes) == len(expected.processes)
+    for node, process in zip(nodes, expected.processes):
+        check_node_matches(node, process)
+    # The nodes carry the full namespace; launch_ros must not add the pushed one again.
+    assert nodes[0].kwargs["arguments"] == ["--node", "simulator@/site/lab/robot_0",
+                                            "--node", "policy@/site/lab/robot_0"]

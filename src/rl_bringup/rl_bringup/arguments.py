@@ -26,7 +26,7 @@ import yaml
 
 from rl_bringup.autoscale import KEY_PREFIX as AUTOSCALE_KEY_PREFIX
 from rl_bringup.autoscale import TUNING_FIELDS as AUTOSCALE_FIELDS
-from rl_bringup.discovery import DEFAULT_DISCOVERY, MAX_DOMAIN_ID, MIN_DOMAIN_ID
+from rl_bringup.discovery import CALLER_DISCOVERY, MAX_DOMAIN_ID, MIN_DOMAIN_ID
 from rl_bringup.layouts import DEFAULT_POLICY_LAYOUT, POLICY_LAYOUTS
 from rl_bringup.plan import DEFAULT_CONFIG, MAX_ROBOTS, MIN_ROBOTS, Plan, make_plan
 from rl_core.config import NODE_CONFIGS, RENAMED_PARAMETERS, renamed
@@ -50,13 +50,15 @@ DEPLOYMENT_ARGUMENTS: dict[str, tuple[str, str]] = {
     "domain_id": (
         "",
         f"ROS_DOMAIN_ID of the run ({MIN_DOMAIN_ID}..{MAX_DOMAIN_ID}); empty: the caller's "
-        f"ROS_DOMAIN_ID as is, else a random pick in 1..100 (printed with the line to attach "
-        f"ros2/rviz/rqt).",
+        f"ROS_DOMAIN_ID as is, else ROS's default 0 (ros2 launch) or a random pick in 1..100 "
+        f"(rl-bringup, which prints it with the line to attach ros2/rviz/rqt).",
     ),
     "discovery": (
-        DEFAULT_DISCOVERY,
-        "DDS discovery: localhost (default, nothing leaves the machine), subnet (multicast on the "
-        "local subnet), or server:HOST:PORT (Fast DDS discovery server).",
+        CALLER_DISCOVERY,
+        f"DDS discovery: {CALLER_DISCOVERY} (your ROS_AUTOMATIC_DISCOVERY_RANGE / "
+        "ROS_DISCOVERY_SERVER; where neither is set, localhost), localhost (nothing leaves the "
+        "machine), subnet (multicast on the local subnet), or server:HOST:PORT (Fast DDS "
+        "discovery server).",
     ),
     "cpus": (
         "",
@@ -90,6 +92,22 @@ DEPLOYMENT_ARGUMENTS: dict[str, tuple[str, str]] = {
     "use_sim_time": (
         "false",
         "Every node follows /clock (robot 0's sim_robot, or Gazebo through ros_gz_bridge).",
+    ),
+    "namespace": (
+        "",
+        "Namespace of the whole deployment: robot k in /NAMESPACE/robot_k, the learner nodes in "
+        "/NAMESPACE, and the shared topics (/experience, /policy_weights, /diagnostics, /tf, ...) "
+        "remapped under it, so that deployments share a domain; empty: none. ros2 launch adds a "
+        "namespace pushed by an including launch file (PushRosNamespace) in front.",
+    ),
+    "log_level": (
+        "",
+        "Log level of every node: debug, info, warn, error or fatal; empty: rcl's default (info).",
+    ),
+    "params_file": (
+        "",
+        "A parameter file of yours (ros__parameters blocks per node, /** for all), layered over "
+        "the config's; NAME:=VALUE arguments still win. Empty: none.",
     ),
     "weights_key": (
         "",
@@ -126,6 +144,16 @@ PARAMETER_KEYS: tuple[str, ...] = tuple(sorted(
     + sorted(RENAMED_PARAMETERS))
 
 
+def parameter_keys_by_node() -> tuple[str, ...]:
+    """:data:`PARAMETER_KEYS` grouped by the first node kind that declares each (simulator,
+    policy, replay_buffer, trainer, ... in :data:`rl_core.config.NODE_CONFIGS` order), sorted
+    within a kind; the former names last (``--show-args``)."""
+    kinds = list(NODE_CONFIGS)
+    current = [name for name in PARAMETER_KEYS if name not in RENAMED_PARAMETERS]
+    current.sort(key=lambda name: (kinds.index(_PARAMETER_FIELDS[name][0][0]), name))
+    return (*current, *sorted(RENAMED_PARAMETERS))
+
+
 def parameter_description(name: str) -> str:
     """What ``--show-args`` says about the override of node parameter ``name``."""
     if name in RENAMED_PARAMETERS:
@@ -155,7 +183,8 @@ def default_output_dir(mode: str) -> str:
     return os.path.abspath(f"runs/{mode}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
 
 
-def plan_from_arguments(mode: str, values: Mapping[str, str]) -> Plan:
+def plan_from_arguments(mode: str, values: Mapping[str, str], random_domain: bool = True
+                        ) -> Plan:
     """Build the plan of ``MODE key:=value ...``.
 
     :param mode: the deployment mode.
@@ -173,7 +202,7 @@ def plan_from_arguments(mode: str, values: Mapping[str, str]) -> Plan:
         config=given.get("config", DEFAULT_CONFIG),
         output_dir=given.get("output_dir") or default_output_dir(mode),
         domain_id=given.get("domain_id"),
-        discovery=given.get("discovery", DEFAULT_DISCOVERY),
+        discovery=given.get("discovery", CALLER_DISCOVERY),
         extra_parameters=overrides or None,
         cpus=given.get("cpus"),
         policy_layout=given.get("policy_layout", DEFAULT_POLICY_LAYOUT),
@@ -182,4 +211,8 @@ def plan_from_arguments(mode: str, values: Mapping[str, str]) -> Plan:
         sim_robot=given.get("sim_robot", "true"),
         task=given.get("task"),
         use_sim_time=given.get("use_sim_time", "false"),
+        namespace=given.get("namespace"),
+        log_level=given.get("log_level"),
+        params_file=given.get("params_file"),
+        random_domain=random_domain,
     )

@@ -3,7 +3,7 @@
 Usage::
 
     rl-bringup launch MODE [robots:=N|auto] [config:=FILE] [output_dir:=DIR] [domain_id:=N]
-                           [discovery:=localhost|subnet|server:HOST:PORT]
+                           [discovery:=environment|localhost|subnet|server:HOST:PORT]
                            [cpus:=auto|none|'KIND=LIST;KIND=LIST...']
                            [policy_layout:=per_robot|central] [weights_key:=FILE]
                            [min_robots:=N] [max_robots:=N] [autoscale_SETTING:=VALUE]
@@ -228,7 +228,8 @@ _KEYS_HELP = (
     "count) and autoscale_SETTING:=VALUE, see docs/elastic.md), "
     "config:=NAME|PATH (default cartpole), "
     "output_dir:=DIR, domain_id:=N (0..101; default: $ROS_DOMAIN_ID or a random pick), "
-    "discovery:=localhost|subnet|server:HOST:PORT (default localhost), "
+    "discovery:=environment|localhost|subnet|server:HOST:PORT (default environment: your "
+    "ROS_AUTOMATIC_DISCOVERY_RANGE, else localhost), "
     "cpus:=auto|none|'KIND=LIST;...' (CPU sets per node kind, e.g. "
     "'simulator=0;policy=0;replay_buffer=1;trainer=1'; default: the config's /rl_bringup block, "
     "else none), policy_layout:=per_robot|central (default per_robot; central: one policy node "

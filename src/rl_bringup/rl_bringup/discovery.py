@@ -1,10 +1,13 @@
-"""How the processes of a run find each other: ROS domain id, DDS discovery, middleware.
+"""How the processes of a run find each other: ROS domain id and DDS discovery.
 
 :func:`run_environment` gives the variables every process of a plan shares: the domain id (the
-``domain_id:=`` argument, else the caller's ``ROS_DOMAIN_ID`` as is, else a random pick, so that
-concurrent runs on one machine stay out of each other's graphs), the RMW implementation, and the
-discovery setting of :func:`discovery_environment` (loopback only unless a multi-host setting is
-asked for; the multi-host ones add the Fast DDS profile ``config/fastdds_multihost.xml``).
+``domain_id:=`` argument, else the caller's ``ROS_DOMAIN_ID`` as is, else ROS's default 0 for
+``ros2 launch`` and a random pick for ``rl-bringup``, whose concurrent runs and comparisons on one
+machine stay out of each other's graphs), and the discovery setting of
+:func:`discovery_environment` (the ``discovery:=`` argument, else the caller's
+``ROS_AUTOMATIC_DISCOVERY_RANGE`` / ``ROS_DISCOVERY_SERVER``, else loopback only; the multi-host
+settings add the Fast DDS profile ``config/fastdds_multihost.xml``). The caller's
+``RMW_IMPLEMENTATION`` is never changed.
 
 The ``rl-bringup`` tools that attach to a run (doctor, status, compose, k8s) read the same
 variable names and checks from here.
@@ -23,6 +26,9 @@ from rl_bringup import paths
 from rl_bringup.process_spec import PlanError
 
 DEFAULT_DISCOVERY = "localhost"
+#: ``discovery:=environment`` (both front ends' default): the caller's discovery variables, else
+#: :data:`DEFAULT_DISCOVERY`.
+CALLER_DISCOVERY = "environment"
 # 0..101 is the range ROS 2 documents as safe on Linux: higher ids push the DDS ports into the
 # ephemeral port range.
 MIN_DOMAIN_ID = 0
@@ -39,6 +45,10 @@ PROFILES_VARIABLE = "FASTDDS_DEFAULT_PROFILES_FILE"
 #: Fast DDS profile variables a user may have set (the second is Fast DDS 2's name).
 USER_PROFILES_VARIABLES = (PROFILES_VARIABLE, "FASTRTPS_DEFAULT_PROFILES_FILE")
 DOMAIN_ID_VARIABLE = "ROS_DOMAIN_ID"
+#: ROS 2's domain id where ``ROS_DOMAIN_ID`` is unset.
+ROS_DEFAULT_DOMAIN_ID = 0
+RMW_VARIABLE = "RMW_IMPLEMENTATION"
+#: The middleware rl_ros2 is built and tested on; a caller's other choice is kept, with a note.
 RMW_IMPLEMENTATION = "rmw_fastrtps_cpp"
 
 _HOST_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
@@ -89,7 +99,8 @@ def discovery_environment(discovery: str, environ: Mapping[str, str] | None = No
     :raises PlanError: naming the valid forms.
     """
     environ = os.environ if environ is None else environ
-    valid = "valid: localhost, subnet, server:HOST:PORT (e.g. server:127.0.0.1:11811)"
+    valid = (f"valid: {CALLER_DISCOVERY}, localhost, subnet, server:HOST:PORT "
+             f"(e.g. server:127.0.0.1:11811)")
     text = discovery.strip()
     lowered = text.lower()
     if lowered == "localhost":
@@ -132,6 +143,23 @@ def discovery_environment(discovery: str, environ: Mapping[str, str] | None = No
     raise PlanError(f"bad discovery {discovery!r}; {valid}")
 
 
+def caller_discovery(environ: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
+    """The discovery of a run given no ``discovery:=``: the caller's
+    ``ROS_AUTOMATIC_DISCOVERY_RANGE`` and ``ROS_DISCOVERY_SERVER`` as they are, else the
+    loopback (:data:`DEFAULT_DISCOVERY`), said in a note with how to widen it."""
+    inherited = {name: environ[name].strip() for name in
+                 (DISCOVERY_RANGE_VARIABLE, DISCOVERY_SERVER_VARIABLE)
+                 if environ.get(name, "").strip()}
+    if inherited:
+        kept = " ".join(f"{name}={value}" for name, value in inherited.items())
+        return inherited, [f"discovery follows your environment: {kept}"]
+    environment, _ = discovery_environment(DEFAULT_DISCOVERY, environ)
+    return environment, [
+        f"{DISCOVERY_RANGE_VARIABLE} is not set: this run stays on the loopback "
+        f"({DISCOVERY_RANGE_VARIABLE}=LOCALHOST); to reach other hosts export "
+        f"{DISCOVERY_RANGE_VARIABLE}=SUBNET or give discovery:=subnet|server:HOST:PORT"]
+
+
 def _multihost_profile(environ: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
     """``FASTDDS_DEFAULT_PROFILES_FILE`` of multi-host discovery settings, or, when ``environ``
     holds a profile of the user's, nothing and a note."""
@@ -165,9 +193,11 @@ def _is_host(host: str) -> bool:
 
 
 def _choose_domain_id(
-    domain_id: int | str | None, environ: Mapping[str, str], rng: random.Random | None
+    domain_id: int | str | None, environ: Mapping[str, str], rng: random.Random | None,
+    random_domain: bool,
 ) -> tuple[int, str]:
-    """The domain id of a run and where it came from (argument, caller's environment, random)."""
+    """The domain id of a run and where it came from (``argument``, ``environment``, ``random``
+    or ``ros_default``)."""
     if domain_id is not None and str(domain_id).strip() != "":
         return parse_domain_id(domain_id), "argument"
     inherited = environ.get(DOMAIN_ID_VARIABLE, "").strip()
@@ -175,25 +205,41 @@ def _choose_domain_id(
         source = f"{DOMAIN_ID_VARIABLE} in the environment"
         return (parse_domain_id(inherited, source=source, maximum=MAX_INHERITED_DOMAIN_ID),
                 "environment")
+    if not random_domain:
+        return ROS_DEFAULT_DOMAIN_ID, "ros_default"
     # A per-run pick keeps concurrent runs (and CI jobs) on one machine out of each other's graphs.
     picker = rng if rng is not None else random.SystemRandom()
     return picker.randint(*RANDOM_DOMAIN_ID_RANGE), "random"
 
 
 def run_environment(discovery: str, domain_id: int | str | None, environ: Mapping[str, str],
-                    rng: random.Random | None) -> tuple[dict[str, str], int, str, list[str]]:
-    """The environment every process shares (domain id, RMW, discovery), the chosen domain id
-    and where it came from, and the notes the choice raises."""
-    discovery_env, notes = discovery_environment(str(discovery), environ)
-    chosen_domain_id, domain_id_source = _choose_domain_id(domain_id, environ, rng)
+                    rng: random.Random | None, random_domain: bool = True,
+                    ) -> tuple[dict[str, str], int, str, list[str]]:
+    """The environment every process shares (domain id, discovery), the chosen domain id and
+    where it came from, and the notes the choice raises.
+
+    :param discovery: a setting of :func:`discovery_environment`, or :data:`CALLER_DISCOVERY`
+        (:func:`caller_discovery`).
+    :param random_domain: with neither ``domain_id`` nor ``ROS_DOMAIN_ID``, pick a domain at
+        random (``rl-bringup``) rather than ROS's default 0 (``ros2 launch``).
+    """
+    text = str(discovery).strip()
+    discovery_env, notes = (caller_discovery(environ) if text.lower() == CALLER_DISCOVERY
+                            else discovery_environment(text, environ))
+    chosen_domain_id, domain_id_source = _choose_domain_id(domain_id, environ, rng,
+                                                           random_domain)
     if chosen_domain_id > MAX_DOMAIN_ID:
         notes.append(
             f"{DOMAIN_ID_VARIABLE}={chosen_domain_id} is above {MAX_DOMAIN_ID}: its DDS ports lie "
             f"in Linux's ephemeral port range and may clash with other programs' ports"
         )
+    rmw = environ.get(RMW_VARIABLE, "").strip()
+    if rmw and rmw != RMW_IMPLEMENTATION:
+        notes.append(
+            f"{RMW_VARIABLE}={rmw} is kept; rl_ros2 is tested on {RMW_IMPLEMENTATION}, and "
+            f"discovery:=subnet|server:HOST:PORT need it (their profile is Fast DDS's)")
     environment: dict[str, str] = {
         DOMAIN_ID_VARIABLE: str(chosen_domain_id),
-        "RMW_IMPLEMENTATION": RMW_IMPLEMENTATION,
         # Node output goes through pipes (supervisor) or launch; unbuffered keeps logs timely.
         "PYTHONUNBUFFERED": "1",
         **discovery_env,
@@ -201,6 +247,6 @@ def run_environment(discovery: str, domain_id: int | str | None, environ: Mappin
     if DISCOVERY_SERVER_VARIABLE not in discovery_env and environ.get(DISCOVERY_SERVER_VARIABLE):
         notes.append(
             f"{DISCOVERY_SERVER_VARIABLE} is set in your environment and is inherited by every "
-            f"process; unset it for discovery:={discovery}"
+            f"process; unset it for discovery:={text}"
         )
     return environment, chosen_domain_id, domain_id_source, notes

@@ -136,6 +136,7 @@ class ElasticRobots:
         self.robot_names = plan.elastic_robot_processes()
         self.autoscaler = Autoscaler(self.settings)
         self.domain_id = plan.domain_id
+        self.namespace = plan.namespace
         variables = (DISCOVERY_RANGE_VARIABLE, DISCOVERY_SERVER_VARIABLE, "RMW_IMPLEMENTATION")
         self._discovery = {name: plan.environment[name] for name in variables
                            if name in plan.environment}
@@ -175,6 +176,10 @@ class ElasticRobots:
 
     # ------------------------------------------------------------------------------ the thread
 
+    def _name(self, topic: graph.Topic) -> str:
+        """Where the run's ``topic`` is (under its ``namespace:=``)."""
+        return graph.in_namespace(self.namespace, topic.name)
+
     def _run(self) -> None:
         from diagnostic_msgs.msg import DiagnosticArray  # noqa: PLC0415
 
@@ -184,10 +189,11 @@ class ElasticRobots:
         try:
             with RosSession("autoscaler", self.domain_id) as session:
                 self._node = session.node
-                self._node.create_subscription(ReplayStatus, graph.REPLAY_STATUS.name,
+                self._node.create_subscription(ReplayStatus, self._name(graph.REPLAY_STATUS),
                                                self._on_status, graph.REPLAY_STATUS.qos.profile())
                 self._diagnostics = self._node.create_publisher(
-                    DiagnosticArray, graph.DIAGNOSTICS.name, graph.DIAGNOSTICS.qos.profile())
+                    DiagnosticArray, self._name(graph.DIAGNOSTICS),
+                    graph.DIAGNOSTICS.qos.profile())
                 self._log(f"starting with {self.target} robot(s)")
                 next_report = 0.0
                 while not self._stop.is_set():
@@ -312,7 +318,7 @@ class ElasticRobots:
         if any(states[name].state not in (RUNNING, RESTARTING)
                for name in self.robot_names[:self.target]):
             return False
-        return self._node.count_publishers(graph.EXPERIENCE.name) >= self.target
+        return self._node.count_publishers(self._name(graph.EXPERIENCE)) >= self.target
 
     # ------------------------------------------------------------------------------ reporting
 

@@ -21,11 +21,13 @@ from rl_bringup.arguments import (
     DEPLOYMENT_KEYS,
     PARAMETER_KEYS,
     parameter_description,
+    parameter_keys_by_node,
     plan_from_arguments,
 )
 from rl_bringup.layouts import MODES
 from rl_bringup.plan import MAX_RESPAWNS, RESPAWN_DELAY_S, Plan, PlanError, ProcessSpec
 from rl_bringup.run_key import with_weights_key
+from rl_nodes.graph import in_namespace
 
 MODE_ARGUMENT_DESCRIPTION = (
     "Deployment mode: colocated (one process), decoupled (one process per node) or hybrid "
@@ -35,8 +37,8 @@ MODE_ARGUMENT_DESCRIPTION = (
 
 def declare_arguments(with_mode: bool) -> list[Any]:
     """``DeclareLaunchArgument`` actions, each with a description: the deployment arguments, then
-    every node parameter (empty default: the config file's value), so ``--show-args`` lists all
-    that ``ros2 launch`` honours.
+    every node parameter grouped by node kind (empty default: the config file's value), so
+    ``--show-args`` lists all that ``ros2 launch`` honours, the deployment first.
 
     :param with_mode: also declare ``mode`` (for ``multi_robot.launch.py``).
     """
@@ -56,7 +58,7 @@ def declare_arguments(with_mode: bool) -> list[Any]:
         actions.append(
             DeclareLaunchArgument(name, default_value=default_value, description=description)
         )
-    for name in PARAMETER_KEYS:
+    for name in parameter_keys_by_node():
         actions.append(
             DeclareLaunchArgument(name, default_value="", description=parameter_description(name))
         )
@@ -76,8 +78,15 @@ def plan_from_context(context: Any, mode: str | None) -> Plan:
     configurations = context.launch_configurations
     values = {name: str(configurations[name]) for name in DEPLOYMENT_KEYS + PARAMETER_KEYS
               if name in configurations}
+    # A namespace pushed by an including launch file (PushRosNamespace) goes in front of ours.
+    pushed = str(configurations.get("ros_namespace") or "").strip()
+    if pushed.strip("/"):
+        values["namespace"] = in_namespace("/" + pushed.strip("/"),
+                                           "/" + values.get("namespace", "").strip().strip("/"))
     chosen_mode = mode if mode is not None else str(configurations.get("mode", MODES[0]))
-    plan = plan_from_arguments(chosen_mode, values)
+    # ROS conventions: with no ROS_DOMAIN_ID the run is on ROS's default domain 0, where a plain
+    # `ros2 topic list` in another shell looks.
+    plan = plan_from_arguments(chosen_mode, values, random_domain=False)
     if plan.autoscale is not None:
         # Launch starts every action of the description at once and cannot hold robots back.
         raise PlanError("robots:=auto needs `rl-bringup launch hybrid robots:=auto`: its "
@@ -95,7 +104,8 @@ def node_action(process: ProcessSpec) -> Any:
     from launch.actions import Shutdown
     from launch_ros.actions import Node
 
-    parameters: list[Any] = [process.params_file]
+    parameters: list[Any] = [path for path in (process.params_file, process.user_params_file)
+                             if path]
     if process.has_overrides:
         # A file, not a dict: launch_ros files a dict under /**, where the scenario file's
         # node-specific blocks (/**/trainer: batch_size) would beat it. The plan's overrides
@@ -108,6 +118,8 @@ def node_action(process: ProcessSpec) -> Any:
         "namespace": process.namespace if single_node_namespace else None,
         "parameters": parameters,
         "arguments": list(process.arguments),
+        "remappings": list(process.remaps),
+        "ros_arguments": ["--log-level", process.log_level] if process.log_level else [],
         "additional_env": dict(process.env),
         "output": "screen",
         "respawn": process.respawn,
@@ -134,11 +146,22 @@ def launch_setup(context: Any, mode: str | None = None) -> list[Any]:
 
     Like ``rl-bringup``, it gives the run a weights key (:func:`rl_bringup.run_key.with_weights_key`).
     """
-    from launch.actions import LogInfo
+    from launch.actions import GroupAction, LogInfo, OpaqueFunction
 
     plan = plan_from_context(context, mode)
     key_file = str(context.launch_configurations.get("weights_key", "")).strip() or None
     plan = with_weights_key(plan, key_file)
     actions: list[Any] = [LogInfo(msg=f"rl_bringup: {line}") for line in plan.header_lines()]
-    actions.extend(node_action(process) for process in plan.processes)
+    # The plan holds the pushed namespace already (plan_from_context), and every node carries its
+    # full namespace: launch_ros must not add the pushed one again, least of all to a container
+    # (a __ns remap would move all of its nodes into one namespace). Scoped: the including file
+    # keeps its namespace.
+    actions.append(GroupAction(scoped=True, actions=[
+        OpaqueFunction(function=_forget_pushed_namespace),
+        *(node_action(process) for process in plan.processes),
+    ]))
     return actions
+
+
+def _forget_pushed_namespace(context: Any) -> None:
+    context.launch_configurations.pop("ros_namespace", None)

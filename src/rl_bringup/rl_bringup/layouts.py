@@ -25,16 +25,18 @@ newest valid checkpoint in ``output_dir`` — so the step budget continues (both
 ``output_dir``, which the plan passes to them).
 
 A layout says only where the nodes run; :func:`rl_bringup.plan.make_plan` gives the processes
-their parameters, CPUs and environment.
+their parameters, CPUs and environment, and :func:`place_in_namespace` moves a whole deployment
+under ``namespace:=NS`` (robot k in ``/NS/robot_k``, the learner nodes in ``/NS``).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from rl_bringup import robot_plan
-from rl_bringup.process_spec import ProcessSpec
+from rl_bringup.process_spec import PlanError, ProcessSpec
 from rl_core import node_kinds
 from rl_nodes import graph
 from rl_nodes.graph import robot_namespace
@@ -85,17 +87,55 @@ def sim_robot_processes(sim_robots: list[dict[str, Any]], environment: Mapping[s
     return processes
 
 
+_NAMESPACE_TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def parse_namespace(value: str | None) -> str:
+    """The deployment namespace of ``namespace:=VALUE``: ``/`` when empty, else absolute
+    (``lab`` and ``/lab/`` -> ``/lab``).
+
+    :raises PlanError: for a name ROS would refuse.
+    """
+    text = (value or "").strip().strip("/")
+    if not text:
+        return "/"
+    if not all(_NAMESPACE_TOKEN.fullmatch(token) for token in text.split("/")):
+        raise PlanError(f"bad namespace {value!r}: use names of letters, digits and underscores "
+                        f"that do not start with a digit, joined by '/' (e.g. lab_a or "
+                        f"site_1/cell_2)")
+    return f"/{text}"
+
+
+def place_in_namespace(processes: list[ProcessSpec], namespace: str) -> None:
+    """Move every node of ``processes`` under ``namespace`` and remap the names the deployment
+    shares (:data:`rl_nodes.graph.SHARED_NAMES`) under it too, in every process."""
+    if namespace == "/":
+        return
+    remaps = [(name, graph.in_namespace(namespace, name)) for name in graph.SHARED_NAMES]
+    for process in processes:
+        if process.is_container:
+            process.nodes = [(kind, graph.in_namespace(namespace, node_namespace))
+                             for kind, node_namespace in process.nodes]
+            process.arguments = _node_arguments(process.nodes)
+        else:
+            process.namespace = graph.in_namespace(namespace, process.namespace or "/")
+        process.remaps = list(remaps)
+
+
+def _node_arguments(nodes: list[tuple[str, str]]) -> list[str]:
+    """The container's ``--node KIND@NAMESPACE`` arguments."""
+    return [argument for kind, namespace in nodes
+            for argument in ("--node", f"{kind}@{namespace}")]
+
+
 def _container(
     name: str, nodes: list[tuple[str, str]], *, respawn: bool, required: bool
 ) -> ProcessSpec:
     """A container process hosting ``nodes`` (``--node KIND@NAMESPACE`` each)."""
-    arguments = [
-        argument for kind, namespace in nodes for argument in ("--node", f"{kind}@{namespace}")
-    ]
     return ProcessSpec(
         name=name,
         executable=CONTAINER_EXECUTABLE,
-        arguments=arguments,
+        arguments=_node_arguments(nodes),
         nodes=list(nodes),
         respawn=respawn,
         required=required,

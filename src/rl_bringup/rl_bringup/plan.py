@@ -36,11 +36,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import yaml
+
 from rl_bringup import paths
 from rl_bringup.autoscale import AutoscaleSettings, settings_from_text
 from rl_bringup.cpu_sets import DEFAULT_CPUS, assign_cpus, choose_cpus, cpu_environment
 from rl_bringup.discovery import (
-    DEFAULT_DISCOVERY,
+    CALLER_DISCOVERY,
     DISCOVERY_RANGE_VARIABLE,
     DISCOVERY_SERVER_VARIABLE,
     DOMAIN_ID_VARIABLE,
@@ -52,6 +54,8 @@ from rl_bringup.layouts import (
     POLICY_LAYOUTS,
     central_policy_note,
     layout_processes,
+    parse_namespace,
+    place_in_namespace,
     robot_process_name,
     sim_robot_processes,
 )
@@ -80,9 +84,10 @@ class Plan:
     :param processes: the processes to start, in start order.
     :param environment: variables every process gets (also copied into each ``ProcessSpec.env``).
     :param domain_id: the ROS_DOMAIN_ID of the run.
-    :param domain_id_source: ``"argument"``, ``"environment"`` or ``"random"``.
-    :param discovery: the discovery setting as given (``localhost``, ``subnet``,
-        ``server:HOST:PORT``).
+    :param domain_id_source: ``"argument"``, ``"environment"``, ``"random"`` or
+        ``"ros_default"``.
+    :param discovery: the discovery setting as given (``environment``, ``localhost``,
+        ``subnet``, ``server:HOST:PORT``).
     :param notes: things the user must know to run or attach to the deployment.
     :param cpus: the CPU setting in canonical form (``none``, ``auto`` or ``KIND=LIST;...``).
     :param cpus_source: ``"argument"``, ``"config"`` (the ``/rl_bringup`` block) or
@@ -91,6 +96,7 @@ class Plan:
     :param policy_layout: one of :data:`POLICY_LAYOUTS`.
     :param autoscale: the elastic range and rule of ``robots:=auto``; ``None`` for a fixed
         count. :attr:`robots` is then ``max_robots``.
+    :param namespace: the deployment's namespace (``/`` for none; :func:`parse_namespace`).
     """
 
     mode: str
@@ -107,6 +113,7 @@ class Plan:
     cpu_sets: dict[str, frozenset[int]] = field(default_factory=dict)
     policy_layout: str = DEFAULT_POLICY_LAYOUT
     autoscale: AutoscaleSettings | None = None
+    namespace: str = "/"
 
     def elastic_robot_processes(self) -> list[str]:
         """Names of the robot processes an elastic run starts and retires, robot 0 first;
@@ -146,10 +153,14 @@ class Plan:
         source = {
             "argument": "given",
             "environment": "from your ROS_DOMAIN_ID, as is",
-            "random": "no ROS_DOMAIN_ID set: picked at random for this run",
+            "random": "no ROS_DOMAIN_ID set: rl-bringup picked one at random for this run, so "
+                      "that its runs stay apart; export ROS_DOMAIN_ID or give domain_id:= to "
+                      "choose",
+            "ros_default": "no ROS_DOMAIN_ID set: ROS's default",
         }[self.domain_id_source]
         return [
-            f"mode {self.mode}, {self.robots_text()}, config {self.config_file}",
+            f"mode {self.mode}, {self.robots_text()}, config {self.config_file}"
+            + (f", namespace {self.namespace}" if self.namespace != "/" else ""),
             *([f"autoscale settings: {self.autoscale.describe()}"] if self.autoscale else []),
             f"ROS_DOMAIN_ID={self.domain_id} ({source})",
             f"attach ROS tools (ros2 topic, rviz2, rqt) with: {self.attach_command()}",
@@ -162,6 +173,7 @@ class Plan:
             "mode": self.mode,
             "robots": self.robots,
             "policy_layout": self.policy_layout,
+            "namespace": self.namespace,
             "config_file": self.config_file,
             "domain_id": self.domain_id,
             "domain_id_source": self.domain_id_source,
@@ -235,7 +247,7 @@ def make_plan(
     config: str | os.PathLike[str] = DEFAULT_CONFIG,
     output_dir: str | os.PathLike[str] | None = None,
     domain_id: int | str | None = None,
-    discovery: str = DEFAULT_DISCOVERY,
+    discovery: str = CALLER_DISCOVERY,
     extra_parameters: Mapping[str, Any] | None = None,
     cpus: str | None = None,
     policy_layout: str = DEFAULT_POLICY_LAYOUT,
@@ -244,10 +256,14 @@ def make_plan(
     sim_robot: bool | str = True,
     task: str | None = None,
     use_sim_time: bool | str = False,
+    namespace: str | None = None,
+    log_level: str | None = None,
+    params_file: str | os.PathLike[str] | None = None,
     *,
     environ: Mapping[str, str] | None = None,
     rng: random.Random | None = None,
     machine_cpus: Iterable[int] | None = None,
+    random_domain: bool = True,
 ) -> Plan:
     """Build the deployment plan.
 
@@ -261,8 +277,10 @@ def make_plan(
     :param output_dir: the learning processes' ``output_dir`` (made absolute); ``None``: the
         trainer's own default.
     :param domain_id: ROS_DOMAIN_ID; ``None``: the caller's (at most ``MAX_INHERITED_DOMAIN_ID``),
-        else a random pick (:func:`rl_bringup.discovery.run_environment`).
-    :param discovery: ``localhost``, ``subnet`` or ``server:HOST:PORT`` (:mod:`.discovery`).
+        else a random pick or ROS's default 0 (``random_domain``;
+        :func:`rl_bringup.discovery.run_environment`).
+    :param discovery: ``environment`` (the caller's discovery variables, else loopback only),
+        ``localhost``, ``subnet`` or ``server:HOST:PORT`` (:mod:`.discovery`).
     :param extra_parameters: parameter overrides (:meth:`ProcessSpec.overrides_file`).
     :param cpus: ``none``, ``auto`` or ``KIND=LIST;...`` (:func:`rl_bringup.cpu_sets.cpu_sets`);
         ``None`` or empty: the scenario file's ``/rl_bringup`` block, else :data:`DEFAULT_CPUS`.
@@ -277,11 +295,21 @@ def make_plan(
     :param task: the task every node learns (their ``env_id``): a gymnasium id or a task's
         entry point ``module:TaskClass``; ``None``: the scenario file's.
     :param use_sim_time: every node follows ``/clock`` (robot 0's sim_robot publishes it).
+    :param namespace: put the whole deployment under this namespace (robot k in
+        ``/NS/robot_k``, the learner nodes in ``/NS``, the shared topics remapped under it), so
+        that deployments share a domain; ``None`` or empty: none.
+    :param log_level: rcl's log level of every node (``debug``, ``info``, ``warn``, ``error``,
+        ``fatal``); ``None`` or empty: rcl's default.
+    :param params_file: a parameter file of the caller's, layered over ``config`` (key:=value
+        overrides still win); ``None`` or empty: none.
     :param environ: the caller's environment (``os.environ`` when ``None``); read for
         ``ROS_DOMAIN_ID`` and for variables that would contradict the plan.
     :param rng: random generator for the domain-id pick.
     :param machine_cpus: the CPUs the run may use (the planning process's affinity when
         ``None``); ``auto`` splits them and listed CPUs must be among them.
+    :param random_domain: with no domain id given or inherited, pick one at random
+        (``rl-bringup``: its concurrent runs stay apart) rather than ROS's default 0
+        (``ros2 launch``: a plain ``ros2 topic list`` in another shell sees the run).
     :raises PlanError: on invalid input, naming the valid choices.
     """
     mode_text = _choice(mode, MODES, f"unknown mode {mode!r}; valid modes")
@@ -291,7 +319,7 @@ def make_plan(
                                                            autoscale, machine_cpus)
     config_file = _config_file(config)
     environment, chosen_domain_id, domain_id_source, notes = run_environment(
-        discovery, domain_id, os.environ if environ is None else environ, rng)
+        discovery, domain_id, os.environ if environ is None else environ, rng, random_domain)
     cpus_text, cpus_source, sets = choose_cpus(cpus, config_file, machine_cpus)
     shared_parameters, sim_robots = node_overrides(
         config_file, extra_parameters, robot_count, robot_interface, task, use_sim_time, sim_robot)
@@ -302,11 +330,17 @@ def make_plan(
     _configure_processes(processes, config_file, shared_parameters, output_dir, robot_count, sets,
                          environment)
     processes += sim_robot_processes(sim_robots, environment, notes)
+    namespace_text = parse_namespace(namespace)
+    place_in_namespace(processes, namespace_text)
+    level, user_file = _log_level(log_level), _user_params_file(params_file)
+    for process in processes:
+        process.log_level, process.user_params_file = level, user_file
     return Plan(
         mode=mode_text, robots=robot_count, config_file=config_file, processes=processes,
         environment=environment, domain_id=chosen_domain_id, domain_id_source=domain_id_source,
         discovery=str(discovery).strip(), notes=notes, cpus=cpus_text, cpus_source=cpus_source,
         cpu_sets=sets, policy_layout=layout_text, autoscale=autoscale_settings,
+        namespace=namespace_text,
     )
 
 
@@ -320,6 +354,48 @@ def _choice(value: str, choices: tuple[str, ...], unknown: str) -> str:
     if text not in choices:
         raise PlanError(f"{unknown}: {', '.join(choices)}")
     return text
+
+
+LOG_LEVELS: tuple[str, ...] = ("debug", "info", "warn", "error", "fatal")
+
+
+def _log_level(value: str | None) -> str:
+    """``log_level:=`` checked and lower-cased; empty for rcl's default."""
+    text = (value or "").strip().lower()
+    if text and text not in LOG_LEVELS:
+        raise PlanError(f"unknown log_level {value!r}; valid: {', '.join(LOG_LEVELS)}")
+    return text
+
+
+def _user_params_file(value: str | os.PathLike[str] | None) -> str:
+    """The absolute path of ``params_file:=``, checked to be a ROS parameter file; empty for
+    none.
+
+    :raises PlanError: naming the file and what is wrong with it.
+    """
+    text = str(value or "").strip()
+    if not text:
+        return ""
+    path = os.path.abspath(os.path.expanduser(text))
+    try:
+        with open(path, encoding="utf-8") as handle:
+            document = yaml.safe_load(handle)
+    except OSError as error:
+        raise PlanError(f"params_file {text!r} cannot be read: {error.strerror}") from None
+    except yaml.YAMLError as error:
+        raise PlanError(f"params_file {text!r} is not YAML: {error}") from None
+    if not isinstance(document, dict) or not document or not all(
+            _holds_parameters(block) for block in document.values()):
+        raise PlanError(f"params_file {text!r} is not a ROS parameter file: expected node blocks "
+                        f"such as '/**/trainer: {{ros__parameters: {{batch_size: 256}}}}'")
+    return path
+
+
+def _holds_parameters(block: Any) -> bool:
+    """Whether a node block of a parameter file (or a namespace block holding node blocks) has
+    ``ros__parameters``."""
+    return isinstance(block, dict) and ("ros__parameters" in block or any(
+        _holds_parameters(inner) for inner in block.values()))
 
 
 def _config_file(config: str | os.PathLike[str]) -> str:

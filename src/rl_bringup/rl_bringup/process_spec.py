@@ -61,6 +61,8 @@ class ProcessSpec:
     :param namespace: ROS namespace of a single-node process; empty for containers, whose nodes
         carry their own namespaces (a ``__ns`` remap would move every node in the process).
     :param params_file: parameter file passed with ``--params-file``.
+    :param user_params_file: the caller's parameter file (``params_file:=``), layered over
+        :attr:`params_file`; empty for none.
     :param parameters: parameter overrides, passed as a parameter file for each node of the
         process (:meth:`overrides_file`).
     :param env: environment variables the process needs on top of the caller's environment.
@@ -72,6 +74,9 @@ class ProcessSpec:
         :attr:`cpus` (a process hosting acting and learning nodes); ``None`` otherwise.
     :param torch_threads: torch intra-op threads of the process; ``None`` when the plan sets
         none (no CPU sets).
+    :param remaps: ``(from, to)`` name remappings of every node in the process
+        (``namespace:=``).
+    :param log_level: rcl's ``--log-level`` of the process (``log_level:=``); empty: rcl's.
     """
 
     name: str
@@ -80,6 +85,7 @@ class ProcessSpec:
     arguments: list[str] = field(default_factory=list)
     namespace: str = ""
     params_file: str = ""
+    user_params_file: str = ""
     parameters: dict[str, Any] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
     respawn: bool = False
@@ -88,6 +94,8 @@ class ProcessSpec:
     cpus: frozenset[int] | None = None
     learner_cpus: frozenset[int] | None = None
     torch_threads: int | None = None
+    remaps: list[tuple[str, str]] = field(default_factory=list)
+    log_level: str = ""
 
     @property
     def is_container(self) -> bool:
@@ -101,7 +109,8 @@ class ProcessSpec:
         return [(os.path.basename(self.executable), self.namespace or "/")]
 
     def ros_arguments(self, overrides_path: str | None = None) -> list[str]:
-        """The arguments after ``--ros-args``: namespace remap, parameter file, overrides.
+        """The arguments after ``--ros-args``: namespace and name remaps, log level, the
+        scenario's parameter file, the caller's, then the overrides (later files win).
 
         :param overrides_path: where the process finds :meth:`overrides_document` (a file
             mounted into a container); ``None`` writes it here (:meth:`overrides_file`).
@@ -109,8 +118,13 @@ class ProcessSpec:
         arguments: list[str] = []
         if self.namespace not in ("", "/") and not self.is_container:
             arguments += ["-r", f"__ns:={self.namespace}"]
-        if self.params_file:
-            arguments += ["--params-file", self.params_file]
+        for source, target in self.remaps:
+            arguments += ["-r", f"{source}:={target}"]
+        if self.log_level:
+            arguments += ["--log-level", self.log_level]
+        for path in (self.params_file, self.user_params_file):
+            if path:
+                arguments += ["--params-file", path]
         if self.has_overrides:
             arguments += ["--params-file", overrides_path or self.overrides_file()]
         return arguments
@@ -184,6 +198,9 @@ class ProcessSpec:
             "respawn": self.respawn,
             "required": self.required,
             "params_file": self.params_file,
+            "user_params_file": self.user_params_file,
+            "remaps": [f"{source}:={target}" for source, target in self.remaps],
+            "log_level": self.log_level,
             "parameters": dict(self.parameters),
             "cpus": _cpu_text(self.cpus),
             "learner_cpus": _cpu_text(self.learner_cpus),

@@ -24,7 +24,6 @@ from typing import Any
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.node import Node
-from rclpy.qos import QoSProfile
 
 from rl_core.diagnostic_aggregation import (
     Aggregator,
@@ -36,10 +35,7 @@ from rl_core.diagnostic_aggregation import (
 from rl_nodes import graph
 from rl_nodes.runtime import spin_plain_node
 
-NODE_NAME = "diagnostics_aggregator"
-#: aggregator_node's output topics (absolute, as upstream's).
-DIAGNOSTICS_AGG = "/diagnostics_agg"
-TOPLEVEL_STATE = "/diagnostics_toplevel_state"
+NODE_NAME = graph.DIAGNOSTICS_AGGREGATOR
 #: Depth of the /diagnostics queue: every node publishes once a second, and a burst from many
 #: robots must not push statuses out before the callback takes them (upstream keeps 1000).
 DIAGNOSTICS_DEPTH = 1000
@@ -74,9 +70,11 @@ class DiagnosticsAggregatorNode(Node):
         self.create_subscription(DiagnosticArray, graph.DIAGNOSTICS.name, self._on_diagnostics,
                                  DIAGNOSTICS_DEPTH)
         # Depth 1, reliable, volatile: upstream's profile, which rqt_robot_monitor matches.
-        self._agg_pub = self.create_publisher(DiagnosticArray, DIAGNOSTICS_AGG, QoSProfile(depth=1))
-        self._toplevel_pub = self.create_publisher(DiagnosticStatus, TOPLEVEL_STATE,
-                                                   QoSProfile(depth=1))
+        self._agg_pub = self.create_publisher(DiagnosticArray, graph.DIAGNOSTICS_AGG.name,
+                                              graph.DIAGNOSTICS_AGG.qos.profile())
+        self._toplevel_pub = self.create_publisher(DiagnosticStatus,
+                                                   graph.DIAGNOSTICS_TOPLEVEL.name,
+                                                   graph.DIAGNOSTICS_TOPLEVEL.qos.profile())
         self.create_timer(1.0 / self.aggregator.pub_rate_hz, self._publish)
 
     def _on_diagnostics(self, message: DiagnosticArray) -> None:

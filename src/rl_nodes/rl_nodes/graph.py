@@ -120,6 +120,14 @@ AUTOSCALER_STATUS = "/rl_bringup/autoscaler"
 #: imports (a full ROS 2 install) and ``publish_tf`` is on; not part of the checked graph.
 TF = Topic("/tf", "tf2_msgs/msg/TFMessage", (SIMULATOR,), qos=QoS(100))
 TF_STATIC = Topic("/tf_static", "tf2_msgs/msg/TFMessage", (SIMULATOR,), qos=LATCHED)
+#: rl_nodes.diagnostics_aggregator (diagnostic_aggregator's aggregator_node in the docker image):
+#: /diagnostics grouped for rqt_robot_monitor, and the tree's worst level, with upstream's names
+#: and profile (reliable, volatile, depth 1).
+DIAGNOSTICS_AGGREGATOR = "diagnostics_aggregator"
+DIAGNOSTICS_AGG = Topic("/diagnostics_agg", "diagnostic_msgs/msg/DiagnosticArray",
+                        (DIAGNOSTICS_AGGREGATOR,), qos=QoS(1))
+DIAGNOSTICS_TOPLEVEL = Topic("/diagnostics_toplevel_state", "diagnostic_msgs/msg/DiagnosticStatus",
+                             (DIAGNOSTICS_AGGREGATOR,), qos=QoS(1))
 
 #: Image side topics (rl_nodes.image_transport, image_transport's naming): a task that observes
 #: images sends each observation and experience batch's frames as one image beside the batch,
@@ -252,3 +260,24 @@ def resolve(name: str, namespace: str = "/", node: str = "") -> str:
 def service_name(service: Service, namespace: str = "/") -> str:
     """Where ``service`` is served by its node in ``namespace``."""
     return resolve(service.name, namespace, service.server)
+
+
+def in_namespace(namespace: str, name: str) -> str:
+    """Absolute ``name`` (or namespace) moved under ``namespace``: ``/lab`` + ``/experience`` ->
+    ``/lab/experience``; ``/`` leaves it as is."""
+    if namespace in ("", "/"):
+        return name
+    return namespace.rstrip("/") + ("" if name == "/" else name)
+
+
+#: The absolute names every node of a deployment shares (learner topics, /diagnostics and its
+#: aggregation, TF, /clock, and the replay buffer's services as the trainer calls them). A
+#: deployment under ``namespace:=NS`` remaps each to ``/NS<name>`` in all its processes, so two
+#: deployments share a domain without touching each other (nodes resolve every other name in
+#: their own namespaces, which the plan puts under NS).
+SHARED_NAMES: tuple[str, ...] = (
+    *(topic.name for topic in (EXPERIENCE, EPISODES, WEIGHTS, REPLAY_STATUS, DIAGNOSTICS,
+                                DIAGNOSTICS_AGG, DIAGNOSTICS_TOPLEVEL, TF, TF_STATIC, CLOCK)),
+    *(image_topic(EXPERIENCE, compressed).name for compressed in (False, True)),
+    service_name(SAMPLE), service_name(UPDATE_PRIORITIES),
+)

@@ -146,7 +146,8 @@ class PolicyNode(RLNode):
     def _serve_robots(self, robots: int) -> None:
         """Subscribe every robot's observations and set up the batching window."""
         for robot in range(robots):
-            namespace = robot_namespace(robot)
+            # The robots of this policy's deployment: /robot_k, or /NS/robot_k under namespace:=NS.
+            namespace = graph.in_namespace(self.get_namespace(), robot_namespace(robot))
             self.actions_pubs.append(self.publisher(graph.resolve(
                 graph.ACTIONS.name, namespace), ACTIONS))
             self._subscribe_observations(graph.resolve(graph.OBSERVATIONS.name, namespace),

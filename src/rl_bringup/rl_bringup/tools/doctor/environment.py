@@ -44,16 +44,17 @@ def check_rclpy() -> tuple[list[Check], str | None]:
 
 
 def check_rmw(environ: Mapping[str, str], identifier: str | None) -> Check:
-    """``RMW_IMPLEMENTATION``: deployments use rmw_fastrtps_cpp; mixing RMWs breaks discovery
-    of some endpoints and shared memory."""
+    """``RMW_IMPLEMENTATION``: deployments keep the caller's, and rl_ros2 is tested on
+    rmw_fastrtps_cpp; mixing RMWs breaks discovery of some endpoints and shared memory."""
     chosen = environ.get("RMW_IMPLEMENTATION", "")
     effective = chosen or identifier or "the default"
     if effective == RMW_IMPLEMENTATION:
         source = "RMW_IMPLEMENTATION" if chosen else "the default RMW"
-        return Check(Level.PASS, "rmw", f"{source} is {RMW_IMPLEMENTATION}, as in the "
-                     f"deployments")
-    return Check(Level.WARN, "rmw", f"this shell uses {effective}; rl-bringup deployments use "
-                 f"{RMW_IMPLEMENTATION}, and different RMWs do not reliably talk to each other",
+        return Check(Level.PASS, "rmw", f"{source} is {RMW_IMPLEMENTATION}, the RMW rl_ros2 is "
+                     f"tested on")
+    return Check(Level.WARN, "rmw", f"this shell uses {effective}; rl_ros2 is tested on "
+                 f"{RMW_IMPLEMENTATION}, and a run started with another RMW does not reliably "
+                 f"talk to this shell's tools",
                  f"export RMW_IMPLEMENTATION={RMW_IMPLEMENTATION}")
 
 
