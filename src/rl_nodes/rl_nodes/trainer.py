@@ -108,7 +108,7 @@ class TrainerNode(RLNode):
         self._publish_weights()
         self.update_mode, where, warning = choose_update_mode(
             self.config.update_mode, self.sampler.is_local,
-            self.ipc.has_local_publisher(graph.EXPERIENCE.name))
+            self.ipc.has_local_publisher(self.resolve_topic_name(graph.EXPERIENCE.name)))
         if warning:
             self.get_logger().warn(warning)
         self.get_logger().info(
