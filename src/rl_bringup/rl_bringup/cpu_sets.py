@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from rl_bringup.process_spec import PlanError
+from rl_core import node_kinds
 from rl_core.config import LAUNCHER_NODE, ConfigError, load_yaml
 from rl_core.cpus import (
     CPUS_VARIABLE,
@@ -176,6 +177,10 @@ def choose_cpus(
     return DEFAULT_CPUS, "default", {}
 
 
+#: Node kinds without CPU sets of their own, and the kind whose CPUs they use.
+SHARES_CPUS_WITH: dict[str, str] = {node_kinds.DIAGNOSTICS_AGGREGATOR: node_kinds.REPLAY_BUFFER}
+
+
 def assign_cpus(process: ProcessSpec, sets: Mapping[str, frozenset[int]]) -> None:
     """Set the CPU fields of ``process`` from the CPUs of each node kind.
 
@@ -192,7 +197,8 @@ def assign_cpus(process: ProcessSpec, sets: Mapping[str, frozenset[int]]) -> Non
     if not sets:
         process.cpus = process.learner_cpus = process.torch_threads = None
         return
-    kinds = {kind for kind, _ in process.hosted_nodes()}
+    # The diagnostics aggregator (a little work once a second) runs on the replay buffer's CPUs.
+    kinds = {SHARES_CPUS_WITH.get(kind, kind) for kind, _ in process.hosted_nodes()}
     if all(kind in sets for kind in kinds):
         process.cpus = frozenset().union(*(sets[kind] for kind in kinds))
     else:

@@ -3,11 +3,12 @@
 Robot ``k`` lives in namespace ``/robot_k``; replay_buffer and trainer in ``/``:
 
 ============  =================================================================================
-colocated     one ``container`` process: simulator + policy per robot, replay_buffer, trainer
+colocated     one ``container`` process: simulator + policy per robot, replay_buffer, trainer,
+              diagnostics_aggregator
 decoupled     one process per node: per robot ``simulator`` and ``policy``, one
-              ``replay_buffer``, one ``trainer``
+              ``replay_buffer``, one ``trainer``, one ``diagnostics_aggregator``
 hybrid        per robot one ``container`` (simulator + policy), one learner ``container``
-              (replay_buffer + trainer)
+              (replay_buffer + trainer + diagnostics_aggregator)
 ============  =================================================================================
 
 ``policy_layout:=central`` replaces the per-robot policies by one central policy node ``/policy``
@@ -47,6 +48,12 @@ CONTAINER_EXECUTABLE = "container"
 POLICY_LAYOUTS: tuple[str, ...] = ("per_robot", "central")
 DEFAULT_POLICY_LAYOUT = "per_robot"
 CENTRAL_POLICY_NAMESPACE = "/"
+AGGREGATOR = node_kinds.DIAGNOSTICS_AGGREGATOR
+#: The deployment's own nodes where a process hosts the learning side: replay buffer, trainer
+#: and the diagnostics aggregator (/diagnostics_agg for rqt_robot_monitor). Decoupled runs each
+#: in a process of its own.
+LEARNER_NODES: tuple[tuple[str, str], ...] = (("replay_buffer", "/"), ("trainer", "/"),
+                                              (AGGREGATOR, "/"))
 
 
 def layout_processes(mode: str, robots: int, central: bool = False) -> list[ProcessSpec]:
@@ -174,7 +181,7 @@ def _colocated_layout(robots: int, central: bool = False) -> list[ProcessSpec]:
     nodes = [node for robot in range(robots) for node in _robot_nodes(robot, central)]
     if central:
         nodes.append(("policy", CENTRAL_POLICY_NAMESPACE))
-    nodes += [("replay_buffer", "/"), ("trainer", "/")]
+    nodes += LEARNER_NODES
     container = _container("container", nodes, respawn=True, required=True)
     if central:
         container.parameters = _central_policy_parameters(robots)
@@ -204,6 +211,8 @@ def _decoupled_layout(robots: int, central: bool = False) -> list[ProcessSpec]:
     for kind in ("replay_buffer", "trainer"):
         processes.append(ProcessSpec(name=kind, executable=kind, namespace="/", respawn=True,
                                      required=True))
+    processes.append(ProcessSpec(name=AGGREGATOR, executable=AGGREGATOR, namespace="/",
+                                 respawn=True))
     return processes
 
 
@@ -229,8 +238,7 @@ def _hybrid_layout(robots: int, central: bool = False) -> list[ProcessSpec]:
     ]
     if central:
         processes.append(_central_policy_process(robots))
-    learner_nodes = [("replay_buffer", "/"), ("trainer", "/")]
-    processes.append(_container("learner", learner_nodes, respawn=True, required=True))
+    processes.append(_container("learner", list(LEARNER_NODES), respawn=True, required=True))
     return processes
 
 

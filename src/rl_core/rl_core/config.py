@@ -444,6 +444,8 @@ NODE_CONFIGS: dict[str, tuple[type, ...]] = {
     node_kinds.POLICY: (PolicyConfig,),
     node_kinds.REPLAY_BUFFER: (ReplayConfig,),
     node_kinds.TRAINER: (SACConfig, TrainerConfig),
+    # A ROS tool node: its one parameter (analyzers_file) is its own, no override concerns it.
+    node_kinds.DIAGNOSTICS_AGGREGATOR: (),
 }
 
 

@@ -40,6 +40,8 @@ from typing import Any, Protocol
 
 import yaml
 
+from rl_core.config import ConfigError
+
 #: Levels of diagnostic_msgs/DiagnosticStatus.
 OK, WARN, ERROR, STALE = 0, 1, 2, 3
 #: The word a header carries for its level (upstream's wording, which rqt_robot_monitor shows).
@@ -63,7 +65,7 @@ _GENERIC_KEYS = {"type", "path", "timeout", "num_items", "discard_stale", "remov
 _ROOT_KEYS = {"path", "pub_rate", "other_as_errors", "history_depth", "critical"}
 
 
-class AnalyzerConfigError(ValueError):
+class AnalyzerConfigError(ConfigError):
     """An analyzer file that cannot be used, with the reason."""
 
 

@@ -13,10 +13,14 @@ NODE_KINDS: tuple[str, ...] = (SIMULATOR, POLICY, REPLAY_BUFFER, TRAINER)
 PER_ROBOT_KINDS: tuple[str, ...] = (SIMULATOR, POLICY)
 #: Kinds that run once per deployment (the learning side).
 LEARNING_KINDS: tuple[str, ...] = (REPLAY_BUFFER, TRAINER)
+#: /diagnostics grouped for rqt_robot_monitor, one per deployment beside the learning kinds (a
+#: ROS tool node, not a learning one: it has no parameter block of rl_core.config).
+DIAGNOSTICS_AGGREGATOR = "diagnostics_aggregator"
 #: Each kind's node class in rl_nodes, as ``module:Class`` (imported only where it runs).
 NODE_CLASSES: dict[str, str] = {
     SIMULATOR: "rl_nodes.simulator:SimulatorNode",
     POLICY: "rl_nodes.policy:PolicyNode",
     REPLAY_BUFFER: "rl_nodes.replay_buffer:ReplayBufferNode",
     TRAINER: "rl_nodes.trainer:TrainerNode",
+    DIAGNOSTICS_AGGREGATOR: "rl_nodes.diagnostics_aggregator:DiagnosticsAggregatorNode",
 }

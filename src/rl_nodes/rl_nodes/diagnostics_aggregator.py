@@ -6,13 +6,15 @@ with the same topics: it subscribes ``/diagnostics`` and publishes ``/diagnostic
 ``/diagnostics_toplevel_state`` (diagnostic_msgs/DiagnosticStatus, the tree's worst level). The
 grouping is :mod:`rl_core.diagnostic_aggregation`'s, from the same analyzer file the docker
 image's aggregator_node reads (``config/robots/diagnostic_analyzers.yaml`` unless
-``analyzers_file`` names another). One per deployment::
+``analyzers_file`` names another). Every deployment runs one (node kind
+``diagnostics_aggregator``, placed by rl_bringup.layouts beside the learning nodes); by hand::
 
     ros2 run rl_nodes diagnostics_aggregator      # or the venv's diagnostics_aggregator
     ros2 run rqt_robot_monitor rqt_robot_monitor
 
-Statuses are timed on arrival with a monotonic clock, so staleness follows the wall time a
-status has been silent, whatever ``use_sim_time`` says.
+Like every node of a deployment it reports itself on ``/diagnostics`` (how many statuses it
+holds, and how many are stale). Statuses are timed on arrival with a monotonic clock, so
+staleness follows the wall time a status has been silent, whatever ``use_sim_time`` says.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.node import Node
 
 from rl_core.diagnostic_aggregation import (
+    STALE,
     Aggregator,
     AnalyzerConfigError,
     Status,
@@ -33,7 +36,7 @@ from rl_core.diagnostic_aggregation import (
     toplevel_level,
 )
 from rl_nodes import graph
-from rl_nodes.runtime import spin_plain_node
+from rl_nodes.runtime import main_for
 
 NODE_NAME = graph.DIAGNOSTICS_AGGREGATOR
 #: Depth of the /diagnostics queue: every node publishes once a second, and a burst from many
@@ -60,8 +63,8 @@ def to_message(status: Status) -> DiagnosticStatus:
 class DiagnosticsAggregatorNode(Node):
     """Takes ``/diagnostics``, publishes the aggregated tree and the toplevel state."""
 
-    def __init__(self) -> None:
-        super().__init__(NODE_NAME)
+    def __init__(self, namespace: str | None = None) -> None:
+        super().__init__(NODE_NAME, **({"namespace": namespace} if namespace else {}))
         self.declare_parameter("analyzers_file", "", ParameterDescriptor(
             description="diagnostic_aggregator analyzer YAML ('analyzers: ros__parameters:'); "
                         "empty: the shipped config/robots/diagnostic_analyzers.yaml",
@@ -75,18 +78,42 @@ class DiagnosticsAggregatorNode(Node):
         self._toplevel_pub = self.create_publisher(DiagnosticStatus,
                                                    graph.DIAGNOSTICS_TOPLEVEL.name,
                                                    graph.DIAGNOSTICS_TOPLEVEL.qos.profile())
+        self._tree: list[Status] = []
+        self._own_pub = self.create_publisher(DiagnosticArray, graph.DIAGNOSTICS.name,
+                                              graph.DIAGNOSTICS.qos.profile())
         self.create_timer(1.0 / self.aggregator.pub_rate_hz, self._publish)
+        self.create_timer(graph.DIAGNOSTICS_PERIOD_S, self._publish_own_status)
+
+    def start(self) -> None:
+        """Nothing to start: the timers run from construction (rl_nodes.runtime's contract)."""
+
+    def close(self) -> None:
+        """Nothing to release (rl_nodes.runtime's contract)."""
 
     def _on_diagnostics(self, message: DiagnosticArray) -> None:
         self.aggregator.update([to_status(status) for status in message.status], time.monotonic())
 
     def _publish(self) -> None:
-        tree = self.aggregator.report(time.monotonic())
+        tree = self._tree = self.aggregator.report(time.monotonic())
         array = DiagnosticArray(status=[to_message(status) for status in tree])
         array.header.stamp = self.get_clock().now().to_msg()
         self._agg_pub.publish(array)
         self._toplevel_pub.publish(DiagnosticStatus(level=bytes([toplevel_level(tree)]),
                                                     name="toplevel_state"))
+
+
+    def _publish_own_status(self) -> None:
+        tree = self._tree
+        stale = sum(status.level == STALE for status in tree)
+        status = DiagnosticStatus(
+            level=bytes([DiagnosticStatus.OK]), name=self.get_fully_qualified_name(),
+            message=f"aggregating into {graph.DIAGNOSTICS_AGG.name}",
+            hardware_id=self.get_namespace(),
+            values=[KeyValue(key="entries", value=str(len(tree))),
+                    KeyValue(key="stale entries", value=str(stale))])
+        array = DiagnosticArray(status=[status])
+        array.header.stamp = self.get_clock().now().to_msg()
+        self._own_pub.publish(array)
 
 
 def load_aggregator(path: str) -> Aggregator:
@@ -103,9 +130,9 @@ def load_aggregator(path: str) -> Aggregator:
     return Aggregator.from_file(path)
 
 
-def main(args: list[str] | None = None) -> int:
+def main() -> int:
     """Run the aggregator until shutdown; exit code 0, or 2 for a bad analyzer file."""
-    return spin_plain_node(DiagnosticsAggregatorNode, (AnalyzerConfigError,), args)
+    return main_for(NODE_NAME)
 
 
 if __name__ == "__main__":

@@ -123,7 +123,7 @@ TF_STATIC = Topic("/tf_static", "tf2_msgs/msg/TFMessage", (SIMULATOR,), qos=LATC
 #: rl_nodes.diagnostics_aggregator (diagnostic_aggregator's aggregator_node in the docker image):
 #: /diagnostics grouped for rqt_robot_monitor, and the tree's worst level, with upstream's names
 #: and profile (reliable, volatile, depth 1).
-DIAGNOSTICS_AGGREGATOR = "diagnostics_aggregator"
+DIAGNOSTICS_AGGREGATOR = node_kinds.DIAGNOSTICS_AGGREGATOR
 DIAGNOSTICS_AGG = Topic("/diagnostics_agg", "diagnostic_msgs/msg/DiagnosticArray",
                         (DIAGNOSTICS_AGGREGATOR,), qos=QoS(1))
 DIAGNOSTICS_TOPLEVEL = Topic("/diagnostics_toplevel_state", "diagnostic_msgs/msg/DiagnosticStatus",
@@ -160,7 +160,8 @@ def metric_topic(metric: str) -> Topic:
 #: Every topic of the checked graph, in the order of docs/graph.md.
 TOPICS: tuple[Topic, ...] = (
     OBSERVATIONS, ACTIONS, EXPERIENCE, EPISODES, WEIGHTS, REPLAY_STATUS, ROBOT_DESCRIPTION,
-    JOINT_STATES, MARKERS, DIAGNOSTICS, *(metric_topic(metric) for metric in TRAINER_SCALARS),
+    JOINT_STATES, MARKERS, DIAGNOSTICS, DIAGNOSTICS_AGG, DIAGNOSTICS_TOPLEVEL,
+    *(metric_topic(metric) for metric in TRAINER_SCALARS),
 )
 
 # --- the robot boundary (robot_interface: ros2_control) -------------------------------------------

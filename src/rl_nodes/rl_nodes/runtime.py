@@ -46,7 +46,10 @@ FLUSH_TIMEOUT_S = 1.0
 
 
 def node_class(kind: str) -> type[RLNode]:
-    """The class of node ``kind``; unknown kinds raise ``ValueError`` listing the valid ones."""
+    """The class of node ``kind``; unknown kinds raise ``ValueError`` listing the valid ones.
+
+    Every class takes ``namespace=`` and has ``start()`` and ``close()``: the learning nodes are
+    :class:`RLNode`s, the diagnostics aggregator a plain rclpy node with the same three."""
     if kind not in NODE_CLASSES:
         raise ValueError(f"unknown node kind {kind!r}; valid kinds: {', '.join(NODE_CLASSES)}")
     module_name, class_name = NODE_CLASSES[kind].split(":")
@@ -164,8 +167,8 @@ def flush_publishers(nodes: Sequence[Any], timeout_s: float) -> bool:
 
 def spin_plain_node(make: Callable[[], Any], config_errors: tuple[type[Exception], ...],
                     args: list[str] | None = None) -> int:
-    """Run one plain rclpy node (not an :class:`RLNode`: sim_robot, the diagnostics aggregator)
-    until shutdown; exit code 0, or 2 with the reason when ``make`` raises a configuration error.
+    """Run one plain rclpy node (not an :class:`RLNode`: sim_robot) until shutdown; exit code
+    0, or 2 with the reason when ``make`` raises a configuration error.
     A node's ``close()``, where it has one, runs before it is destroyed."""
     ensure_network_defaults()
     rclpy.init(args=args if args is not None else sys.argv)

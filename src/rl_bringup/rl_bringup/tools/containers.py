@@ -77,7 +77,8 @@ CONTAINER_ENVIRONMENT = {
 }
 #: The replica step that every robot container runs first (see :mod:`rl_bringup.replica`).
 REPLICA_MODULE = "rl_bringup.replica"
-LEARNING_KINDS = (graph.REPLAY_BUFFER, graph.TRAINER)
+#: Kinds whose processes run in the learner's container (the aggregator with them).
+LEARNING_KINDS = (graph.REPLAY_BUFFER, graph.TRAINER, graph.DIAGNOSTICS_AGGREGATOR)
 
 
 @dataclass(frozen=True)

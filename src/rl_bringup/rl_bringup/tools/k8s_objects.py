@@ -96,6 +96,8 @@ NODE_RESOURCES: dict[str, NodeResources] = {
     graph.POLICY: NodeResources(1, 1024),
     graph.REPLAY_BUFFER: NodeResources(1, 2048),
     graph.TRAINER: NodeResources(1, 2048),
+    # Groups /diagnostics once a second: no core of its own beside the learner's nodes.
+    graph.DIAGNOSTICS_AGGREGATOR: NodeResources(0, 256),
 }
 DISCOVERY_RESOURCES = NodeResources(1, 256)
 
@@ -138,7 +140,8 @@ def _resources(kinds: list[str], gpu: bool) -> client.V1ResourceRequirements:
     from kubernetes import client
 
     needs = [NODE_RESOURCES[kind] for kind in kinds] if kinds else [DISCOVERY_RESOURCES]
-    amounts = {"cpu": str(sum(need.cpus for need in needs)),
+    # Whole cores, at least one (the static CPU manager pins whole cores to Guaranteed pods).
+    amounts = {"cpu": str(max(1, sum(need.cpus for need in needs))),
                "memory": f"{sum(need.memory_mib for need in needs)}Mi"}
     if gpu:
         amounts[GPU_RESOURCE] = "1"
