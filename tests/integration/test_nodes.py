@@ -16,6 +16,8 @@ import numpy as np
 import pytest
 import rclpy
 import yaml
+from lifecycle_msgs.msg import Transition
+from lifecycle_msgs.srv import ChangeState, GetState
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.parameter import Parameter
 
@@ -298,3 +300,67 @@ def test_a_trainer_given_the_budget_still_hands_it_to_the_replay_buffer(tmp_path
             trainer.close()
             trainer.destroy_node()
         rclpy.try_shutdown()
+
+
+def change_state(probe: rclpy.node.Node, node: str, transition: int) -> bool:
+    """``ros2 lifecycle set``'s request, through the node's ~/change_state service."""
+    request = ChangeState.Request(transition=Transition(id=transition))
+    return bool(call(probe, ChangeState, f"{node}/change_state", request).success)
+
+
+def state_of(probe: rclpy.node.Node, node: str) -> str:
+    return str(call(probe, GetState, f"{node}/get_state", GetState.Request()).current_state.label)
+
+
+def test_deactivate_pauses_a_node_and_activate_resumes_it_with_nothing_lost(colocated) -> None:
+    """Lifecycle (rl_nodes.lifecycle) through the nodes' own services, as ``ros2 lifecycle set``
+    calls them: a deactivated trainer makes no gradient step, a deactivated simulator no env
+    step; the buffer keeps what it holds, and activate goes on from there."""
+    simulator, replay, trainer = (colocated[k] for k in ("simulator", "replay", "trainer"))
+    ipc: IntraProcessManager = colocated["ipc"]
+    probe = colocated["probe"]
+    assert ipc.spin_until(lambda: trainer.sac.update_step >= 10, 120.0)
+    results: dict[str, object] = {}
+
+    def in_thread(name: str, function: object, *args: object) -> None:
+        # Service calls from a thread: the test thread drains the dispatch queue meanwhile.
+        thread = threading.Thread(target=lambda: results.update({name: function(*args)}))
+        thread.start()
+        assert ipc.spin_until(lambda: name in results, 30.0), name
+
+    in_thread("state", state_of, probe, "/trainer")
+    assert results.pop("state") == "active"
+    in_thread("off", change_state, probe, "/trainer", Transition.TRANSITION_DEACTIVATE)
+    assert results.pop("off") is True
+    updates, stored = trainer.sac.update_step, len(replay.buffer)
+    ipc.spin_until(lambda: False, 3.0)  # three seconds of the process running on
+    assert trainer.sac.update_step == updates, "a deactivated trainer kept learning"
+    in_thread("state", state_of, probe, "/trainer")
+    assert results.pop("state") == "inactive"
+    in_thread("on", change_state, probe, "/trainer", Transition.TRANSITION_ACTIVATE)
+    assert results.pop("on") is True
+    assert ipc.spin_until(lambda: trainer.sac.update_step >= updates + 10, 60.0)
+    assert len(replay.buffer) >= stored  # nothing lost while paused
+
+    in_thread("off", change_state, probe, "/robot_0/simulator", Transition.TRANSITION_DEACTIVATE)
+    assert results.pop("off") is True
+    ipc.spin_until(lambda: False, 1.0)  # a step under way ends
+    steps = simulator.total_env_steps
+    ipc.spin_until(lambda: False, 2.0)
+    assert simulator.total_env_steps == steps, "a deactivated simulator kept stepping"
+    in_thread("on", change_state, probe, "/robot_0/simulator", Transition.TRANSITION_ACTIVATE)
+    assert results.pop("on") is True
+    assert ipc.spin_until(lambda: simulator.total_env_steps > steps + 20, 60.0)
+
+
+def test_a_node_that_fails_to_configure_says_why_and_the_process_exits_2(tmp_path: Path) -> None:
+    bad = overrides_file(tmp_path, {"trainer": {"batch_size": -3}})
+    run = Child([str(Path(sys.executable).parent / "container"), "--node", "trainer@/",
+                 "--ros-args", "--params-file", str(CONFIG), "--params-file", str(bad)])
+    try:
+        code = run.wait(60.0)
+    finally:
+        run.stop(grace_s=5.0)
+    assert code == 2, run.output()
+    assert "configure failed: Invalid parameter value (-3)" in run.output()
+    assert "configuration error: Invalid parameter value (-3)" in run.output()

@@ -93,6 +93,11 @@ DEPLOYMENT_ARGUMENTS: dict[str, tuple[str, str]] = {
         "false",
         "Every node follows /clock (robot 0's sim_robot, or Gazebo through ros_gz_bridge).",
     ),
+    "autostart": (
+        "true",
+        "Every node configures and activates itself at start (lifecycle nodes); false leaves "
+        "them unconfigured for an orchestrator or `ros2 lifecycle set` (docs/lifecycle.md).",
+    ),
     "namespace": (
         "",
         "Namespace of the whole deployment: robot k in /NAMESPACE/robot_k, the learner nodes in "
@@ -214,5 +219,6 @@ def plan_from_arguments(mode: str, values: Mapping[str, str], random_domain: boo
         namespace=given.get("namespace"),
         log_level=given.get("log_level"),
         params_file=given.get("params_file"),
+        autostart=given.get("autostart", "true"),
         random_domain=random_domain,
     )

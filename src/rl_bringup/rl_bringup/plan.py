@@ -61,6 +61,8 @@ from rl_bringup.layouts import (
 )
 from rl_bringup.parameter_overrides import learning_overrides, node_overrides
 from rl_bringup.process_spec import PlanError, ProcessSpec
+from rl_bringup.robot_plan import parse_flag
+from rl_core.config import ConfigError
 from rl_core.cpus import available_cpus, format_cpu_list
 
 DEFAULT_CONFIG = "cartpole"
@@ -259,6 +261,7 @@ def make_plan(
     namespace: str | None = None,
     log_level: str | None = None,
     params_file: str | os.PathLike[str] | None = None,
+    autostart: bool | str = True,
     *,
     environ: Mapping[str, str] | None = None,
     rng: random.Random | None = None,
@@ -302,6 +305,8 @@ def make_plan(
         ``fatal``); ``None`` or empty: rcl's default.
     :param params_file: a parameter file of the caller's, layered over ``config`` (key:=value
         overrides still win); ``None`` or empty: none.
+    :param autostart: every node configures and activates itself when its process starts
+        (rl_nodes.lifecycle); false leaves them unconfigured for an orchestrator.
     :param environ: the caller's environment (``os.environ`` when ``None``); read for
         ``ROS_DOMAIN_ID`` and for variables that would contradict the plan.
     :param rng: random generator for the domain-id pick.
@@ -323,6 +328,14 @@ def make_plan(
     cpus_text, cpus_source, sets = choose_cpus(cpus, config_file, machine_cpus)
     shared_parameters, sim_robots = node_overrides(
         config_file, extra_parameters, robot_count, robot_interface, task, use_sim_time, sim_robot)
+    try:
+        if not parse_flag("autostart", autostart):
+            shared_parameters["autostart"] = False
+            notes.append("autostart:=false: every node waits unconfigured; bring them up with "
+                         "`ros2 lifecycle set NODE configure` then `activate` (replay_buffer and "
+                         "trainer first), or an orchestrator")
+    except ConfigError as error:
+        raise PlanError(str(error)) from None
 
     processes = layout_processes(mode_text, robot_count, central=layout_text == "central")
     if layout_text == "central":

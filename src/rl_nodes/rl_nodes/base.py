@@ -10,7 +10,6 @@ from typing import Any, TypeVar
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import SetParametersResult
-from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile
 
@@ -22,6 +21,7 @@ from rl_nodes import graph
 from rl_nodes.conversions import Actions, TopicType, topic_type
 from rl_nodes.intra_process import IntraProcessManager
 from rl_nodes.intra_process_endpoints import IntraProcessPublisher, IntraProcessSubscription
+from rl_nodes.lifecycle import ManagedNode
 
 T = TypeVar("T")
 
@@ -129,16 +129,28 @@ def launch_only_guard(parameters: list[Parameter]) -> SetParametersResult:
     return SetParametersResult(successful=True)
 
 
-class RLNode(Node):
-    """A node whose topics go through the process' intra-process manager.
+class RLNode(ManagedNode):
+    """A managed node (rl_nodes.lifecycle) whose topics go through the process' intra-process
+    manager.
 
-    Subclasses create endpoints with :meth:`publisher` / :meth:`subscription` and :meth:`timer`;
-    their callbacks then run on the dispatch thread. ``start()`` is called once
-    every node of the process exists and the executor runs; ``close()`` before destruction.
+    Subclasses name themselves (:attr:`NAME`), build in :meth:`build` (the configure
+    transition), and create endpoints there with :meth:`publisher` / :meth:`subscription` and
+    :meth:`timer`, whose callbacks run on the dispatch thread. ``begin()`` runs at the first
+    activation, once every node of the process is configured and the executor runs;
+    ``pause()`` / ``resume()`` at deactivate and later activations; ``close()`` at cleanup,
+    shutdown or the process' end.
+
+    :param namespace: the node's namespace.
+    :param configure: configure at once, raising :class:`ConfigError` with the reason when that
+        fails (nodes built directly in Python); :mod:`rl_nodes.runtime` passes false and drives
+        the transitions.
     """
 
-    def __init__(self, name: str, namespace: str = "", **kwargs: Any) -> None:
-        super().__init__(name, namespace=namespace, **kwargs)
+    #: The node's name (each subclass sets it).
+    NAME = ""
+
+    def __init__(self, namespace: str = "", configure: bool = True, **kwargs: Any) -> None:
+        super().__init__(self.NAME, namespace=namespace, **kwargs)
         self.ipc = IntraProcessManager.for_context(self.context)
         self.rejected_messages = 0
         #: Rejected inputs per source ("experience from robot 3", "policy weights", ...).
@@ -148,6 +160,8 @@ class RLNode(Node):
         self._diagnostics_pub = self.publisher(graph.DIAGNOSTICS)
         self.timer(graph.DIAGNOSTICS_PERIOD_S, self._publish_diagnostics)
         self.add_on_set_parameters_callback(launch_only_guard)
+        if configure:
+            self.configure_now()
 
     def publisher(self, topic: graph.Topic | str, topic_type: TopicType[T] | None = None,
                   qos: QoSProfile | None = None) -> IntraProcessPublisher[T]:
@@ -223,7 +237,12 @@ class RLNode(Node):
         heartbeat_file = os.environ.get(variables.HEARTBEAT_FILE)
         if heartbeat_file:  # this thread turns (rl_core.heartbeat)
             heartbeat.beat(heartbeat_file)
-        level, message, values = self.diagnose()
+        if self.configured:
+            level, message, values = self.diagnose()
+            if not self.active:
+                message = f"inactive (lifecycle; ros2 lifecycle set to activate): {message}"
+        else:
+            level, message, values = OK, f"{self.lifecycle_state()} (lifecycle)", {}
         frozen_s = self._clock_frozen_s()
         if frozen_s >= CLOCK_FROZEN_S:
             level = max(level, WARN)
@@ -238,8 +257,4 @@ class RLNode(Node):
         array.header.stamp = self.get_clock().now().to_msg()
         self._diagnostics_pub.publish(array)
 
-    def start(self) -> None:
-        """Begin work once the process' nodes exist (default: nothing)."""
 
-    def close(self) -> None:
-        """Release resources before the node is destroyed (default: nothing)."""

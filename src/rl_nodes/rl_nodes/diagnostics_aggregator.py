@@ -106,7 +106,7 @@ class DiagnosticsAggregatorNode(Node):
         tree = self._tree
         stale = sum(status.level == STALE for status in tree)
         status = DiagnosticStatus(
-            level=bytes([DiagnosticStatus.OK]), name=self.get_fully_qualified_name(),
+            level=DiagnosticStatus.OK, name=self.get_fully_qualified_name(),
             message=f"aggregating into {graph.DIAGNOSTICS_AGG.name}",
             hardware_id=self.get_namespace(),
             values=[KeyValue(key="entries", value=str(len(tree))),

@@ -223,6 +223,13 @@ class Service:
     server: str
 
 
+#: What every managed node (rl_nodes.lifecycle) serves and publishes, as rclpy's LifecycleNode
+#: names them, beside the parameter services every node has; like those, not in the tables.
+LIFECYCLE_SERVICES = ("~/change_state", "~/get_state", "~/get_available_states",
+                      "~/get_available_transitions", "~/get_transition_graph")
+LIFECYCLE_TRANSITION_EVENT = Topic("~/transition_event", "lifecycle_msgs/msg/TransitionEvent",
+                                   (SIMULATOR, POLICY, REPLAY_BUFFER, TRAINER))
+
 GET_ACTION = Service("~/get_action", "rl_interfaces/srv/GetAction", POLICY)
 SAMPLE = Service("~/sample", "rl_interfaces/srv/SampleBatch", REPLAY_BUFFER)
 UPDATE_PRIORITIES = Service("~/update_priorities", "rl_interfaces/srv/UpdatePriorities",

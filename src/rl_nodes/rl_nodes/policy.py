@@ -61,8 +61,9 @@ from rl_nodes.runtime import main_for
 class PolicyNode(RLNode):
     """Batched inference with the latest actor weights, for one robot or centrally for N."""
 
-    def __init__(self, namespace: str = "") -> None:
-        super().__init__("policy", namespace)
+    NAME = "policy"
+
+    def build(self) -> None:
         self.config = declare_config(self, PolicyConfig)
         watch_config(self, lambda: self.config, self._apply_config)
         self.model, note = build_policy_model(self.config)
@@ -116,6 +117,8 @@ class PolicyNode(RLNode):
         return self.model.act(obs, deterministic)
 
     def _valid_observations(self, msg: Observations) -> bool:
+        if not self.active:
+            return False  # deactivated: the simulators resend once the policy is active again
         # Values from the network were checked finite when decoded (rl_nodes.conversions).
         refusal = self.model.observations_refusal(msg.obs)
         if refusal is not None:
@@ -241,6 +244,8 @@ class PolicyNode(RLNode):
     def _on_get_action(self, request: GetAction.Request, response: GetAction.Response
                        ) -> GetAction.Response:
         try:
+            if not self.active:
+                raise ValueError(f"{self.get_fully_qualified_name()} is inactive (lifecycle)")
             obs = self.model.request_observations(request.obs, request.obs_shape, MAX_REQUEST_ROWS)
         except ValueError as error:
             response.success = False

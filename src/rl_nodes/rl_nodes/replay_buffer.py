@@ -49,8 +49,9 @@ STATUS_PERIOD_S = 1.0
 class ReplayBufferNode(RLNode):
     """Shared experience storage for all robots."""
 
-    def __init__(self, namespace: str = "") -> None:
-        super().__init__("replay_buffer", namespace)
+    NAME = "replay_buffer"
+
+    def build(self) -> None:
         self.config = declare_config(self, ReplayConfig)
         watch_config(self, lambda: self.config, self._apply_config)
         self.obs_shape, self.action_shape = space_shapes(self.config.env_id)
@@ -101,7 +102,10 @@ class ReplayBufferNode(RLNode):
         self.service.insert(msg)
 
     def sample(self, request: SampleRequest) -> SampleAnswer:
-        """Grant up to ``request.max_batches`` batches (0 = only report sizes); thread-safe."""
+        """Grant up to ``request.max_batches`` batches (0 = only report sizes); thread-safe.
+        Deactivated, the buffer stores on and grants nothing: learning waits."""
+        if not self.active:
+            request = dataclasses.replace(request, max_batches=0)
         return self.service.sample(request)
 
     def save(self, path: str) -> FileAnswer:

@@ -38,6 +38,9 @@ from rl_nodes.process_settings import apply_process_settings, end_with_superviso
 
 #: Node kinds and their classes (imported lazily, so a process loads only what it runs).
 NODE_CLASSES = node_kinds.NODE_CLASSES
+#: The order in which a process activates its nodes: the learning side first, acting last.
+ACTIVATION_ORDER = (node_kinds.REPLAY_BUFFER, node_kinds.TRAINER, node_kinds.POLICY,
+                    node_kinds.SIMULATOR)
 #: Signals that stop a node process gracefully (a launch, the supervisor and k8s send them).
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 #: Seconds a closing process waits, over all its reliable publishers, for their readers to
@@ -106,16 +109,16 @@ def run_nodes(specs: Sequence[tuple[str, str | None]], args: Sequence[str] | Non
     manager = IntraProcessManager.for_context(rclpy.get_default_context())
     previous_handlers = stop_on_signals(lambda: manager.request_shutdown(0))
     executor = SingleThreadedExecutor()
-    nodes: list[RLNode] = []
+    nodes: list[Any] = []
     code = 0
     try:
         for kind, namespace in specs:
             cls = node_class(kind)
-            nodes.append(cls(namespace=namespace) if namespace is not None else cls())
+            options = {"configure": False} if issubclass(cls, RLNode) else {}
+            nodes.append(cls(**options, **({"namespace": namespace} if namespace else {})))
         for node in nodes:
             executor.add_node(node)
-        for node in nodes:
-            node.start()
+        autostart(nodes)
         errors = CallbackErrors(nodes[0].get_logger() if nodes else None)
         code = manager.spin(on_error=errors.report, executor=executor)
     except ConfigError as error:
@@ -126,7 +129,7 @@ def run_nodes(specs: Sequence[tuple[str, str | None]], args: Sequence[str] | Non
     finally:
         for node in reversed(nodes):
             try:
-                node.close()
+                getattr(node, "release", node.close)()
             except Exception as error:  # noqa: BLE001 - closing one node must not skip the others
                 print(f"error while closing {node.get_name()}: {error}", file=sys.stderr)
         flush_publishers(nodes, FLUSH_TIMEOUT_S)
@@ -137,6 +140,25 @@ def run_nodes(specs: Sequence[tuple[str, str | None]], args: Sequence[str] | Non
         for signum, handler in previous_handlers.items():
             signal.signal(signum, handler)
     return code
+
+
+def autostart(nodes: Sequence[Any]) -> None:
+    """Bring the managed nodes whose ``autostart`` is on to active (rl_nodes.lifecycle): all
+    configured first, then activated in the order the graph needs, the learning side (replay
+    buffer, trainer) before the policies, the simulators last. Others stay unconfigured for an
+    orchestrator; a plain node (the diagnostics aggregator) just gets ``start()``.
+
+    :raises ConfigError: with the reason, when a node fails to configure.
+    """
+    managed = [node for node in nodes if isinstance(node, RLNode) and node.autostart]
+    for node in managed:
+        node.configure_now()
+    for node in sorted(managed, key=lambda node: ACTIVATION_ORDER.index(node.get_name())
+                       if node.get_name() in ACTIVATION_ORDER else len(ACTIVATION_ORDER)):
+        node.start()
+    for node in nodes:
+        if not isinstance(node, RLNode):
+            node.start()
 
 
 def stop_on_signals(stop: Callable[[], None]) -> dict[int, Any]:

@@ -43,8 +43,9 @@ RESTART_VARIABLE = variables.RESTART_COUNT  # set by the rl-bringup supervisor o
 class SimulatorNode(RLNode):
     """Steps ``num_envs`` environments of ``env_id`` for robot ``/robot_k``."""
 
-    def __init__(self, namespace: str = "") -> None:
-        super().__init__("simulator", namespace)
+    NAME = "simulator"
+
+    def build(self) -> None:
         self.config = declare_config(self, SimulatorConfig)
         self.boundary_config = declare_config(self, BoundaryConfig)
         watch_config(self, lambda: self.config, self._apply_config)
@@ -92,7 +93,8 @@ class SimulatorNode(RLNode):
 
     @property
     def acting_paused(self) -> bool:
-        return self.gate.paused
+        """The rate limiter holds acting, or the node is deactivated (lifecycle)."""
+        return self.gate.paused or not self.active
 
     @property
     def replay_silent(self) -> bool:
@@ -155,7 +157,7 @@ class SimulatorNode(RLNode):
             warning)
         return (WARN if warn else OK), message, values
 
-    def start(self) -> None:
+    def begin(self) -> None:
         if self.boundary is not None:
             self.boundary.start()
         for lane in self.stepper.lanes:
@@ -235,8 +237,11 @@ class SimulatorNode(RLNode):
         if change.heard_again:
             self.get_logger().info("the replay buffer reports again; acting follows its rate "
                                    "limiter")
-        if not change.resumed:
-            return
+        if change.resumed:
+            self.resume()
+
+    def resume(self) -> None:
+        """Acting goes on (the rate limiter or a lifecycle activation): send what was held."""
         if self.boundary is not None:
             self.boundary.resume()
         self._release_held()

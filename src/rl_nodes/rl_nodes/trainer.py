@@ -48,6 +48,8 @@ from rl_nodes.service_types import PRIORITIES_SERVICE, SAMPLE_SERVICE
 SAMPLE_SERVICE_NAME = graph.service_name(graph.SAMPLE)
 PRIORITIES_SERVICE_NAME = graph.service_name(graph.UPDATE_PRIORITIES)
 PROGRESS_PERIOD_S = 2.0
+#: How often a deactivated learner thread looks whether it is active again.
+PAUSED_POLL_S = 0.1
 #: Diagnostic keys of a robot boundary kept for result.json (and those starting with safety).
 ROBOT_FIGURE_KEYS = (graph.LATENCY_P50_KEY, graph.LATENCY_P99_KEY, graph.CONTROL_RATE_KEY)
 
@@ -55,8 +57,9 @@ ROBOT_FIGURE_KEYS = (graph.LATENCY_P50_KEY, graph.LATENCY_P99_KEY, graph.CONTROL
 class TrainerNode(RLNode):
     """SAC learner of the whole deployment."""
 
-    def __init__(self, namespace: str = "") -> None:
-        super().__init__("trainer", namespace)
+    NAME = "trainer"
+
+    def build(self) -> None:
         self.sac_config = declare_config(self, SACConfig)
         self.config = declare_config(self, TrainerConfig)
         watch_config(self, lambda: self.sac_config, self._apply_sac_config)
@@ -101,7 +104,7 @@ class TrainerNode(RLNode):
     def _apply_config(self, config: TrainerConfig) -> None:
         self.config = self.run.config = config
 
-    def start(self) -> None:
+    def begin(self) -> None:
         warning = self.run.start()
         if warning:
             self.get_logger().warn(warning)
@@ -136,9 +139,10 @@ class TrainerNode(RLNode):
         return self.sampler.call(SampleRequest(
             self.config.batch_size, batches, self.run.weights_version, self.budget))
 
-    def _on_experience(self, msg: Experience) -> None:
-        """Interleaved: learn on what the rate limiter grants after this insert."""
-        if self.finished:
+    def _on_experience(self, _msg: Experience | None = None) -> None:
+        """Interleaved: learn on what the rate limiter grants after this insert (deactivated:
+        nothing; the grants wait in the buffer)."""
+        if self.finished or not self.active:
             return
         self.learner.learn(self._sample(UNLIMITED_BATCHES))
         self._periodic()
@@ -158,11 +162,25 @@ class TrainerNode(RLNode):
                     sample, lambda reason: self.reject("sample service", reason),
                     ServiceUnavailable)
                 source = functools.partial(self._prefetcher.get, timeout_s=0.5)
-            if self.learner.run(source, self._stop, self._periodic):
+            if self.learner.run(functools.partial(self._while_active, source), self._stop,
+                                self._periodic):
                 self.ipc.post(self._finish)
         except BaseException:
             self.ipc.request_shutdown(1)
             raise
+
+    def resume(self) -> None:
+        """Activated again: interleaved, take the grants that piled up at once (acting may be
+        held by the rate limiter until they are taken, so no insert would come to trigger it)."""
+        if self.update_mode == INTERLEAVED:
+            self.ipc.post(self._on_experience)
+
+    def _while_active(self, source: Callable[[], Grant | None]) -> Grant | None:
+        """The next grant, or none while the node is deactivated (lifecycle)."""
+        if self.active:
+            return source()
+        self._stop.wait(PAUSED_POLL_S)
+        return None
 
     # --- weights and checkpoints ----------------------------------------------------------------
 

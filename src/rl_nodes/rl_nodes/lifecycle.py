@@ -1,0 +1,159 @@
+"""Managed (lifecycle) nodes: what each transition does to an rl_ros2 node.
+
+Every rl_ros2 node is an rclpy ``LifecycleNode`` (REP-2002 / ROS 2 managed nodes), so
+``ros2 lifecycle nodes|get|set`` and an orchestrator drive it:
+
+============  =====================================================================================
+configure     :meth:`ManagedNode.build`: read and check the parameters, load models, buffers and
+              keys, create the endpoints. A bad value fails the transition with the reason (the
+              node stays unconfigured; a process started with ``autostart`` exits with code 2).
+activate      the first time :meth:`ManagedNode.begin` (start acting, learning, serving), later
+              :meth:`ManagedNode.resume`.
+deactivate    :meth:`ManagedNode.pause`: the node stops its work and keeps its state (replay
+              contents, optimiser, weights, episode counters); activate goes on from there.
+cleanup,      :meth:`ManagedNode.close`: write what must survive (checkpoint, replay snapshot) and
+shutdown      release the node's resources. A node cleaned up cannot be configured again in the
+              same process (its endpoints stay registered with the zero-copy manager); restart
+              the process (launch and rl-bringup respawn it).
+============  =====================================================================================
+
+With ``autostart`` (a read-only parameter, default true) :mod:`rl_nodes.runtime` configures and
+activates the nodes of a process itself, learning nodes first; false leaves them unconfigured
+for an orchestrator (``ros2 lifecycle set``, nav2's lifecycle_manager, launch_ros's
+``LifecycleNode`` events). Nodes built directly in Python (tests, embedding) are configured at
+construction unless ``configure=False``; :meth:`ManagedNode.start` activates them.
+"""
+
+from __future__ import annotations
+
+import traceback
+from typing import Any
+
+from rcl_interfaces.msg import ParameterDescriptor
+from rclpy.exceptions import ParameterException
+from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
+
+from rl_core.config import ConfigError
+
+#: Parameter: bring the node up to active when its process starts.
+AUTOSTART = "autostart"
+SUCCESS, FAILURE, ERROR = (TransitionCallbackReturn.SUCCESS, TransitionCallbackReturn.FAILURE,
+                           TransitionCallbackReturn.ERROR)
+
+
+class ManagedNode(LifecycleNode):
+    """A lifecycle node whose transitions call the hooks subclasses fill in.
+
+    Subclasses call :meth:`configure_now` at the end of their construction where they are to be
+    configured at once.
+    """
+
+    def __init__(self, name: str, namespace: str = "", **kwargs: Any) -> None:
+        super().__init__(name, namespace=namespace, **kwargs)
+        self.declare_parameter(AUTOSTART, True, ParameterDescriptor(
+            description="Configure and activate this node when its process starts; false "
+                        "leaves it unconfigured for an orchestrator (ros2 lifecycle set).",
+            read_only=True))
+        #: Configured and not yet cleaned up (the hooks' state exists).
+        self.configured = False
+        #: Active: acting, learning, serving.
+        self.active = False
+        self._begun = self._closed = False
+        #: Why the last configure failed ("" when it did not).
+        self.configure_error = ""
+
+    # --- hooks (subclasses) -----------------------------------------------------------------------
+
+    def build(self) -> None:
+        """Configure: read parameters, build what the node needs; raise :class:`ConfigError`."""
+
+    def begin(self) -> None:
+        """First activation: start work, once every node of the process is configured."""
+
+    def pause(self) -> None:
+        """Deactivate: stop work, keep state."""
+
+    def resume(self) -> None:
+        """A later activation: go on after :meth:`pause`."""
+
+    def close(self) -> None:
+        """Cleanup and shutdown: save what must survive, release resources."""
+
+    # --- driving it from Python ---------------------------------------------------------------------
+
+    @property
+    def autostart(self) -> bool:
+        return bool(self.get_parameter(AUTOSTART).value)
+
+    def configure_now(self) -> None:
+        """Run the configure transition; raise :class:`ConfigError` with the reason on failure."""
+        if self.trigger_configure() != SUCCESS:
+            raise ConfigError(self.configure_error or f"{self.get_fully_qualified_name()} "
+                                                      "failed to configure")
+
+    def start(self) -> None:
+        """Run the activate transition (after configure)."""
+        if self.trigger_activate() != SUCCESS:
+            raise RuntimeError(f"{self.get_fully_qualified_name()} failed to activate; see its log")
+
+    def release(self) -> None:
+        """Close the node if it is configured (idempotent; the process' last word)."""
+        if self.configured and not self._closed:
+            self._closed = True
+            self.active = self.configured = False
+            self.close()
+
+    # --- transitions --------------------------------------------------------------------------------
+
+    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        if self._closed:
+            self.configure_error = (f"{self.get_fully_qualified_name()} was cleaned up and "
+                                    "cannot be configured again in this process; restart it")
+            self.get_logger().error(self.configure_error)
+            return FAILURE
+        try:
+            self.build()
+        except (ConfigError, ParameterException) as error:
+            self.configure_error = str(error)
+            self.get_logger().error(f"configure failed: {error}")
+            return FAILURE
+        except Exception as error:  # noqa: BLE001 - rclpy would swallow it without a word
+            self.configure_error = f"{type(error).__name__}: {error}"
+            self.get_logger().error(f"configure failed: {traceback.format_exc()}")
+            return ERROR
+        self.configure_error = ""
+        self.configured = True
+        return SUCCESS
+
+    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        return self._run(self.resume if self._begun else self._begin_once, active=True,
+                         what="activate")
+
+    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        return self._run(self.pause, active=False, what="deactivate")
+
+    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+        return self._run(self.release, active=False, what="cleanup")
+
+    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
+        return self._run(self.release, active=False, what="shutdown")
+
+    def _begin_once(self) -> None:
+        self._begun = True
+        self.begin()
+
+    def _run(self, hook: Any, active: bool, what: str) -> TransitionCallbackReturn:
+        """Run a transition's hook with the node already (in)active as ``active`` says: a
+        resuming hook sees the node active, no new work starts while a pausing one runs."""
+        self.active = active
+        try:
+            hook()
+        except Exception:  # noqa: BLE001 - rclpy would swallow it without a word
+            self.active = False
+            self.get_logger().error(f"{what} failed: {traceback.format_exc()}")
+            return ERROR
+        return SUCCESS
+
+    def lifecycle_state(self) -> str:
+        """``unconfigured``, ``inactive``, ``active`` or ``finalized`` (for diagnostics)."""
+        return str(self._state_machine.current_state[1])
