@@ -105,6 +105,31 @@ else
   say "no $ros2_cli_dir: skipping the ros2 command line (tests that need it will skip)"
 fi
 
+# --- launch_testing, for `colcon test` only (optional) -----------------------------------------
+# The launch tests in src/rl_bringup/test need launch_testing's pytest plugin. Its hook declares an
+# argument pytest 9 removed, so with the plugin in site-packages *every* pytest 9 run of this venv
+# (`make test`) stops at start-up (../shared/ros2-cli/README.md). So it goes, with a pytest that
+# accepts it (8.4; ROS Kilted itself ships 7.4), into $venv/launch_testing, which Python never
+# searches by itself: `PYTHONPATH=<absolute path of .venv/launch_testing> colcon test`
+# (docs/testing.md, tests/system/test_colcon_test.py) runs the packages' tests with that pytest and
+# the plugin, while `make test` keeps pytest 9 and never sees them. pytest 8.4's own dependencies (pluggy, iniconfig,
+# packaging, pygments) are in the venv already, at versions it supports: hence --no-deps.
+launch_testing_pytest="pytest==8.4.2"
+launch_testing_dir="$venv/launch_testing"
+if [ -d "$ros2_cli_dir/launch_testing" ]; then
+  launch_testing_hash="$(hash_of <(echo "$launch_testing_pytest"; cd "$ros2_cli_dir/launch_testing" && ls -l -- *.whl))"
+  if [ "$(cat "$launch_testing_dir/.sha256" 2>/dev/null)" != "$launch_testing_hash" ]; then
+    say "installing launch_testing and $launch_testing_pytest into $launch_testing_dir (for colcon test)"
+    rm -rf "$launch_testing_dir"
+    "$vpy" -m pip install --disable-pip-version-check -q --no-deps --target "$launch_testing_dir" \
+      "$launch_testing_pytest" "$ros2_cli_dir"/launch_testing/*.whl \
+      2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+    echo "$launch_testing_hash" > "$launch_testing_dir/.sha256"
+  else
+    say "launch_testing for colcon test up to date"
+  fi
+fi
+
 # --- colcon build ------------------------------------------------------------------------------
 # A venv from before the colcon build holds pip editable installs of the Python packages.
 if [ -f "$venv/.packages.sha256" ]; then

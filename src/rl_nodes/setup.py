@@ -19,6 +19,7 @@ setup(
         ("share/" + package_name, ["package.xml"]),
     ],
     install_requires=["setuptools"],
+    extras_require={"test": ["pytest"]},
     zip_safe=True,
     maintainer="rl_ros2 developers",
     maintainer_email="dev@rl-ros2.invalid",
