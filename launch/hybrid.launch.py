@@ -1,23 +1,25 @@
 """rl_ros2, hybrid mode: per robot one process (simulator + policy) and
-one learner process (replay_buffer + trainer).
+one learner process (replay_buffer + trainer + diagnostics_aggregator).
 
     ros2 launch rl_bringup hybrid.launch.py robots:=2 config:=cartpole
 
 starts these nodes (robot k in namespace /robot_k; `rl-bringup plan hybrid robots:=2 --format nodes`
 prints the same table, and the table for any other arguments):
 
-    PROCESS  KIND           NAMESPACE  EXECUTABLE
-    robot_0  simulator      /robot_0   container
-    robot_0  policy         /robot_0   container
-    robot_1  simulator      /robot_1   container
-    robot_1  policy         /robot_1   container
-    learner  replay_buffer  /          container
-    learner  trainer        /          container
+    PROCESS  KIND                    NAMESPACE  EXECUTABLE
+    robot_0  simulator               /robot_0   container
+    robot_0  policy                  /robot_0   container
+    robot_1  simulator               /robot_1   container
+    robot_1  policy                  /robot_1   container
+    learner  replay_buffer           /          container
+    learner  trainer                 /          container
+    learner  diagnostics_aggregator  /          container
 
-Every process respawns when it crashes; the learner is required: its clean exit (training
-complete) ends the launch. policy_layout:=central leaves the simulators alone in the robot
-containers and starts one `policy` process (node /policy); robot_interface:=ros2_control adds a
-`sim_robot` process per robot.
+The diagnostics aggregator groups /diagnostics for rqt_robot_monitor (/diagnostics_agg,
+/diagnostics_toplevel_state). Every process respawns when it crashes; the learner is required:
+its clean exit (training complete) ends the launch. policy_layout:=central leaves the simulators
+alone in the robot containers and starts one `policy` process (node /policy);
+robot_interface:=ros2_control adds a `sim_robot` process per robot.
 
 The processes come from rl_bringup.plan (the layout in rl_bringup.layouts), the same plan
 `rl-bringup launch hybrid` runs; `ros2 launch rl_bringup hybrid.launch.py --show-args` lists the

@@ -42,8 +42,10 @@ def test_plan_table_lists_processes_command_lines_and_environment(
     assert "  ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST" in out.splitlines()
     assert "  ROS_DOMAIN_ID=5" in out.splitlines()
     assert re.search(r"^\s+robot_1\s+yes\s+no\s+simulator@/robot_1, policy@/robot_1$", out, re.MULTILINE)
-    assert re.search(r"^\s+learner\s+yes\s+yes\s+replay_buffer@/, trainer@/$", out, re.MULTILINE)
-    assert f"$ container --node replay_buffer@/ --node trainer@/ --ros-args --params-file {CARTPOLE}" in out
+    assert re.search(r"^\s+learner\s+yes\s+yes\s+replay_buffer@/, trainer@/, "
+                     r"diagnostics_aggregator@/$", out, re.MULTILINE)
+    assert ("$ container --node replay_buffer@/ --node trainer@/ --node diagnostics_aggregator@/ "
+            f"--ros-args --params-file {CARTPOLE}") in out
     assert "export ROS_DOMAIN_ID=5" in out
 
 
@@ -193,6 +195,7 @@ def test_launch_without_installed_nodes_says_how_to_install(
     monkeypatch.setattr(paths, "find_executable", lambda name, package: None)
     code, _, err = run_cli("launch", "decoupled", "domain_id:=3")
     assert code == 1
-    missing = "policy (rl_nodes), replay_buffer (rl_nodes), simulator (rl_nodes), trainer (rl_nodes)"
+    missing = ("diagnostics_aggregator (rl_nodes), policy (rl_nodes), replay_buffer (rl_nodes), "
+               "simulator (rl_nodes), trainer (rl_nodes)")
     assert f"executables not found: {missing}" in err
     assert "scripts/setup.sh" in err

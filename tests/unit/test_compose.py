@@ -129,12 +129,17 @@ def test_robots_are_one_scalable_service_per_robot_process(
         assert kinds == robot_services[name]
     assert len(claim_dirs) == len(scaled), "each robot service claims in a folder of its own"
     for name, service in data["services"].items():
-        if name not in scaled:
-            configs = {config["target"]: data["configs"][config["source"]]["content"]
-                       for config in service["configs"]}
-            overrides = parse_node_command(service["command"]).params_files[-1]
-            for block in yaml.safe_load(configs[overrides]).values():
-                assert block["ros__parameters"]["deployment_robots"] == 8
+        if name in scaled:
+            continue
+        command = parse_node_command(service["command"])
+        if service_kinds(service) == {"diagnostics_aggregator"}:
+            # decoupled's aggregator service declares no deployment parameter: no overrides.
+            assert len(command.params_files) == 1 and "configs" not in service, name
+            continue
+        configs = {config["target"]: data["configs"][config["source"]]["content"]
+                   for config in service["configs"]}
+        for block in yaml.safe_load(configs[command.params_files[-1]]).values():
+            assert block["ros__parameters"]["deployment_robots"] == 8
 
 
 def test_compose_names_only_executables_rl_nodes_installs() -> None:
@@ -149,7 +154,7 @@ def test_compose_is_one_learner_and_robots_on_one_internal_network_and_domain() 
     data = committed()
     services = data["services"]
     learner = parse_node_command(services["learner"]["command"])
-    assert learner.nodes == ["replay_buffer@/", "trainer@/"]
+    assert learner.nodes == ["replay_buffer@/", "trainer@/", "diagnostics_aggregator@/"]
     robot = parse_node_command(services["robot"]["command"])
     assert robot.nodes == [f"simulator@{replica.PLACEHOLDER}", f"policy@{replica.PLACEHOLDER}"]
     environments = [service["environment"] for service in services.values()]

@@ -74,7 +74,8 @@ def test_robot_boundary_endpoints_are_the_documented_ones() -> None:
 def test_process_layouts_differ_by_mode() -> None:
     layouts = {mode: set(expected_graph(ROBOTS, mode).processes)
                for mode in ("colocated", "decoupled", "hybrid")}
-    assert [len(layouts[mode]) for mode in ("colocated", "decoupled", "hybrid")] == [1, 6, 3]
+    # decoupled: 2 simulators, 2 policies, replay_buffer, trainer, diagnostics_aggregator.
+    assert [len(layouts[mode]) for mode in ("colocated", "decoupled", "hybrid")] == [1, 7, 3]
 
 
 def test_environment_checks_warn_or_fail_with_a_fix() -> None:

@@ -72,7 +72,8 @@ def test_colocated_is_one_required_container_with_every_node(robots: int) -> Non
         node for k in range(robots) for node in (f"simulator@/robot_{k}", f"policy@/robot_{k}")
     )
     assert layout(plan) == [
-        ("container", "container", (*robot_nodes, "replay_buffer@/", "trainer@/"), True, True)
+        ("container", "container",
+         (*robot_nodes, "replay_buffer@/", "trainer@/", "diagnostics_aggregator@/"), True, True)
     ]
     (container,) = plan.processes
     assert container.is_container
@@ -90,6 +91,9 @@ def test_decoupled_is_one_process_per_node(robots: int) -> None:
         expected.append((f"policy_robot_{k}", "policy", (f"policy@/robot_{k}",), True, False))
     expected.append(("replay_buffer", "replay_buffer", ("replay_buffer@/",), True, True))
     expected.append(("trainer", "trainer", ("trainer@/",), True, True))
+    # The aggregator respawns, but the run does not end with it (it learns nothing).
+    expected.append(("diagnostics_aggregator", "diagnostics_aggregator",
+                     ("diagnostics_aggregator@/",), True, False))
     assert layout(plan) == expected
     assert all(not process.is_container and process.arguments == [] for process in plan.processes)
 
@@ -101,7 +105,8 @@ def test_hybrid_is_a_container_per_robot_and_one_learner(robots: int) -> None:
         (f"robot_{k}", "container", (f"simulator@/robot_{k}", f"policy@/robot_{k}"), True, False)
         for k in range(robots)
     ]
-    expected.append(("learner", "container", ("replay_buffer@/", "trainer@/"), True, True))
+    expected.append(("learner", "container",
+                     ("replay_buffer@/", "trainer@/", "diagnostics_aggregator@/"), True, True))
     assert layout(plan) == expected
 
 
@@ -111,7 +116,7 @@ def test_every_mode_hosts_the_same_nodes(mode: str, robots: int) -> None:
     nodes = sorted(plan_for(mode, robots).hosted_nodes())
     expected = sorted(
         [(kind, f"/robot_{k}") for k in range(robots) for kind in ("simulator", "policy")]
-        + [("replay_buffer", "/"), ("trainer", "/")]
+        + [("replay_buffer", "/"), ("trainer", "/"), ("diagnostics_aggregator", "/")]
     )
     assert nodes == expected
 
@@ -182,13 +187,15 @@ def test_container_command_line_follows_the_container_contract() -> None:
     plan = plan_for("hybrid", 1, output_dir="/tmp/out", extra_parameters={"seed": 3})
     learner = plan.processes[-1]
     argv = learner.argv()
-    assert argv[:8] == [
+    assert argv[:10] == [
         "container", "--node", "replay_buffer@/", "--node", "trainer@/",
+        "--node", "diagnostics_aggregator@/",
         "--ros-args", "--params-file", str(CONFIG_DIR / "cartpole.yaml"),
     ]
-    assert argv[8] == "--params-file" and len(argv) == 10
-    overrides = yaml.safe_load(Path(argv[9]).read_text())
+    assert argv[10] == "--params-file" and len(argv) == 12
+    overrides = yaml.safe_load(Path(argv[11]).read_text())
     expected = {"seed": 3, "output_dir": "/tmp/out", "deployment_robots": 1}
+    # The aggregator declares none of these parameters: no block of its own.
     assert overrides == {f"/**/{kind}": {"ros__parameters": expected}
                          for kind in ("replay_buffer", "trainer")}
     robot = plan.processes[0]
@@ -560,7 +567,7 @@ def test_launch_arguments_are_declared_with_descriptions(fake_launch: None, file
     declared, _ = run_launch_file(file_name, {"domain_id": "9"})
     deployment = {"robots", "config", "output_dir", "domain_id", "discovery", "cpus",
                   "policy_layout", "weights_key", "robot_interface", "sim_robot", "task",
-                  "use_sim_time", "namespace", "log_level", "params_file"}
+                  "use_sim_time", "autostart", "namespace", "log_level", "params_file"}
     # Every node parameter too, so that --show-args lists what name:=value overrides (robots is
     # the central policy's parameter and the deployment argument; the plan sets it).
     parameters = {name for classes in NODE_CONFIGS.values() for cls in classes
@@ -633,7 +640,9 @@ def test_launch_and_cli_make_the_same_plan_from_the_same_arguments(
                  *(f"{key}:={value}" for key, value in arguments.items())]) == 0
     printed = yaml.safe_load(capsys.readouterr().out)
     nodes = [action for action in actions if isinstance(action, FakeNode)]
-    assert [node.kwargs["parameters"][1] for node in nodes] == \
+    # The last parameter file of each process: its overrides file, or the scenario's file for
+    # the diagnostics aggregator, which declares none of the overridden parameters.
+    assert [node.kwargs["parameters"][-1] for node in nodes] == \
         [process["argv"][-1] for process in printed["processes"]]
     messages = [action.kwargs["msg"] for action in actions if isinstance(action, FakeLogInfo)]
     assert "rl_bringup: ROS_DOMAIN_ID=11 (given)" in messages
@@ -824,6 +833,8 @@ def test_auto_on_two_cores_gives_each_mode_its_cpu_variables() -> None:
         "simulator_robot_0": acting, "policy_robot_0": acting,
         "simulator_robot_1": acting, "policy_robot_1": acting,
         "replay_buffer": learning, "trainer": learning,
+        # The aggregator runs on the replay buffer's CPUs (rl_bringup.cpu_sets.SHARES_CPUS_WITH).
+        "diagnostics_aggregator": learning,
     }
     hybrid = plan_for("hybrid", 2, cpus="auto", machine_cpus=machine)
     assert cpu_env(hybrid) == {"robot_0": acting, "robot_1": acting, "learner": learning}
@@ -848,10 +859,10 @@ def test_kind_lists_are_canonical_and_may_name_some_kinds_only() -> None:
     assert (plan.cpus, plan.cpus_source) == ("simulator=0-1;trainer=1", "argument")
     cpus = {process.name: process.cpus for process in plan.processes}
     assert cpus == {"simulator_robot_0": {0, 1}, "policy_robot_0": None,
-                    "replay_buffer": None, "trainer": {1}}
+                    "replay_buffer": None, "trainer": {1}, "diagnostics_aggregator": None}
     assert plan.to_dict()["cpus"] == {"setting": "simulator=0-1;trainer=1", "source": "argument",
                                       "sets": {"simulator": "0-1", "trainer": "1"}}
-    trainer = plan.processes[-1].to_dict()
+    (trainer,) = [process.to_dict() for process in plan.processes if process.name == "trainer"]
     assert (trainer["cpus"], trainer["learner_cpus"], trainer["torch_threads"]) == ("1", None, 1)
 
 
@@ -960,6 +971,8 @@ def test_central_decoupled_runs_one_policy_process_for_every_robot(robots: int) 
     expected.append(("policy", "policy", ("policy@/",), True, False))
     expected.append(("replay_buffer", "replay_buffer", ("replay_buffer@/",), True, True))
     expected.append(("trainer", "trainer", ("trainer@/",), True, True))
+    expected.append(("diagnostics_aggregator", "diagnostics_aggregator",
+                     ("diagnostics_aggregator@/",), True, False))
     assert layout(plan) == expected
     policy = next(process for process in plan.processes if process.name == "policy")
     assert policy.parameters == {"robots": robots}
@@ -974,10 +987,11 @@ def test_central_hybrid_keeps_simulators_in_robot_containers_and_the_policy_apar
     expected = [(f"robot_{k}", "container", (f"simulator@/robot_{k}",), True, False)
                 for k in range(robots)]
     expected.append(("policy", "policy", ("policy@/",), True, False))
-    expected.append(("learner", "container", ("replay_buffer@/", "trainer@/"), True, True))
+    expected.append(("learner", "container",
+                     ("replay_buffer@/", "trainer@/", "diagnostics_aggregator@/"), True, True))
     assert layout(plan) == expected
-    # Only the learner (replay_buffer + trainer) gets deployment_robots; the robot containers
-    # and the central policy do not.
+    # Only the learner (replay_buffer + trainer + diagnostics_aggregator) gets
+    # deployment_robots; the robot containers and the central policy do not.
     assert [process.parameters for process in plan.processes] == \
         [{}] * robots + [{"robots": robots}, {"deployment_robots": robots}]
 
@@ -986,8 +1000,8 @@ def test_central_colocated_hosts_one_policy_node_in_the_container() -> None:
     plan = central("colocated", 3)
     robot_nodes = tuple(f"simulator@/robot_{k}" for k in range(3))
     assert layout(plan) == [("container", "container",
-                             (*robot_nodes, "policy@/", "replay_buffer@/", "trainer@/"), True,
-                             True)]
+                             (*robot_nodes, "policy@/", "replay_buffer@/", "trainer@/",
+                              "diagnostics_aggregator@/"), True, True)]
     # One container hosts the policy and the learner nodes: it gets both robots and
     # deployment_robots (each node kind reads the one it declares).
     assert plan.processes[0].parameters == {"robots": 3, "deployment_robots": 3}
@@ -997,7 +1011,8 @@ def test_central_colocated_hosts_one_policy_node_in_the_container() -> None:
 def test_central_modes_host_the_same_nodes(mode: str) -> None:
     nodes = sorted(central(mode, 3).hosted_nodes())
     expected = sorted([("simulator", f"/robot_{k}") for k in range(3)]
-                      + [("policy", "/"), ("replay_buffer", "/"), ("trainer", "/")])
+                      + [("policy", "/"), ("replay_buffer", "/"), ("trainer", "/"),
+                         ("diagnostics_aggregator", "/")])
     assert nodes == expected
 
 
@@ -1058,7 +1073,8 @@ def test_cli_passes_policy_layout_to_the_plan(capsys: pytest.CaptureFixture[str]
     printed = yaml.safe_load(capsys.readouterr().out)
     assert printed["policy_layout"] == "central"
     assert [process["name"] for process in printed["processes"]] == \
-        ["simulator_robot_0", "simulator_robot_1", "policy", "replay_buffer", "trainer"]
+        ["simulator_robot_0", "simulator_robot_1", "policy", "replay_buffer", "trainer",
+         "diagnostics_aggregator"]
     assert main(["plan", "decoupled", "policy_layout:=sideways", "domain_id:=3"]) == 2
     assert "unknown policy_layout 'sideways'" in capsys.readouterr().err
 

@@ -37,6 +37,7 @@ def test_hybrid_table_has_a_row_per_node_with_process_kind_namespace_and_executa
         ["robot_1", "policy", "/robot_1", "container"],
         ["learner", "replay_buffer", "/", "container"],
         ["learner", "trainer", "/", "container"],
+        ["learner", "diagnostics_aggregator", "/", "container"],
     ]
 
 
@@ -46,6 +47,7 @@ def test_decoupled_table_names_each_process_executable() -> None:
         ["policy_robot_0", "policy", "/robot_0", "policy"],
         ["replay_buffer", "replay_buffer", "/", "replay_buffer"],
         ["trainer", "trainer", "/", "trainer"],
+        ["diagnostics_aggregator", "diagnostics_aggregator", "/", "diagnostics_aggregator"],
     ]
 
 
