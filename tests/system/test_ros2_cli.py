@@ -401,3 +401,80 @@ def test_a_namespaced_deployment_has_its_graph_under_the_namespace(
         assert "/cell/replay_buffer/sample" in output.split(), output
     finally:
         launched.stop(grace_s=20.0)
+
+
+# ---------------------------------------------------------------- lifecycle
+
+
+def lifecycle_set(env: dict[str, str], node: str, transition: str) -> str:
+    """``ros2 lifecycle set NODE TRANSITION``; asked again while the command has not discovered
+    the node yet (nothing happened then), and its output returned."""
+    for _ in range(5):
+        code, output = ros2(env, "lifecycle", "set", node, transition, *SPIN)
+        if "Node not found" not in output:
+            assert code == 0, (node, transition, output)
+            return output
+    pytest.fail(f"ros2 lifecycle set never found {node}: {output}")
+
+
+def replay_figure(env: dict[str, str], field: str) -> int:
+    """A field of the latest /replay_status (published every second), asked up to ten times
+    (a `ros2 topic echo` without the daemon may give up before it discovers the publisher)."""
+    for _ in range(10):
+        output = echoed(env, graph.REPLAY_STATUS.name, "--field", field)
+        match = re.search(r"^(\d+)$", output or "", flags=re.M)
+        if match:
+            return int(match.group(1))
+    pytest.fail(f"no /replay_status {field} came: {output}")
+
+
+def test_ros2_lifecycle_lists_the_nodes_and_pauses_and_resumes_the_trainer(
+    ros2_env: dict[str, str], tmp_path: Path
+) -> None:
+    launched = launch(ros2_env, "colocated.launch.py", *ENDLESS, f"output_dir:={tmp_path / 'run'}")
+    try:
+        wait_until_experience_and_weights_flow(ros2_env, launched, robots=1)
+        code, output = ros2(ros2_env, "lifecycle", "nodes", *SPIN)
+        assert code == 0, output
+        assert set(output.split()) >= {"/trainer", "/replay_buffer", "/robot_0/simulator",
+                                       "/robot_0/policy"}, output
+        code, output = ros2(ros2_env, "lifecycle", "get", "/trainer", *SPIN)
+        assert code == 0 and output.startswith("active [3]"), output
+
+        assert "Transitioning successful" in lifecycle_set(ros2_env, "/trainer", "deactivate")
+        code, output = ros2(ros2_env, "lifecycle", "get", "/trainer", *SPIN)
+        assert output.startswith("inactive [2]"), output
+        time.sleep(3.0)  # statuses from before the pause have gone by
+        sampled, stored = (replay_figure(ros2_env, field) for field in ("total_sampled", "size"))
+        time.sleep(4.0)
+        assert replay_figure(ros2_env, "total_sampled") == sampled, "learning went on"
+
+        assert "Transitioning successful" in lifecycle_set(ros2_env, "/trainer", "activate")
+        poll(lambda: replay_figure(ros2_env, "total_sampled") > sampled, START_TIMEOUT_S,
+             launched, "learning to resume")
+        assert replay_figure(ros2_env, "size") >= stored  # nothing lost
+    finally:
+        launched.stop(grace_s=20.0)
+
+
+def test_autostart_false_leaves_the_nodes_to_an_orchestrator(
+    ros2_env: dict[str, str], tmp_path: Path
+) -> None:
+    launched = launch(ros2_env, "colocated.launch.py", *ENDLESS, "autostart:=false",
+                      f"output_dir:={tmp_path / 'run'}")
+    try:
+        nodes = ("/replay_buffer", "/trainer", "/robot_0/policy", "/robot_0/simulator")
+
+        def unconfigured() -> bool:
+            code, output = ros2(ros2_env, "lifecycle", "get", "/robot_0/simulator", *SPIN)
+            return code == 0 and output.startswith("unconfigured [1]")
+
+        poll(unconfigured, START_TIMEOUT_S, launched, "an unconfigured simulator")
+        assert echoed(ros2_env, graph.EXPERIENCE.name, "--field", "robot_id") is None
+        # What an orchestrator does: configure everything, then activate, learning side first.
+        for transition in ("configure", "activate"):
+            for node in nodes:
+                assert "Transitioning successful" in lifecycle_set(ros2_env, node, transition)
+        wait_until_experience_and_weights_flow(ros2_env, launched, robots=1)
+    finally:
+        launched.stop(grace_s=20.0)
