@@ -18,19 +18,21 @@ from tests.processes import Child
 pytestmark = pytest.mark.system
 ROBOTS = 2
 STANDARD_TOPICS = {"/rosout", "/parameter_events"}
-# Every node's parameter services, and every managed node's lifecycle services and transition
-# events (rl_nodes.graph.LIFECYCLE_SERVICES), are not in the tables.
+# Every node's parameter services, every managed node's lifecycle services and transition
+# events (rl_nodes.graph.LIFECYCLE_SERVICES), and the containers' component managers with their
+# composition services (rl_nodes.graph.COMPONENT_SERVICES) are not in the tables.
 PARAMETER_SERVICES = re.compile(r"/(describe_parameters|get_parameter_types|get_parameters|"
                                 r"list_parameters|set_parameters|set_parameters_atomically|"
                                 r"get_type_description|" +
-                                "|".join(name.removeprefix("~/")
-                                         for name in graph_module.LIFECYCLE_SERVICES) + r")$")
+                                "|".join(name.removeprefix("~/") for name in
+                                         (*graph_module.LIFECYCLE_SERVICES,
+                                          *graph_module.COMPONENT_SERVICES)) + r")$")
 LIFECYCLE_EVENTS = graph_module.LIFECYCLE_TRANSITION_EVENT.name.removeprefix("~")
 
 
 def live_graph(node: rclpy.node.Node) -> tuple[set[str], dict[str, str], dict[str, str]]:
     nodes = {(ns.rstrip("/") + "/" + name) for name, ns in node.get_node_names_and_namespaces()
-             if name != node.get_name()}
+             if name not in (node.get_name(), graph_module.COMPONENT_MANAGER)}
     topics = {name: ",".join(types) for name, types in node.get_topic_names_and_types()
               if name not in STANDARD_TOPICS and not name.endswith(LIFECYCLE_EVENTS)}
     services = {name: ",".join(types) for name, types in node.get_service_names_and_types()

@@ -478,3 +478,57 @@ def test_autostart_false_leaves_the_nodes_to_an_orchestrator(
         wait_until_experience_and_weights_flow(ros2_env, launched, robots=1)
     finally:
         launched.stop(grace_s=20.0)
+
+
+# ---------------------------------------------------------------- composition
+
+
+def component(env: dict[str, str], *arguments: str) -> tuple[int | None, str]:
+    """``ros2 component ARGUMENTS``, asked again while it has not discovered the container yet
+    (nothing happened then)."""
+    for _ in range(5):
+        code, output = ros2(env, "component", *arguments)
+        if "Unable to find container node" not in output:
+            return code, output
+        time.sleep(1.0)
+    return code, output
+
+
+def component_list(env: dict[str, str], launched: Child, wanted: set[str],
+                   unwanted: set[str] = frozenset()) -> str:
+    """The first ``ros2 component list`` that shows every ``wanted`` name and no ``unwanted`` one
+    (a listing may come before discovery settles)."""
+    def listed() -> str | None:
+        code, output = component(env, "list")
+        names = set(output.split())
+        return output if code == 0 and names >= wanted and not names & unwanted else None
+
+    return poll(listed, START_TIMEOUT_S, launched, f"ros2 component list to show {wanted}")
+
+
+def test_ros2_component_lists_the_container_and_loads_a_second_robot_that_steps(
+    ros2_env: dict[str, str], tmp_path: Path
+) -> None:
+    launched = launch(ros2_env, "colocated.launch.py", *ENDLESS, f"output_dir:={tmp_path / 'run'}")
+    try:
+        wait_until_experience_and_weights_flow(ros2_env, launched, robots=1)
+        component_list(ros2_env, launched, {"/container", "/robot_0/simulator", "/robot_0/policy",
+                                            "/replay_buffer", "/trainer"})
+        # A second robot joins the running container; the learner takes its experience.
+        for plugin in ("rl_nodes::Simulator", "rl_nodes::Policy"):
+            code, output = component(ros2_env, "load", "/container", "rl_nodes", plugin,
+                                     "--node-namespace", "/robot_1")
+            assert code == 0 and "Loaded component" in output, output
+        wait_until_experience_and_weights_flow(ros2_env, launched, robots=2)
+        output = component_list(ros2_env, launched, {"/robot_1/simulator", "/robot_1/policy"})
+        simulator_1 = re.search(r"^\s*(\d+)\s+/robot_1/simulator$", output, flags=re.M)
+        assert simulator_1 is not None, output
+        # What the container cannot load is refused with the reason.
+        code, output = component(ros2_env, "load", "/container", "rl_nodes", "rl_nodes::Nope")
+        assert code != 0 and "valid: rl_nodes::simulator" in output.lower(), output
+        code, output = component(ros2_env, "unload", "/container", simulator_1.group(1))
+        assert code == 0 and "Unloaded component" in output, output
+        component_list(ros2_env, launched, {"/robot_1/policy"}, {"/robot_1/simulator"})
+        assert launched.process.poll() is None, launched.output()[-3000:]
+    finally:
+        launched.stop(grace_s=20.0)

@@ -273,7 +273,8 @@ class PolicyConfig:
 def deployment_robots_param(what: str) -> Any:
     """The ``deployment_robots`` parameter of a node that takes ``what`` from every robot."""
     return param(0, f"Robots of the deployment (robot ids 0 .. n-1); {what} from other robot ids "
-                 "is refused (0 = accept any id).", 0, 4096, 1, read_only=True)
+                 "is refused (0 = accept any id). Raised at run time when a robot joins a running "
+                 "container (ros2 component load).", 0, 4096, 1)
 
 
 @dataclasses.dataclass

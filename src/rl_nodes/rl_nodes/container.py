@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
                         metavar="KIND@NAMESPACE",
                         help=f"a node to run; KIND in {', '.join(NODE_CLASSES)}")
     args = parser.parse_args(remove_ros_args(argv)[1:])
-    return run_nodes(args.node, argv)
+    return run_nodes(args.node, argv, composition=True)
 
 
 if __name__ == "__main__":

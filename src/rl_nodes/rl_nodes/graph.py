@@ -230,6 +230,12 @@ LIFECYCLE_SERVICES = ("~/change_state", "~/get_state", "~/get_available_states",
 LIFECYCLE_TRANSITION_EVENT = Topic("~/transition_event", "lifecycle_msgs/msg/TransitionEvent",
                                    (SIMULATOR, POLICY, REPLAY_BUFFER, TRAINER))
 
+#: A container process' component manager (rl_nodes.component_manager), in the namespace its
+#: nodes share, with ROS composition's services; like the lifecycle ones, not in the tables.
+COMPONENT_MANAGER = "container"
+COMPONENT_SERVICES = ("~/_container/load_node", "~/_container/unload_node",
+                      "~/_container/list_nodes")
+
 GET_ACTION = Service("~/get_action", "rl_interfaces/srv/GetAction", POLICY)
 SAMPLE = Service("~/sample", "rl_interfaces/srv/SampleBatch", REPLAY_BUFFER)
 UPDATE_PRIORITIES = Service("~/update_priorities", "rl_interfaces/srv/UpdatePriorities",

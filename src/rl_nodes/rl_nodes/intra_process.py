@@ -134,6 +134,18 @@ class IntraProcessManager:
                 self.post(ipc_sub.deliver, entry.latest)
         return ipc_sub
 
+    def forget_node(self, node: Node) -> None:
+        """Drop ``node``'s local endpoints and services (a node unloaded from a container):
+        nothing is handed to it any more."""
+        with self._lock:
+            for entry in self._topics.values():
+                entry.publishers[:] = [item for item in entry.publishers if item.node is not node]
+                entry.subscriptions[:] = [item for item in entry.subscriptions
+                                          if item.node is not node]
+            for name, handler in list(self._services.items()):
+                if getattr(handler, "__self__", None) is node:
+                    del self._services[name]
+
     def create_timer(self, node: Node, period_s: float, callback: Callable[[], None]) -> Any:
         """An rclpy timer on the steady clock whose callback runs on the dispatch thread (no
         locking needed). Steady: status, watchdogs and deadlines must go on when /clock stops

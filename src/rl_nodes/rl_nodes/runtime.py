@@ -87,10 +87,13 @@ class CallbackErrors:
             print(message, file=sys.stderr)
 
 
-def run_nodes(specs: Sequence[tuple[str, str | None]], args: Sequence[str] | None = None) -> int:
+def run_nodes(specs: Sequence[tuple[str, str | None]], args: Sequence[str] | None = None,
+              composition: bool = False) -> int:
     """Create the nodes ``[(kind, namespace or None)]`` in this process and run until shutdown.
 
     :param args: command line with ROS arguments (``--ros-args --params-file F -p k:=v``).
+    :param composition: serve ROS composition's services (a container: nodes can be loaded and
+        unloaded at run time; rl_nodes.component_manager).
     :returns: the process exit code (0 normal, 2 bad configuration, 1 a node failed).
     """
     ensure_network_defaults()
@@ -119,6 +122,10 @@ def run_nodes(specs: Sequence[tuple[str, str | None]], args: Sequence[str] | Non
         for node in nodes:
             executor.add_node(node)
         autostart(nodes)
+        if composition:
+            from rl_nodes.component_manager import serve_composition
+
+            serve_composition(executor, nodes)
         errors = CallbackErrors(nodes[0].get_logger() if nodes else None)
         code = manager.spin(on_error=errors.report, executor=executor)
     except ConfigError as error:

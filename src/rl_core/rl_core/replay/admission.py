@@ -34,12 +34,17 @@ class ExperienceAdmission:
     """
 
     def __init__(self, robots: int = 0) -> None:
-        self.robots = robots
-        self.max_streams = max(MIN_STREAMS, STREAMS_PER_ROBOT * robots)
+        self.resize(robots)
         #: (robot, stream) -> last stored sequence, least recently stored first.
         self._last: OrderedDict[tuple[int, int], int] = OrderedDict()
         #: Experience messages missing from the robots' sequences (lost on the way).
         self.lost_messages = 0
+
+    def resize(self, robots: int) -> None:
+        """Follow a changed robot count (a robot loaded into a running container); what was
+        stored per stream stays."""
+        self.robots = robots
+        self.max_streams = max(MIN_STREAMS, STREAMS_PER_ROBOT * robots)
 
     def refusal(self, robot_id: int, stream: int, sequence: int) -> Refusal | None:
         """Why a batch must not be stored, or None to store it (then call :meth:`stored`)."""

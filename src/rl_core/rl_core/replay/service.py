@@ -193,6 +193,8 @@ class ReplayService:
     def configure(self, config: ReplayConfig) -> None:
         """Follow changed parameters."""
         self.config = config
+        if config.deployment_robots != self.admission.robots:
+            self.admission.resize(config.deployment_robots)
         if config.prioritized:
             self.buffer.beta = config.priority_beta
 

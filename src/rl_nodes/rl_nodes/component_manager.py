@@ -1,0 +1,163 @@
+"""The container's component manager: ROS composition's services, so ``ros2 component
+list|load|unload`` and launch_ros's ``LoadComposableNodes`` work against a running container.
+
+Serves ``~/_container/load_node``, ``~/_container/unload_node`` and ``~/_container/list_nodes``
+(composition_interfaces) as rclcpp's component container does, in the namespace its nodes share
+(``/container``; a hybrid robot's ``/robot_k/container``). A loaded node (plugin names:
+:data:`rl_core.composition.PLUGINS`) is built in this process, so it joins the zero-copy
+hand-offs of the nodes already there, and is configured and activated unless its ``autostart``
+parameter is false; unloading closes it (checkpoint, snapshot) and removes it. Where
+composition_interfaces is not installed (a pip install without ROS), the container runs its
+nodes without these services.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from rclpy.executors import Executor
+from rclpy.logging import LoggingSeverity
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+
+from rl_core.composition import LoadRequestError, check_load_request, plugin_of
+from rl_core.config import ConfigError
+from rl_core.node_kinds import LEARNING_KINDS
+from rl_nodes import graph
+from rl_nodes.base import RLNode
+from rl_nodes.intra_process import IntraProcessManager
+from rl_nodes.runtime import node_class
+
+DEPLOYMENT_ROBOTS = "deployment_robots"
+
+
+class ComponentManager(Node):
+    """The component manager of a container process hosting ``nodes``.
+
+    :param executor: the process' executor (loaded nodes join it).
+    :param nodes: the process' nodes; loading appends, unloading removes (the process closes
+        what is left when it ends).
+    """
+
+    def __init__(self, executor: Executor, nodes: list[Any], namespace: str) -> None:
+        from composition_interfaces.srv import ListNodes, LoadNode, UnloadNode
+
+        super().__init__(graph.COMPONENT_MANAGER, namespace=namespace)
+        self.executor = executor
+        self.nodes = nodes
+        self._ids = itertools.count(1)
+        self.components: dict[int, Any] = {next(self._ids): node for node in nodes}
+        self.create_service(LoadNode, "~/_container/load_node", self._load)
+        self.create_service(UnloadNode, "~/_container/unload_node", self._unload)
+        self.create_service(ListNodes, "~/_container/list_nodes", self._list)
+
+    def _load(self, request: Any, response: Any) -> Any:
+        try:
+            spec = check_load_request(
+                request.package_name, request.plugin_name, request.node_name,
+                request.node_namespace, list(request.remap_rules),
+                {argument.name: Parameter.from_parameter_msg(argument).value
+                 for argument in request.extra_arguments})
+            node = self._build(spec.kind, spec.namespace, request)
+        except (LoadRequestError, ConfigError) as error:
+            response.success, response.error_message = False, str(error)
+            self.get_logger().error(f"load of {request.plugin_name} refused: {error}")
+            return response
+        self._admit_robot(node)
+        unique_id = next(self._ids)
+        self.components[unique_id] = node
+        response.success, response.unique_id = True, unique_id
+        response.full_node_name = node.get_fully_qualified_name()
+        self.get_logger().info(f"loaded {plugin_of(spec.kind)} as {response.full_node_name} "
+                               f"(id {unique_id})")
+        return response
+
+    def _build(self, kind: str, namespace: str, request: Any) -> Any:
+        """Create, add and (with autostart) configure and activate a node of ``kind``."""
+        cls = node_class(kind)
+        if not issubclass(cls, RLNode):
+            node = cls(namespace=namespace)
+        else:
+            rules = [rule for rule in request.remap_rules
+                     if not rule.startswith(("__ns:=", "__node:="))]
+            node = cls(namespace=namespace, configure=False,
+                       cli_args=["--ros-args", *(arg for rule in rules for arg in ("-r", rule))],
+                       parameter_overrides=[Parameter.from_parameter_msg(parameter)
+                                            for parameter in request.parameters])
+        if request.log_level:
+            node.get_logger().set_level(LoggingSeverity(request.log_level))
+        self.executor.add_node(node)
+        self.nodes.append(node)
+        try:
+            if not isinstance(node, RLNode):
+                node.start()
+            elif node.autostart:
+                node.configure_now()
+                node.start()
+        except ConfigError:
+            self._remove(node)
+            raise
+        return node
+
+    def _admit_robot(self, node: Any) -> None:
+        """A robot's node loaded: raise ``deployment_robots`` of this process' learning nodes
+        to take its experience and episodes; a learner elsewhere is the user's to raise."""
+        robot = getattr(node, "robot_id", None)
+        if robot is None or node.get_name() not in graph.PER_ROBOT_KINDS:
+            return
+        learners = [other for other in self.nodes if other.get_name() in LEARNING_KINDS]
+        for learner in learners:
+            robots = learner.get_parameter(DEPLOYMENT_ROBOTS).value
+            if 0 < robots <= robot:
+                learner.set_parameters([Parameter(DEPLOYMENT_ROBOTS, value=robot + 1)])
+                self.get_logger().info(f"{learner.get_fully_qualified_name()}: "
+                                       f"{DEPLOYMENT_ROBOTS} {robots} -> {robot + 1}")
+        if not learners:
+            self.get_logger().info(
+                f"robot {robot} joined; where the learner runs in another process, raise its "
+                f"{DEPLOYMENT_ROBOTS} to at least {robot + 1} (ros2 param set /replay_buffer "
+                f"{DEPLOYMENT_ROBOTS} {robot + 1}, and /trainer) so that it takes this robot's "
+                f"experience")
+
+    def _unload(self, request: Any, response: Any) -> Any:
+        node = self.components.pop(request.unique_id, None)
+        if node is None:
+            response.success = False
+            response.error_message = (f"no node with id {request.unique_id}; "
+                                      f"ids: {sorted(self.components)}")
+            return response
+        name = node.get_fully_qualified_name()
+        self._remove(node)
+        response.success = True
+        self.get_logger().info(f"unloaded {name} (id {request.unique_id})")
+        return response
+
+    def _remove(self, node: Any) -> None:
+        getattr(node, "release", node.close)()
+        IntraProcessManager.for_context(self.context).forget_node(node)
+        self.executor.remove_node(node)
+        self.nodes.remove(node)
+        node.destroy_node()
+
+    def _list(self, _request: Any, response: Any) -> Any:
+        response.unique_ids = list(self.components)
+        response.full_node_names = [node.get_fully_qualified_name()
+                                    for node in self.components.values()]
+        return response
+
+
+def serve_composition(executor: Executor, nodes: list[Any]) -> Node | None:
+    """A :class:`ComponentManager` for the process' ``nodes`` in the namespace they share, added
+    to ``executor``; ``None`` (with a note on stderr) where composition_interfaces is missing."""
+    try:
+        import composition_interfaces.srv  # noqa: F401
+    except ImportError:
+        print("composition_interfaces is not installed: this container serves no composition "
+              "services (ros2 component); its nodes run as usual", flush=True)
+        return None
+    namespaces = [node.get_namespace().rstrip("/").split("/") for node in nodes] or [[""]]
+    shared = [parts[0] for parts in zip(*namespaces) if len(set(parts)) == 1]
+    manager = ComponentManager(executor, nodes, "/".join(shared) or "/")
+    executor.add_node(manager)
+    return manager
