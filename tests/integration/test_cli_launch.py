@@ -51,7 +51,8 @@ def fake_rl_nodes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
     bin_dir.mkdir(parents=True)
     marker_dir = tmp_path / "markers"
     marker_dir.mkdir()
-    for name in ("simulator", "policy", "replay_buffer", "trainer", "container"):
+    for name in ("simulator", "policy", "replay_buffer", "trainer", "diagnostics_aggregator",
+                 "container"):
         script = bin_dir / name
         script.write_text(FAKE_NODE.format(python=sys.executable, marker_dir=str(marker_dir)))
         script.chmod(0o755)
@@ -71,7 +72,7 @@ def test_launch_runs_the_plan_until_the_trainer_finishes(
         code, out, _ = run_cli("launch", "decoupled", "domain_id:=23", "--grace-period", "3")
         started = [int(pid) for pid in re.findall(r"\(pid (\d+)\)", out)]
         assert code == 0, out
-        assert len(started) == 4
+        assert len(started) == 5  # simulator, policy, replay_buffer, trainer, aggregator
         # The trainer gets the scenario file, then its overrides file (deployment_robots).
         trainer_line = re.search(
             rf"\[trainer\] trainer argv --ros-args --params-file {re.escape(CARTPOLE)} "

@@ -87,6 +87,7 @@ def pixel_policy(monkeypatch: pytest.MonkeyPatch) -> Iterator[PolicyNode]:
     monkeypatch.delenv(KEY_FILE_VARIABLE, raising=False)
     rclpy.init(args=["--ros-args", "--params-file", str(CONFIG)])
     policy = PolicyNode("/robot_0")
+    policy.start()  # active (lifecycle): an inactive policy takes no observations
     try:
         yield policy
     finally:

@@ -420,10 +420,11 @@ MOVED_PARAMETERS: dict[tuple[str, str], str] = {
 def parameters_for(node: str, parameters: Mapping[str, Any]) -> dict[str, Any]:
     """The overrides of ``parameters`` that concern ``node``: its own and those no node of this
     project declares (ROS's own, such as ``use_sim_time``). So ``total_env_steps:=N`` reaches the
-    replay buffer, not the trainer it left. A node kind this project does not know gets all."""
-    if node not in NODE_CONFIGS:
+    replay buffer, not the trainer it left. A node kind this project does not know gets all;
+    the diagnostics aggregator, a ROS tool node with no block here, only ROS's own."""
+    if node not in NODE_CONFIGS and node != node_kinds.DIAGNOSTICS_AGGREGATOR:
         return dict(parameters)
-    own = {f.name for cls in NODE_CONFIGS[node] for f in dataclasses.fields(cls)}
+    own = {f.name for cls in NODE_CONFIGS.get(node, ()) for f in dataclasses.fields(cls)}
     everyone = {f.name for classes in NODE_CONFIGS.values() for cls in classes
                 for f in dataclasses.fields(cls)}
     return {name: value for name, value in parameters.items()
@@ -445,8 +446,6 @@ NODE_CONFIGS: dict[str, tuple[type, ...]] = {
     node_kinds.POLICY: (PolicyConfig,),
     node_kinds.REPLAY_BUFFER: (ReplayConfig,),
     node_kinds.TRAINER: (SACConfig, TrainerConfig),
-    # A ROS tool node: its one parameter (analyzers_file) is its own, no override concerns it.
-    node_kinds.DIAGNOSTICS_AGGREGATOR: (),
 }
 
 

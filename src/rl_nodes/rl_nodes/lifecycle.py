@@ -154,6 +154,13 @@ class ManagedNode(LifecycleNode):
             return ERROR
         return SUCCESS
 
+    def destroy_node(self) -> None:
+        """Destroy the node and its lifecycle state machine: rclpy's LifecycleNode leaves the
+        machine, which holds the rcl node, so the node would stay in the graph until the
+        process ends."""
+        super().destroy_node()
+        self._state_machine.destroy_when_not_in_use()
+
     def lifecycle_state(self) -> str:
         """``unconfigured``, ``inactive``, ``active`` or ``finalized`` (for diagnostics)."""
         return str(self._state_machine.current_state[1])
