@@ -484,10 +484,11 @@ def test_autostart_false_leaves_the_nodes_to_an_orchestrator(
 
 
 def component(env: dict[str, str], *arguments: str) -> tuple[int | None, str]:
-    """``ros2 component ARGUMENTS``, asked again while it has not discovered the container yet
-    (nothing happened then)."""
+    """``ros2 component COMMAND ARGUMENTS`` without the daemon, asked again while it has not
+    discovered the container yet (nothing happened then)."""
+    command, *rest = arguments
     for _ in range(5):
-        code, output = ros2(env, "component", *arguments)
+        code, output = ros2(env, "component", command, *SPIN, *rest)
         if "Unable to find container node" not in output:
             return code, output
         time.sleep(1.0)
@@ -532,3 +533,24 @@ def test_ros2_component_lists_the_container_and_loads_a_second_robot_that_steps(
         assert launched.process.poll() is None, launched.output()[-3000:]
     finally:
         launched.stop(grace_s=20.0)
+
+
+def test_use_composition_loads_the_nodes_into_a_composable_node_container_and_trains(
+    ros2_env: dict[str, str], tmp_path: Path
+) -> None:
+    launched = launch(ros2_env, "colocated.launch.py", "use_composition:=true",
+                      "total_env_steps:=700", "eval_episodes:=1", f"output_dir:={tmp_path / 'run'}")
+    try:
+        code = launched.wait(240.0)
+    finally:
+        launched.stop(grace_s=20.0)
+    output = launched.output()
+    assert code == 0, output[-4000:]
+    # launch_ros's LoadComposableNodes loaded each node through the container's service, the
+    # trainer last (it found the simulator's experience publisher: interleaved updates).
+    loaded = re.findall(r"Loaded node '(/[\w/]+)' in container '/container'", output)
+    assert loaded[0] == "/replay_buffer" and loaded[-1] == "/trainer", loaded
+    assert set(loaded) >= {"/robot_0/simulator", "/robot_0/policy", "/diagnostics_aggregator"}
+    assert "update mode: interleaved" in output, output[-4000:]
+    result = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert result["env_steps"] == 700, result

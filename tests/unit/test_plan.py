@@ -467,6 +467,14 @@ class FakeGroupAction(_Recorded):
     """launch.actions.GroupAction(*, actions, scoped)."""
 
 
+class FakeComposableNodeContainer(_Recorded):
+    """launch_ros.actions.ComposableNodeContainer(**kwargs)."""
+
+
+class FakeComposableNode(_Recorded):
+    """launch_ros.descriptions.ComposableNode(**kwargs)."""
+
+
 class FakeContext:
     """launch.LaunchContext: only launch_configurations is used."""
 
@@ -504,11 +512,16 @@ def fake_launch(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     launch_actions.GroupAction = FakeGroupAction  # type: ignore[attr-defined]
     launch_ros.actions = launch_ros_actions  # type: ignore[attr-defined]
     launch_ros_actions.Node = FakeNode  # type: ignore[attr-defined]
+    launch_ros_actions.ComposableNodeContainer = FakeComposableNodeContainer  # type: ignore[attr-defined]
+    launch_ros_descriptions = types.ModuleType("launch_ros.descriptions")
+    launch_ros_descriptions.ComposableNode = FakeComposableNode  # type: ignore[attr-defined]
+    launch_ros.descriptions = launch_ros_descriptions  # type: ignore[attr-defined]
     for name, module in {
         "launch": launch,
         "launch.actions": launch_actions,
         "launch_ros": launch_ros,
         "launch_ros.actions": launch_ros_actions,
+        "launch_ros.descriptions": launch_ros_descriptions,
     }.items():
         monkeypatch.setitem(sys.modules, name, module)
     yield
@@ -575,6 +588,7 @@ def test_launch_arguments_are_declared_with_descriptions(fake_launch: None, file
     parameters -= deployment | {"deployment_robots"}
     # Former names keep working for a release (rl_core.config.RENAMED_PARAMETERS).
     expected = deployment | parameters | set(RENAMED_PARAMETERS)
+    expected.add("use_composition")  # ros2 launch's alone (rl_bringup.launch_helpers)
     if LAUNCH_FILES[file_name] is None:
         expected.add("mode")
     assert {argument.name for argument in declared} == expected
@@ -1215,3 +1229,30 @@ def test_a_namespace_pushed_by_an_including_launch_file_goes_in_front(fake_launc
     # The nodes carry the full namespace; launch_ros must not add the pushed one again.
     assert nodes[0].kwargs["arguments"] == ["--node", "simulator@/site/lab/robot_0",
                                             "--node", "policy@/site/lab/robot_0"]
+
+
+def test_use_composition_makes_each_container_a_composable_node_container(
+        fake_launch: None) -> None:
+    _, actions = run_launch_file("hybrid.launch.py", {"robots": "2", "domain_id": "11",
+                                                      "use_composition": "true"})
+    containers = [action for action in actions if isinstance(action, FakeComposableNodeContainer)]
+    assert not [action for action in actions if isinstance(action, FakeNode)]
+    assert [(c.kwargs["name"], c.kwargs["namespace"]) for c in containers] == \
+        [("container", "/robot_0"), ("container", "/robot_1"), ("container", "/")]
+    learner = containers[-1].kwargs
+    # Started empty, not respawned (launch_ros would not load its nodes again); its clean
+    # exit or crash ends the launch; the nodes load learning side first, the trainer last.
+    assert learner["arguments"] == [] and learner["respawn"] is False
+    assert "respawn_delay" not in learner
+    (shutdown,) = learner["on_exit"]
+    assert isinstance(shutdown, FakeShutdown)
+    loads = [(node.kwargs["plugin"], node.kwargs["namespace"])
+             for node in learner["composable_node_descriptions"]]
+    assert loads == [("rl_nodes::ReplayBuffer", "/"), ("rl_nodes::DiagnosticsAggregator", "/"),
+                     ("rl_nodes::Trainer", "/")]
+    assert all(node.kwargs["extra_arguments"] == [{"use_intra_process_comms": True}]
+               for node in learner["composable_node_descriptions"])
+    # The process' parameter files stay the container's (the loaded nodes read them).
+    assert learner["parameters"][0].endswith("cartpole.yaml")
+    with pytest.raises(PlanError, match="use_composition must be true or false"):
+        run_launch_file("colocated.launch.py", {"domain_id": "11", "use_composition": "maybe"})

@@ -14,6 +14,7 @@ small recording fakes).
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from rl_bringup.arguments import (
@@ -26,9 +27,27 @@ from rl_bringup.arguments import (
 )
 from rl_bringup.layouts import MODES
 from rl_bringup.plan import MAX_RESPAWNS, RESPAWN_DELAY_S, Plan, PlanError, ProcessSpec
+from rl_bringup.robot_plan import parse_flag
 from rl_bringup.run_key import with_weights_key
-from rl_nodes.graph import in_namespace
+from rl_core.config import ConfigError
+from rl_core.node_kinds import DIAGNOSTICS_AGGREGATOR, POLICY, REPLAY_BUFFER, SIMULATOR, TRAINER
+from rl_nodes.graph import COMPONENT_MANAGER, in_namespace
 
+#: The order in which LoadComposableNodes loads a container's nodes (use_composition): the
+#: replay buffer first, the trainer once the simulators' experience publishers exist.
+LOAD_ORDER = (REPLAY_BUFFER, DIAGNOSTICS_AGGREGATOR, POLICY, SIMULATOR, TRAINER)
+
+#: Arguments of the ros2 launch front end alone: name -> (default, description).
+LAUNCH_ONLY_ARGUMENTS: dict[str, tuple[str, str]] = {
+    "use_composition": (
+        "false",
+        "Container processes (colocated; hybrid's robot and learner processes) as launch_ros "
+        "ComposableNodeContainers whose nodes LoadComposableNodes loads (plugins rl_nodes::"
+        "Simulator, ...), as ROS composition does; a crashed container is then not respawned "
+        "(launch_ros does not reload its nodes). false (default): the container starts its "
+        "nodes itself and respawns with them. Either way it serves ros2 component.",
+    ),
+}
 MODE_ARGUMENT_DESCRIPTION = (
     "Deployment mode: colocated (one process), decoupled (one process per node) or hybrid "
     "(a process per robot plus one learner process)."
@@ -54,7 +73,8 @@ def declare_arguments(with_mode: bool) -> list[Any]:
                 choices=list(MODES),
             )
         )
-    for name, (default_value, description) in DEPLOYMENT_ARGUMENTS.items():
+    for name, (default_value, description) in {**DEPLOYMENT_ARGUMENTS,
+                                               **LAUNCH_ONLY_ARGUMENTS}.items():
         actions.append(
             DeclareLaunchArgument(name, default_value=default_value, description=description)
         )
@@ -94,8 +114,9 @@ def plan_from_context(context: Any, mode: str | None) -> Plan:
     return plan
 
 
-def node_action(process: ProcessSpec) -> Any:
-    """The ``launch_ros.actions.Node`` of one planned process.
+def node_action(process: ProcessSpec, composable: bool = False) -> Any:
+    """The ``launch_ros.actions.Node`` of one planned process, or with ``composable`` and a
+    container process its ``ComposableNodeContainer`` (:func:`composable_options`).
 
     Containers get no ``namespace`` (a ``__ns`` remap would move every node in the process);
     their nodes' namespaces travel in the ``--node KIND@NAMESPACE`` arguments. A required process
@@ -112,6 +133,7 @@ def node_action(process: ProcessSpec) -> Any:
         # file names each node kind, as the supervisor passes it too.
         parameters.append(process.overrides_file())
     single_node_namespace = process.namespace not in ("", "/") and not process.is_container
+    composable = composable and process.is_container
     options: dict[str, Any] = {
         "package": process.package,
         "executable": process.executable,
@@ -137,7 +159,41 @@ def node_action(process: ProcessSpec) -> Any:
         options["on_exit"] = on_exit
     elif process.required:
         options["on_exit"] = [Shutdown(reason=f"required process {process.name} exited")]
+    if composable:
+        from launch_ros.actions import ComposableNodeContainer
+
+        return ComposableNodeContainer(**composable_options(process, options))
     return Node(**options)
+
+
+def composable_options(process: ProcessSpec, options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` of a container process turned into a ``ComposableNodeContainer``'s: the
+    container starts empty (no ``--node``) as ``container`` in the namespace its nodes share,
+    and LoadComposableNodes loads each node through its ``~/_container/load_node``, the
+    learning side first and the trainer last (it picks its update mode from the experience
+    publishers it finds in the process). Parameters, remaps and log level stay the process'
+    (the loaded nodes read the process' arguments, as ``--node`` ones do), so each
+    ComposableNode names only its plugin, name and namespace. Not respawned: launch_ros
+    would not load the nodes again."""
+    from launch.actions import Shutdown
+    from launch_ros.descriptions import ComposableNode
+
+    from rl_core.composition import INTRA_PROCESS_ARGUMENT, PACKAGE, plugin_of
+
+    nodes = sorted(process.nodes, key=lambda node: LOAD_ORDER.index(node[0])
+                   if node[0] in LOAD_ORDER else 0)
+    descriptions = [ComposableNode(package=PACKAGE, plugin=plugin_of(kind), name=kind,
+                                   namespace=namespace,
+                                   extra_arguments=[{INTRA_PROCESS_ARGUMENT: True}])
+                    for kind, namespace in nodes]
+    shared = os.path.commonpath([namespace for _, namespace in process.nodes])
+    composed = {**options, "name": COMPONENT_MANAGER, "namespace": shared, "arguments": [],
+                "respawn": False, "composable_node_descriptions": descriptions}
+    for respawn_option in ("respawn_delay", "respawn_max_retries", "on_exit"):
+        composed.pop(respawn_option, None)
+    if process.required:
+        composed["on_exit"] = [Shutdown(reason=f"required process {process.name} exited")]
+    return composed
 
 
 def launch_setup(context: Any, mode: str | None = None) -> list[Any]:
@@ -156,9 +212,14 @@ def launch_setup(context: Any, mode: str | None = None) -> list[Any]:
     # full namespace: launch_ros must not add the pushed one again, least of all to a container
     # (a __ns remap would move all of its nodes into one namespace). Scoped: the including file
     # keeps its namespace.
+    try:
+        composable = parse_flag("use_composition",
+                                context.launch_configurations.get("use_composition", "false"))
+    except ConfigError as error:
+        raise PlanError(str(error)) from None
     actions.append(GroupAction(scoped=True, actions=[
         OpaqueFunction(function=_forget_pushed_namespace),
-        *(node_action(process) for process in plan.processes),
+        *(node_action(process, composable) for process in plan.processes),
     ]))
     return actions
 

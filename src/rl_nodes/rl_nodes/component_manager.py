@@ -76,15 +76,18 @@ class ComponentManager(Node):
     def _build(self, kind: str, namespace: str, request: Any) -> Any:
         """Create, add and (with autostart) configure and activate a node of ``kind``."""
         cls = node_class(kind)
-        if not issubclass(cls, RLNode):
-            node = cls(namespace=namespace)
-        else:
-            rules = [rule for rule in request.remap_rules
-                     if not rule.startswith(("__ns:=", "__node:="))]
-            node = cls(namespace=namespace, configure=False,
-                       cli_args=["--ros-args", *(arg for rule in rules for arg in ("-r", rule))],
-                       parameter_overrides=[Parameter.from_parameter_msg(parameter)
-                                            for parameter in request.parameters])
+        # The node reads the process' arguments (parameter files, remaps, log level) like the
+        # container's --node nodes; its own name and namespace win over a container-wide
+        # __node/__ns remap (a ComposableNodeContainer names the process' node so).
+        rules = [f"__node:={kind}", f"__ns:={namespace}",
+                 *(rule for rule in request.remap_rules
+                   if not rule.startswith(("__ns:=", "__node:=")))]
+        options: dict[str, Any] = {
+            "namespace": namespace,
+            "cli_args": ["--ros-args", *(arg for rule in rules for arg in ("-r", rule))],
+            "parameter_overrides": [Parameter.from_parameter_msg(parameter)
+                                    for parameter in request.parameters]}
+        node = cls(configure=False, **options) if issubclass(cls, RLNode) else cls(**options)
         if request.log_level:
             node.get_logger().set_level(LoggingSeverity(request.log_level))
         self.executor.add_node(node)

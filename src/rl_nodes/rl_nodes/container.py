@@ -31,9 +31,11 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv if argv is None else argv)
     parser = argparse.ArgumentParser(
         prog="container", description="Run several rl_ros2 nodes in one process (zero-copy).")
-    parser.add_argument("--node", action="append", type=parse_node_spec, required=True,
+    parser.add_argument("--node", action="append", type=parse_node_spec, default=[],
                         metavar="KIND@NAMESPACE",
-                        help=f"a node to run; KIND in {', '.join(NODE_CLASSES)}")
+                        help=f"a node to run; KIND in {', '.join(NODE_CLASSES)}; none: an empty "
+                             f"container, whose nodes ros2 component load or launch_ros's "
+                             f"LoadComposableNodes load")
     args = parser.parse_args(remove_ros_args(argv)[1:])
     return run_nodes(args.node, argv, composition=True)
 

@@ -63,8 +63,8 @@ def to_message(status: Status) -> DiagnosticStatus:
 class DiagnosticsAggregatorNode(Node):
     """Takes ``/diagnostics``, publishes the aggregated tree and the toplevel state."""
 
-    def __init__(self, namespace: str | None = None) -> None:
-        super().__init__(NODE_NAME, **({"namespace": namespace} if namespace else {}))
+    def __init__(self, namespace: str | None = None, **kwargs: Any) -> None:
+        super().__init__(NODE_NAME, **({"namespace": namespace} if namespace else {}), **kwargs)
         self.declare_parameter("analyzers_file", "", ParameterDescriptor(
             description="diagnostic_aggregator analyzer YAML ('analyzers: ros__parameters:'); "
                         "empty: the shipped config/robots/diagnostic_analyzers.yaml",
