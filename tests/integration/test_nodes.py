@@ -314,8 +314,9 @@ def state_of(probe: rclpy.node.Node, node: str) -> str:
 
 def test_deactivate_pauses_a_node_and_activate_resumes_it_with_nothing_lost(colocated) -> None:
     """Lifecycle (rl_nodes.lifecycle) through the nodes' own services, as ``ros2 lifecycle set``
-    calls them: a deactivated trainer makes no gradient step, a deactivated simulator no env
-    step; the buffer keeps what it holds, and activate goes on from there."""
+    calls them: a deactivated trainer makes no gradient step, a deactivated replay buffer grants
+    none, a deactivated simulator makes no env step; the buffer keeps what it holds, and activate
+    goes on from there."""
     simulator, replay, trainer = (colocated[k] for k in ("simulator", "replay", "trainer"))
     ipc: IntraProcessManager = colocated["ipc"]
     probe = colocated["probe"]
@@ -341,6 +342,16 @@ def test_deactivate_pauses_a_node_and_activate_resumes_it_with_nothing_lost(colo
     assert results.pop("on") is True
     assert ipc.spin_until(lambda: trainer.sac.update_step >= updates + 10, 60.0)
     assert len(replay.buffer) >= stored  # nothing lost while paused
+
+    # A paused buffer grants nothing (acting soon held by the rate limiter); activated again,
+    # the interleaved trainer takes the grants with the next /replay_status.
+    in_thread("off", change_state, probe, "/replay_buffer", Transition.TRANSITION_DEACTIVATE)
+    assert results.pop("off") is True
+    ipc.spin_until(lambda: False, 3.0)
+    updates = trainer.sac.update_step
+    in_thread("on", change_state, probe, "/replay_buffer", Transition.TRANSITION_ACTIVATE)
+    assert results.pop("on") is True
+    assert ipc.spin_until(lambda: trainer.sac.update_step >= updates + 10, 60.0)
 
     in_thread("off", change_state, probe, "/robot_0/simulator", Transition.TRANSITION_DEACTIVATE)
     assert results.pop("off") is True

@@ -345,62 +345,50 @@ def test_with_no_domain_a_launch_and_a_plain_topic_list_meet_and_rmw_is_kept(
 def test_two_namespaced_deployments_train_on_one_domain_apart(
     ros2_env: dict[str, str], tmp_path: Path
 ) -> None:
+    """lab_a colocated (intra-process), lab_b hybrid (its robot and learner processes talk over
+    DDS through the remapped names), both on the test's domain."""
     runs = {name: tmp_path / name for name in ("lab_a", "lab_b")}
     # Different budgets: a deployment that counted the other's experience would end early.
-    budgets = {"lab_a": 600, "lab_b": 900}
-    launched = {name: launch(ros2_env, "colocated.launch.py", f"namespace:={name}",
+    # At 100 steps/s lab_b runs for about 20 s, long enough to look at its graph.
+    budgets = {"lab_a": 1200, "lab_b": 2000}
+    files = {"lab_a": "colocated.launch.py", "lab_b": "hybrid.launch.py"}
+    launched = {name: launch(ros2_env, files[name], f"namespace:={name}",
                              f"total_env_steps:={budgets[name]}", "eval_episodes:=1",
-                             f"output_dir:={run}")
+                             "max_rate_hz:=100", f"output_dir:={run}")
                 for name, run in runs.items()}
     try:
-        for name, child in launched.items():
-            code = child.wait(300.0)
-            assert code == 0, child.output()[-4000:]
-        for name, run in runs.items():
-            result = json.loads((run / "result.json").read_text())
-            assert result["env_steps"] == budgets[name], (name, result)
-            output = launched[name].output()
-            assert f"namespace /{name}" in output
-            assert f"]: done: {budgets[name]} transitions" in output, output[-3000:]
-    finally:
-        for child in launched.values():
-            child.stop(grace_s=20.0)
-
-
-def test_a_namespaced_deployment_has_its_graph_under_the_namespace(
-    ros2_env: dict[str, str], tmp_path: Path
-) -> None:
-    launched = launch(ros2_env, "hybrid.launch.py", "namespace:=cell", "robots:=2",
-                      "total_env_steps:=1000000000", "max_rate_hz:=100",
-                      f"output_dir:={tmp_path / 'run'}")
-    try:
-        expected_nodes = {f"/cell/robot_{robot}/{kind}" for robot in range(2)
-                          for kind in (graph.SIMULATOR, graph.POLICY)}
-        expected_nodes |= {"/cell/replay_buffer", "/cell/trainer"}
+        expected_nodes = {f"/{name}/{node}" for name in runs
+                          for node in ("robot_0/simulator", "robot_0/policy", "replay_buffer",
+                                       "trainer")}
 
         def listed() -> set[str] | None:
             code, output = ros2(ros2_env, "node", "list", *SPIN)
             names = set(output.split()) if code == 0 else set()
             return names if names >= expected_nodes else None
 
-        nodes = poll(listed, START_TIMEOUT_S, launched, "the namespaced nodes")
+        nodes = poll(listed, START_TIMEOUT_S, launched["lab_b"], "the namespaced nodes")
         assert not any(name.startswith(("/robot_", "/trainer", "/replay_buffer"))
                        for name in nodes), nodes
-        code, topics = ros2(ros2_env, "topic", "list", *SPIN)
-        names = set(topics.split())
-        for topic in (graph.EXPERIENCE, graph.WEIGHTS, graph.REPLAY_STATUS, graph.EPISODES):
-            assert graph.in_namespace("/cell", topic.name) in names, topics
-            assert topic.name not in names, topics
-        assert "/cell/robot_1/observations" in names, topics
-        # Experience flows under the namespace, and the trainer's weights reach the policies.
-        poll(lambda: echoed(ros2_env, "/cell/experience", "--field", "robot_id", "--filter",
-                            "m == 1"), START_TIMEOUT_S, launched, "robot 1's experience")
-        poll(lambda: echoed(ros2_env, "/cell/policy_weights", "--field", "version"),
-             START_TIMEOUT_S, launched, "the trainer's weights")
-        code, output = ros2(ros2_env, "service", "list", *SPIN)
-        assert "/cell/replay_buffer/sample" in output.split(), output
+        wanted = {graph.in_namespace("/lab_b", topic.name)
+                  for topic in (graph.EXPERIENCE, graph.WEIGHTS, graph.REPLAY_STATUS,
+                                graph.EPISODES)}
+        names = poll(lambda: (listed := set(ros2(ros2_env, "topic", "list", *SPIN)[1].split()))
+                     >= wanted and listed, START_TIMEOUT_S, launched["lab_b"],
+                     "the namespaced topics")
+        assert not names & {graph.EXPERIENCE.name, graph.WEIGHTS.name}, names
+        poll(lambda: "/lab_b/replay_buffer/sample" in ros2(ros2_env, "service", "list",
+                                                             *SPIN)[1].split(),
+             START_TIMEOUT_S, launched["lab_b"], "the namespaced sample service")
+        for name, child in launched.items():
+            code = child.wait(300.0)
+            assert code == 0, child.output()[-4000:]
+        for name, run in runs.items():
+            result = json.loads((run / "result.json").read_text())
+            assert budgets[name] <= result["env_steps"] < budgets[name] + 300, (name, result)
+            assert f"namespace /{name}" in launched[name].output()
     finally:
-        launched.stop(grace_s=20.0)
+        for child in launched.values():
+            child.stop(grace_s=20.0)
 
 
 # ---------------------------------------------------------------- lifecycle
@@ -426,58 +414,6 @@ def replay_figure(env: dict[str, str], field: str) -> int:
         if match:
             return int(match.group(1))
     pytest.fail(f"no /replay_status {field} came: {output}")
-
-
-def test_ros2_lifecycle_lists_the_nodes_and_pauses_and_resumes_the_trainer(
-    ros2_env: dict[str, str], tmp_path: Path
-) -> None:
-    launched = launch(ros2_env, "colocated.launch.py", *ENDLESS, f"output_dir:={tmp_path / 'run'}")
-    try:
-        wait_until_experience_and_weights_flow(ros2_env, launched, robots=1)
-        code, output = ros2(ros2_env, "lifecycle", "nodes", *SPIN)
-        assert code == 0, output
-        assert set(output.split()) >= {"/trainer", "/replay_buffer", "/robot_0/simulator",
-                                       "/robot_0/policy"}, output
-        code, output = ros2(ros2_env, "lifecycle", "get", "/trainer", *SPIN)
-        assert code == 0 and output.startswith("active [3]"), output
-
-        assert "Transitioning successful" in lifecycle_set(ros2_env, "/trainer", "deactivate")
-        code, output = ros2(ros2_env, "lifecycle", "get", "/trainer", *SPIN)
-        assert output.startswith("inactive [2]"), output
-        time.sleep(3.0)  # statuses from before the pause have gone by
-        sampled, stored = (replay_figure(ros2_env, field) for field in ("total_sampled", "size"))
-        time.sleep(4.0)
-        assert replay_figure(ros2_env, "total_sampled") == sampled, "learning went on"
-
-        assert "Transitioning successful" in lifecycle_set(ros2_env, "/trainer", "activate")
-        poll(lambda: replay_figure(ros2_env, "total_sampled") > sampled, START_TIMEOUT_S,
-             launched, "learning to resume")
-        assert replay_figure(ros2_env, "size") >= stored  # nothing lost
-    finally:
-        launched.stop(grace_s=20.0)
-
-
-def test_autostart_false_leaves_the_nodes_to_an_orchestrator(
-    ros2_env: dict[str, str], tmp_path: Path
-) -> None:
-    launched = launch(ros2_env, "colocated.launch.py", *ENDLESS, "autostart:=false",
-                      f"output_dir:={tmp_path / 'run'}")
-    try:
-        nodes = ("/replay_buffer", "/trainer", "/robot_0/policy", "/robot_0/simulator")
-
-        def unconfigured() -> bool:
-            code, output = ros2(ros2_env, "lifecycle", "get", "/robot_0/simulator", *SPIN)
-            return code == 0 and output.startswith("unconfigured [1]")
-
-        poll(unconfigured, START_TIMEOUT_S, launched, "an unconfigured simulator")
-        assert echoed(ros2_env, graph.EXPERIENCE.name, "--field", "robot_id") is None
-        # What an orchestrator does: configure everything, then activate, learning side first.
-        for transition in ("configure", "activate"):
-            for node in nodes:
-                assert "Transitioning successful" in lifecycle_set(ros2_env, node, transition)
-        wait_until_experience_and_weights_flow(ros2_env, launched, robots=1)
-    finally:
-        launched.stop(grace_s=20.0)
 
 
 # ---------------------------------------------------------------- composition
@@ -507,32 +443,82 @@ def component_list(env: dict[str, str], launched: Child, wanted: set[str],
     return poll(listed, START_TIMEOUT_S, launched, f"ros2 component list to show {wanted}")
 
 
-def test_ros2_component_lists_the_container_and_loads_a_second_robot_that_steps(
+def test_a_run_under_ros2_lifecycle_and_ros2_component(
     ros2_env: dict[str, str], tmp_path: Path
 ) -> None:
-    launched = launch(ros2_env, "colocated.launch.py", *ENDLESS, f"output_dir:={tmp_path / 'run'}")
+    """One colocated run, started with autostart:=false: an orchestrator's configure and
+    activate bring it up; ``ros2 lifecycle`` pauses and resumes the trainer with nothing lost;
+    ``ros2 component`` lists the container, loads a second robot that steps, and unloads it."""
+    launched = launch(ros2_env, "colocated.launch.py", *ENDLESS, "autostart:=false",
+                      f"output_dir:={tmp_path / 'run'}")
     try:
+        nodes = ("/replay_buffer", "/trainer", "/robot_0/policy", "/robot_0/simulator")
+
+        def unconfigured() -> bool:
+            code, output = ros2(ros2_env, "lifecycle", "get", "/robot_0/simulator", *SPIN)
+            return code == 0 and output.startswith("unconfigured [1]")
+
+        poll(unconfigured, START_TIMEOUT_S, launched, "an unconfigured simulator")
+        assert echoed(ros2_env, graph.EXPERIENCE.name, "--field", "robot_id") is None
+        # What an orchestrator does: configure everything, then activate, learning side first.
+        for transition in ("configure", "activate"):
+            for node in nodes:
+                assert "Transitioning successful" in lifecycle_set(ros2_env, node, transition)
         wait_until_experience_and_weights_flow(ros2_env, launched, robots=1)
-        component_list(ros2_env, launched, {"/container", "/robot_0/simulator", "/robot_0/policy",
-                                            "/replay_buffer", "/trainer"})
-        # A second robot joins the running container; the learner takes its experience.
-        for plugin in ("rl_nodes::Simulator", "rl_nodes::Policy"):
-            code, output = component(ros2_env, "load", "/container", "rl_nodes", plugin,
-                                     "--node-namespace", "/robot_1")
-            assert code == 0 and "Loaded component" in output, output
-        wait_until_experience_and_weights_flow(ros2_env, launched, robots=2)
-        output = component_list(ros2_env, launched, {"/robot_1/simulator", "/robot_1/policy"})
-        simulator_1 = re.search(r"^\s*(\d+)\s+/robot_1/simulator$", output, flags=re.M)
-        assert simulator_1 is not None, output
-        # What the container cannot load is refused with the reason.
-        code, output = component(ros2_env, "load", "/container", "rl_nodes", "rl_nodes::Nope")
-        assert code != 0 and "valid: rl_nodes::simulator" in output.lower(), output
-        code, output = component(ros2_env, "unload", "/container", simulator_1.group(1))
-        assert code == 0 and "Unloaded component" in output, output
-        component_list(ros2_env, launched, {"/robot_1/policy"}, {"/robot_1/simulator"})
+        check_lifecycle(ros2_env, launched)
+        check_components(ros2_env, launched)
         assert launched.process.poll() is None, launched.output()[-3000:]
     finally:
         launched.stop(grace_s=20.0)
+
+
+def check_lifecycle(env: dict[str, str], launched: Child) -> None:
+    """``ros2 lifecycle`` lists the nodes; the trainer deactivated takes no batch, activated
+    again it learns on with the buffer kept."""
+    managed = {"/trainer", "/replay_buffer", "/robot_0/simulator", "/robot_0/policy"}
+
+    def listed() -> bool:  # a listing may come before discovery settles
+        code, output = ros2(env, "lifecycle", "nodes", *SPIN)
+        return code == 0 and set(output.split()) >= managed
+
+    poll(listed, START_TIMEOUT_S, launched, f"ros2 lifecycle nodes to list {managed}")
+    code, output = ros2(env, "lifecycle", "get", "/trainer", *SPIN)
+    assert code == 0 and output.startswith("active [3]"), output
+    assert "Transitioning successful" in lifecycle_set(env, "/trainer", "deactivate")
+    code, output = ros2(env, "lifecycle", "get", "/trainer", *SPIN)
+    assert output.startswith("inactive [2]"), output
+    time.sleep(3.0)  # statuses from before the pause have gone by
+    sampled, stored = (replay_figure(env, field) for field in ("total_sampled", "size"))
+    time.sleep(4.0)
+    assert replay_figure(env, "total_sampled") == sampled, "learning went on"
+    assert "Transitioning successful" in lifecycle_set(env, "/trainer", "activate")
+    poll(lambda: replay_figure(env, "total_sampled") > sampled, START_TIMEOUT_S, launched,
+         "learning to resume")
+    assert replay_figure(env, "size") >= stored  # nothing lost
+
+
+def check_components(env: dict[str, str], launched: Child) -> None:
+    """``ros2 component`` lists the container; a second robot loaded into it steps and its
+    experience is learned from; a bad plugin is refused with the reason; unload removes."""
+    component_list(env, launched, {"/container", "/robot_0/simulator", "/robot_0/policy",
+                                   "/replay_buffer", "/trainer"})
+    for plugin in ("rl_nodes::Simulator", "rl_nodes::Policy"):
+        code, output = component(env, "load", "/container", "rl_nodes", plugin,
+                                 "--node-namespace", "/robot_1")
+        assert code == 0 and "Loaded component" in output, output
+    # The run's autostart:=false holds for loaded nodes too: the orchestrator brings them up.
+    for transition in ("configure", "activate"):
+        for node in ("/robot_1/policy", "/robot_1/simulator"):
+            assert "Transitioning successful" in lifecycle_set(env, node, transition)
+    wait_until_experience_and_weights_flow(env, launched, robots=2)
+    output = component_list(env, launched, {"/robot_1/simulator", "/robot_1/policy"})
+    simulator_1 = re.search(r"^\s*(\d+)\s+/robot_1/simulator$", output, flags=re.M)
+    assert simulator_1 is not None, output
+    code, output = component(env, "load", "/container", "rl_nodes", "rl_nodes::Nope")
+    assert code != 0 and "valid: rl_nodes::simulator" in output.lower(), output
+    code, output = component(env, "unload", "/container", simulator_1.group(1))
+    assert code == 0 and "Unloaded component" in output, output
+    component_list(env, launched, {"/robot_1/policy"}, {"/robot_1/simulator"})
 
 
 def test_use_composition_loads_the_nodes_into_a_composable_node_container_and_trains(

@@ -25,7 +25,7 @@ from rl_core.composition import LoadRequestError, check_load_request, plugin_of
 from rl_core.config import ConfigError
 from rl_core.node_kinds import LEARNING_KINDS
 from rl_nodes import graph
-from rl_nodes.base import RLNode
+from rl_nodes.base import RLNode, robot_id_from_namespace
 from rl_nodes.intra_process import IntraProcessManager
 from rl_nodes.runtime import node_class
 
@@ -60,11 +60,10 @@ class ComponentManager(Node):
                 {argument.name: Parameter.from_parameter_msg(argument).value
                  for argument in request.extra_arguments})
             node = self._build(spec.kind, spec.namespace, request)
-        except (LoadRequestError, ConfigError) as error:
+        except (LoadRequestError, ConfigError, RuntimeError) as error:
             response.success, response.error_message = False, str(error)
             self.get_logger().error(f"load of {request.plugin_name} refused: {error}")
             return response
-        self._admit_robot(node)
         unique_id = next(self._ids)
         self.components[unique_id] = node
         response.success, response.unique_id = True, unique_id
@@ -92,13 +91,14 @@ class ComponentManager(Node):
             node.get_logger().set_level(LoggingSeverity(request.log_level))
         self.executor.add_node(node)
         self.nodes.append(node)
+        self._admit_robot(node)  # before it acts: its first experience is taken
         try:
             if not isinstance(node, RLNode):
                 node.start()
             elif node.autostart:
                 node.configure_now()
                 node.start()
-        except ConfigError:
+        except (ConfigError, RuntimeError):
             self._remove(node)
             raise
         return node
@@ -106,9 +106,9 @@ class ComponentManager(Node):
     def _admit_robot(self, node: Any) -> None:
         """A robot's node loaded: raise ``deployment_robots`` of this process' learning nodes
         to take its experience and episodes; a learner elsewhere is the user's to raise."""
-        robot = getattr(node, "robot_id", None)
-        if robot is None or node.get_name() not in graph.PER_ROBOT_KINDS:
+        if node.get_name() not in graph.PER_ROBOT_KINDS:
             return
+        robot = robot_id_from_namespace(node.get_namespace())
         learners = [other for other in self.nodes if other.get_name() in LEARNING_KINDS]
         for learner in learners:
             robots = learner.get_parameter(DEPLOYMENT_ROBOTS).value

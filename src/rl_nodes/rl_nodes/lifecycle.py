@@ -86,10 +86,13 @@ class ManagedNode(LifecycleNode):
         return bool(self.get_parameter(AUTOSTART).value)
 
     def configure_now(self) -> None:
-        """Run the configure transition; raise :class:`ConfigError` with the reason on failure."""
-        if self.trigger_configure() != SUCCESS:
-            raise ConfigError(self.configure_error or f"{self.get_fully_qualified_name()} "
-                                                      "failed to configure")
+        """Run the configure transition; raise :class:`ConfigError` with the reason when a value
+        is bad, ``RuntimeError`` when building failed otherwise (a crash: exit code 1, not 2)."""
+        result = self.trigger_configure()
+        if result == SUCCESS:
+            return
+        reason = self.configure_error or f"{self.get_fully_qualified_name()} failed to configure"
+        raise (ConfigError if result == FAILURE else RuntimeError)(reason)
 
     def start(self) -> None:
         """Run the activate transition (after configure)."""

@@ -78,6 +78,8 @@ def declared_moved(node: Node, name: str) -> int:
 
 
 def _declare(node: Node, name: str, default: Any, descriptor: ParameterDescriptor) -> Any:
+    if node.has_parameter(name):  # a configure after one that failed (rl_nodes.lifecycle)
+        return node.get_parameter(name).value
     try:
         return node.declare_parameter(name, default, descriptor).value
     except InvalidParameterTypeException as error:

@@ -224,6 +224,10 @@ class TrainerNode(RLNode):
     def _on_replay_status(self, msg: ReplayStatus) -> None:
         if self.status_obeyed(msg, self.status_check):
             self.replay_status = msg
+            if self.update_mode == INTERLEAVED and msg.acting_paused:
+                # Grants left waiting with acting held (a replay buffer activated again after a
+                # pause): no insert would come to trigger them.
+                self._on_experience()
 
     def _on_evaluated(self, evaluation: Evaluation, best: Evaluation) -> None:
         """A periodic evaluation finished (on its own thread): TensorBoard and the log."""
