@@ -25,9 +25,9 @@ from rl_core.composition import LoadRequestError, check_load_request, plugin_of
 from rl_core.config import ConfigError
 from rl_core.node_kinds import LEARNING_KINDS
 from rl_nodes import graph
-from rl_nodes.base import RLNode, robot_id_from_namespace
+from rl_nodes.base import robot_id_from_namespace
 from rl_nodes.intra_process import IntraProcessManager
-from rl_nodes.runtime import node_class
+from rl_nodes.runtime import autostart, make_node
 
 DEPLOYMENT_ROBOTS = "deployment_robots"
 
@@ -73,8 +73,8 @@ class ComponentManager(Node):
         return response
 
     def _build(self, kind: str, namespace: str, request: Any) -> Any:
-        """Create, add and (with autostart) configure and activate a node of ``kind``."""
-        cls = node_class(kind)
+        """Create and add a node of ``kind``, configured and activated as its ``autostart``
+        says (:func:`rl_nodes.runtime.autostart`)."""
         # The node reads the process' arguments (parameter files, remaps, log level) like the
         # container's --node nodes; its own name and namespace win over a container-wide
         # __node/__ns remap (a ComposableNodeContainer names the process' node so).
@@ -86,18 +86,14 @@ class ComponentManager(Node):
             "cli_args": ["--ros-args", *(arg for rule in rules for arg in ("-r", rule))],
             "parameter_overrides": [Parameter.from_parameter_msg(parameter)
                                     for parameter in request.parameters]}
-        node = cls(configure=False, **options) if issubclass(cls, RLNode) else cls(**options)
+        node = make_node(kind, **options)
         if request.log_level:
             node.get_logger().set_level(LoggingSeverity(request.log_level))
         self.executor.add_node(node)
         self.nodes.append(node)
         self._admit_robot(node)  # before it acts: its first experience is taken
         try:
-            if not isinstance(node, RLNode):
-                node.start()
-            elif node.autostart:
-                node.configure_now()
-                node.start()
+            autostart([node])
         except (ConfigError, RuntimeError):
             self._remove(node)
             raise

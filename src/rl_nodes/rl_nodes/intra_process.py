@@ -49,6 +49,7 @@ from rclpy.qos import QoSProfile
 from rclpy.timer import Timer
 
 from rl_core.dispatch import DispatchQueue
+from rl_core.local_registry import LocalRegistry
 from rl_nodes.conversions import TopicType
 from rl_nodes.dispatch_executor import DispatchExecutor
 from rl_nodes.executor_watcher import EXECUTOR_HANDOVER_S
@@ -56,7 +57,6 @@ from rl_nodes.intra_process_endpoints import (
     IntraProcessPublisher,
     IntraProcessSubscription,
     OwnPublications,
-    TopicEntry,
 )
 
 T = TypeVar("T")
@@ -77,9 +77,7 @@ class IntraProcessManager:
         #: The calls the dispatch thread runs (posted messages, timer ticks, handed-over work).
         self.dispatch = DispatchQueue()
         self.dispatch.wake = self._wake_executor
-        self._topics: dict[str, TopicEntry] = {}
-        self._services: dict[str, Callable[[Any], Any]] = {}
-        self._lock = threading.Lock()
+        self._registry = LocalRegistry()
         self._own_publications = OwnPublications()
         self._executor: Executor | None = None  # set while spin() drives it
         self._driver: DispatchExecutor | None = None  # set while spin() drives an executor
@@ -108,8 +106,8 @@ class IntraProcessManager:
                          qos: QoSProfile | int) -> IntraProcessPublisher[T]:
         """A publisher that hands objects to local subscribers and to DDS when needed."""
         publisher = node.create_publisher(topic_type.msg_type, topic, qos)
-        with self._lock:
-            entry = self._topics.setdefault(publisher.topic_name, TopicEntry())
+        with self._registry.lock:
+            entry = self._registry.entry(publisher.topic_name)
             ipc_publisher = IntraProcessPublisher(self, node, publisher, topic_type, entry)
             entry.publishers.append(ipc_publisher)
         return ipc_publisher
@@ -127,8 +125,8 @@ class IntraProcessManager:
         subscription = node.create_subscription(topic_type.msg_type, topic, ipc_sub._on_dds, qos)
         ipc_sub.topic_name = subscription.topic_name
         ipc_sub.rcl_subscription = subscription
-        with self._lock:
-            entry = self._topics.setdefault(subscription.topic_name, TopicEntry())
+        with self._registry.lock:
+            entry = self._registry.entry(subscription.topic_name)
             entry.subscriptions.append(ipc_sub)
             if entry.has_latest:  # transient local: a late local subscriber gets the latest value
                 self.post(ipc_sub.deliver, entry.latest)
@@ -137,14 +135,7 @@ class IntraProcessManager:
     def forget_node(self, node: Node) -> None:
         """Drop ``node``'s local endpoints and services (a node unloaded from a container):
         nothing is handed to it any more."""
-        with self._lock:
-            for entry in self._topics.values():
-                entry.publishers[:] = [item for item in entry.publishers if item.node is not node]
-                entry.subscriptions[:] = [item for item in entry.subscriptions
-                                          if item.node is not node]
-            for name, handler in list(self._services.items()):
-                if getattr(handler, "__self__", None) is node:
-                    del self._services[name]
+        self._registry.forget(node)
 
     def create_timer(self, node: Node, period_s: float, callback: Callable[[], None]) -> Any:
         """An rclpy timer on the steady clock whose callback runs on the dispatch thread (no
@@ -157,17 +148,15 @@ class IntraProcessManager:
 
     def has_local_publisher(self, topic: str) -> bool:
         """Whether a node of this process publishes ``topic`` (a fully qualified name)."""
-        entry = self._topics.get(topic)
-        return bool(entry and entry.publishers)
+        return self._registry.has_publisher(topic)
 
     def add_local_service(self, name: str, handler: Callable[[Any], Any]) -> None:
         """Let local clients of service ``name`` (fully qualified) call ``handler`` directly."""
-        with self._lock:
-            self._services[name] = handler
+        self._registry.add_service(name, handler)
 
     def local_service(self, name: str) -> Callable[[Any], Any] | None:
         """The handler of service ``name`` when its server lives in this process."""
-        return self._services.get(name)
+        return self._registry.service(name)
 
     # --- dispatch loop --------------------------------------------------------------------------
 
@@ -307,5 +296,5 @@ class IntraProcessManager:
 
     def is_own_publication(self, node: Node, topic_name: str, publisher_gid: bytes | None) -> bool:
         """Whether a DDS message was published by this process (already delivered locally)."""
-        return self._own_publications.match(node, self._topics.get(topic_name), topic_name,
+        return self._own_publications.match(node, self._registry.find(topic_name), topic_name,
                                             publisher_gid)

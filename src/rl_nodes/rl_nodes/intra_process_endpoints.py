@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy
 
+from rl_core.local_registry import TopicEntry
 from rl_nodes.conversions import TopicType
 from rl_nodes.graph import GUID_PREFIX_BYTES
 
@@ -26,16 +26,6 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 #: Messages from DDS queued for the dispatch thread before further ones are dropped (counted).
 MAX_QUEUED_RECEPTIONS = 10_000
-
-
-@dataclass
-class TopicEntry:
-    """Local endpoints of one fully resolved topic name."""
-
-    subscriptions: list[IntraProcessSubscription[Any]] = field(default_factory=list)
-    publishers: list[IntraProcessPublisher[Any]] = field(default_factory=list)
-    latest: Any = None  # last object of a transient-local topic, for late local subscribers
-    has_latest: bool = False
 
 
 class OwnPublications:

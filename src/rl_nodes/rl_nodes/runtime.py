@@ -116,9 +116,7 @@ def run_nodes(specs: Sequence[tuple[str, str | None]], args: Sequence[str] | Non
     code = 0
     try:
         for kind, namespace in specs:
-            cls = node_class(kind)
-            options = {"configure": False} if issubclass(cls, RLNode) else {}
-            nodes.append(cls(**options, **({"namespace": namespace} if namespace else {})))
+            nodes.append(make_node(kind, **({"namespace": namespace} if namespace else {})))
         for node in nodes:
             executor.add_node(node)
         autostart(nodes)
@@ -147,6 +145,13 @@ def run_nodes(specs: Sequence[tuple[str, str | None]], args: Sequence[str] | Non
         for signum, handler in previous_handlers.items():
             signal.signal(signum, handler)
     return code
+
+
+def make_node(kind: str, **options: Any) -> Any:
+    """A node of ``kind`` built with ``options`` (rclpy Node keywords), not yet configured: the
+    caller drives its lifecycle (:func:`autostart`)."""
+    cls = node_class(kind)
+    return cls(configure=False, **options) if issubclass(cls, RLNode) else cls(**options)
 
 
 def autostart(nodes: Sequence[Any]) -> None:

@@ -169,12 +169,6 @@ class TrainerNode(RLNode):
             self.ipc.request_shutdown(1)
             raise
 
-    def resume(self) -> None:
-        """Activated again: interleaved, take the grants that piled up at once (acting may be
-        held by the rate limiter until they are taken, so no insert would come to trigger it)."""
-        if self.update_mode == INTERLEAVED:
-            self.ipc.post(self._on_experience)
-
     def _while_active(self, source: Callable[[], Grant | None]) -> Grant | None:
         """The next grant, or none while the node is deactivated (lifecycle)."""
         if self.active:
@@ -225,8 +219,8 @@ class TrainerNode(RLNode):
         if self.status_obeyed(msg, self.status_check):
             self.replay_status = msg
             if self.update_mode == INTERLEAVED and msg.acting_paused:
-                # Grants left waiting with acting held (a replay buffer activated again after a
-                # pause): no insert would come to trigger them.
+                # Grants left waiting with acting held (this trainer or the replay buffer
+                # activated again after a pause): no insert would come to trigger them.
                 self._on_experience()
 
     def _on_evaluated(self, evaluation: Evaluation, best: Evaluation) -> None:
