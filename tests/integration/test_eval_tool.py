@@ -116,7 +116,28 @@ def test_missing_checkpoints_exit_2(run_cli: RunCli, tmp_path: Path, command: st
     assert code == 2
     assert f"{cli.PROGRAM} {command}: error: no checkpoint at" in err and "does not exist" in err
     code, _, err = run_cli(command, f"checkpoint:={tmp_path}")  # a folder, but no checkpoint
-    assert code == 2 and f"has no {META_FILE}" in err
+    assert code == 2 and "holds no checkpoint" in err
+
+
+def test_a_run_directory_stands_for_its_best_checkpoint_and_final_picks_the_last(
+        run_cli: RunCli, checkpoint: Path) -> None:
+    run = checkpoint.parent
+    code, out, err = run_cli("eval", f"checkpoint:={run}", "episodes:=1")
+    assert code == 0, err
+    assert f"checkpoint {checkpoint} " in out  # no best kept: the final one
+    best = save_checkpoint(run / "best", SAC(4, 1, SACConfig(hidden_sizes=(16,)), seed=2),
+                           {"env_steps": 100})
+    code, out, err = run_cli("eval", f"checkpoint:={run}", "episodes:=1")
+    assert code == 0, err
+    assert f"checkpoint {best} (hidden sizes [16]" in out
+    code, out, err = run_cli("eval", f"checkpoint:={run / 'final'}", "episodes:=1")
+    assert code == 0, err
+    assert f"checkpoint {checkpoint} (hidden sizes [32, 32]" in out
+    code, out, err = run_cli("export", f"checkpoint:={run}")
+    assert code == 0, err
+    assert (best / "policy.onnx").is_file() and f"from {best}" in out
+    code, _, err = run_cli("eval", f"checkpoint:={run.parent / 'other' / 'best'}")
+    assert code == 2 and "does not exist" in err
 
 
 @pytest.mark.parametrize("command", ["eval", "export"])

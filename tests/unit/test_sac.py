@@ -139,7 +139,7 @@ def test_checkpoint_files_are_not_pickle_and_corruption_is_detected(tmp_path) ->
     sac = small_sac()
     directory = save_checkpoint(tmp_path / "ckpt", sac)
     meta = json.loads((directory / "checkpoint.json").read_text())
-    assert meta["format_version"] == 1 and meta["algorithm"] == "sac"
+    assert meta["format_version"] == 2 and meta["algorithm"] == "sac"
     data = bytearray((directory / "model.safetensors").read_bytes())
     data[-1] ^= 0xFF
     (directory / "model.safetensors").write_bytes(bytes(data))
@@ -170,3 +170,31 @@ def test_weight_bytes_round_trip_and_reject_mismatches() -> None:
 def test_constructor_rejects_empty_spaces() -> None:
     with pytest.raises(ValueError, match="positive"):
         SAC(0, 1, SACConfig())
+
+
+def test_the_ensemble_critic_computes_each_member_as_its_own_network() -> None:
+    from rl_core.networks import EnsembleQ, mlp
+
+    torch.manual_seed(0)
+    ensemble = EnsembleQ(3, 2, (8, 8), members=3)
+    obs, actions = torch.randn(5, 3), torch.rand(5, 2)
+    q = ensemble(obs, actions)
+    assert q.shape == (3, 5)
+    for member in range(3):
+        network = mlp(5, (8, 8), 1)
+        linears = [layer for layer in network if isinstance(layer, torch.nn.Linear)]
+        with torch.no_grad():
+            for linear, layer in zip(linears, ensemble.layers):
+                linear.weight.copy_(layer.weight[member].t())
+                linear.bias.copy_(layer.bias[member, 0])
+        torch.testing.assert_close(q[member], network(torch.cat([obs, actions], -1)).squeeze(-1))
+
+
+def test_updates_leave_every_gradient_in_its_parameters_layout() -> None:
+    """Fused Adam on the CPU steps non-contiguous gradients wrongly (torch 2.13)."""
+    sac = SAC(3, 2, SACConfig(hidden_sizes=(8, 8)), seed=0)
+    sac.update(fixed_batch())
+    for optimizer in sac.optimizers().values():
+        for group in optimizer.param_groups:
+            for parameter in group["params"]:
+                assert parameter.grad is not None and parameter.grad.is_contiguous()

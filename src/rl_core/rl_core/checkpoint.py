@@ -28,12 +28,17 @@ from safetensors.torch import save as save_safetensors_bytes
 
 from rl_core.algorithms.sac import SAC
 from rl_core.atomic_files import fsync_directory
+from rl_core.checkpoint_upgrade import upgrade
 from rl_core.config import SACConfig
 from rl_core.encoders import EncodedActor, make_actor
 from rl_core.image_codecs import is_image_shape
 from rl_core.networks import SquashedGaussianActor
 
-FORMAT_VERSION = 1
+#: Format written; earlier ones are read through :mod:`rl_core.checkpoint_upgrade`.
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+#: Optimizer settings that choose how a step runs, not what it computes.
+IMPLEMENTATION_FLAGS = ("foreach", "fused", "capturable", "differentiable")
 TENSORS_FILE = "model.safetensors"
 META_FILE = "checkpoint.json"
 
@@ -254,9 +259,10 @@ def read_checkpoint_meta(directory: str | Path) -> dict[str, Any]:
         meta = json.loads(meta_path.read_text())
     except json.JSONDecodeError as error:
         raise ValueError(f"{meta_path} is not valid JSON: {error}") from error
-    if meta.get("format_version") != FORMAT_VERSION:
+    if meta.get("format_version") not in READABLE_VERSIONS:
         raise ValueError(f"{meta_path} has format version {meta.get('format_version')!r}; this "
-                         f"rl_core reads version {FORMAT_VERSION}")
+                         f"rl_core reads versions {', '.join(map(str, READABLE_VERSIONS))}: use "
+                         "the rl_ros2 that wrote it")
     return meta
 
 
@@ -264,7 +270,7 @@ def _read_tensors(directory: Path, meta: dict[str, Any]) -> dict[str, torch.Tens
     path = directory / TENSORS_FILE
     if not path.is_file():
         raise FileNotFoundError(f"checkpoint {str(directory)!r} lacks {TENSORS_FILE}")
-    return tensors_from_bytes(path.read_bytes(), meta["tensors_sha256"])
+    return upgrade(meta, tensors_from_bytes(path.read_bytes(), meta["tensors_sha256"]))
 
 
 def load_checkpoint(directory: str | Path, device: torch.device | str = "cpu"
@@ -291,8 +297,14 @@ def load_checkpoint(directory: str | Path, device: torch.device | str = "cpu"
     with torch.no_grad():
         sac.log_alpha.copy_(tensors["log_alpha"].reshape(()))
     for name, optimizer in sac.optimizers().items():
+        # The saved groups carry the implementation flags of the optimizer that wrote them
+        # (an older one stepped tensor by tensor): this learner keeps its own.
+        flags = [{key: group[key] for key in IMPLEMENTATION_FLAGS if key in group}
+                 for group in optimizer.param_groups]
         optimizer.load_state_dict(
             _unflatten_optimizer(name, tensors, meta["optimizer_param_groups"][name]))
+        for group, own in zip(optimizer.param_groups, flags):
+            group.update(own)
     sac.update_step = int(meta["update_step"])
     return sac, meta
 

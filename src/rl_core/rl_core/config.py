@@ -244,6 +244,11 @@ class PolicyConfig:
     deterministic: bool = param(False, "Act with the mean action instead of sampling "
                                 "(exploration off).")
     seed: int = param(0, "Seed of the exploration noise.", 0, 2**31 - 1, 1, read_only=True)
+    checkpoint: str = param("", "Start from this checkpoint's actor: a checkpoint directory, "
+                            "RUN/best, RUN/final, or a run's output directory RUN (its best "
+                            "checkpoint where it has one). Newer /policy_weights still replace "
+                            "it. '' = initial random weights until the learner's first "
+                            "weights.", read_only=True)
     onnx_model: str = param("", "Act with this exported ONNX model through onnxruntime (a fixed, "
                             "deterministic robot-side policy; /policy_weights are ignored). '' = "
                             "torch actor following /policy_weights.", read_only=True)
@@ -392,9 +397,10 @@ class TrainerConfig:
                       read_only=True)
     output_dir: str = param("", "Directory for checkpoints and results ('' = runs/<time>).",
                             read_only=True)
-    resume: str = param("", "Checkpoint directory to resume the learner from ('' = the newest "
-                        "valid checkpoint in output_dir/checkpoints when there is one, else "
-                        "start fresh).", read_only=True)
+    resume: str = param("", "Checkpoint to resume the learner from: a checkpoint directory, "
+                        "RUN/best, RUN/final, or a run's output directory RUN (its final "
+                        "checkpoint). '' = the newest valid checkpoint in output_dir/checkpoints "
+                        "when there is one, else start fresh.", read_only=True)
     keep_checkpoints: int = param(3, "Periodic checkpoints kept in output_dir/checkpoints (the "
                                   "final one also goes to output_dir/checkpoint).", 1, 1000, 1,
                                   read_only=True)

@@ -20,9 +20,9 @@ import torch
 from torch import nn
 
 from rl_core.image_codecs import as_shape, is_image_shape
-from rl_core.networks import SquashedGaussianActor, TwinQ
+from rl_core.networks import EnsembleQ, SquashedGaussianActor
 
-__all__ = ["EncodedActor", "EncodedTwinQ", "PixelEncoder", "actor_from_architecture",
+__all__ = ["EncodedActor", "EncodedQ", "PixelEncoder", "actor_from_architecture",
            "image_to_tensor", "is_image_shape", "make_actor", "random_shift"]
 
 
@@ -134,21 +134,20 @@ class EncodedActor(nn.Module):
         }
 
 
-class EncodedTwinQ(nn.Module):
-    """Twin Q networks on encoded images; the encoder is trained by their loss.
+class EncodedQ(nn.Module):
+    """Q networks on encoded images; the encoder is trained by their loss.
 
     :param encoder: the encoder (owned here; the actor borrows it).
-    :param heads: twin Q networks on ``encoder.feature_dim`` features.
+    :param heads: the Q ensemble on ``encoder.feature_dim`` features.
     """
 
-    def __init__(self, encoder: PixelEncoder, heads: TwinQ) -> None:
+    def __init__(self, encoder: PixelEncoder, heads: EnsembleQ) -> None:
         super().__init__()
         self.encoder = encoder
         self.heads = heads
 
-    def forward(self, images: torch.Tensor, action: torch.Tensor
-                ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Both Q estimates for folded images, each of shape ``(N,)``."""
+    def forward(self, images: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """The members' Q estimates for folded images, shape ``(members, N)``."""
         return self.heads(self.encoder(images), action)
 
 

@@ -40,6 +40,7 @@ from rl_core.evaluation import EvalResult, evaluate
 from rl_core.periodic_evaluation import PeriodicEvaluator
 from rl_core.plotting import plot_training_curve
 from rl_core.replay import Batch, PriorityFeedback
+from rl_core.run_checkpoints import FINAL_DIRECTORY
 
 #: Training episodes averaged for the "solved" check (solve_return).
 SOLVE_WINDOW = 10
@@ -256,7 +257,7 @@ class Learner:
         checkpoint_dir = None
         if output_dir is not None:
             output_dir.mkdir(parents=True, exist_ok=True)
-            checkpoint_dir = str(save_checkpoint(output_dir / "checkpoint", self.sac, counters,
+            checkpoint_dir = str(save_checkpoint(output_dir / FINAL_DIRECTORY, self.sac, counters,
                                                  env_id=self.env_id))
         result = TrainResult(env_steps, self.sac.update_step, self.episodes,
                              time.monotonic() - self.started, evaluation.mean, evaluation.std,

@@ -30,11 +30,10 @@ from rl_core.algorithms.sac import SAC
 from rl_core.checkpoint import load_actor, read_checkpoint_meta, save_checkpoint
 from rl_core.envs import make_env
 from rl_core.evaluation import EvalResult, evaluate, evaluation_env_id
+from rl_core.run_checkpoints import BEST_DIRECTORY
 
 #: Added to the run's seed for the selection episodes; far from the final evaluation's 10000+.
 SELECTION_SEED_OFFSET = 50_000
-#: Name of the best checkpoint's directory in the run's output directory.
-BEST_DIRECTORY = "best"
 
 
 @dataclass(frozen=True)

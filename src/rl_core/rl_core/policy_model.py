@@ -146,6 +146,33 @@ def _torch_model(config: PolicyConfig) -> tuple[PolicyModel, str | None]:
     obs_shape, action_shape = space_shapes(config.env_id)
     torch.manual_seed(config.seed)
     actor = make_actor(obs_shape, int(np.prod(action_shape)), config.hidden_sizes,
-                       config.feature_dim, config.encoder_channels).to(device)
-    note = f"acting on {describe(device)}" if device.type != "cpu" else None
+                       config.feature_dim, config.encoder_channels)
+    notes = [f"acting on {describe(device)}"] if device.type != "cpu" else []
+    if config.checkpoint:
+        notes.append(_load_checkpoint_actor(actor, config))
+    actor = actor.to(device)
+    note = "; ".join(notes) or None
     return PolicyModel(obs_shape, action_shape, config.feature_dim, actor=actor), note
+
+
+def _load_checkpoint_actor(actor: Any, config: PolicyConfig) -> str:
+    """Load the actor of the checkpoint ``config.checkpoint`` names into ``actor``; a line for
+    the log. The checkpoint must be of this task and these sizes."""
+    from rl_core.checkpoint import load_actor
+    from rl_core.run_checkpoints import resolve_checkpoint
+
+    try:
+        directory = resolve_checkpoint(config.checkpoint, prefer="best")
+        saved, meta = load_actor(directory)
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ConfigError(f"checkpoint: {error}") from error
+    if meta.get("env_id") not in (None, config.env_id):
+        raise ConfigError(f"checkpoint {directory} was trained on {meta['env_id']}, this "
+                          f"policy's env_id is {config.env_id}; set env_id:={meta['env_id']}")
+    if saved.architecture() != actor.architecture():
+        raise ConfigError(f"checkpoint {directory} holds a {saved.architecture()}, this policy "
+                          f"builds a {actor.architecture()}; set hidden_sizes (and the encoder "
+                          "sizes) to the trained ones")
+    actor.load_state_dict(saved.state_dict())
+    return (f"acting with the actor of checkpoint {directory} "
+            f"({meta.get('update_step', '?')} updates) until newer /policy_weights come")

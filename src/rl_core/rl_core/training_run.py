@@ -23,6 +23,7 @@ from rl_core.image_codecs import is_image_shape
 from rl_core.learner import Learner, Report, TrainResult, seed_everything
 from rl_core.periodic_evaluation import Evaluation, PeriodicEvaluator
 from rl_core.progress import TRAINER_SCALARS, RateMeter, TensorBoardLog, progress_line
+from rl_core.run_checkpoints import resolve_checkpoint
 from rl_core.run_lock import RunLock
 
 #: Batches asked for per sample request: over DDS one round trip costs about a gradient step.
@@ -97,7 +98,9 @@ class TrainingRun:
         self.checkpoints = CheckpointStore(self.output_dir / "checkpoints", config.keep_checkpoints)
         # The run's own newest checkpoint beats resume:= (a respawn continues where it was).
         own = self.checkpoints.newest_valid()
-        resume = own or config.resume
+        # resume:= may name a run: its final checkpoint continues where its training stopped.
+        resume = own or (resolve_checkpoint(config.resume, prefer="final") if config.resume
+                         else None)
         if own and config.resume:
             log(f"resume:={config.resume} is not used: {own}, this run's own newest checkpoint "
                 "in output_dir, continues it")

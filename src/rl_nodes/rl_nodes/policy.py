@@ -14,9 +14,9 @@ the forward pass): a free-running timer at the window period would wake the proc
 second (2 ms) even when every round fills at once.
 
 ``onnx_model`` picks what acts (:mod:`rl_core.policy_model`): the torch actor on ``device``,
-following the weights :mod:`rl_core.policy_weights` accepts, or an exported model with fixed
-weights that needs neither torch nor the simulator code (the robot-side install of
-requirements-edge.txt, docs/tools.md).
+following the weights :mod:`rl_core.policy_weights` accepts (starting from ``checkpoint``'s
+actor where one is given), or an exported model with fixed weights that needs neither torch nor
+the simulator code (the robot-side install of requirements-edge.txt, docs/tools.md).
 """
 
 from __future__ import annotations

@@ -93,27 +93,32 @@ def choose_env_id(*, obs_dim: int, action_dim: int, given: str | None = None,
     return choice
 
 
-def load_checkpoint_actor(directory: str) -> tuple[Any, dict[str, Any]]:
-    """``rl_core.checkpoint.load_actor`` with tool errors.
+def load_checkpoint_actor(checkpoint: str) -> tuple[Any, dict[str, Any], Path]:
+    """``rl_core.checkpoint.load_actor`` of what ``checkpoint:=`` names
+    (:func:`rl_core.run_checkpoints.resolve_checkpoint`: a checkpoint directory, a run's
+    ``<output_dir>/best`` or ``<output_dir>/final``, or a run's output directory, which stands
+    for its best checkpoint where it has one), with tool errors; returns the actor, the
+    checkpoint's metadata and the directory loaded.
 
-    :raises ToolError: exit 2 when ``directory`` holds no checkpoint (no ``checkpoint.json``),
-        exit 1 when it holds a broken one (bad JSON or checksum, missing tensor file, tensors that
-        do not fit the recorded sizes).
+    :raises ToolError: exit 2 when ``checkpoint`` names no checkpoint, exit 1 when it names a
+        broken one (bad JSON or checksum, missing tensor file, tensors that do not fit the
+        recorded sizes).
     """
-    from rl_core.checkpoint import META_FILE, load_actor
+    from rl_core.checkpoint import load_actor
+    from rl_core.run_checkpoints import resolve_checkpoint
 
-    if not (Path(directory) / META_FILE).is_file():
-        what = "does not exist" if not Path(directory).exists() else f"has no {META_FILE}"
-        raise ToolError(f"no checkpoint at {directory!r}: it {what}; pass the checkpoint folder a "
-                        "training run wrote (<output_dir>/checkpoint)", EXIT_USAGE)
     try:
-        return load_actor(directory)
+        directory = resolve_checkpoint(Path(checkpoint).expanduser())
+    except FileNotFoundError as error:
+        raise ToolError(str(error), EXIT_USAGE) from error
+    try:
+        return (*load_actor(directory), directory)
     except (OSError, ValueError) as error:
-        raise ToolError(f"checkpoint {directory!r} cannot be loaded: {error}",
+        raise ToolError(f"checkpoint {str(directory)!r} cannot be loaded: {error}",
                         EXIT_FAILURE) from error
     except (KeyError, TypeError) as error:
         # checkpoint.json parsed but lacks or mistypes a field.
-        raise ToolError(f"checkpoint {directory!r} is incomplete: checkpoint.json lacks or "
+        raise ToolError(f"checkpoint {str(directory)!r} is incomplete: checkpoint.json lacks or "
                         f"mistypes {error}", EXIT_FAILURE) from error
 
 

@@ -12,6 +12,10 @@ The episodes are those of :func:`rl_core.evaluation.evaluate` (mean action, seed
 ``seed + 10000 + i``), so the figures match a training run's final evaluation. ``gif:=`` renders
 the first episode with ``env.render()`` and writes it with pillow at the simulated control rate.
 
+``checkpoint:=`` takes a checkpoint folder, a run's ``<output_dir>/best`` or ``<output_dir>/final``,
+or a run's output directory alone, which stands for its best checkpoint (its final one when the
+run kept no best; :mod:`rl_core.run_checkpoints`).
+
 Exit codes: 0 done; 2 bad input (unknown keys, no checkpoint or model at the path, a task that
 does not fit the policy); 1 a checkpoint or model that exists but cannot be loaded, or a GIF that
 cannot be written.
@@ -81,8 +85,9 @@ def load_policy(checkpoint: str | None, onnx_path: str | None) -> LoadedPolicy:
         that exist but cannot be loaded.
     """
     if checkpoint is None and onnx_path is None:
-        raise ToolError("give the policy: checkpoint:=DIR (a training run's "
-                        "<output_dir>/checkpoint) or onnx:=MODEL (written by `rl-bringup export`)")
+        raise ToolError("give the policy: checkpoint:=DIR (a training run's output directory, "
+                        "its best or final checkpoint, or any checkpoint folder) or onnx:=MODEL "
+                        "(written by `rl-bringup export`)")
     onnx_policy = _load_onnx(onnx_path) if onnx_path is not None else None
     if checkpoint is None:
         assert onnx_policy is not None
@@ -90,10 +95,10 @@ def load_policy(checkpoint: str | None, onnx_path: str | None) -> LoadedPolicy:
         return LoadedPolicy(onnx_policy, f"ONNX model {onnx_path} (hidden sizes "
                             f"{architecture.get('hidden_sizes')})", onnx_policy.obs_dim,
                             onnx_policy.action_dim, onnx_policy.env_id, "the ONNX model")
-    actor, meta = load_checkpoint_actor(checkpoint)
+    actor, meta, directory = load_checkpoint_actor(checkpoint)
     counters = ", ".join(f"{key} {value}"
                          for key, value in sorted((meta.get("counters") or {}).items()))
-    description = (f"checkpoint {checkpoint} (hidden sizes {list(actor.hidden_sizes)}, "
+    description = (f"checkpoint {directory} (hidden sizes {list(actor.hidden_sizes)}, "
                    f"{meta.get('update_step', '?')} updates{', ' + counters if counters else ''})")
     stored = stored_env_id(meta)
     if onnx_policy is None:

@@ -8,6 +8,8 @@ The model is the deterministic policy ``obs (N, obs_dim) -> tanh(mean) (N, actio
 :mod:`rl_core.export`), with the actor's architecture and, when known, the task's env_id in its
 metadata. After writing, the model is loaded with onnxruntime and compared with the torch actor
 on random observations; a difference above :data:`PARITY_TOLERANCE` fails the export.
+``checkpoint:=`` names the checkpoint as for ``rl-bringup eval`` (a run's output directory stands
+for its best checkpoint); the model goes into that checkpoint's folder unless ``onnx:=`` says.
 
 Exit codes: 0 written and checked; 2 bad input (no checkpoint at the path, a task that does not
 fit); 1 a checkpoint that cannot be loaded, or a model that cannot be written or does not match.
@@ -38,10 +40,10 @@ def export(values: dict[str, str]) -> int:
     :raises ToolError: exit 2 for bad input, 1 when loading, writing or the check fails.
     """
     if "checkpoint" not in values:
-        raise ToolError("missing checkpoint:=DIR (a training run's <output_dir>/checkpoint)")
-    checkpoint = values["checkpoint"]
-    actor, meta = load_checkpoint_actor(checkpoint)
-    target = Path(values.get("onnx") or Path(checkpoint) / DEFAULT_MODEL_NAME).expanduser()
+        raise ToolError("missing checkpoint:=DIR (a training run's output directory, its best "
+                        "or final checkpoint, or any checkpoint folder)")
+    actor, meta, checkpoint = load_checkpoint_actor(values["checkpoint"])
+    target = Path(values.get("onnx") or checkpoint / DEFAULT_MODEL_NAME).expanduser()
     if target.is_dir():
         raise ToolError(f"onnx:={target} is a folder; give a file name such as "
                         f"{target / DEFAULT_MODEL_NAME}")
@@ -67,8 +69,9 @@ def export(values: dict[str, str]) -> int:
                         EXIT_FAILURE)
     task = (f"env_id {choice.env_id} (from {choice.source})" if choice
             else "no env_id stored (pass env_id:= or config:= to record it)")
-    print(f"wrote {target} ({target.stat().st_size / 1024:.1f} KiB): obs (N, {actor.obs_dim}) -> "
-          f"action (N, {actor.action_dim}), hidden sizes {list(actor.hidden_sizes)}, {task}",
+    print(f"wrote {target} ({target.stat().st_size / 1024:.1f} KiB) from {checkpoint}: "
+          f"obs (N, {actor.obs_dim}) -> action (N, {actor.action_dim}), hidden sizes "
+          f"{list(actor.hidden_sizes)}, {task}",
           file=sys.stdout)
     print(f"checked with onnxruntime: max |onnx - torch| = {difference:.2g} on {PARITY_SAMPLES} "
           "random observations", file=sys.stdout)

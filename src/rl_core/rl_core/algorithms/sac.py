@@ -19,7 +19,7 @@ cross to the device as uint8 (a quarter of the bytes) and are scaled there.
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import torch
@@ -28,14 +28,14 @@ from torch import nn
 from rl_core.config import SACConfig
 from rl_core.encoders import (
     EncodedActor,
-    EncodedTwinQ,
+    EncodedQ,
     PixelEncoder,
     image_to_tensor,
     is_image_shape,
     random_shift,
 )
 from rl_core.image_codecs import as_shape
-from rl_core.networks import SquashedGaussianActor, TwinQ
+from rl_core.networks import EnsembleQ, SquashedGaussianActor
 from rl_core.replay import Batch
 
 #: Keys of the metrics :meth:`SAC.update` returns, in order.
@@ -70,11 +70,11 @@ class SAC:
         torch.manual_seed(seed)
         # Built on the CPU and then moved, so a seed gives the same initial weights on any device.
         self.actor: SquashedGaussianActor | EncodedActor
-        self.critic: TwinQ | EncodedTwinQ
+        self.critic: EnsembleQ | EncodedQ
         if self.pixels:
             encoder = PixelEncoder(obs_shape, config.feature_dim, config.encoder_channels)
-            self.critic = EncodedTwinQ(encoder, TwinQ(config.feature_dim, action_dim,
-                                                       config.hidden_sizes)).to(self.device)
+            self.critic = EncodedQ(encoder, EnsembleQ(config.feature_dim, action_dim,
+                                                      config.hidden_sizes)).to(self.device)
             self.actor = EncodedActor(encoder, SquashedGaussianActor(
                 config.feature_dim, action_dim, config.hidden_sizes)).to(self.device)
             # The actor's loss trains its head only; the encoder belongs to the critic.
@@ -87,16 +87,20 @@ class SAC:
                                  f"(stack, h, w, 3), got shape {obs_shape}")
             self.actor = SquashedGaussianActor(self.obs_dim, action_dim,
                                                config.hidden_sizes).to(self.device)
-            self.critic = TwinQ(self.obs_dim, action_dim, config.hidden_sizes).to(self.device)
+            self.critic = EnsembleQ(self.obs_dim, action_dim, config.hidden_sizes).to(self.device)
             self._encode = nn.Identity()
             self._actor_head, self._critic_heads = self.actor, self.critic
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
         self.log_alpha = torch.tensor(float(np.log(config.init_alpha)), device=self.device,
                                       requires_grad=True)
         self.target_entropy = -config.target_entropy_scale * action_dim
-        self.actor_optimizer = torch.optim.Adam(self._actor_head.parameters(), lr=config.actor_lr)
-        self.critic_optimizer = torch.optim.Adam(self.critic.parameters(), lr=config.critic_lr)
-        self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=config.alpha_lr)
+        self.actor_optimizer = _adam(self._actor_head.parameters(), config.actor_lr)
+        self.critic_optimizer = _adam(self.critic.parameters(), config.critic_lr)
+        self.alpha_optimizer = _adam([self.log_alpha], config.alpha_lr)
+        # Polyak averaging updates every target tensor in one multi-tensor call.
+        self._critic_parameters: list[torch.Tensor] = list(self.critic.parameters())
+        self._actor_parameters: list[torch.Tensor] = list(self._actor_head.parameters())
+        self._target_parameters: list[torch.Tensor] = list(self.critic_target.parameters())
         self.update_step = 0
         #: |TD error| of the last batch, for prioritised replay (float32, (batch,)).
         self.last_td_errors = np.zeros(0, dtype=np.float32)
@@ -143,51 +147,44 @@ class SAC:
 
         with torch.no_grad():
             next_actions, next_log_prob = self.actor(next_obs)
-            target_q1, target_q2 = self.critic_target(next_obs, next_actions)
-            soft_value = torch.min(target_q1, target_q2) - alpha * next_log_prob
+            soft_value = (self.critic_target(next_obs, next_actions).min(dim=0).values
+                          - alpha * next_log_prob)
             q_target = rewards + self.config.gamma * not_done * soft_value
         features = self._encode(obs)
-        q1, q2 = self._critic_heads(features, actions)
-        td1, td2 = q1 - q_target, q2 - q_target
-        critic_loss = 0.5 * ((weights * td1.pow(2)).mean() + (weights * td2.pow(2)).mean())
+        q = self._critic_heads(features, actions)  # (members, batch)
+        td = q - q_target
+        # Each member's weighted mean squared TD error, halved and summed over the members.
+        critic_loss = 0.5 * (weights * td.pow(2)).mean(dim=1).sum()
         if not torch.isfinite(critic_loss):
             raise ValueError("critic loss is not finite; the batch or the networks hold NaN/inf "
                              "(check rewards and observations, lower the learning rates)")
-        self.critic_optimizer.zero_grad(set_to_none=True)
-        critic_loss.backward()
-        self.critic_optimizer.step()
+        _step(self.critic_optimizer, self._critic_parameters, critic_loss)
 
-        # Critic parameters need no gradient through the actor loss, and the encoder (identity
-        # for flat observations) learns from the critic loss only.
-        self.critic.requires_grad_(False)
+        # The actor's gradient comes through the critics to its actions but is taken for the
+        # actor's parameters only (no critic gradients computed, none to clear), and the
+        # encoder (identity for flat observations) learns from the critic loss only.
         features = features.detach()
         new_actions, log_prob = self._actor_head(features)
-        q1_pi, q2_pi = self._critic_heads(features, new_actions)
-        actor_loss = (alpha * log_prob - torch.min(q1_pi, q2_pi)).mean()
-        if not torch.isfinite(actor_loss):
-            self.critic.requires_grad_(True)
-            raise ValueError("actor loss is not finite; the actor was not updated (check the "
-                             "data, lower the learning rates)")
-        self.actor_optimizer.zero_grad(set_to_none=True)
-        actor_loss.backward()
-        self.actor_optimizer.step()
-        self.critic.requires_grad_(True)
-
+        actor_loss = (alpha * log_prob - self._critic_heads(features, new_actions).min(dim=0).values
+                      ).mean()
         alpha_loss = torch.zeros((), device=self.device)
         if self.config.autotune_alpha:
             alpha_loss = -(self.log_alpha * (log_prob.detach() + self.target_entropy)).mean()
-            if not torch.isfinite(alpha_loss):
-                raise ValueError("temperature loss is not finite; alpha was not updated")
-            self.alpha_optimizer.zero_grad(set_to_none=True)
-            alpha_loss.backward()
-            self.alpha_optimizer.step()
+        # One check (one host synchronisation on a GPU) for both losses, before either steps.
+        if not bool(torch.isfinite(torch.stack([actor_loss.detach(), alpha_loss.detach()])).all()):
+            raise ValueError("actor or temperature loss is not finite; neither was updated "
+                             "(check the data, lower the learning rates)")
+        if self.config.autotune_alpha:  # disjoint parameters: one backward pass for both
+            _step(self.actor_optimizer, self._actor_parameters, actor_loss + alpha_loss,
+                  (self.alpha_optimizer, [self.log_alpha]))
+        else:
+            _step(self.actor_optimizer, self._actor_parameters, actor_loss)
 
         with torch.no_grad():
-            tau = self.config.tau
-            for param, target in zip(self.critic.parameters(), self.critic_target.parameters()):
-                target.mul_(1.0 - tau).add_(param, alpha=tau)
-            self.last_td_errors = (0.5 * (td1.abs() + td2.abs())).cpu().numpy()
-            scalars = torch.stack([critic_loss, actor_loss, alpha_loss, alpha, q1.mean(),
+            torch._foreach_lerp_(self._target_parameters, self._critic_parameters,
+                                 self.config.tau)
+            self.last_td_errors = td.abs().mean(dim=0).cpu().numpy()
+            scalars = torch.stack([critic_loss, actor_loss, alpha_loss, alpha, q[0].mean(),
                                    -log_prob.mean()]).cpu().tolist()
         self.update_step += 1
         return dict(zip(METRIC_NAMES, scalars))
@@ -200,3 +197,28 @@ class SAC:
         """Optimizers whose state makes up the learner's state."""
         return {"actor_optimizer": self.actor_optimizer, "critic_optimizer": self.critic_optimizer,
                 "alpha_optimizer": self.alpha_optimizer}
+
+
+def _adam(parameters: Iterable[torch.Tensor], lr: float) -> torch.optim.Adam:
+    """Adam stepping all its tensors at once: the fused kernel where this torch has one for
+    the parameters' device, else the multi-tensor (foreach) path; never a loop per tensor."""
+    parameters = list(parameters)
+    try:
+        return torch.optim.Adam(parameters, lr=lr, fused=True)
+    except RuntimeError:  # no fused Adam for this device or dtype
+        return torch.optim.Adam(parameters, lr=lr, foreach=True)
+
+
+def _step(optimizer: torch.optim.Optimizer, parameters: list[torch.Tensor], loss: torch.Tensor,
+          *others: tuple[torch.optim.Optimizer, list[torch.Tensor]]) -> None:
+    """Step ``optimizer`` (and ``others``) on the gradient of ``loss`` for their parameters
+    only: one backward pass, nothing accumulated into other tensors, nothing to clear first."""
+    everything = [(optimizer, parameters), *others]
+    tensors = [tensor for _, group in everything for tensor in group]
+    for tensor, gradient in zip(tensors, torch.autograd.grad(loss, tensors)):
+        # autograd.grad keeps no layout contract (backward() does): a batched product's weight
+        # gradient can come transposed, and torch 2.13's fused CPU Adam steps a non-contiguous
+        # gradient wrongly (tests/unit/test_checkpoint_upgrade.py caught it).
+        tensor.grad = gradient.contiguous()
+    for each, _ in everything:
+        each.step()

@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""Gradient updates per second of our SAC against Stable-Baselines3's SAC and the machine's limit.
+
+Both learners do the same work per update: sample a batch from their own replay buffer (filled
+with random transitions of the task's sizes) and take one gradient step of twin critics, actor
+and entropy temperature, with Polyak-averaged target critics. Sizes are the shipped configs':
+
+* ``cartpole``: observation 4, action 1, hidden 64x64, batch 128 (``config/cartpole.yaml``);
+* ``kuka``: observation 23, action 7, hidden 256x256, batch 256 (``config/kuka_reach.yaml``).
+
+Each repeat times ours and SB3's one after the other (the order alternates), so both see the
+same machine; the table gives medians of the repeats and the ratio. The machine's limit is the
+FLOPs of one update (the linear layers' multiply-adds of every forward and backward pass,
+counted in :func:`update_flops`) divided by the rate at which this core multiplies 256x256
+matrices (measured in each repeat): updates per second no implementation could beat here.
+
+Usage::
+
+    .venv/bin/python benchmarks/update_speed.py                     # both sizes, 1 thread
+    .venv/bin/python benchmarks/update_speed.py --size kuka --repeats 7 --threads 2
+
+A benchmark, not a test: it prints figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+
+@dataclass(frozen=True)
+class Size:
+    obs_dim: int
+    action_dim: int
+    hidden: tuple[int, ...]
+    batch: int
+
+
+SIZES = {
+    "cartpole": Size(4, 1, (64, 64), 128),
+    "kuka": Size(23, 7, (256, 256), 256),
+}
+#: Transitions in each learner's replay buffer.
+BUFFER_ROWS = 20_000
+
+
+def update_flops(size: Size) -> float:
+    """FLOPs of one SAC update's linear layers (2 per multiply-add).
+
+    Per update: the actor forward on next observations and on observations (2 F_a), its
+    backward (weights and inputs, 2 F_a); the target critics forward (F_q for both), the
+    critics forward and backward for the critic loss (3 F_q), and the critics forward on the
+    actor's actions with the backward to those actions only (2 F_q, the weight gradients are
+    not needed). F_a, F_q: one forward pass of the actor and of both critics on a batch.
+    """
+    def forward(inputs: int, outputs: int) -> float:
+        widths = [inputs, *size.hidden, outputs]
+        return 2.0 * size.batch * sum(a * b for a, b in zip(widths, widths[1:]))
+    actor = forward(size.obs_dim, 2 * size.action_dim)
+    critics = 2 * forward(size.obs_dim + size.action_dim, 1)
+    return 4 * actor + 6 * critics
+
+
+def square_matmul_rate(n: int, seconds: float) -> float:
+    """FLOP/s of this core on n x n matrix products."""
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    calls, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        torch.mm(a, b)
+        calls += 1
+    return calls * 2.0 * n ** 3 / (time.perf_counter() - start)
+
+
+def ours(size: Size) -> Callable[[], None]:
+    from rl_core.algorithms.sac import SAC
+    from rl_core.config import SACConfig
+    from rl_core.replay import ReplayBuffer
+    rng = np.random.default_rng(0)
+    buffer = ReplayBuffer(size.obs_dim, size.action_dim, BUFFER_ROWS, seed=0)
+    buffer.add(rng.standard_normal((BUFFER_ROWS, size.obs_dim), dtype=np.float32),
+               rng.uniform(-1, 1, (BUFFER_ROWS, size.action_dim)).astype(np.float32),
+               rng.standard_normal(BUFFER_ROWS, dtype=np.float32),
+               rng.standard_normal((BUFFER_ROWS, size.obs_dim), dtype=np.float32),
+               rng.random(BUFFER_ROWS) < 0.01)
+    sac = SAC(size.obs_dim, size.action_dim, SACConfig(hidden_sizes=size.hidden))
+    return lambda: sac.update(buffer.sample(size.batch))
+
+
+def stable_baselines3(size: Size) -> Callable[[], None]:
+    import gymnasium as gym
+    from stable_baselines3 import SAC as SB3SAC
+
+    class Sizes(gym.Env):  # spaces only: SB3 builds its networks and buffer from them
+        observation_space = gym.spaces.Box(-np.inf, np.inf, (size.obs_dim,), np.float32)
+        action_space = gym.spaces.Box(-1.0, 1.0, (size.action_dim,), np.float32)
+
+    model = SB3SAC("MlpPolicy", Sizes(), buffer_size=BUFFER_ROWS, batch_size=size.batch,
+                   policy_kwargs={"net_arch": list(size.hidden)}, seed=0, device="cpu",
+                   verbose=0)
+    rng = np.random.default_rng(0)
+    for _ in range(BUFFER_ROWS):
+        model.replay_buffer.add(rng.standard_normal((1, size.obs_dim), dtype=np.float32),
+                                rng.standard_normal((1, size.obs_dim), dtype=np.float32),
+                                rng.uniform(-1, 1, (1, size.action_dim)).astype(np.float32),
+                                rng.standard_normal(1).astype(np.float32),
+                                rng.random(1) < 0.01, [{}])
+    from stable_baselines3.common.logger import configure
+    model.set_logger(configure(folder=None, format_strings=[]))
+    return lambda: model.train(gradient_steps=1, batch_size=size.batch)
+
+
+def rate(step: Callable[[], None], seconds: float) -> float:
+    """Updates per second of ``step`` over about ``seconds`` (after a short warm-up)."""
+    for _ in range(20):
+        step()
+    count, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        step()
+        count += 1
+    return count / (time.perf_counter() - start)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", choices=sorted(SIZES), action="append",
+                        help="sizes to measure (default: all)")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--seconds", type=float, default=3.0, help="per measurement")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    warnings.filterwarnings("ignore")
+    print(f"torch {torch.__version__}, {args.threads} thread(s), {os.cpu_count()} CPUs, "
+          f"{args.repeats} repeats of {args.seconds:.0f} s; "
+          f"256x256 matmul: {square_matmul_rate(256, 1.0) / 1e9:.1f} GFLOP/s")
+    print("| size | ours updates/s | SB3 updates/s | ours / SB3 | limit updates/s | ours / limit |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name in args.size or sorted(SIZES):
+        size = SIZES[name]
+        learners = {"ours": ours(size), "sb3": stable_baselines3(size)}
+        rates: dict[str, list[float]] = {key: [] for key in learners}
+        limits = []
+        for repeat in range(args.repeats):
+            order = list(learners) if repeat % 2 == 0 else list(reversed(learners))
+            for key in order:
+                rates[key].append(rate(learners[key], args.seconds))
+            limits.append(square_matmul_rate(256, 1.0) / update_flops(size))
+        median = {key: statistics.median(values) for key, values in rates.items()}
+        limit = statistics.median(limits)
+        print(f"| {name} ({size.obs_dim}/{size.action_dim}, "
+              f"{'x'.join(map(str, size.hidden))}, batch {size.batch}) | {median['ours']:,.0f} | "
+              f"{median['sb3']:,.0f} | {median['ours'] / median['sb3']:.2f}x | "
+              f"{limit:,.0f} | {median['ours'] / limit:.2f} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
