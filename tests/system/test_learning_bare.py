@@ -31,6 +31,9 @@ def test_bare_loop_solves_cartpole(tmp_path: Path) -> None:
     saved = json.loads((tmp_path / "result.json").read_text())
     assert saved["eval_mean_return"] == pytest.approx(result.eval_mean_return)
     assert saved["best_eval_mean_return"] == pytest.approx(result.best_eval_mean_return)
+    # The learner's utilisation: gradient steps took a real share of the run, not all of it.
+    assert 0.0 < saved["update_time_s"] < result.wall_time_s
+    assert saved["learner_utilisation"] == pytest.approx(result.update_time_s / result.wall_time_s)
     # The saved checkpoints are the policies that were evaluated.
     actor, meta = load_actor(tmp_path / "checkpoint")
     assert meta["counters"]["env_steps"] == result.env_steps

@@ -36,7 +36,8 @@ FULL_RESULT: dict[str, Any] = {
     "env_steps": 8000, "updates": 7500, "episodes": 60, "wall_time_s": 80.0,
     "eval_mean_return": 200.0, "eval_std_return": 0.0, "eval_returns": [200.0] * 10,
     "checkpoint_dir": "/x/checkpoint", "updates_per_transition": 0.94, "solved_at_s": 41.5,
-    "solved_at_env_steps": 4200, "cpu_time_s": 150.0,
+    "solved_at_env_steps": 4200, "cpu_time_s": 150.0, "update_time_s": 52.0,
+    "learner_utilisation": 0.65,
 }
 #: What result.json held before the lead's new keys.
 OLD_RESULT = {key: FULL_RESULT[key] for key in
@@ -62,7 +63,7 @@ def outcome(mode: str, round_index: int = 0, run_metrics: RunMetrics | None = No
 
 def test_a_full_result_is_read_as_written() -> None:
     read = parse_result(FULL_RESULT)
-    assert read == RunMetrics(8000, 7500, 80.0, 200.0, 0.94, 41.5, 4200, 150.0)
+    assert read == RunMetrics(8000, 7500, 80.0, 200.0, 0.94, 41.5, 4200, 150.0, 0.65)
     assert read.env_steps_per_s == 100.0
 
 
@@ -70,7 +71,7 @@ def test_missing_optional_keys_fall_back() -> None:
     read = parse_result(OLD_RESULT)
     assert read.updates_per_transition == pytest.approx(7500 / 8000)
     assert read.solved_at_s is None and read.solved_at_env_steps is None
-    assert read.reported_cpu_time_s is None
+    assert read.reported_cpu_time_s is None and read.learner_utilisation is None
 
 
 def test_never_solved_is_null_and_bad_optional_values_count_as_absent() -> None:
@@ -194,7 +195,8 @@ def test_the_table_is_markdown_with_one_row_per_mode() -> None:
     rows = [
         ModeRow("bare", 1, 1, 1, wall_time_s=83.04, solved_at_s=41.52, solved_at_env_steps=4200,
                 eval_return=199.96, sample_efficiency=1.0, updates_per_transition=0.9375,
-                env_steps_per_s=1234.5, cpu_utilisation=0.514, wall_time_x_bare=1.0),
+                env_steps_per_s=1234.5, cpu_utilisation=0.514, learner_utilisation=0.623,
+                wall_time_x_bare=1.0),
         ModeRow("hybrid", 2, 0, 1, note="exited with code 1 | see log"),
     ]
     lines = format_table(rows).splitlines()
@@ -204,10 +206,10 @@ def test_the_table_is_markdown_with_one_row_per_mode() -> None:
     assert lines[1].startswith("|---|---:|")
     bare = [cell.strip() for cell in lines[2].strip("|").split("|")]
     assert bare == ["bare", "1", "1/1", "83.0 s", "41.5 s (4,200 steps)", "200.0", "1.00", "0.94",
-                    "1,234", "51 %", "1.00x", ""]
+                    "1,234", "51 %", "62 %", "1.00x", ""]
     hybrid = [cell.strip() for cell in lines[3].strip("|").split("|")]
-    assert hybrid[:11] == ["hybrid", "2", "0/1"] + ["-"] * 8
-    assert hybrid[11] == "exited with code 1 / see log"  # a '|' would split the cell
+    assert hybrid[:12] == ["hybrid", "2", "0/1"] + ["-"] * 9
+    assert hybrid[12] == "exited with code 1 / see log"  # a '|' would split the cell
 
 
 def test_solved_time_without_steps_and_never_solved() -> None:

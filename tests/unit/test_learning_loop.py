@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from rl_core.algorithms.sac import SAC
+from rl_core.checkpoint import save_checkpoint
 from rl_core.config import ReplayConfig, SACConfig, TrainerConfig
 from rl_core.learner import Learner
 from rl_core.progress import RateMeter, progress_line, summary_line
@@ -238,3 +239,16 @@ def test_progress_and_summary_lines() -> None:
                                     "episodes | checkpoint c")
     meter = RateMeter()
     assert meter.read(100, 10)["env_steps_per_s"] > 0
+
+
+def test_resume_names_a_run_and_continues_from_its_final_checkpoint(tmp_path: Path) -> None:
+    earlier = new_run(tmp_path / "earlier")
+    earlier.learner.learn(filled_replay(50).take(8, UNLIMITED_BATCHES)[0])
+    save_checkpoint(tmp_path / "earlier" / "checkpoint", earlier.sac, {"env_steps": 50})
+    earlier.sac.update_step = 7  # a different learner as the best, to tell them apart
+    save_checkpoint(tmp_path / "earlier" / "best", earlier.sac, {"env_steps": 20})
+    earlier.close()
+    assert new_run(tmp_path / "a", resume=str(tmp_path / "earlier")).sac.update_step == 40
+    assert new_run(tmp_path / "b", resume=str(tmp_path / "earlier" / "best")).sac.update_step == 7
+    with pytest.raises(FileNotFoundError, match="no final checkpoint"):
+        new_run(tmp_path / "c", resume=str(tmp_path / "b" / "final"))

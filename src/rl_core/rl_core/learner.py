@@ -114,6 +114,10 @@ class TrainResult:
     best_eval_success_rate: float | None = None
     #: Every periodic evaluation: env_steps, mean_return, success_rate (selection episodes).
     evaluations: list[dict[str, Any]] = field(default_factory=list)
+    #: Seconds this learner spent in gradient steps, and their share of ``wall_time_s`` (the
+    #: learner's utilisation; the rest it waited for batches, evaluated or did bookkeeping).
+    update_time_s: float = 0.0
+    learner_utilisation: float = 0.0
 
 
 class Learner:
@@ -159,15 +163,20 @@ class Learner:
         self.solved_at_s: float | None = None
         self.solved_at_env_steps: int | None = None
         self.started = time.monotonic()
+        #: Seconds spent in gradient steps (:attr:`TrainResult.update_time_s`).
+        self.update_time_s = 0.0
 
     def update(self, batch: Batch) -> bool:
         """One gradient step; a non-finite loss is counted, remembered and skipped."""
+        started = time.perf_counter()
         try:
             self.metrics = self.sac.update(batch)
         except ValueError as error:
             self.failed_updates += 1
             self.last_error = str(error)
             return False
+        finally:
+            self.update_time_s += time.perf_counter() - started
         return True
 
     def learn(self, grant: Grant) -> int:
@@ -264,6 +273,8 @@ class Learner:
                              evaluation.returns.tolist(), checkpoint_dir,
                              self.sac.update_step / max(paying_transitions, 1), self.solved_at_s,
                              self.solved_at_env_steps, evaluation.success_rate)
+        result.update_time_s = self.update_time_s
+        result.learner_utilisation = self.update_time_s / max(result.wall_time_s, 1e-9)
         if self.evaluator is not None:
             self._finish_best(result, evaluation, env_steps, counters, eval_episodes, seed)
         if output_dir is not None:

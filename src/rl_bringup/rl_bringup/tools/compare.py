@@ -18,8 +18,10 @@ all modes alike; a mode's row holds the median of its rounds. Every run writes `
 ``OUTPUT/<mode>-r<round>/`` next to ``output.log`` (the run's stdout and stderr). The table has one
 row per mode (see :data:`COLUMNS`): the wall time for the budget and when the task was first
 solved, the evaluation return, sample efficiency (evaluation return relative to the bare loop's),
-achieved updates per transition, env steps/s, CPU utilisation of the whole process tree, and the
-wall time relative to the bare loop's.
+achieved updates per transition, env steps/s, CPU utilisation of the whole process tree, the
+learner's utilisation (its share of the wall time spent in gradient steps, ``result.json``'s
+``learner_utilisation``: the rest it waited for batches, evaluated or kept books), and the wall
+time relative to the bare loop's.
 
 CPU time is measured here rather than read from the run: ``resource.getrusage(RUSAGE_CHILDREN)``
 before and after each run. The supervisor waits for its children and this process waits for the
@@ -88,7 +90,7 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("mode", "---"), ("robots", "---:"), ("runs", "---:"), ("wall time", "---:"),
     ("first solved", "---:"), ("eval return", "---:"), ("sample efficiency", "---:"),
     ("updates/transition", "---:"), ("env steps/s", "---:"), ("CPU utilisation", "---:"),
-    ("wall time x bare", "---:"), ("note", "---"),
+    ("learner utilisation", "---:"), ("wall time x bare", "---:"), ("note", "---"),
 )
 
 Log = Callable[[str], None]
@@ -109,6 +111,8 @@ class RunMetrics:
     :param solved_at_s: seconds until the task was first solved; ``None`` if never or unknown.
     :param solved_at_env_steps: env steps at that moment; ``None`` if never or unknown.
     :param reported_cpu_time_s: ``cpu_time_s`` as the run wrote it, if it did.
+    :param learner_utilisation: the learner's share of its wall time in gradient steps, if
+        written.
     """
 
     env_steps: int
@@ -119,6 +123,7 @@ class RunMetrics:
     solved_at_s: float | None = None
     solved_at_env_steps: int | None = None
     reported_cpu_time_s: float | None = None
+    learner_utilisation: float | None = None
 
     @property
     def env_steps_per_s(self) -> float | None:
@@ -151,7 +156,8 @@ def parse_result(data: Mapping[str, Any]) -> RunMetrics:
         eval_mean_return=float(data["eval_mean_return"]), updates_per_transition=ratio,
         solved_at_s=_optional_number(data, "solved_at_s"),
         solved_at_env_steps=None if solved_steps is None else int(solved_steps),
-        reported_cpu_time_s=_optional_number(data, "cpu_time_s"))
+        reported_cpu_time_s=_optional_number(data, "cpu_time_s"),
+        learner_utilisation=_optional_number(data, "learner_utilisation"))
 
 
 def cpu_utilisation(cpu_time_s: float, wall_time_s: float, cores: int) -> float:
@@ -221,6 +227,7 @@ class ModeRow:
     updates_per_transition: float | None = None
     env_steps_per_s: float | None = None
     cpu_utilisation: float | None = None
+    learner_utilisation: float | None = None
     wall_time_x_bare: float | None = None
     note: str = ""
 
@@ -269,6 +276,7 @@ def summarise(outcomes: Sequence[RunOutcome], modes: Sequence[str]) -> list[Mode
             row.updates_per_transition = median_or_none(m.updates_per_transition for m in metrics)
             row.env_steps_per_s = median_or_none(m.env_steps_per_s for m in metrics)
             row.cpu_utilisation = median_or_none(outcome.cpu_utilisation for outcome in done)
+            row.learner_utilisation = median_or_none(m.learner_utilisation for m in metrics)
         rows.append(row)
     bare = next((row for row in rows if row.mode == BARE), None)
     if bare is not None:
@@ -295,6 +303,8 @@ def format_row(row: ModeRow) -> list[str]:
         _number(row.sample_efficiency, "{:.2f}"), _number(row.updates_per_transition, "{:.2f}"),
         _number(row.env_steps_per_s, "{:,.0f}"),
         _number(None if row.cpu_utilisation is None else row.cpu_utilisation * 100, "{:.0f} %"),
+        _number(None if row.learner_utilisation is None else row.learner_utilisation * 100,
+                "{:.0f} %"),
         _number(row.wall_time_x_bare, "{:.2f}x"), row.note.replace("|", "/"),
     ]
 
@@ -564,7 +574,8 @@ def register(subparsers: SubparsersAction) -> None:
         help="train the same task in bare/colocated/decoupled/hybrid mode and tabulate learning",
         description="Train one task in each mode, one run after the other, in rounds, and print a "
         "markdown table per mode: wall time and first-solved time, evaluation return, sample "
-        "efficiency (vs bare), updates per transition, env steps/s, CPU utilisation, wall time x "
+        "efficiency (vs bare), updates per transition, env steps/s, CPU utilisation, learner "
+        "utilisation (share of wall time in gradient steps), wall time x "
         f"bare. key:=value arguments: modes:={','.join(ALL_MODES)} (default all), robots:=N "
         f"(decoupled and hybrid; default {DEFAULT_ROBOTS}), config:=NAME|PATH (default "
         f"{DEFAULT_CONFIG}), total_env_steps:=N (default the config's), repeats:=N (rounds; "
