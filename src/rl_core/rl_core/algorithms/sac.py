@@ -97,7 +97,7 @@ class SAC:
         self.actor_optimizer = _adam(self._actor_head.parameters(), config.actor_lr)
         self.critic_optimizer = _adam(self.critic.parameters(), config.critic_lr)
         self.alpha_optimizer = _adam([self.log_alpha], config.alpha_lr)
-        # Polyak averaging updates every target tensor in one multi-tensor call.
+        # The tensors of the multi-tensor steps: gradients per optimizer, Polyak averaging.
         self._critic_parameters: list[torch.Tensor] = list(self.critic.parameters())
         self._actor_parameters: list[torch.Tensor] = list(self._actor_head.parameters())
         self._target_parameters: list[torch.Tensor] = list(self.critic_target.parameters())
