@@ -61,10 +61,14 @@ from tests.processes import Child  # noqa: E402  (the repository's process helpe
 RL_BRINGUP = str(Path(sys.executable).parent / "rl-bringup")
 KINDS = ("replay_buffer", "trainer", "simulator", "policy")
 REPLAY, TRAINER = "/replay_buffer", "/trainer"
-#: Kills happen between this many inserted transitions (late enough that the half second a kill
-#: can lose since the insert log's last write is well under 10 % of what the buffer holds) and
-#: this fraction of the budget (early enough that the run is still going).
-KILL_FROM, KILL_UNTIL = 3000, 0.6
+#: Kills happen at random points within KILL_SPAN transitions after the kill phase begins: once
+#: the probes and the fuzzing are done, and no earlier than KILL_FROM inserted (late enough that
+#: the half second a kill can lose since the insert log's last write is well under 10 % of what
+#: the buffer holds). The probes and the fuzzing take wall time, and the kills' recoveries too
+#: (a hung simulator: the heartbeat timeout, a respawn and imports, while the other robot goes
+#: on), so the points are placed after the fuzzing, and the budget must leave KILL_RESERVE
+#: transitions after the last point: a faster learner makes a faster run (issue 21).
+KILL_FROM, KILL_SPAN, KILL_RESERVE = 3000, 6000, 8000
 #: The supervisor's heartbeat timeout in this scenario (``--heartbeat-timeout``): a hung node
 #: is killed this long after its last beat.
 HEARTBEAT_TIMEOUT_S = 20.0
@@ -475,7 +479,7 @@ class Scenario:
 
 
 def run_scenario(output_dir: Path, environ: dict[str, str], seed: int, kills_per_kind: int = 2,
-                 total_env_steps: int = 14000, log: Callable[[str], None] = print) -> Report:
+                 total_env_steps: int = 24000, log: Callable[[str], None] = print) -> Report:
     """Train decoupled robots:=2 under faults; return what happened (raises if the scenario
     could not be carried out, e.g. a process never came back)."""
     from rl_core.weights_auth import KEY_FILE_NAME, load_key
@@ -505,7 +509,13 @@ def run_scenario(output_dir: Path, environ: dict[str, str], seed: int, kills_per
         events = [(kind, signal.SIGKILL) for kind in KINDS for _ in range(kills_per_kind)]
         events.append((rng.choice(KINDS), signal.SIGSTOP))
         rng.shuffle(events)
-        points = sorted(rng.uniform(KILL_FROM, KILL_UNTIL * total_env_steps) for _ in events)
+        start = max(KILL_FROM, injector.replay()[1])
+        if start + KILL_SPAN + KILL_RESERVE > total_env_steps:
+            raise RuntimeError(
+                f"the probes and the fuzzing lasted until {start} of {total_env_steps} "
+                f"transitions; the kills need {KILL_SPAN + KILL_RESERVE} more: give a larger "
+                "total_env_steps")
+        points = sorted(rng.uniform(start, start + KILL_SPAN) for _ in events)
         for (kind, signal_number), point in zip(events, points):
             scenario.wait_until(lambda point=point: injector.replay()[1] >= point, 300.0,
                                 f"{point:.0f} transitions inserted")
@@ -564,7 +574,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, default=None, help="kill schedule (default: random)")
     parser.add_argument("--kills-per-kind", type=int, default=2)
-    parser.add_argument("--total-env-steps", type=int, default=14000)
+    parser.add_argument("--total-env-steps", type=int, default=24000)
     parser.add_argument("--domain-id", type=int, default=1 + os.getpid() % 100)
     parser.add_argument("--json", type=Path, help="also write the report as JSON")
     args = parser.parse_args(argv)

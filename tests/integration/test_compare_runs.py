@@ -42,12 +42,13 @@ def test_compare_trains_bare_and_colocated_and_tabulates_both(tmp_path: Path,
     for mode in ("bare", "colocated"):
         row = cells(table, mode)
         assert row[:3] == [mode, "1", "1/1"], row
-        wall, _, eval_return, efficiency, updates, rate, cpu, wall_ratio = row[3:11]
+        wall, _, eval_return, efficiency, updates, rate, cpu, learner, wall_ratio = row[3:12]
         assert re.fullmatch(r"[\d,]+\.\d s", wall) and re.fullmatch(r"[\d,]+\.\d", eval_return)
         assert re.fullmatch(r"\d+\.\d\d", efficiency) and re.fullmatch(r"\d+\.\d\d", updates)
         assert re.fullmatch(r"[\d,]+", rate) and re.fullmatch(r"\d+ %", cpu)
-        assert re.fullmatch(r"\d+\.\d\dx", wall_ratio) and row[11] == ""
-    assert cells(table, "bare")[6] == "1.00" and cells(table, "bare")[10] == "1.00x"
+        assert re.fullmatch(r"\d+ %", learner)  # both modes write update_time_s
+        assert re.fullmatch(r"\d+\.\d\dx", wall_ratio) and row[12] == ""
+    assert cells(table, "bare")[6] == "1.00" and cells(table, "bare")[11] == "1.00x"
     document = json.loads((tmp_path / "rows.json").read_text())
     for run_record in document["runs"]:
         assert run_record["metrics"]["env_steps"] >= BUDGET
