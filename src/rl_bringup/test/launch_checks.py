@@ -44,8 +44,11 @@ from rl_interfaces.msg import ExperienceBatch, PolicyWeights
 from rl_nodes import graph
 
 #: Transitions to train for: past the scenario's learning start (500), so the trainer updates
-#: and publishes weights, and small enough for CI's 2 cores.
-TOTAL_ENV_STEPS = 600
+#: and publishes weights, long enough that the probe has matched the simulator's experience
+#: publisher before the run ends (at 600, once the faster update of issue 21 had shortened the
+#: learning part to about 2 s, a hybrid run once ended before the probe saw any experience), and
+#: small enough for CI's 2 cores.
+TOTAL_ENV_STEPS = 3000
 EVAL_EPISODES = 1
 #: Every node in the graph (five torch processes starting at once on 2 cores in decoupled mode).
 NODES_TIMEOUT_S = 180.0
