@@ -134,6 +134,9 @@ def test_single_env_episode_and_the_simulator_gone(tmp_path: Path) -> None:
         with pytest.raises(SimulatorTimeout, match="the simulator is gone"):
             env.step(np.zeros(1, np.float32))
         assert time.monotonic() - began < 10.0
+    except BaseException:
+        print(child.output()[-4000:])  # the simulator's side, shown with the failure
+        raise
     finally:
         if env is not None:
             env.close()

@@ -220,6 +220,11 @@ def test_silence_causes() -> None:
     assert "has a publisher" in robot.silence_cause("/t", 1)
     robot.on_observations(Batch(4, 0, np.zeros((1, 2))))
     assert "the simulator is gone" in robot.silence_cause("/t", 0)
+    robot.synchronise()
+    robot.send(np.zeros((1, 1), np.float32), 0)
+    assert "sent nothing for this step" in robot.silence_cause("/t", 1)
+    robot.on_observations(Batch(4, 1, np.zeros((1, 2))))  # answered, but no experience rows
+    assert "experience rows of that step did not arrive" in robot.silence_cause("/t", 1)
 
 
 def test_single_env_returns_the_final_obs_then_the_reset_one() -> None:

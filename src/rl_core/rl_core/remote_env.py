@@ -204,6 +204,11 @@ class RemoteRobot:
     def silence_cause(self, topic: str, publishers: int) -> str:
         """Why the robot's observation ``topic`` (with ``publishers`` publishers) may be silent."""
         if publishers:
+            latest = self.latest
+            if latest is not None and self.sent is not None and \
+                    latest.step == self.sent_step + 1:
+                return (f"{topic} answered step {self.sent_step}, but the simulator's "
+                        "experience rows of that step did not arrive on /experience")
             return f"{topic} has a publisher, but it sent nothing for this step"
         if self.latest is not None:
             return f"nothing publishes {topic} any more: the simulator is gone"

@@ -92,6 +92,13 @@ class _Link:
         self.node = rclpy.create_node(graph.GYM_BRIDGE, context=self.context)
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
+        # The experience subscription comes first. Discovery announces a process' subscriptions
+        # in creation order, and a simulator's observations reach us only once it has matched
+        # our observation subscription, so by then it has matched this one as well. Otherwise
+        # the rows of our first step could go out before the simulator knew of this reader, and
+        # they would be lost for good: /experience is volatile.
+        self._experience_sub = self._subscribe(graph.EXPERIENCE, graph.EXPERIENCE.name, camera,
+                                               self._on_experience)
         self.actions_pubs = [self.node.create_publisher(
             ACTIONS.msg_type, self._topic(graph.ACTIONS, namespace), graph.ACTIONS.qos.profile())
             for namespace in namespaces]
@@ -103,7 +110,6 @@ class _Link:
         for robot in self.robots:
             self._subscribe(graph.OBSERVATIONS, self._topic(graph.OBSERVATIONS, robot.namespace),
                             camera, robot.on_observations)
-        self._subscribe(graph.EXPERIENCE, graph.EXPERIENCE.name, camera, self._on_experience)
         self.node.create_subscription(ReplayStatus, graph.REPLAY_STATUS.name,
                                       self._on_replay_status, graph.REPLAY_STATUS.qos.profile())
 
@@ -122,24 +128,24 @@ class _Link:
         publisher.publish(ACTIONS.to_msg(Actions(robot_id, step, actions, 0, stamp_ns, mac)))
 
     def _subscribe(self, topic: graph.Topic, name: str, camera: Camera | None,
-                   deliver: Callable[[Any], None]) -> None:
+                   deliver: Callable[[Any], None]) -> Any:
         """Subscribe batch topic ``name`` (observations or experience), handing decoded batches
         to ``deliver``; with a ``camera`` also its image side topics, joined with the batches
-        (rl_nodes.image_transport), as a pixel task's simulator sends its frames."""
+        (rl_nodes.image_transport), as a pixel task's simulator sends its frames. Returns the
+        batch topic's subscription."""
         batch_type = {graph.OBSERVATIONS: (OBSERVATIONS, OBSERVATIONS_WITH_IMAGES),
                       graph.EXPERIENCE: (EXPERIENCE, EXPERIENCE_WITH_IMAGES)}[topic][
                           camera is not None]
         qos = topic.qos.profile()
         if camera is None:
-            self.node.create_subscription(
+            return self.node.create_subscription(
                 batch_type.msg_type, name,
                 lambda msg: self._deliver(batch_type, msg, name, deliver), qos)
-            return
         from rl_nodes.image_transport import ImageJoin, image_receivers
 
         join = ImageJoin(deliver, lambda what, reason: self._count_rejection(name, reason),
                          topic.name.strip("/"))
-        self.node.create_subscription(
+        batches = self.node.create_subscription(
             batch_type.msg_type, name,
             lambda msg: self._deliver(batch_type, msg, name, join.on_batch), qos)
         for side_name, side_type in image_receivers(name, camera):
@@ -147,6 +153,7 @@ class _Link:
                 side_type.msg_type, side_name,
                 lambda msg, side_type=side_type, side_name=side_name: self._deliver(
                     side_type, msg, side_name, join.on_frames), qos)
+        return batches
 
     # --- callbacks: store, never decide ---------------------------------------------------------
 
@@ -211,8 +218,17 @@ class _Link:
                             "the first observations")
             self.wait_until(lambda publisher=publisher: publisher.get_subscription_count() > 0,
                             robot, f"a subscriber of {topic}")
+            self.wait_until(lambda robot=robot: self._hears_experience_of(robot), robot,
+                            f"its simulator's {graph.EXPERIENCE.name} publisher")
         for robot in self.robots:
             robot.synchronise()
+
+    def _hears_experience_of(self, robot: RemoteRobot) -> bool:
+        """Our /experience subscription has matched a publisher, and the graph has one in
+        ``robot``'s namespace (its simulator)."""
+        return self._experience_sub.get_publisher_count() > 0 and any(
+            info.node_namespace == robot.namespace
+            for info in self.node.get_publishers_info_by_topic(graph.EXPERIENCE.name))
 
     def receive(self, robot: RemoteRobot) -> tuple[Any, Any]:
         """The observation batch and the experience rows that our last actions produced."""
