@@ -181,3 +181,37 @@ def test_transient_local_topic_hands_the_latest_object_to_late_local_subscribers
     assert manager.spin_until(lambda: late, timeout_s=5.0)
     manager.spin_until(lambda: False, timeout_s=0.3)
     assert late[0] is latest and len(late) == 1
+
+
+def test_one_executor_turn_takes_every_message_queued_on_a_subscription() -> None:
+    """A DDS subscription's callback also takes what else waits on it: rclpy takes one message
+    per executor turn, and each turn rebuilds the wait set (the replay buffer's ingest ceiling
+    with many robots, benchmarks/fleet.py)."""
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+
+    receiving, sending = rclpy.Context(), rclpy.Context()
+    rclpy.init(args=[], context=receiving)
+    rclpy.init(args=[], context=sending)
+    try:
+        node = rclpy.create_node("drain_listener", context=receiving)
+        manager = IntraProcessManager.for_context(receiving)
+        qos = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
+        manager.create_subscription(node, OBSERVATIONS, "/zc/drain", lambda obj: None, qos)
+        talker = rclpy.create_node("drain_talker", context=sending)
+        publisher = talker.create_publisher(ObservationBatch, "/zc/drain", qos)
+        deadline = time.monotonic() + 20.0
+        while publisher.get_subscription_count() < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for step in range(30):
+            publisher.publish(OBSERVATIONS.to_msg(sample(step)))
+        time.sleep(1.0)  # all 30 wait in the subscription's queue (reliable, one host)
+        executor = SingleThreadedExecutor(context=receiving)
+        executor.add_node(node)
+        while manager.stats["dds_receptions"] == 0 and time.monotonic() < deadline:
+            executor.spin_once(timeout_sec=0.1)
+        assert manager.stats["dds_receptions"] == 30, manager.stats
+        executor.shutdown(timeout_sec=1.0)
+    finally:
+        rclpy.try_shutdown(context=sending)
+        rclpy.try_shutdown(context=receiving)

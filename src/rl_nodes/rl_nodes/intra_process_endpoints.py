@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
+from rclpy.exceptions import InvalidHandle
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy
 
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 #: Messages from DDS queued for the dispatch thread before further ones are dropped (counted).
 MAX_QUEUED_RECEPTIONS = 10_000
+#: Messages a DDS subscription's callback takes beyond its own (see ``_on_dds``).
+DRAIN_BURST = 64
 
 
 class OwnPublications:
@@ -137,7 +140,26 @@ class IntraProcessSubscription(Generic[T]):
         self.callback(obj)
 
     def _on_dds(self, msg: Any, info: dict[str, Any]) -> None:
-        """Rclpy callback (executor thread): drop own publications, decode, queue the rest."""
+        """Rclpy callback (executor thread): receive ``msg``, then up to
+        :data:`DRAIN_BURST` more messages already queued on this subscription. rclpy takes one
+        message per turn of the executor, and each turn rebuilds its wait set over every
+        endpoint, timer and service of the process: for a stream of small messages from many
+        senders that costs more than the messages themselves."""
+        self._receive(msg, info)
+        subscription = self.rcl_subscription
+        for _ in range(DRAIN_BURST):
+            try:
+                with subscription.handle:
+                    taken = subscription.handle.take_message(subscription.msg_type,
+                                                             subscription.raw)
+            except InvalidHandle:  # destroyed meanwhile
+                return
+            if taken is None:
+                return
+            self._receive(*taken)
+
+    def _receive(self, msg: Any, info: dict[str, Any]) -> None:
+        """Drop own publications, decode, queue the rest for the dispatch thread."""
         gid = info.get("publisher_gid") if info else None
         if self.manager.is_own_publication(self.node, self.topic_name, gid["data"] if gid else None):
             self.manager.stats["dropped_own_dds"] += 1
