@@ -49,6 +49,11 @@ def test_compare_trains_bare_and_colocated_and_tabulates_both(tmp_path: Path,
         assert re.fullmatch(r"\d+ %", learner)  # both modes write update_time_s
         assert re.fullmatch(r"\d+\.\d\dx", wall_ratio) and row[12] == ""
     assert cells(table, "bare")[6] == "1.00" and cells(table, "bare")[11] == "1.00x"
+    # Where each learner's time went, below the table: gradient steps first, then the rest.
+    heading = run.lines.index("where the learner's wall time went (median shares):")
+    for line, mode in zip(run.lines[heading + 1:heading + 3], ("bare", "colocated")):
+        assert re.fullmatch(rf"{mode}: gradient steps \d+%, getting batches \d+%, evaluation "
+                            r"\d+%, weights and checkpoints \d+%, other \d+%", line), line
     document = json.loads((tmp_path / "rows.json").read_text())
     for run_record in document["runs"]:
         assert run_record["metrics"]["env_steps"] >= BUDGET

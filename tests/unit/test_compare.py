@@ -38,6 +38,8 @@ FULL_RESULT: dict[str, Any] = {
     "checkpoint_dir": "/x/checkpoint", "updates_per_transition": 0.94, "solved_at_s": 41.5,
     "solved_at_env_steps": 4200, "cpu_time_s": 150.0, "update_time_s": 52.0,
     "learner_utilisation": 0.65,
+    "learner_time_shares": {"gradient steps": 0.65, "getting batches": 0.2, "evaluation": 0.05,
+                            "weights and checkpoints": 0.02, "other": 0.08},
 }
 #: What result.json held before the lead's new keys.
 OLD_RESULT = {key: FULL_RESULT[key] for key in
@@ -63,7 +65,8 @@ def outcome(mode: str, round_index: int = 0, run_metrics: RunMetrics | None = No
 
 def test_a_full_result_is_read_as_written() -> None:
     read = parse_result(FULL_RESULT)
-    assert read == RunMetrics(8000, 7500, 80.0, 200.0, 0.94, 41.5, 4200, 150.0, 0.65)
+    assert read == RunMetrics(8000, 7500, 80.0, 200.0, 0.94, 41.5, 4200, 150.0, 0.65,
+                              FULL_RESULT["learner_time_shares"])
     assert read.env_steps_per_s == 100.0
 
 
@@ -72,6 +75,7 @@ def test_missing_optional_keys_fall_back() -> None:
     assert read.updates_per_transition == pytest.approx(7500 / 8000)
     assert read.solved_at_s is None and read.solved_at_env_steps is None
     assert read.reported_cpu_time_s is None and read.learner_utilisation is None
+    assert read.learner_time_shares is None
 
 
 def test_never_solved_is_null_and_bad_optional_values_count_as_absent() -> None:
@@ -210,6 +214,25 @@ def test_the_table_is_markdown_with_one_row_per_mode() -> None:
     hybrid = [cell.strip() for cell in lines[3].strip("|").split("|")]
     assert hybrid[:12] == ["hybrid", "2", "0/1"] + ["-"] * 9
     assert hybrid[12] == "exited with code 1 / see log"  # a '|' would split the cell
+
+
+def test_where_the_learners_time_went_is_the_median_share_per_part() -> None:
+    shares = [{"gradient steps": 0.4, "getting batches": 0.5, "other": 0.1},
+              {"gradient steps": 0.6, "getting batches": 0.3, "other": 0.1},
+              {"gradient steps": 0.5, "other": 0.2}]
+    runs = [outcome("hybrid", index, RunMetrics(1000, 500, 10.0, 100.0, 0.5,
+                                                learner_time_shares=run_shares))
+            for index, run_shares in enumerate(shares)]
+    (row,) = summarise([*runs, outcome("hybrid", 3, metrics())], ("hybrid",))
+    assert row.learner_time_shares == {"gradient steps": 0.5, "getting batches": 0.4,
+                                       "other": 0.1}
+    text = compare.format_learner_time([row, ModeRow("bare", 1, 1, 1)])
+    assert text.splitlines() == ["where the learner's wall time went (median shares):",
+                                 "hybrid: gradient steps 50%, getting batches 40%, other 10%"]
+    assert compare.format_learner_time([ModeRow("bare", 1, 1, 1)]) == ""
+    read = parse_result({**OLD_RESULT, "learner_time_shares": {"gradient steps": "x",
+                                                               "other": 0.3}})
+    assert read.learner_time_shares == {"other": 0.3}  # a non-number is left out
 
 
 def test_solved_time_without_steps_and_never_solved() -> None:

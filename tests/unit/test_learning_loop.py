@@ -15,7 +15,15 @@ import pytest
 from rl_core.algorithms.sac import SAC
 from rl_core.checkpoint import save_checkpoint
 from rl_core.config import ReplayConfig, SACConfig, TrainerConfig
-from rl_core.learner import Learner
+from rl_core.learner import (
+    EVALUATION,
+    GETTING_BATCHES,
+    GRADIENT_STEPS,
+    OTHER,
+    WEIGHTS_AND_CHECKPOINTS,
+    Learner,
+    time_shares,
+)
 from rl_core.progress import RateMeter, progress_line, summary_line
 from rl_core.replay import UNLIMITED_BATCHES
 from rl_core.replay.build import new_buffer, new_replay
@@ -89,6 +97,25 @@ def test_run_ends_when_the_replay_buffer_says_the_run_is_done() -> None:
     assert learner.sac.update_step == 50  # every update the 50 paying transitions pay for
     assert len(rounds) == 50 // 4 + 1  # the 13th round grants the last 2 and says "done"
     assert learner.done and learner.total_env_steps == 60 and learner.env_steps == 70
+
+
+def test_run_measures_where_the_learners_time_goes() -> None:
+    replay = filled_replay(70, total_env_steps=60)
+    learner = Learner(SAC(4, 1, SMALL), ENV_ID)
+
+    def source():
+        time.sleep(0.02)  # a replay buffer's answer on its way
+        return replay.take(8, 4)[0]
+
+    assert learner.run(source, stop=threading.Event(), after_round=lambda: time.sleep(0.01))
+    seconds = learner.time_s
+    assert seconds[GRADIENT_STEPS] == learner.update_time_s > 0
+    assert seconds[GETTING_BATCHES] >= 13 * 0.02  # one wait per round
+    assert seconds[WEIGHTS_AND_CHECKPOINTS] >= 12 * 0.01  # the last round ends the run first
+    assert seconds[EVALUATION] == 0.0  # no periodic evaluation configured
+    shares = time_shares(seconds, sum(seconds.values()) * 2)
+    assert shares[OTHER] == pytest.approx(0.5) and sum(shares.values()) == pytest.approx(1.0)
+    assert time_shares({GRADIENT_STEPS: 3.0}, 2.0)[OTHER] == 0.0  # never below 0
 
 
 def test_run_reports_a_failed_round_goes_on_and_stops_when_asked() -> None:

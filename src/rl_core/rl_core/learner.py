@@ -26,7 +26,8 @@ import random
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -52,6 +53,15 @@ PRIORITY_ROWS = 1 << 20
 IDLE_WAIT_S = 0.002
 #: Seconds the loop waits after a failed round, before it tries again.
 ERROR_WAIT_S = 0.1
+#: The parts of a learner's wall time it measures (``TrainResult.learner_time_shares``):
+#: gradient steps; getting batches (sampling the local buffer, or waiting for the replay
+#: buffer's answer and for data that pays for updates); the hand-off of periodic evaluations;
+#: publishing weights and writing checkpoints.
+GRADIENT_STEPS, GETTING_BATCHES, EVALUATION, WEIGHTS_AND_CHECKPOINTS = (
+    "gradient steps", "getting batches", "evaluation", "weights and checkpoints")
+LEARNER_TIME_PARTS = (GRADIENT_STEPS, GETTING_BATCHES, EVALUATION, WEIGHTS_AND_CHECKPOINTS)
+#: The share of the wall time in none of the parts.
+OTHER = "other"
 
 
 class Grant(Protocol):
@@ -118,6 +128,9 @@ class TrainResult:
     #: learner's utilisation; the rest it waited for batches, evaluated or did bookkeeping).
     update_time_s: float = 0.0
     learner_utilisation: float = 0.0
+    #: Where the learner's wall time went: the share of each of :data:`LEARNER_TIME_PARTS`,
+    #: and ``other`` (what the thread did besides: in a colocated run, acting and storing).
+    learner_time_shares: dict[str, float] = field(default_factory=dict)
 
 
 class Learner:
@@ -163,20 +176,32 @@ class Learner:
         self.solved_at_s: float | None = None
         self.solved_at_env_steps: int | None = None
         self.started = time.monotonic()
-        #: Seconds spent in gradient steps (:attr:`TrainResult.update_time_s`).
-        self.update_time_s = 0.0
+        #: Seconds spent in each of :data:`LEARNER_TIME_PARTS` (gradient steps: also
+        #: :attr:`TrainResult.update_time_s`).
+        self.time_s = dict.fromkeys(LEARNER_TIME_PARTS, 0.0)
+
+    @property
+    def update_time_s(self) -> float:
+        return self.time_s[GRADIENT_STEPS]
+
+    @contextmanager
+    def timed(self, part: str) -> Iterator[None]:
+        """Count the time of the block as ``part`` (one of :data:`LEARNER_TIME_PARTS`)."""
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.time_s[part] += time.perf_counter() - started
 
     def update(self, batch: Batch) -> bool:
         """One gradient step; a non-finite loss is counted, remembered and skipped."""
-        started = time.perf_counter()
-        try:
-            self.metrics = self.sac.update(batch)
-        except ValueError as error:
-            self.failed_updates += 1
-            self.last_error = str(error)
-            return False
-        finally:
-            self.update_time_s += time.perf_counter() - started
+        with self.timed(GRADIENT_STEPS):
+            try:
+                self.metrics = self.sac.update(batch)
+            except ValueError as error:
+                self.failed_updates += 1
+                self.last_error = str(error)
+                return False
         return True
 
     def learn(self, grant: Grant) -> int:
@@ -194,7 +219,7 @@ class Learner:
             elif grant.prioritized:
                 self.priorities.add(batch.indices, td_errors, grant.total_inserted)
         if not self.ended and self.evaluator is not None and self.evaluator.due(self.env_steps):
-            with self.lock:
+            with self.lock, self.timed(EVALUATION):
                 self.evaluate_if_due(self.env_steps, {"env_steps": self.env_steps,
                                                       "episodes": self.episodes,
                                                       **self.counters()})
@@ -213,15 +238,18 @@ class Learner:
         """
         while not stop.is_set():
             try:
-                grant = source()
+                with self.timed(GETTING_BATCHES):
+                    grant = source()
                 if grant is None:
                     continue
                 learned = self.learn(grant)
-                after_round()
+                with self.timed(WEIGHTS_AND_CHECKPOINTS):
+                    after_round()
                 if self.done:
                     return True
                 if not learned:
-                    stop.wait(IDLE_WAIT_S)
+                    with self.timed(GETTING_BATCHES):  # nothing paid for yet: wait for data
+                        stop.wait(IDLE_WAIT_S)
             except Exception as error:  # noqa: BLE001 - reported, then the loop goes on
                 self.report("learner round", f"{type(error).__name__}: {error}")
                 stop.wait(ERROR_WAIT_S)
@@ -275,6 +303,7 @@ class Learner:
                              self.solved_at_env_steps, evaluation.success_rate)
         result.update_time_s = self.update_time_s
         result.learner_utilisation = self.update_time_s / max(result.wall_time_s, 1e-9)
+        result.learner_time_shares = time_shares(self.time_s, result.wall_time_s)
         if self.evaluator is not None:
             self._finish_best(result, evaluation, env_steps, counters, eval_episodes, seed)
         if output_dir is not None:
@@ -313,6 +342,14 @@ class Learner:
             result.best_eval_mean_return = figures.mean
             result.best_eval_std_return = figures.std
         result.best_eval_success_rate = figures.success_rate
+
+
+def time_shares(time_s: dict[str, float], wall_time_s: float) -> dict[str, float]:
+    """Each part's share of ``wall_time_s``, and :data:`OTHER` for the rest (never below 0)."""
+    wall = max(wall_time_s, 1e-9)
+    shares = {part: seconds / wall for part, seconds in time_s.items()}
+    shares[OTHER] = max(0.0, 1.0 - sum(shares.values()))
+    return shares
 
 
 class PrefetchingSampler:

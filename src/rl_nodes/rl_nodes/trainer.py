@@ -27,7 +27,7 @@ from std_msgs.msg import Float64
 from rl_core.config import SACConfig, TrainerConfig
 from rl_core.device import describe
 from rl_core.envs import space_shapes
-from rl_core.learner import Grant, PrefetchingSampler
+from rl_core.learner import GETTING_BATCHES, WEIGHTS_AND_CHECKPOINTS, Grant, PrefetchingSampler
 from rl_core.periodic_evaluation import Evaluation
 from rl_core.progress import TRAINER_SCALARS, evaluation_line, summary_line
 from rl_core.replay import UNLIMITED_BATCHES
@@ -144,8 +144,11 @@ class TrainerNode(RLNode):
         nothing; the grants wait in the buffer)."""
         if self.finished or not self.active:
             return
-        self.learner.learn(self._sample(UNLIMITED_BATCHES))
-        self._periodic()
+        with self.learner.timed(GETTING_BATCHES):
+            grant = self._sample(UNLIMITED_BATCHES)
+        self.learner.learn(grant)
+        with self.learner.timed(WEIGHTS_AND_CHECKPOINTS):
+            self._periodic()
         if self.run.done:
             self._finish()
 

@@ -21,7 +21,9 @@ solved, the evaluation return, sample efficiency (evaluation return relative to 
 achieved updates per transition, env steps/s, CPU utilisation of the whole process tree, the
 learner's utilisation (its share of the wall time spent in gradient steps, ``result.json``'s
 ``learner_utilisation``: the rest it waited for batches, evaluated or kept books), and the wall
-time relative to the bare loop's.
+time relative to the bare loop's. Below the table, where each mode's learner spent its wall time
+(median shares of ``result.json``'s ``learner_time_shares``: gradient steps, getting batches,
+evaluation, weights and checkpoints, and other: in one process, acting and storing).
 
 CPU time is measured here rather than read from the run: ``resource.getrusage(RUSAGE_CHILDREN)``
 before and after each run. The supervisor waits for its children and this process waits for the
@@ -113,6 +115,8 @@ class RunMetrics:
     :param reported_cpu_time_s: ``cpu_time_s`` as the run wrote it, if it did.
     :param learner_utilisation: the learner's share of its wall time in gradient steps, if
         written.
+    :param learner_time_shares: where the learner's wall time went (``result.json``'s
+        ``learner_time_shares``: part -> share), if written.
     """
 
     env_steps: int
@@ -124,6 +128,7 @@ class RunMetrics:
     solved_at_env_steps: int | None = None
     reported_cpu_time_s: float | None = None
     learner_utilisation: float | None = None
+    learner_time_shares: Mapping[str, float] | None = None
 
     @property
     def env_steps_per_s(self) -> float | None:
@@ -136,6 +141,15 @@ def _optional_number(data: Mapping[str, Any], key: str) -> float | None:
     if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value) if math.isfinite(value) else None
+
+
+def _shares(data: Mapping[str, Any], key: str) -> dict[str, float] | None:
+    """``data[key]`` as part -> share, its non-numbers left out; None without one."""
+    value = data.get(key)
+    if not isinstance(value, Mapping):
+        return None
+    shares = {str(part): _optional_number(value, part) for part in value}
+    return {part: share for part, share in shares.items() if share is not None} or None
 
 
 def parse_result(data: Mapping[str, Any]) -> RunMetrics:
@@ -157,7 +171,8 @@ def parse_result(data: Mapping[str, Any]) -> RunMetrics:
         solved_at_s=_optional_number(data, "solved_at_s"),
         solved_at_env_steps=None if solved_steps is None else int(solved_steps),
         reported_cpu_time_s=_optional_number(data, "cpu_time_s"),
-        learner_utilisation=_optional_number(data, "learner_utilisation"))
+        learner_utilisation=_optional_number(data, "learner_utilisation"),
+        learner_time_shares=_shares(data, "learner_time_shares"))
 
 
 def cpu_utilisation(cpu_time_s: float, wall_time_s: float, cores: int) -> float:
@@ -228,6 +243,9 @@ class ModeRow:
     env_steps_per_s: float | None = None
     cpu_utilisation: float | None = None
     learner_utilisation: float | None = None
+    #: Median share of the learner's wall time per part (``result.json``'s
+    #: ``learner_time_shares``), in the runs' order of parts.
+    learner_time_shares: dict[str, float] = field(default_factory=dict)
     wall_time_x_bare: float | None = None
     note: str = ""
 
@@ -236,6 +254,14 @@ def median_or_none(values: Iterable[float | None]) -> float | None:
     """The median of the values that are not ``None``; ``None`` when there are none."""
     present = [value for value in values if value is not None]
     return statistics.median(present) if present else None
+
+
+def median_shares(runs: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    """Per part, the median of its share over the runs that report it (parts in first-seen
+    order)."""
+    parts = list(dict.fromkeys(part for shares in runs for part in shares))
+    return {part: statistics.median(shares[part] for shares in runs if part in shares)
+            for part in parts}
 
 
 def median_time_to_solve(times: Sequence[float | None]) -> float | None:
@@ -277,6 +303,8 @@ def summarise(outcomes: Sequence[RunOutcome], modes: Sequence[str]) -> list[Mode
             row.env_steps_per_s = median_or_none(m.env_steps_per_s for m in metrics)
             row.cpu_utilisation = median_or_none(outcome.cpu_utilisation for outcome in done)
             row.learner_utilisation = median_or_none(m.learner_utilisation for m in metrics)
+            row.learner_time_shares = median_shares(
+                [m.learner_time_shares for m in metrics if m.learner_time_shares])
         rows.append(row)
     bare = next((row for row in rows if row.mode == BARE), None)
     if bare is not None:
@@ -307,6 +335,16 @@ def format_row(row: ModeRow) -> list[str]:
                 "{:.0f} %"),
         _number(row.wall_time_x_bare, "{:.2f}x"), row.note.replace("|", "/"),
     ]
+
+
+def format_learner_time(rows: Sequence[ModeRow]) -> str:
+    """Where each mode's learner spent its wall time (median shares), one line per mode that
+    reports it; empty when none does."""
+    lines = [f"{row.mode}: " + ", ".join(f"{part} {share:.0%}"
+                                          for part, share in row.learner_time_shares.items())
+             for row in rows if row.learner_time_shares]
+    return "where the learner's wall time went (median shares):\n" + "\n".join(
+        lines) if lines else ""
 
 
 def format_table(rows: Sequence[ModeRow]) -> str:
@@ -521,6 +559,8 @@ def report(settings: CompareSettings, outcomes: Sequence[RunOutcome]) -> tuple[s
     rounds = f"median of {settings.repeats} rounds" if settings.repeats > 1 else "1 round"
     text = (f"{format_table(rows)}\n\nconfig {settings.config}, {settings.total_env_steps:,} env "
             f"steps per run, {rounds}, {settings.cores} cores; runs in {settings.output_dir}")
+    if learner_time := format_learner_time(rows):
+        text += "\n\n" + learner_time
     if BARE not in settings.modes:
         text += "\nsample efficiency and wall time x bare are relative to bare: add it to modes:="
     document = {
