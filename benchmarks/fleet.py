@@ -57,6 +57,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from benchmarks.elastic import deployment_pids  # noqa: E402
+from benchmarks.throughput import csv_ints  # noqa: E402
 from tests.processes import Child  # noqa: E402  (the repository's process helper)
 
 BIN = Path(sys.executable).parent
@@ -540,17 +541,6 @@ def plot(fleet: Sequence[FleetRow], ingest: Sequence[IngestRow], path: Path) -> 
 
 # --- main --------------------------------------------------------------------------------------
 
-def csv_ints(text: str) -> list[int]:
-    try:
-        values = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated integers, got {text!r}") from None
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
-    return values
-
-
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--part", choices=("fleet", "ingest", "both"), default="both")
@@ -573,7 +563,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
                              "the other core stays the buffer's)")
     parser.add_argument("--ingest-s", type=float, default=15.0, help="ingest: measured window")
     parser.add_argument("--domain-id", type=int,
-                        help="ROS_DOMAIN_ID of every process (default: 20 + pid % 60)")
+                        help="ROS_DOMAIN_ID of every process (default: 20 + pid %% 60)")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--plot", type=Path, help="write the scaling curves (PNG) here")
     # the light robot worker (started by the ingest part)

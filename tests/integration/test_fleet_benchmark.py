@@ -53,3 +53,13 @@ def test_node_up_times_read_the_simulators_first_line() -> None:
 def test_processes_are_told_apart_by_their_command_lines() -> None:
     robots, learner = fleet.classify([os.getpid()])  # this test process is neither
     assert robots == [] and learner == []
+
+
+def test_help_and_bad_arguments(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as shown:
+        fleet.parse_args(["--help"])
+    assert shown.value.code == 0 and "--light-robots" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as refused:
+        fleet.parse_args(["--discovery", "multicast"])
+    assert refused.value.code == 2 and "--discovery takes server, localhost or both" in \
+        capsys.readouterr().err
