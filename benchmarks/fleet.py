@@ -81,13 +81,14 @@ def free_udp_port() -> int:
 
 
 def ros_environment(domain_id: int, server_port: int | None) -> dict[str, str]:
-    """Loopback discovery and this benchmark's domain; a discovery server client if a port."""
-    env = {**os.environ, "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
-           "ROS_DOMAIN_ID": str(domain_id), "PYTHONUNBUFFERED": "1"}
-    env.pop("ROS_DISCOVERY_SERVER", None)
+    """Loopback discovery and this benchmark's domain, a discovery server client if a port, set
+    in this process (for the observer's participant) and returned for the children."""
+    os.environ.update(ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST", ROS_DOMAIN_ID=str(domain_id),
+                      PYTHONUNBUFFERED="1")
+    os.environ.pop("ROS_DISCOVERY_SERVER", None)
     if server_port is not None:
-        env["ROS_DISCOVERY_SERVER"] = f"127.0.0.1:{server_port}"
-    return env
+        os.environ["ROS_DISCOVERY_SERVER"] = f"127.0.0.1:{server_port}"
+    return dict(os.environ)
 
 
 def start_discovery_server(port: int, env: dict[str, str]) -> Child:
@@ -145,6 +146,22 @@ class Observer:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"no {what} within {timeout_s:.0f} s")
             self.executor.spin_once(timeout_sec=0.1)
+
+    def warm_up(self, seconds: float, alive: Callable[[], bool]) -> None:
+        until = time.monotonic() + seconds
+        self.spin_until(lambda: time.monotonic() >= until, seconds + 5, "the end of the warm-up",
+                        alive)
+
+    def window(self, seconds: float, alive: Callable[[], bool]) -> list[Any]:
+        """The status reports from the next one until they span ``seconds``."""
+        from rl_bringup.elastic import status_sample
+
+        first = len(self.statuses)
+        self.spin_until(
+            lambda: len(self.statuses) > first + 1 and status_sample(self.statuses[-1]).stamp_s
+            - status_sample(self.statuses[first]).stamp_s >= seconds,
+            seconds + 10, "the window's status reports", alive)
+        return self.statuses[first:]
 
     def close(self) -> None:
         self.executor.shutdown(timeout_sec=1.0)
@@ -207,6 +224,13 @@ def node_up_times(lines: Sequence[str]) -> dict[int, float]:
     return times
 
 
+def cpus_used(first: Any, last: Any) -> dict[int, float]:
+    """CPUs (cores' worth) each process used between two rl_bringup.elastic.CpuMeter readings."""
+    elapsed = last.at - first.at
+    return {pid: (last.busy_s[pid] - first.busy_s[pid]) / elapsed
+            for pid in first.busy_s.keys() & last.busy_s.keys()}
+
+
 def memory_mb(pids: Sequence[int]) -> tuple[float, float]:
     """Mean RSS and USS of ``pids`` in MiB (USS: pages only that process holds)."""
     rss, uss = [], []
@@ -227,12 +251,7 @@ def measure_fleet(robots: int, discovery: str, args: argparse.Namespace, domain_
     from rl_bringup.elastic import CpuMeter, status_sample
 
     port = free_udp_port() if discovery == "server" else None
-    env = ros_environment(domain_id, port)
-    os.environ.update({key: env[key] for key in ("ROS_AUTOMATIC_DISCOVERY_RANGE",
-                                                 "ROS_DOMAIN_ID")})
-    os.environ.pop("ROS_DISCOVERY_SERVER", None)
-    if port is not None:  # the observer is a client of the server too
-        os.environ["ROS_DISCOVERY_SERVER"] = env["ROS_DISCOVERY_SERVER"]
+    env = ros_environment(domain_id, port)  # the observer is a client of the server too
     server = start_discovery_server(port, env) if port is not None else None
     launched = time.time()
     run = Child([RL_BRINGUP, "launch", "hybrid", f"robots:={robots}",
@@ -245,18 +264,12 @@ def measure_fleet(robots: int, discovery: str, args: argparse.Namespace, domain_
         observer.spin_until(lambda: len(observer.first_experience) >= robots, STARTUP_TIMEOUT_S,
                             f"experience from all {robots} robots", alive)
         all_flowing = max(observer.first_experience.values()) - launched
-        warm_until = time.monotonic() + args.warmup_s
-        observer.spin_until(lambda: time.monotonic() >= warm_until, args.warmup_s + 5,
-                            "the end of the warm-up", alive)
+        observer.warm_up(args.warmup_s, alive)
         pids = deployment_pids(run.pid)
         robot_pids, learner_pids = classify(pids)
         meter = CpuMeter(os.sched_getaffinity(0))
         first_cpu = meter.read(pids)
-        first = len(observer.statuses)
-        observer.spin_until(
-            lambda: len(observer.statuses) > first + 1 and status_sample(observer.statuses[-1])
-            .stamp_s - status_sample(observer.statuses[first]).stamp_s >= args.window_s,
-            args.window_s + 10, "the window's status reports", alive)
+        statuses = observer.window(args.window_s, alive)
         last_cpu = meter.read(pids)
         robot_rss, robot_uss = memory_mb(robot_pids)
         learner_rss, _ = memory_mb(learner_pids)
@@ -266,13 +279,10 @@ def measure_fleet(robots: int, discovery: str, args: argparse.Namespace, domain_
         if server is not None:
             server.stop(grace_s=5.0)
     idle, _ = CpuMeter.between(first_cpu, last_cpu)
-    elapsed = last_cpu.at - first_cpu.at
-    used = {pid: (last_cpu.busy_s[pid] - first_cpu.busy_s[pid]) / elapsed
-            for pid in first_cpu.busy_s.keys() & last_cpu.busy_s.keys()}
+    used = cpus_used(first_cpu, last_cpu)
     robot_use = [used[pid] for pid in robot_pids if pid in used]
     learner_use = sum(used.get(pid, 0.0) for pid in learner_pids)
-    window = window_from_samples([status_sample(msg) for msg in observer.statuses[first:]],
-                                 robots, idle, 0.0)
+    window = window_from_samples([status_sample(msg) for msg in statuses], robots, idle, 0.0)
     up = node_up_times(run.lines)
     up_to_flow = [observer.first_experience[robot] - up[robot] for robot in up
                   if robot in observer.first_experience]
@@ -389,12 +399,10 @@ def measure_ingest(light_robots: int, args: argparse.Namespace, domain_id: int,
                    workdir: Path) -> IngestRow:
     """One fresh replay buffer fed by fresh light robot processes; the buffer's stored count
     over ``--ingest-s`` after ``--warmup-s``."""
+    from rl_bringup.autoscale import window_from_samples
     from rl_bringup.elastic import CpuMeter, status_sample
 
     env = ros_environment(domain_id, None)
-    os.environ.update({key: env[key] for key in ("ROS_AUTOMATIC_DISCOVERY_RANGE",
-                                                 "ROS_DOMAIN_ID")})
-    os.environ.pop("ROS_DISCOVERY_SERVER", None)
     buffer = Child([str(BIN / "replay_buffer"), "--ros-args", "--params-file",
                     str(replay_params(workdir / "replay_ingest.yaml"))], env=env)
     processes = min(args.light_processes, light_robots)
@@ -415,19 +423,12 @@ def measure_ingest(light_robots: int, args: argparse.Namespace, domain_id: int,
             if sender.wait_for_line(lambda line: line == "ready", 90.0) is None:
                 raise RuntimeError(f"a light robot process did not start:\n"
                                    f"{sender.output()[-2000:]}")
-        warm_until = time.monotonic() + args.warmup_s
-        observer.spin_until(lambda: time.monotonic() >= warm_until, args.warmup_s + 5,
-                            "the end of the warm-up", alive)
+        observer.warm_up(args.warmup_s, alive)
         meter = CpuMeter(os.sched_getaffinity(0))
         sender_pids = [sender.pid for sender in senders]
         first_cpu = meter.read([buffer.pid, *sender_pids])
-        first = len(observer.statuses)
-        observer.spin_until(
-            lambda: len(observer.statuses) > first + 1 and status_sample(observer.statuses[-1])
-            .stamp_s - status_sample(observer.statuses[first]).stamp_s >= args.ingest_s,
-            args.ingest_s + 10, "the window's status reports", alive)
+        statuses = observer.window(args.ingest_s, alive)
         last_cpu = meter.read([buffer.pid, *sender_pids])
-        last = len(observer.statuses) - 1
         for sender in senders:
             sender.wait(sent_seconds + 30.0)
         rejected = int(observer.statuses[-1].rejected_messages)
@@ -436,9 +437,8 @@ def measure_ingest(light_robots: int, args: argparse.Namespace, domain_id: int,
         for sender in senders:
             sender.stop(grace_s=5.0)
         buffer.stop(grace_s=10.0)
-    start, end = status_sample(observer.statuses[first]), status_sample(observer.statuses[last])
-    seconds = end.stamp_s - start.stamp_s
-    transitions = (end.total_inserted - start.total_inserted) / seconds
+    transitions = window_from_samples([status_sample(msg) for msg in statuses], light_robots,
+                                      0.0, 0.0).env_steps_per_s
     published = writer_refused = 0
     for sender in senders:
         results = [line for line in sender.lines if line.startswith(RESULT_PREFIX)]
@@ -448,9 +448,7 @@ def measure_ingest(light_robots: int, args: argparse.Namespace, domain_id: int,
         result = json.loads(results[-1][len(RESULT_PREFIX):])
         published += result["published"]
         writer_refused += result["refused"]
-    elapsed = last_cpu.at - first_cpu.at
-    cpu = {pid: (last_cpu.busy_s[pid] - first_cpu.busy_s[pid]) / elapsed
-           for pid in first_cpu.busy_s.keys() & last_cpu.busy_s.keys()}
+    cpu = cpus_used(first_cpu, last_cpu)
     offered = light_robots * args.robot_hz
     stored = transitions / args.light_rows
     return IngestRow(

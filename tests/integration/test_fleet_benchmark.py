@@ -51,8 +51,17 @@ def test_node_up_times_read_the_simulators_first_line() -> None:
 
 
 def test_processes_are_told_apart_by_their_command_lines() -> None:
-    robots, learner = fleet.classify([os.getpid()])  # this test process is neither
-    assert robots == [] and learner == []
+    """Robot and learner processes by the node arguments on their command lines (idle Python
+    processes carrying them here); anything else is neither."""
+    sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+    children = [Child([*sleeper, "--node", "simulator@/robot_3", "--node", "policy@/robot_3"]),
+                Child([*sleeper, "--node", "replay_buffer@/", "--node", "trainer@/"])]
+    try:
+        robot, learner = (child.pid for child in children)
+        assert fleet.classify([robot, learner, os.getpid()]) == ([robot], [learner])
+    finally:
+        for child in children:
+            child.stop(grace_s=2.0)
 
 
 def test_help_and_bad_arguments(capsys: pytest.CaptureFixture[str]) -> None:
