@@ -29,6 +29,8 @@ Usage::
     .venv/bin/python benchmarks/seed_spread.py --config cartpole --config /tmp/gamma098.yaml
     .venv/bin/python benchmarks/seed_spread.py --mode hybrid --robots 2 --seeds 1-24 \
         --total-env-steps 12000
+    .venv/bin/python benchmarks/seed_spread.py --mode colocated --seeds 1-24 \
+        --launch-arg robot_interface:=ros2_control
 
 It is a benchmark, not a test: it prints figures; the exit code is 1 only when a run fails (its
 line says why), 2 on bad flags. Only the distributed modes start ROS.
@@ -98,6 +100,9 @@ class Runner:
     mode: str = BARE
     robots: int = 1
     steps: int | None = None
+    #: More ``name:=value`` launch arguments of every distributed run, e.g.
+    #: ``robot_interface:=ros2_control`` to measure the boundary's learning tests.
+    launch_arguments: tuple[str, ...] = ()
 
     def command(self, config: Path, seed: int, output: Path, domain_id: int) -> list[str]:
         if self.mode == BARE:
@@ -107,7 +112,8 @@ class Runner:
         return [sys.executable, "-m", "rl_bringup.cli", "launch", self.mode,
                 f"robots:={self.robots}", f"config:={config}", f"output_dir:={output}",
                 f"domain_id:={domain_id}", f"seed:={seed}",
-                *([f"total_env_steps:={self.steps}"] if self.steps else [])]
+                *([f"total_env_steps:={self.steps}"] if self.steps else []),
+                *self.launch_arguments]
 
 
 def train_one(runner: Runner, config: Path, seed: int, output: Path, domain_id: int) -> Outcome:
@@ -182,6 +188,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="bare loop (default) or a deployment started by rl-bringup launch")
     parser.add_argument("--robots", type=int, default=2,
                         help="robots of decoupled and hybrid runs (default 2)")
+    parser.add_argument("--launch-arg", action="append", default=[], metavar="NAME:=VALUE",
+                        help="one more launch argument of every distributed run; repeatable "
+                        "(e.g. robot_interface:=ros2_control)")
     parser.add_argument("--jobs", type=int, default=None,
                         help="runs at once (default: the CPU count for bare, else 1)")
     parser.add_argument("--domain-id", type=int, default=None,
@@ -198,8 +207,12 @@ def main(argv: list[str] | None = None) -> int:
     first_domain = args.domain_id if args.domain_id is not None else random.randint(low, high)
     if not low <= first_domain <= high:
         parser.error(f"--domain-id must be in {low}..{high}")
+    if args.launch_arg and args.mode == BARE:
+        parser.error("--launch-arg is for the distributed modes; the bare loop takes a --config")
+    if any(":=" not in argument for argument in args.launch_arg):
+        parser.error("--launch-arg takes NAME:=VALUE, e.g. robot_interface:=ros2_control")
     robots = 1 if args.mode in (BARE, "colocated") else args.robots
-    runner = Runner(args.mode, robots, args.total_env_steps)
+    runner = Runner(args.mode, robots, args.total_env_steps, tuple(args.launch_arg))
     try:
         configs = {str(path): config.trainer.solve_return
                    for path, config in (load_config(value) for value in args.config or ["cartpole"])}
@@ -207,7 +220,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(error))
     output = args.output or Path(f"runs/seeds-{time.strftime('%Y%m%d-%H%M%S')}")
     print(f"{len(configs)} config(s) x {len(args.seeds)} seeds, mode {args.mode}"
-          f"{f' robots:={robots}' if robots > 1 else ''}, {jobs} at once, output {output}",
+          f"{f' robots:={robots}' if robots > 1 else ''}{''.join(' ' + a for a in args.launch_arg)}"
+          f", {jobs} at once, output {output}",
           flush=True)
 
     outcomes: list[Outcome] = []

@@ -96,6 +96,17 @@ def test_runner_commands_carry_the_seed_budget_and_domain(tmp_path: Path) -> Non
     assert launched[1:6] == ["-m", "rl_bringup.cli", "launch", "decoupled", "robots:=3"]
     assert {"seed:=7", "domain_id:=42", f"config:={config}", f"output_dir:={output}"} <= set(launched)
     assert not any(part.startswith("total_env_steps") for part in launched)
+    boundary = Runner("colocated", 1, None, ("robot_interface:=ros2_control",))
+    assert boundary.command(config, 7, output, 42)[-1] == "robot_interface:=ros2_control"
+
+
+def test_launch_arguments_are_for_distributed_modes_and_need_an_assignment(capsys) -> None:
+    with pytest.raises(SystemExit) as bare:
+        seed_spread(["--launch-arg", "robot_interface:=ros2_control"])
+    assert bare.value.code == 2 and "for the distributed modes" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as malformed:
+        seed_spread(["--mode", "colocated", "--launch-arg", "robot_interface"])
+    assert malformed.value.code == 2 and "NAME:=VALUE" in capsys.readouterr().err
 
 
 def test_seeds_parse_ranges_and_lists() -> None:
