@@ -20,6 +20,7 @@ import pytest
 
 from benchmarks.faults import KINDS, print_tables, run_scenario
 from rl_core.replay import ReplayBuffer
+from tests.learning import report_outcome
 
 pytestmark = pytest.mark.system
 SOLVED = 180.0
@@ -35,6 +36,7 @@ def test_training_survives_kills_and_hostile_input(tmp_path: Path, ros_env) -> N
     context = f"seed {seed} (RL_FAULTS_SEED={seed} replays it):\n" + "\n".join(report.lines[-60:])
 
     assert report.exit_code == 0, context
+    report_outcome("best evaluation", report.result["best_eval_mean_return"], SOLVED)
     assert report.result["best_eval_mean_return"] >= SOLVED, (report.result, context)
     assert sorted(kill.kind for kill in report.kills if kill.signal == "SIGKILL") == \
         sorted(KINDS * KILLS_PER_KIND)

@@ -21,6 +21,7 @@ from stable_baselines3.common.monitor import Monitor
 
 from rl_core.config import load_run_config
 from rl_nodes.gym_bridge import BridgeEnv
+from tests.learning import report_outcome, seed_overrides
 from tests.processes import Child
 
 pytestmark = pytest.mark.system
@@ -32,13 +33,14 @@ NAMESPACE = "/robot_0"
 def test_stable_baselines3_sac_solves_cartpole_through_the_bridge(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SB3_LOGDIR", str(tmp_path / "sb3"))  # SB3's logger folder, else /tmp
-    config = load_run_config(CONFIG)
+    config = load_run_config(CONFIG, seed_overrides())
     torch.manual_seed(config.simulator.seed)
     torch.set_num_threads(1)  # what our own learner uses on the shared 2-core machines
     # The bridge acts in place of a policy node, and SAC explores with its own random actions.
     simulator = Child([str(BIN / "simulator"), "--ros-args", "-r", f"__ns:={NAMESPACE}",
                        "--params-file", str(CONFIG), "-p", "random_steps:=0",
-                       "-p", "visualization_rate_hz:=0.0"], env=dict(os.environ))
+                       "-p", "visualization_rate_hz:=0.0", "-p", f"seed:={config.simulator.seed}"],
+                      env=dict(os.environ))
     env = None
     try:
         env = Monitor(BridgeEnv(config.simulator.env_id, NAMESPACE, timeout_s=30.0))
@@ -57,6 +59,7 @@ def test_stable_baselines3_sac_solves_cartpole_through_the_bridge(
         mean, std = float(np.mean(returns[1:])), float(np.std(returns[1:]))
         print(f"SAC through the bridge: {config.replay.total_env_steps} env steps in "
               f"{trained_s:.0f} s, evaluation {mean:.1f} +- {std:.1f}")
+        report_outcome("evaluation", mean, config.trainer.solve_return)
         assert mean >= config.trainer.solve_return, (mean, std, simulator.output()[-2000:])
     finally:
         if env is not None:

@@ -11,6 +11,7 @@ from rl_core.checkpoint import load_actor
 from rl_core.config import load_run_config
 from rl_core.evaluation import evaluate
 from rl_core.training import train
+from tests.learning import report_outcome, seed_overrides
 
 pytestmark = pytest.mark.system
 CONFIG = Path(__file__).resolve().parents[2] / "config" / "cartpole.yaml"
@@ -18,13 +19,14 @@ MAX_RETURN = 200.0  # 200 steps, +1 per step upright
 
 
 def test_bare_loop_solves_cartpole(tmp_path: Path) -> None:
-    config = load_run_config(CONFIG)
+    config = load_run_config(CONFIG, seed_overrides())
     lines: list[str] = []
     result = train(config, tmp_path, log=lines.append)
     assert result.env_steps == config.replay.total_env_steps
     assert len(result.eval_returns) == 10
     # The best checkpoint, as the tests of every mode judge it (docs/architecture.md, "The best
     # checkpoint"): its figures come from the final evaluation's episodes, which did not select it.
+    report_outcome("best evaluation", result.best_eval_mean_return, 0.9 * MAX_RETURN)
     assert result.best_eval_mean_return >= 0.9 * MAX_RETURN, result
     assert lines and "done" in lines[-1]
     assert (tmp_path / "training_curve.png").read_bytes()[:4] == b"\x89PNG"
@@ -42,4 +44,5 @@ def test_bare_loop_solves_cartpole(tmp_path: Path) -> None:
     best, meta = load_actor(result.best_checkpoint_dir)
     assert meta["counters"]["env_steps"] == result.best_env_steps
     again = evaluate(best, config.simulator.env_id, episodes=3, seed=config.simulator.seed)
+    report_outcome("best checkpoint loaded, 3 episodes", again.mean, 0.9 * MAX_RETURN)
     assert again.mean >= 0.9 * MAX_RETURN

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.system.test_training_modes import MAX_RETURN, finish, launch
+from tests.learning import report_outcome
+from tests.system.test_training_modes import check_best_return, finish, launch
 
 pytestmark = pytest.mark.system
 BOUNDARY = "robot_interface:=ros2_control"
@@ -32,7 +33,7 @@ def test_cartpole_effort_interface_colocated(tmp_path: Path, ros_env) -> None:
     code = finish(run, 600.0)
     assert code == 0, run.output()[-4000:]
     result = json.loads((tmp_path / "run" / "result.json").read_text())
-    assert result["best_eval_mean_return"] >= 0.9 * MAX_RETURN, result
+    check_best_return(result)
     check_boundary_figures(result, 1)
     assert any("sim_robot_robot_0" in line and "effort_controller/commands" in line
                for line in run.lines), "sim_robot did not take effort commands"
@@ -46,5 +47,6 @@ def test_kuka_reach_velocity_interface_hybrid_two_robots(tmp_path: Path, ros_env
     assert code == 0, run.output()[-4000:]
     result = json.loads((tmp_path / "run" / "result.json").read_text())
     assert len(result["eval_returns"]) == 20, result
+    report_outcome("best success rate", result["best_eval_success_rate"], KUKA_SUCCESS_RATE)
     assert result["best_eval_success_rate"] >= KUKA_SUCCESS_RATE, result
     check_boundary_figures(result, 2)

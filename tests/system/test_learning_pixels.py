@@ -16,6 +16,7 @@ from rl_core.config import load_run_config
 from rl_core.envs import make_env
 from rl_core.evaluation import EVAL_SEED_OFFSET
 from rl_core.training import train
+from tests.learning import report_outcome, seed_overrides
 
 pytestmark = pytest.mark.system
 CONFIG = Path(__file__).resolve().parents[2] / "config" / "cartpole_pixels.yaml"
@@ -43,10 +44,12 @@ def random_policy_returns(env_id: str, episodes: int, seed: int) -> np.ndarray:
 
 
 def test_pixel_cartpole_learns_clearly_better_than_random(tmp_path: Path) -> None:
-    config = load_run_config(CONFIG)
+    config = load_run_config(CONFIG, seed_overrides())
     episodes, seed = config.trainer.eval_episodes, config.simulator.seed
     random_returns = random_policy_returns(config.simulator.env_id, episodes, seed)
     result = train(config, tmp_path, log=lambda line: None)
     assert result.env_steps == config.replay.total_env_steps
+    report_outcome("evaluation / random policy's", result.eval_mean_return / random_returns.mean(),
+                   FACTOR_OVER_RANDOM)
     assert result.eval_mean_return >= FACTOR_OVER_RANDOM * random_returns.mean(), (
         f"learned {result.eval_mean_return:.1f} vs random {random_returns.mean():.1f}")

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.learning import report_outcome
 from tests.processes import Child
 from tests.system.test_training_modes import finish, launch
 
@@ -101,6 +102,7 @@ def test_own_robot_and_task_train_by_launch_arguments(tmp_path: Path, ros_env) -
     full = [mean for _, window, mean in returns if window == RETURN_WINDOW]
     assert full, f"fewer than {RETURN_WINDOW} episodes reported: {returns}"
     first, last = full[0], full[-1]
+    report_outcome("last 20 episodes' mean return - first 20's", last - first, LEARNING_MARGIN)
     assert last >= first + LEARNING_MARGIN, (
         f"mean return of the first {RETURN_WINDOW} episodes {first:.1f}, of the last "
         f"{RETURN_WINDOW} {last:.1f}: no learning beyond a margin of {LEARNING_MARGIN}")

@@ -11,6 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.learning import report_outcome, seed_arguments
 from tests.processes import Child
 
 pytestmark = pytest.mark.system
@@ -19,8 +20,17 @@ MAX_RETURN = 200.0
 
 
 def launch(mode: str, tmp_path: Path, env: dict[str, str], *arguments: str) -> Child:
+    """``rl-bringup launch MODE`` into ``tmp_path/run`` on the test's domain, with the seed of a
+    failure-rate measurement where one runs (tests/learning.py)."""
     return Child([RL_BRINGUP, "launch", mode, f"output_dir:={tmp_path / 'run'}",
-                  f"domain_id:={env['ROS_DOMAIN_ID']}", *arguments], env=env)
+                  f"domain_id:={env['ROS_DOMAIN_ID']}", *seed_arguments(), *arguments], env=env)
+
+
+def check_best_return(result: dict) -> None:
+    """The run solved cart-pole: its best checkpoint (docs/architecture.md, "The best
+    checkpoint") evaluates >= 180."""
+    report_outcome("best evaluation", result["best_eval_mean_return"], 0.9 * MAX_RETURN)
+    assert result["best_eval_mean_return"] >= 0.9 * MAX_RETURN, result
 
 
 def finish(run: Child, timeout_s: float) -> int | None:
@@ -36,7 +46,7 @@ def test_colocated_training_solves_cartpole(tmp_path: Path, ros_env) -> None:
     assert code == 0, run.output()[-4000:]
     result = json.loads((tmp_path / "run" / "result.json").read_text())
     assert result["update_mode"] == "interleaved"
-    assert result["best_eval_mean_return"] >= 0.9 * MAX_RETURN, result
+    check_best_return(result)
     assert (tmp_path / "run" / "checkpoint" / "model.safetensors").is_file()
     assert (tmp_path / "run" / "best" / "model.safetensors").is_file()
     assert any("steps/s" in line for line in run.lines), "no progress lines"
@@ -52,11 +62,11 @@ def test_colocated_training_solves_cartpole(tmp_path: Path, ros_env) -> None:
 
 
 def check_learned_like_the_bare_loop(tmp_path: Path, update_mode: str) -> dict:
-    """The run solved cart-pole with the configured update-to-data ratio (cartpole.yaml: 1.0):
-    its best checkpoint (docs/architecture.md, "The best checkpoint") evaluates >= 180."""
+    """The run solved cart-pole (:func:`check_best_return`) with the configured update-to-data
+    ratio (cartpole.yaml: 1.0)."""
     result = json.loads((tmp_path / "run" / "result.json").read_text())
     assert result["update_mode"] == update_mode, result
-    assert result["best_eval_mean_return"] >= 0.9 * MAX_RETURN, result
+    check_best_return(result)
     assert result["updates_per_transition"] == pytest.approx(1.0, rel=0.05), result
     return result
 
