@@ -173,6 +173,36 @@ def test_kuka_end_effector_matches_pybullet(kuka: UrdfModel,
         np.testing.assert_allclose(transform[:3, :3], rotation, atol=1e-6)
 
 
+def test_position_jacobian_is_the_derivative_of_forward_kinematics(kuka: UrdfModel) -> None:
+    limits = kuka.limits()
+    rng = np.random.default_rng(3)
+    step = 1e-6
+    for _ in range(20):
+        positions = rng.uniform(limits.lower, limits.upper)
+        jacobian = kuka.position_jacobian("lbr_iiwa_link_7", positions, KUKA_JOINTS)
+        assert jacobian.shape == (3, 7)
+        for column in range(7):
+            moved = positions.copy()
+            moved[column] += step
+            change = (kuka.link_position("lbr_iiwa_link_7", moved, KUKA_JOINTS)
+                      - kuka.link_position("lbr_iiwa_link_7", positions, KUKA_JOINTS)) / step
+            np.testing.assert_allclose(jacobian[:, column], change, atol=1e-5)
+    # Joints below the link move it; the hand's own joint turns it about its origin's axis.
+    wrist = kuka.position_jacobian("lbr_iiwa_link_4", np.zeros(7), KUKA_JOINTS)
+    assert np.all(wrist[:, 4:] == 0.0) and np.abs(wrist[:, :3]).sum() > 0.0
+
+
+def test_position_jacobian_of_a_prismatic_joint_is_its_axis() -> None:
+    model = UrdfModel.from_file(CARTPOLE_URDF)
+    names = model.movable_joint_names()
+    slider = next(j.name for j in model.movable_joints() if j.type == "prismatic")
+    jacobian = model.position_jacobian("cart", [0.3, 0.2], names)
+    np.testing.assert_allclose(jacobian[:, names.index(slider)], model.joint(slider).axis)
+    assert np.all(jacobian[:, 1 - names.index(slider)] == 0.0)  # the pole's hinge: off the chain
+    with pytest.raises(ValueError, match="needs the position"):
+        model.position_jacobian("pole", [0.3], [slider])
+
+
 def test_fk_by_hand() -> None:
     arm = UrdfModel.from_string(ARM)
     # rail up 0.5, shoulder pitched 90 degrees about +y: the 1 m upper arm points down (-z);

@@ -267,6 +267,39 @@ class UrdfModel:
         :meth:`forward_kinematics` for the arguments."""
         return self.forward_kinematics(link, positions, joint_names)[:3, 3].copy()
 
+    def position_jacobian(self, link: str, positions: npt.ArrayLike,
+                          joint_names: Sequence[str]) -> np.ndarray:
+        """The geometric Jacobian of ``link``'s origin, shape ``(3, len(joint_names))``: how fast
+        the origin moves (m/s, root frame) per unit of each joint's velocity.
+
+        A revolute or continuous joint's column is its world axis crossed with the arm from the
+        joint to the origin; a prismatic joint's is its world axis; a joint off ``link``'s chain
+        gives a zero column.
+
+        :param positions: the positions of ``joint_names``, in that order.
+        :raises ValueError: as :meth:`forward_kinematics`.
+        """
+        by_name = self._positions_by_name(positions, joint_names)
+        frames: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # joint -> (axis, point), world
+        transform = np.eye(4)
+        for joint in self.chain(link):
+            transform = transform @ self._origins[joint.name]
+            if joint.movable:
+                if joint.name not in by_name:
+                    raise ValueError(f"the Jacobian of {link!r} needs the position of "
+                                     f"{joint.name!r}")
+                frames[joint.name] = (transform[:3, :3] @ np.asarray(joint.axis),
+                                      transform[:3, 3].copy())
+                transform = transform @ joint.motion_transform(by_name[joint.name])
+        origin = transform[:3, 3]
+        jacobian = np.zeros((3, len(joint_names)))
+        for column, name in enumerate(joint_names):
+            if name in frames:
+                axis, point = frames[name]
+                prismatic = self._joint_by_name[name].type == "prismatic"
+                jacobian[:, column] = axis if prismatic else np.cross(axis, origin - point)
+        return jacobian
+
     # ---------------------------------------------------------------- internals
 
     def _walk_to_root(self, link: str) -> tuple[UrdfJoint, ...]:
