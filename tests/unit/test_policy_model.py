@@ -12,6 +12,7 @@ import torch
 from rl_core.config import ConfigError, PolicyConfig
 from rl_core.encoders import make_actor
 from rl_core.envs import CARTPOLE_ID, KUKA_REACH_ID
+from rl_core.experts import KukaReachExpert
 from rl_core.export import export_onnx
 from rl_core.networks import SquashedGaussianActor
 from rl_core.policy_model import PolicyModel, build_policy_model
@@ -67,9 +68,28 @@ def test_an_onnx_model_of_another_task_or_no_model_is_a_config_error(exported: P
         build_policy_model(PolicyConfig(onnx_model=str(tmp_path / "missing.onnx")))
 
 
-def test_a_model_acts_with_exactly_one_of_onnx_and_actor() -> None:
-    with pytest.raises(ValueError, match="neither"):
+def test_a_model_acts_with_exactly_one_of_onnx_actor_and_expert() -> None:
+    with pytest.raises(ValueError, match="not 0"):
         PolicyModel((4,), (1,), 8)
+    with pytest.raises(ValueError, match="not 2"):
+        PolicyModel((23,), (7,), 8, actor=torch_model().actor, expert=KukaReachExpert())
+
+
+def test_the_expert_acts_for_its_task_and_follows_no_weights(exported: Path) -> None:
+    model, note = build_policy_model(PolicyConfig(env_id=KUKA_REACH_ID, expert=True,
+                                                  expert_noise=0.1, seed=3))
+    assert model.actor is None and model.onnx is None and "KukaReachExpert, noise 0.1" in note
+    obs = np.zeros((2, 23), np.float32)
+    obs[:, 20] = 0.3  # the target 0.3 m ahead of the hand: the hand moves towards +x
+    actions = model.act(obs, deterministic=False)
+    assert actions.shape == (2, 7) and np.all(np.abs(actions) <= 1.0)
+    expected = KukaReachExpert(noise=0.1, seed=3).act(obs)
+    np.testing.assert_array_equal(actions, expected)
+    with pytest.raises(ConfigError, match="expert: no scripted expert for"):
+        build_policy_model(PolicyConfig(env_id=CARTPOLE_ID, expert=True))
+    with pytest.raises(ConfigError, match="set one of them"):
+        build_policy_model(PolicyConfig(env_id=KUKA_REACH_ID, expert=True,
+                                        onnx_model=str(exported)))
 
 
 def test_observations_of_another_shape_are_refused_with_the_expected_one() -> None:

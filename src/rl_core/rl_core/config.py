@@ -252,6 +252,13 @@ class PolicyConfig:
     onnx_model: str = param("", "Act with this exported ONNX model through onnxruntime (a fixed, "
                             "deterministic robot-side policy; /policy_weights are ignored). '' = "
                             "torch actor following /policy_weights.", read_only=True)
+    expert: bool = param(False, "Act with the scripted expert of env_id (rl_core.experts) "
+                         "instead of a learned policy, e.g. to record demonstrations with "
+                         "rl-bringup record topics:=/experience; /policy_weights are ignored.",
+                         read_only=True)
+    expert_noise: float = param(0.0, "With expert: standard deviation of the Gaussian noise "
+                                "added to its actions, for demonstrations that take more than "
+                                "one path.", 0.0, 1.0, 0.0, read_only=True)
     allow_unsigned: bool = param(False, "Obey /policy_weights without the learner's "
                                  "signature when no public key is configured "
                                  "(RL_ROS2_WEIGHTS_PUBLIC_KEY); development only: anyone on the "
@@ -331,6 +338,13 @@ class ReplayConfig:
                                "actions and rewards; batches beyond it are rejected (a reward of "
                                "1e20 would make every critic loss infinite).", 1.0, 1e30, 0.0,
                                read_only=True)
+    demos: str = param("", "Demonstrations: MCAP files or folders of them, comma-separated, as "
+                       "rl-bringup record topics:=/experience writes them; loaded into a buffer "
+                       "of their own that every batch samples beside online data (demo_ratio). "
+                       "'' = none.", read_only=True)
+    demo_ratio: float = param(0.5, "With demos: the share of every batch drawn from the "
+                              "demonstrations (RLPD's symmetric sampling: 0.5).", 0.0, 1.0, 0.0,
+                              read_only=True)
 
     def __post_init__(self) -> None:
         _check_ranges(self)

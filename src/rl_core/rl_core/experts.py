@@ -12,7 +12,7 @@ URDF, and scale it into the task's action units.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -109,7 +109,7 @@ class KukaReachExpert:
 EXPERTS: dict[str, type[KukaReachExpert]] = {"rl_ros2/KukaReach-v0": KukaReachExpert}
 
 
-def make_expert(env_id: str, **options: float) -> Expert:
+def make_expert(env_id: str, **options: Any) -> Expert:
     """The scripted expert of ``env_id``'s task, built with ``options``.
 
     :raises ValueError: when no expert is written for that task, naming the ones there are.

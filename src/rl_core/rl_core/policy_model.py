@@ -1,11 +1,13 @@
-"""What a policy node acts with: an exported ONNX model or the torch actor, and the checks of
-the observations sent to it.
+"""What a policy node acts with: an exported ONNX model, the torch actor or a scripted expert,
+and the checks of the observations sent to it.
 
-:func:`build_policy_model` picks one by ``onnx_model``: a file written by ``rl-bringup export``
-runs on onnxruntime on the CPU, deterministic, with fixed weights, and sizes the policy from the
-model; otherwise the torch actor of ``env_id`` is built on ``device``, randomly initialised until
-weights come. torch and the simulator code are imported only for the torch actor, so an ONNX
-policy runs from the robot-side install of requirements-edge.txt.
+:func:`build_policy_model` picks one by ``onnx_model`` and ``expert``: a file written by
+``rl-bringup export`` runs on onnxruntime on the CPU, deterministic, with fixed weights, and sizes
+the policy from the model; ``expert`` acts with the scripted expert of ``env_id``
+(:mod:`rl_core.experts`); otherwise the torch actor of ``env_id`` is built on ``device``, randomly
+initialised until weights come. torch and the simulator code are imported only for the torch
+actor and the expert, so an ONNX policy runs from the robot-side install of
+requirements-edge.txt.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from rl_core.onnx_policy import OnnxPolicy
 
 if TYPE_CHECKING:
     from rl_core.encoders import EncodedActor
+    from rl_core.experts import Expert
     from rl_core.networks import SquashedGaussianActor
 
 
@@ -32,20 +35,24 @@ class PolicyModel:
     :param feature_dim: size of the encoder's features of an image task (a robot that runs the
         encoder, ``observation_codec`` latent, sends those instead of images).
     :param onnx: an exported model (fixed weights) ...
-    :param actor: ... or the torch actor (follows weights); exactly one of them.
+    :param actor: ... or the torch actor (follows weights) ...
+    :param expert: ... or a scripted expert (no weights); exactly one of them.
     """
 
     def __init__(self, obs_shape: tuple[int, ...], action_shape: tuple[int, ...], feature_dim: int,
                  onnx: OnnxPolicy | None = None,
-                 actor: SquashedGaussianActor | EncodedActor | None = None) -> None:
-        if (onnx is None) == (actor is None):
-            raise ValueError("a policy model acts with an ONNX model or a torch actor, not "
-                             f"{'both' if onnx is not None else 'neither'}")
+                 actor: SquashedGaussianActor | EncodedActor | None = None,
+                 expert: Expert | None = None) -> None:
+        given = sum(source is not None for source in (onnx, actor, expert))
+        if given != 1:
+            raise ValueError("a policy model acts with one of an ONNX model, a torch actor and a "
+                             f"scripted expert, not {given}")
         self.obs_shape = obs_shape
         self.action_shape = action_shape
         self.feature_dim = feature_dim
         self.onnx = onnx
         self.actor = actor
+        self.expert = expert
         self._lock = threading.Lock()  # acting and loading weights run on different threads
 
     @property
@@ -59,6 +66,8 @@ class PolicyModel:
         rows = obs.shape[0]
         if self.onnx is not None:
             return self.onnx.act(obs.reshape(rows, -1)).reshape((rows, *self.action_shape))
+        if self.expert is not None:
+            return self.expert.act(obs.reshape(rows, -1)).reshape((rows, *self.action_shape))
         assert self.actor is not None
         with self._lock:
             if not self.pixels:
@@ -75,7 +84,7 @@ class PolicyModel:
 
         :raises RuntimeError: when the tensors do not fit the actor.
         """
-        assert self.actor is not None, "an ONNX policy keeps its weights"
+        assert self.actor is not None, "an ONNX policy or an expert has no weights to load"
         with self._lock:
             self.actor.load_state_dict(state)
 
@@ -111,11 +120,31 @@ def build_policy_model(config: PolicyConfig) -> tuple[PolicyModel, str | None]:
     """The model ``config`` asks for, and a line for the log about it (None: nothing to say).
 
     :raises ConfigError: when the ONNX model is missing or unreadable or was exported for
-        another task than ``env_id``, or when ``device:=cuda`` and torch has no CUDA.
+        another task than ``env_id``, when ``device:=cuda`` and torch has no CUDA, or when
+        ``expert`` is asked for a task without one (or together with ``onnx_model``).
     """
+    if config.expert:
+        return _expert_model(config)
     if config.onnx_model:
         return _onnx_model(config)
     return _torch_model(config)
+
+
+def _expert_model(config: PolicyConfig) -> tuple[PolicyModel, str]:
+    from rl_core.envs import space_shapes
+    from rl_core.experts import make_expert
+
+    if config.onnx_model:
+        raise ConfigError("expert:=true acts with the scripted expert and onnx_model with an "
+                          "exported model; set one of them")
+    try:
+        expert = make_expert(config.env_id, noise=config.expert_noise, seed=config.seed)
+    except ValueError as error:
+        raise ConfigError(f"expert: {error}") from error
+    obs_shape, action_shape = space_shapes(config.env_id)
+    note = (f"acting with the scripted expert of {config.env_id} ({type(expert).__name__}, "
+            f"noise {config.expert_noise:g}); /policy_weights not followed")
+    return PolicyModel(obs_shape, action_shape, config.feature_dim, expert=expert), note
 
 
 def _onnx_model(config: PolicyConfig) -> tuple[PolicyModel, str]:

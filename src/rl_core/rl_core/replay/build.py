@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from rl_core.config import ReplayConfig
+from rl_core.demos import demo_buffer, load_demonstrations
 from rl_core.image_codecs import is_image_shape
 from rl_core.replay.buffer import ReplayBuffer
 from rl_core.replay.limited import RateLimitedReplay
@@ -22,7 +23,15 @@ def new_buffer(config: ReplayConfig, obs_shape: tuple[int, ...], action_shape: t
 def new_replay(config: ReplayConfig, buffer: ReplayBuffer) -> RateLimitedReplay:
     """``buffer`` behind the rate limiter and the schedule of ``config``
     (``updates_per_transition`` per transition after ``learning_starts``, up to
-    ``total_env_steps``)."""
+    ``total_env_steps``), with the demonstrations ``config.demos`` names beside it.
+
+    :raises ConfigError: when the demonstrations cannot be read or are of another task.
+    """
+    demos = None
+    if config.demos:
+        recorded = load_demonstrations(config.demos, buffer.obs_shape, buffer.action_shape)
+        demos = demo_buffer(recorded, buffer, config.seed)
     return RateLimitedReplay(buffer, config.updates_per_transition, config.learning_starts,
                              config.error_buffer, enforce=config.rate_limit,
-                             total_env_steps=config.total_env_steps)
+                             total_env_steps=config.total_env_steps, demos=demos,
+                             demo_ratio=config.demo_ratio)

@@ -11,6 +11,11 @@ lowered once learning has caught up by half of it (hysteresis, so a fast alterna
 insert and one update does not flip it at every step). With ``enforce=False`` the flag stays
 down and the achieved ratio is only reported.
 
+With demonstrations (``demos``, :mod:`rl_core.demos`) every batch draws ``demo_ratio`` of its rows
+from them and the rest from online data (RLPD's symmetric sampling, Ball et al. 2023); the
+limiter counts online inserts only, as without. Demonstration rows carry the slot index -1, and
+priorities sent back for them are dropped (the demo buffer samples uniformly).
+
 The buffer also owns the run's schedule: with a budget of ``total_env_steps`` transitions it grants
 only the batches those pay for, and :attr:`RateLimitedReplay.done` turns true once they are in
 and every batch they pay for was granted: the end of the run, whichever process learns.
@@ -21,6 +26,8 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
+import numpy as np
+
 from rl_core.replay.buffer import Batch, ReplayBuffer
 from rl_core.replay.insert_log import Chunk
 from rl_core.replay.priorities import PriorityUpdate
@@ -28,6 +35,8 @@ from rl_core.replay.rate_limiter import RateLimiterStats, SampleToInsertRatio
 
 #: ``max_batches`` of :meth:`RateLimitedReplay.take` that takes every batch the limiter grants.
 UNLIMITED_BATCHES = 1 << 30
+#: The slot index of a demonstration row in a batch (it has no slot in the online buffer).
+DEMO_SLOT = -1
 
 
 @dataclass
@@ -54,13 +63,20 @@ class RateLimitedReplay:
     :param error_buffer: transitions acting may run ahead of learning before it is paused.
     :param enforce: raise :attr:`acting_paused` when acting is too far ahead (``rate_limit``).
     :param total_env_steps: the run's budget in transitions (0: none, the run never ends).
+    :param demos: demonstrations, sampled beside ``buffer`` (None: none).
+    :param demo_ratio: the share of every batch drawn from ``demos``.
     """
 
     def __init__(self, buffer: ReplayBuffer, updates_per_transition: float, learning_starts: int,
-                 error_buffer: int, enforce: bool = True, total_env_steps: int = 0) -> None:
+                 error_buffer: int, enforce: bool = True, total_env_steps: int = 0,
+                 demos: ReplayBuffer | None = None, demo_ratio: float = 0.5) -> None:
         if error_buffer < 1:
             raise ValueError(f"error_buffer must be at least 1 transition, got {error_buffer}")
+        if not 0.0 <= demo_ratio <= 1.0:
+            raise ValueError(f"demo_ratio must be in [0, 1], got {demo_ratio}")
         self.buffer = buffer
+        self.demos = demos if demos is not None and len(demos) else None
+        self.demo_ratio = demo_ratio
         self.enforce = enforce
         self.total_env_steps = total_env_steps
         low = learning_starts * updates_per_transition
@@ -125,17 +141,36 @@ class RateLimitedReplay:
             self.newest_weights_version = max(self.newest_weights_version, int(weights_version))
             granted = (self.limiter.take_samples(max_batches, self.total_env_steps or None)
                        if len(self.buffer) else 0)
-            batches = [self.buffer.sample(batch_size) for _ in range(granted)]
+            batches = [self._batch(batch_size) for _ in range(granted)]
             return (Draw(batches, len(self.buffer), self.buffer.total_inserted,
                          self.buffer.prioritized, self.total_env_steps, self.done),
                     self._update_pause())
 
+    def _batch(self, batch_size: int) -> Batch:
+        """One batch: ``demo_ratio`` of it from the demonstrations, the rest online."""
+        demos = self.demos
+        from_demos = round(batch_size * self.demo_ratio) if demos is not None else 0
+        if demos is None or from_demos == 0:
+            return self.buffer.sample(batch_size)
+        demo = demos.sample(from_demos)._replace(
+            indices=np.full(from_demos, DEMO_SLOT, dtype=np.int64))
+        if from_demos == batch_size:
+            return demo
+        online = self.buffer.sample(batch_size - from_demos)
+        return Batch(**{name: np.concatenate((getattr(online, name), getattr(demo, name)))
+                        for name in Batch._fields})
+
     def update_priorities(self, update: PriorityUpdate) -> int:
-        """Apply a learner's priorities, skipping slots written since they were drawn.
+        """Apply a learner's priorities, skipping slots written since they were drawn (and,
+        with demonstrations, their rows).
 
         :returns: how many were applied.
         :raises InvalidPriorities: on malformed input (nothing changed).
         """
+        if self.demos is not None:
+            online = update.indices != DEMO_SLOT
+            update = PriorityUpdate(update.indices[online], update.priorities[online],
+                                    update.drawn_at)
         with self._lock:
             return self.buffer.update_priorities(update.indices, update.priorities,
                                                  update.drawn_at)

@@ -267,7 +267,7 @@ class UrdfModel:
         :meth:`forward_kinematics` for the arguments."""
         return self.forward_kinematics(link, positions, joint_names)[:3, 3].copy()
 
-    def position_jacobian(self, link: str, positions: npt.ArrayLike,
+    def position_jacobian(self, link: str, positions: Sequence[float] | npt.NDArray[np.floating],
                           joint_names: Sequence[str]) -> np.ndarray:
         """The geometric Jacobian of ``link``'s origin, shape ``(3, len(joint_names))``: how fast
         the origin moves (m/s, root frame) per unit of each joint's velocity.

@@ -1,0 +1,177 @@
+"""Demonstrations: recorded experience loaded into a buffer of its own (RLPD's demo buffer).
+
+A demonstration is experience someone else chose the actions of: an operator, a scripted expert
+(:mod:`rl_core.experts`) or an earlier run. ``demos:=PATH`` (``ReplayConfig.demos``) names MCAP
+files, or folders searched for ``*.mcap``, comma-separated, as ``rl-bringup record
+topics:=/experience`` writes them: every ``rl_interfaces/msg/ExperienceBatch`` message on any
+topic is read (decoded from the ``ros2msg`` schema the file carries, so no ROS install is needed)
+and its rows become transitions. The replay buffer keeps them apart from online data, and every
+batch draws ``demo_ratio`` of its rows from them (:class:`rl_core.replay.RateLimitedReplay`).
+
+Files that are missing, not MCAP, hold no experience or experience of another task are refused
+with a :class:`ConfigError` that says which file and how to fix it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from rl_core.config import ConfigError
+from rl_core.image_codecs import is_image_shape
+from rl_core.replay.buffer import ReplayBuffer
+
+__all__ = ["EXPERIENCE_SCHEMA", "Demonstrations", "demo_buffer", "demo_files",
+           "load_demonstrations"]
+
+#: The message type whose rows are transitions.
+EXPERIENCE_SCHEMA = "rl_interfaces/msg/ExperienceBatch"
+#: How to record demonstrations, for error messages.
+HOW_TO_RECORD = ("record them with `rl-bringup record topics:=/experience output:=FILE.mcap` "
+                 "while a run acts (docs/human_in_the_loop.md)")
+
+
+@dataclass(frozen=True)
+class Demonstrations:
+    """Transitions read from demonstration files, row ``i`` of every array one transition."""
+
+    obs: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    next_obs: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    #: The files they came from.
+    files: tuple[Path, ...]
+
+    def __len__(self) -> int:
+        return int(self.rewards.shape[0])
+
+    @property
+    def episodes(self) -> int:
+        """Episodes that ended within the recording (terminated or truncated)."""
+        return int(np.count_nonzero(self.terminated | self.truncated))
+
+
+def demo_files(paths: str) -> list[Path]:
+    """The MCAP files ``paths`` names: comma-separated files and folders (searched recursively
+    for ``*.mcap``), in order, without repeats.
+
+    :raises ConfigError: for a path that does not exist or a folder without MCAP files.
+    """
+    files: list[Path] = []
+    for text in filter(None, (part.strip() for part in paths.split(","))):
+        path = Path(text).expanduser()
+        if path.is_dir():
+            found = sorted(path.rglob("*.mcap"))
+            if not found:
+                raise ConfigError(f"demos: the folder {str(path)!r} holds no .mcap file; "
+                                  f"{HOW_TO_RECORD}")
+        elif path.is_file():
+            found = [path]
+        else:
+            raise ConfigError(f"demos: {str(path)!r} does not exist; give MCAP files or folders "
+                              f"of them, comma-separated ({HOW_TO_RECORD})")
+        files += [file for file in found if file not in files]
+    return files
+
+
+def load_demonstrations(paths: str, obs_shape: tuple[int, ...],
+                        action_shape: tuple[int, ...]) -> Demonstrations:
+    """Read every experience message of the MCAP files ``paths`` names (:func:`demo_files`).
+
+    :param obs_shape: the task's observation shape; experience of another shape is refused.
+    :param action_shape: the task's action shape, likewise.
+    :raises ConfigError: for missing, unreadable or foreign files, naming the file.
+    """
+    if is_image_shape(obs_shape):
+        raise ConfigError(f"demos: this task observes images {list(obs_shape)}; demonstrations "
+                          "are read for flat observations only so far")
+    files = demo_files(paths)
+    if not files:
+        raise ConfigError(f"demos: no file given; {HOW_TO_RECORD}")
+    columns: dict[str, list[np.ndarray]] = {name: [] for name in (
+        "obs", "actions", "rewards", "next_obs", "terminated", "truncated")}
+    for file in files:
+        rows = 0
+        for message in _experience_messages(file):
+            batch = _transitions(message, obs_shape, action_shape, file)
+            for name, values in batch.items():
+                columns[name].append(values)
+            rows += len(batch["rewards"])
+        if rows == 0:
+            raise ConfigError(f"demos: {str(file)!r} holds no {EXPERIENCE_SCHEMA} message; "
+                              f"{HOW_TO_RECORD}")
+    arrays = {name: np.concatenate(values) for name, values in columns.items()}
+    return Demonstrations(**arrays, files=tuple(files))
+
+
+def demo_buffer(demos: Demonstrations, like: ReplayBuffer, seed: int) -> ReplayBuffer:
+    """A uniformly sampled buffer holding exactly ``demos``, with the layout and value bound of
+    ``like`` (the online buffer), so their batches concatenate.
+
+    :raises ConfigError: when a demonstration holds values the online buffer would refuse.
+    """
+    buffer = ReplayBuffer(like.obs_shape, like.action_shape, max(len(demos), 1), seed=seed,
+                          value_bound=like.value_bound, obs_dtype=like.obs_dtype)
+    try:
+        buffer.add(demos.obs, demos.actions, demos.rewards, demos.next_obs,
+                   demos.terminated, demos.truncated)
+    except ValueError as error:
+        raise ConfigError(f"demos: {', '.join(map(str, demos.files))}: {error}") from None
+    return buffer
+
+
+def _experience_messages(file: Path):  # noqa: ANN202 - mcap_ros2's decoded message objects
+    """Decoded experience messages of one MCAP file, in log order."""
+    from mcap.exceptions import McapError
+    from mcap.reader import make_reader
+    from mcap_ros2.decoder import DecoderFactory
+
+    try:
+        with open(file, "rb") as stream:
+            reader = make_reader(stream, decoder_factories=[DecoderFactory()])
+            for schema, _, _, decoded in reader.iter_decoded_messages(
+                    log_time_order=True,
+                    topics=[channel.topic for channel in _experience_channels(reader)]):
+                if schema is not None and schema.name == EXPERIENCE_SCHEMA:
+                    yield decoded
+    except (McapError, ValueError, EOFError, OSError) as error:
+        raise ConfigError(f"demos: {str(file)!r} is not a readable MCAP file ({error}); "
+                          f"{HOW_TO_RECORD}") from None
+
+
+def _experience_channels(reader):  # noqa: ANN001, ANN202 - an mcap reader and its channels
+    summary = reader.get_summary()
+    if summary is None:
+        raise ValueError("the file has no summary section (was the recording cut short?)")
+    return [channel for channel in summary.channels.values()
+            if summary.schemas.get(channel.schema_id) is not None
+            and summary.schemas[channel.schema_id].name == EXPERIENCE_SCHEMA]
+
+
+def _transitions(message, obs_shape: tuple[int, ...], action_shape: tuple[int, ...],  # noqa: ANN001
+                 file: Path) -> dict[str, np.ndarray]:
+    """One message's rows as arrays, after checking they are of this task."""
+    recorded = (tuple(message.obs_shape), tuple(message.action_shape))
+    if recorded != (tuple(obs_shape), tuple(action_shape)):
+        raise ConfigError(
+            f"demos: {str(file)!r} holds experience with observations {list(recorded[0])} and "
+            f"actions {list(recorded[1])}, but this task has {list(obs_shape)} and "
+            f"{list(action_shape)}: record the demonstrations with the task you train")
+    rows = int(message.batch_size)
+    try:
+        return {
+            "obs": np.asarray(message.obs, dtype=np.float32).reshape(rows, *obs_shape),
+            "actions": np.asarray(message.actions, dtype=np.float32).reshape(rows, *action_shape),
+            "rewards": np.asarray(message.rewards, dtype=np.float32).reshape(rows),
+            "next_obs": np.asarray(message.next_obs, dtype=np.float32).reshape(rows, *obs_shape),
+            "terminated": np.asarray(message.terminated, dtype=bool).reshape(rows),
+            "truncated": np.asarray(message.truncated, dtype=bool).reshape(rows),
+        }
+    except ValueError:
+        raise ConfigError(f"demos: {str(file)!r} holds a malformed experience message "
+                          f"(sequence {message.sequence} of robot {message.robot_id}: its arrays "
+                          f"do not hold batch_size {rows} rows)") from None
