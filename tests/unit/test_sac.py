@@ -190,6 +190,40 @@ def test_the_ensemble_critic_computes_each_member_as_its_own_network() -> None:
         torch.testing.assert_close(q[member], network(torch.cat([obs, actions], -1)).squeeze(-1))
 
 
+def test_layer_norm_members_normalise_each_hidden_layer_before_its_relu() -> None:
+    from rl_core.networks import EnsembleQ
+
+    torch.manual_seed(0)
+    ensemble = EnsembleQ(3, 2, (8, 8), members=3, layer_norm=True)
+    with torch.no_grad():
+        ensemble.norms[0].weight[1].fill_(2.0)
+        ensemble.norms[1].bias[2].fill_(0.5)
+    obs, actions = torch.randn(5, 3), torch.rand(5, 2)
+    for member in range(3):
+        hidden = torch.cat([obs, actions], -1)
+        for index, layer in enumerate(ensemble.layers[:-1]):
+            hidden = hidden @ layer.weight[member] + layer.bias[member]
+            norm = ensemble.norms[index]
+            hidden = torch.relu(torch.nn.functional.layer_norm(hidden, (8,)) * norm.weight[member]
+                                + norm.bias[member])
+        last = ensemble.layers[-1]
+        expected = (hidden @ last.weight[member] + last.bias[member]).squeeze(-1)
+        torch.testing.assert_close(ensemble(obs, actions)[member], expected)
+    assert EnsembleQ(3, 2, (8, 8)).norms is None  # off by default: SAC's critics as before
+
+
+def test_an_ensemble_of_critics_with_layer_norm_learns_a_fixed_batch() -> None:
+    sac = small_sac(critic_lr=3e-3, critics=5, critic_layer_norm=True)
+    assert sac.critic(torch.zeros(4, 3), torch.zeros(4, 2)).shape == (5, 4)
+    assert any(name.startswith("norms.") for name in sac.critic.state_dict())
+    batch = fixed_batch()
+    first = np.mean([sac.update(batch)["critic_loss"] for _ in range(5)])
+    for _ in range(300):
+        metrics = sac.update(batch)
+    assert np.isfinite(list(metrics.values())).all()
+    assert np.mean([sac.update(batch)["critic_loss"] for _ in range(5)]) < 0.5 * first
+
+
 def test_updates_leave_every_gradient_in_its_parameters_layout() -> None:
     """Fused Adam on the CPU steps non-contiguous gradients wrongly (torch 2.13)."""
     sac = SAC(3, 2, SACConfig(hidden_sizes=(8, 8)), seed=0)

@@ -365,6 +365,14 @@ class SACConfig:
     autotune_alpha: bool = param(True, "Tune the entropy temperature towards the target entropy.")
     target_entropy_scale: float = param(1.0, "Target entropy = -scale * action size.", 0.0, 10.0,
                                         0.0)
+    critics: int = param(2, "Critics in the ensemble. 2 = SAC's twin critics (targets and the "
+                         "actor take their minimum); more = the ensemble of REDQ and RLPD: the "
+                         "target takes the minimum of a random pair, the actor the mean of all.",
+                         2, 20, 1, read_only=True)
+    critic_layer_norm: bool = param(False, "Layer normalisation in every hidden layer of the "
+                                    "critics (RLPD, DroQ): keeps the values of actions the data "
+                                    "holds few of from running away, with demonstrations and "
+                                    "high update ratios.", read_only=True)
     feature_dim: int = feature_dim_param()
     encoder_channels: int = encoder_channels_param()
     image_shift: int = param(4, "Largest random shift in pixels of the DrQ augmentation of image "

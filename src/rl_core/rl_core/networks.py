@@ -102,25 +102,46 @@ class EnsembleLinear(nn.Module):
         return torch.baddbmm(self.bias, inputs, self.weight)
 
 
+class EnsembleLayerNorm(nn.Module):
+    """Layer normalisation over the last dimension with a gain and a bias per member
+    (``(members, 1, size)``, initialised to 1 and 0 like :class:`torch.nn.LayerNorm`)."""
+
+    def __init__(self, members: int, size: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(members, 1, size))
+        self.bias = nn.Parameter(torch.zeros(members, 1, size))
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        normalised = nn.functional.layer_norm(inputs, inputs.shape[-1:])
+        return torch.addcmul(self.bias, normalised, self.weight)
+
+
 class EnsembleQ(nn.Module):
     """An ensemble of ``members`` independent Q networks ``Q(s, a)`` evaluated as one network.
 
     Every layer is an :class:`EnsembleLinear`, so the members cost one batched product per layer
     instead of one product each: the twin critics of clipped double-Q learning (``members=2``,
-    SAC's default) take the per-call overhead of a single network.
+    SAC's default) take the per-call overhead of a single network. With ``layer_norm`` every
+    hidden layer is normalised before its ReLU (:class:`EnsembleLayerNorm`), as the critics of
+    RLPD and DroQ are.
     """
 
     def __init__(self, obs_dim: int, action_dim: int, hidden_sizes: Sequence[int],
-                 members: int = 2) -> None:
+                 members: int = 2, layer_norm: bool = False) -> None:
         super().__init__()
         self.members = members
         widths = [obs_dim + action_dim, *hidden_sizes, 1]
         self.layers = nn.ModuleList(EnsembleLinear(members, a, b)
                                     for a, b in zip(widths, widths[1:]))
+        self.norms = nn.ModuleList(EnsembleLayerNorm(members, size) for size in hidden_sizes) \
+            if layer_norm else None
 
     def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         """The members' Q estimates, shape ``(members, N)``."""
         hidden = torch.cat([obs, action], dim=-1)
-        for layer in self.layers[:-1]:
-            hidden = torch.relu(layer(hidden))
+        for index, layer in enumerate(self.layers[:-1]):
+            hidden = layer(hidden)
+            if self.norms is not None:
+                hidden = self.norms[index](hidden)
+            hidden = torch.relu(hidden)
         return self.layers[-1](hidden).squeeze(-1)

@@ -73,8 +73,9 @@ class SAC:
         self.critic: EnsembleQ | EncodedQ
         if self.pixels:
             encoder = PixelEncoder(obs_shape, config.feature_dim, config.encoder_channels)
-            self.critic = EncodedQ(encoder, EnsembleQ(config.feature_dim, action_dim,
-                                                      config.hidden_sizes)).to(self.device)
+            self.critic = EncodedQ(encoder, EnsembleQ(
+                config.feature_dim, action_dim, config.hidden_sizes, config.critics,
+                config.critic_layer_norm)).to(self.device)
             self.actor = EncodedActor(encoder, SquashedGaussianActor(
                 config.feature_dim, action_dim, config.hidden_sizes)).to(self.device)
             # The actor's loss trains its head only; the encoder belongs to the critic.
@@ -87,7 +88,8 @@ class SAC:
                                  f"(stack, h, w, 3), got shape {obs_shape}")
             self.actor = SquashedGaussianActor(self.obs_dim, action_dim,
                                                config.hidden_sizes).to(self.device)
-            self.critic = EnsembleQ(self.obs_dim, action_dim, config.hidden_sizes).to(self.device)
+            self.critic = EnsembleQ(self.obs_dim, action_dim, config.hidden_sizes, config.critics,
+                                    config.critic_layer_norm).to(self.device)
             self._encode = nn.Identity()
             self._actor_head, self._critic_heads = self.actor, self.critic
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
@@ -147,8 +149,10 @@ class SAC:
 
         with torch.no_grad():
             next_actions, next_log_prob = self.actor(next_obs)
-            soft_value = (self.critic_target(next_obs, next_actions).min(dim=0).values
-                          - alpha * next_log_prob)
+            next_q = self.critic_target(next_obs, next_actions)
+            if self.config.critics > 2:  # REDQ/RLPD: the minimum of a random pair
+                next_q = next_q[torch.randperm(self.config.critics, device=self.device)[:2]]
+            soft_value = next_q.min(dim=0).values - alpha * next_log_prob
             q_target = rewards + self.config.gamma * not_done * soft_value
         features = self._encode(obs)
         q = self._critic_heads(features, actions)  # (members, batch)
@@ -165,8 +169,9 @@ class SAC:
         # encoder (identity for flat observations) learns from the critic loss only.
         features = features.detach()
         new_actions, log_prob = self._actor_head(features)
-        actor_loss = (alpha * log_prob - self._critic_heads(features, new_actions).min(dim=0).values
-                      ).mean()
+        q_new = self._critic_heads(features, new_actions)
+        q_new = q_new.mean(dim=0) if self.config.critics > 2 else q_new.min(dim=0).values
+        actor_loss = (alpha * log_prob - q_new).mean()
         alpha_loss = torch.zeros((), device=self.device)
         if self.config.autotune_alpha:
             alpha_loss = -(self.log_alpha * (log_prob.detach() + self.target_entropy)).mean()
