@@ -135,6 +135,8 @@ def test_the_config_loads_demonstrations_and_refuses_bad_ones(tmp_path: Path) ->
     config = dataclasses.replace(ReplayConfig(), demos=str(recording), demo_ratio=0.5)
     replay = new_replay(config, new_buffer(config, OBS, ACTION))
     assert replay.demos is not None and len(replay.demos) == 6 and len(replay.buffer) == 0
+    assert replay.demo_note == (f"demonstrations: 6 transitions (0 episodes) from {recording}; "
+                                "50% of every batch is drawn from them")
     assert new_replay(ReplayConfig(), new_buffer(config, OBS, ACTION)).demos is None
     broken = dataclasses.replace(config, demos=str(tmp_path / "nope"))
     with pytest.raises(ConfigError, match="does not exist"):

@@ -56,6 +56,8 @@ def train(config: RunConfig, output_dir: str | Path | None = None,
     sac = SAC(obs_shape, int(np.prod(action_shape)), config.sac, seed=trainer.seed,
               device=device)
     log(f"[bare] learning and acting on {describe(device)}")
+    if replay.demo_note:
+        log(f"[bare] {replay.demo_note}")
     evaluator = PeriodicEvaluator(sim.env_id, trainer.eval_period, trainer.eval_episodes,
                                   sim.seed, Path(output_dir) if output_dir is not None else None)
     learner = Learner(sac, sim.env_id, trainer.solve_return, evaluator)

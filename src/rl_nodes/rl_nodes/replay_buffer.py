@@ -85,6 +85,8 @@ class ReplayBufferNode(RLNode):
             f"{'on' if self.config.rate_limit else 'off (acting runs free, ratio reported)'}: "
             f"{self.config.updates_per_transition} updates per transition after "
             f"{self.config.learning_starts}, acting at most {self.config.error_buffer} ahead")
+        if self.replay.demo_note:
+            self.get_logger().info(self.replay.demo_note)
 
     @property
     def replay(self) -> RateLimitedReplay:

@@ -27,11 +27,16 @@ def new_replay(config: ReplayConfig, buffer: ReplayBuffer) -> RateLimitedReplay:
 
     :raises ConfigError: when the demonstrations cannot be read or are of another task.
     """
-    demos = None
+    demos, note = None, ""
     if config.demos:
         recorded = load_demonstrations(config.demos, buffer.obs_shape, buffer.action_shape)
         demos = demo_buffer(recorded, buffer, config.seed)
-    return RateLimitedReplay(buffer, config.updates_per_transition, config.learning_starts,
-                             config.error_buffer, enforce=config.rate_limit,
-                             total_env_steps=config.total_env_steps, demos=demos,
-                             demo_ratio=config.demo_ratio)
+        note = (f"demonstrations: {len(recorded)} transitions ({recorded.episodes} episodes) "
+                f"from {', '.join(map(str, recorded.files))}; {config.demo_ratio:.0%} of every "
+                "batch is drawn from them")
+    replay = RateLimitedReplay(buffer, config.updates_per_transition, config.learning_starts,
+                               config.error_buffer, enforce=config.rate_limit,
+                               total_env_steps=config.total_env_steps, demos=demos,
+                               demo_ratio=config.demo_ratio)
+    replay.demo_note = note
+    return replay

@@ -77,6 +77,8 @@ class RateLimitedReplay:
         self.buffer = buffer
         self.demos = demos if demos is not None and len(demos) else None
         self.demo_ratio = demo_ratio
+        #: What the demonstrations are, for the log ('' without them).
+        self.demo_note = ""
         self.enforce = enforce
         self.total_env_steps = total_env_steps
         low = learning_starts * updates_per_transition
