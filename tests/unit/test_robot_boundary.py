@@ -158,3 +158,25 @@ def test_effort_tasks_cannot_home() -> None:
             RobotLoop(task, safety, np.random.default_rng(0), "homing")
     finally:
         type(task).command_interface = "velocity"
+
+
+def test_an_operator_declares_the_episode_in_flight_a_success() -> None:
+    loop, robot = _loop(), Integrator()
+    assert not loop.declare_success()  # between episodes: nothing to end
+    _start(loop, robot)
+    _, transition, episode = loop.on_state(robot.command(loop.on_action(np.zeros(2))))
+    assert episode is None and not transition.terminated
+    assert loop.declare_success()  # while the next observation waits for its action
+    _, transition, episode = loop.on_state(robot.command(loop.on_action(np.zeros(2))))
+    assert transition.terminated and transition.success and not transition.truncated
+    assert transition.reward == pytest.approx(-np.hypot(1.0, 1.0))  # the task's own reward
+    assert episode is not None and episode.success and episode.length == 2
+    # A task with a success reward pays it; the verdict does not outlive its episode.
+    loop.task.success_reward = 10.0
+    _start(loop, robot)
+    loop.declare_success()
+    _, transition, _ = loop.on_state(robot.command(loop.on_action(np.zeros(2))))
+    assert transition.reward == 10.0 and transition.success
+    _start(loop, robot)
+    _, transition, _ = loop.on_state(robot.command(loop.on_action(np.zeros(2))))
+    assert not transition.terminated and transition.reward < 0

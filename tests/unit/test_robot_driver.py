@@ -271,3 +271,16 @@ def test_the_robots_joint_names_and_the_control_rate_come_from_the_config() -> N
     driver, _, _ = make(joints="j1, j2", control_rate_hz=50.0)
     assert driver.robot_joints == ("j1", "j2") and driver.command_joints == ["j1", "j2"]
     assert driver.period == pytest.approx(0.02)
+
+
+def test_an_operators_success_ends_the_episode_in_flight_and_starts_the_next() -> None:
+    driver, host, _ = started(operator_success=True)
+    driver.on_operator_success(False)  # "not yet" changes nothing
+    driver.on_operator_success(True)
+    assert host.of("info") == ["operator: episode 1 counts as a success"]
+    driver.on_action(np.zeros(2))
+    state(driver, 0.1, [1.0, -1.0])
+    episode = host.of("episode")[0]
+    assert episode.success and episode.length == 1 and host.kinds()[-1] == "reset"
+    driver.on_operator_success(True)  # while resetting: nothing to end
+    assert host.of("warn")[-1][0].startswith("operator success between episodes")

@@ -209,6 +209,12 @@ class BoundaryConfig:
                        "commands towards it).", read_only=True)
     reset_service: str = param("sim_robot/reset", "rl_interfaces/srv/ResetRobot service of the "
                                "robot (relative to the namespace).", read_only=True)
+    operator_success: bool = param(False, "Listen on operator_success (std_msgs/Bool, in the "
+                                   "robot's namespace): true ends the episode in flight as a "
+                                   "success with the task's success_reward, for tasks whose "
+                                   "success a program cannot see. Anyone on the domain can then "
+                                   "end episodes: use it on a trusted network or with SROS2.",
+                                   read_only=True)
 
     def __post_init__(self) -> None:
         _check_ranges(self)

@@ -192,6 +192,9 @@ ROBOT_JOINT_STATES = Topic("joint_states", "sensor_msgs/msg/JointState", (SIM_RO
 #: Emergency stop: ``true`` holds the robot within one control period and pauses acting until
 #: ``false`` comes.
 ESTOP = Topic("estop", "std_msgs/msg/Bool", (), (SIMULATOR,))
+#: An operator's verdict (boundary parameter ``operator_success``): ``true`` ends the episode in
+#: flight as a success.
+OPERATOR_SUCCESS = Topic("operator_success", "std_msgs/msg/Bool", (), (SIMULATOR,))
 #: Simulated time (sim_robot with publish_clock; Gazebo through ros_gz_bridge).
 CLOCK = Topic("/clock", "rosgraph_msgs/msg/Clock", (SIM_ROBOT,))
 #: The boundary's topics, in the order of docs/graph.md ("Robot boundary"), for a controller

@@ -5,7 +5,8 @@ ROS wiring around :class:`rl_core.robot.driver.RobotDriver` (which runs
 joint_state_broadcaster's), commands out (``<namespace>/<controller>/commands`` as
 ``std_msgs/Float64MultiArray`` for a forward command controller, or
 ``<namespace>/<controller>/joint_trajectory`` for joint_trajectory_controller), the e-stop
-(``<namespace>/estop``, ``std_msgs/Bool``) and the robot's reset service. The command deadline
+(``<namespace>/estop``, ``std_msgs/Bool``), with ``operator_success`` an operator's verdict
+(``<namespace>/operator_success``, ``std_msgs/Bool``) and the robot's reset service. The command deadline
 runs on a steady-clock timer, so it keeps watching when simulated time stops.
 """
 
@@ -20,7 +21,7 @@ import numpy as np
 from builtin_interfaces.msg import Duration
 from rclpy.clock import Clock, ClockType
 from sensor_msgs.msg import JointState
-from std_msgs.msg import Float64MultiArray
+from std_msgs.msg import Bool, Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from rl_core.config import BoundaryConfig, ConfigError
@@ -72,6 +73,9 @@ class RobotBoundary:
         node.subscription(graph.ROBOT_JOINT_STATES, self._on_joint_state)
         self._lock = threading.RLock()
         self._estop = EStopListener(node, self._on_estop)
+        if config.operator_success:
+            node.create_subscription(Bool, graph.OPERATOR_SUCCESS.name,
+                                     self._on_operator_success, 10)
         from rl_interfaces.srv import ResetRobot
 
         self._reset_type = ResetRobot
@@ -143,6 +147,10 @@ class RobotBoundary:
     @_locked
     def _on_action(self, action: np.ndarray) -> None:
         self.driver.on_action(action)
+
+    @_locked
+    def _on_operator_success(self, msg: Bool) -> None:
+        self.driver.on_operator_success(bool(msg.data))
 
     @_locked
     def _on_estop(self, engaged: bool) -> None:

@@ -25,7 +25,7 @@ import numpy as np
 
 from rl_core.robot import JointSample, JointTarget
 from rl_core.robot.safety import ESTOP, TIMEOUT, SafetyLayer
-from rl_core.robot.task import Task
+from rl_core.robot.task import Outcome, Task
 
 #: How a new episode's start state is put in place.
 RESET_MODES = ("service", "homing")
@@ -101,6 +101,7 @@ class RobotLoop:
         self._obs: np.ndarray | None = None
         self._action: np.ndarray | None = None
         self._fresh_after_reset = False  # a joint state came after the reset was asked for
+        self._operator_success = False  # an operator declared the episode in flight solved
         self.episode_steps = 0
         self.episode_return = 0.0
         self.steps = 0
@@ -114,9 +115,19 @@ class RobotLoop:
         self.phase = RESETTING
         self.homing_periods = 0
         self._fresh_after_reset = False
+        self._operator_success = False
         self.episode_steps, self.episode_return = 0, 0.0
         self.safety.reset()
         return self.target
+
+    def declare_success(self) -> bool:
+        """An operator says the task is solved: the control period in flight (or the next one)
+        ends the episode as a success, with the task's ``success_reward`` (or its own reward
+        of that period). False, and nothing changes, between episodes (while resetting)."""
+        if self.phase == RESETTING:
+            return False
+        self._operator_success = True
+        return True
 
     def reset_done(self) -> np.ndarray | None:
         """The robot's reset service answered: the episode's first observation, when a joint
@@ -161,6 +172,10 @@ class RobotLoop:
             return None, None, None
         assert self._obs is not None and self._action is not None
         outcome = self.task.outcome(self._action, state)
+        if self._operator_success:
+            self._operator_success = False
+            reward = self.task.success_reward
+            outcome = Outcome(outcome.reward if reward is None else reward, True, True)
         next_obs = self.task.observe(state)
         self.episode_steps += 1
         self.steps += 1

@@ -214,6 +214,17 @@ class RobotDriver:
         self._send(command)
         self._flush_transition()
 
+    def on_operator_success(self, success: bool) -> None:
+        """The operator success topic said ``success``: true ends the episode in flight as a
+        success (:meth:`RobotLoop.declare_success`); false means nothing."""
+        if not success:
+            return
+        if self.loop.declare_success():
+            self.host.info(f"operator: episode {self.loop.episodes + 1} counts as a success")
+        else:
+            self.host.warn("operator success between episodes (while resetting): ignored",
+                           throttle_s=1.0)
+
     def on_estop(self, engaged: bool) -> bool:
         """The e-stop topic said ``engaged``: hold at once when it engages. True when it was
         released: the host then calls :meth:`resume` (on the thread that acts)."""

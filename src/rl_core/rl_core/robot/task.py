@@ -57,6 +57,10 @@ class Task(ABC):
     #: The gymnasium environment that simulates the same task in-process, when there is one
     #: (the trainer's evaluation runs there); None for tasks that exist only on a robot.
     env_id: ClassVar[str | None] = None
+    #: The reward of the control period an operator declares a success (the boundary's
+    #: ``operator_success`` topic), for tasks whose success a program cannot see; None: the
+    #: task's own reward of that period.
+    success_reward: ClassVar[float | None] = None
     #: Axis-aligned box (low xyz, high xyz, m) the end effector must stay in; None: no box.
     workspace: ClassVar[tuple[tuple[float, float, float], tuple[float, float, float]] | None] = None
 
