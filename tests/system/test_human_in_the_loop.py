@@ -5,17 +5,22 @@
   with ``demos:=`` the recording, every batch half from it.
 * An operator's verdict: with ``operator_success:=true`` a ``std_msgs/Bool`` on the robot's
   ``operator_success`` ends the episode in flight as a success.
+* Interventions: with ``teleop:=true`` and a Joy mapping, a gamepad's commands drive the robot
+  while the deadman button is held, and those steps join the demonstrations.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from pathlib import Path
 
 import pytest
 import rclpy
-from std_msgs.msg import Bool
+from rclpy.executors import SingleThreadedExecutor
+from sensor_msgs.msg import Joy
+from std_msgs.msg import Bool, Float64MultiArray
 
 from rl_core.demos import load_demonstrations
 from tests.integration.deployments import tool_argv
@@ -24,8 +29,8 @@ from tests.system.test_training_modes import finish, launch
 
 pytestmark = pytest.mark.system
 KUKA = ("config:=kuka_reach", "robot_interface:=ros2_control")
-#: The expert's run: one robot, no random actions, 400 steps (about 38 reached targets).
-EXPERT_STEPS = 400
+#: The expert's run: one robot, no random actions, 600 steps (about 57 reached targets).
+EXPERT_STEPS = 600
 
 
 def test_expert_demonstrations_recorded_at_the_boundary_train_a_run(tmp_path: Path,
@@ -45,11 +50,12 @@ def test_expert_demonstrations_recorded_at_the_boundary_train_a_run(tmp_path: Pa
                for line in expert.lines), expert.output()[-3000:]
 
     demos = load_demonstrations(str(recording), (23,), (7,))
-    # The recorder subscribed before the robot stepped: it kept (nearly) every transition, and
-    # the expert reached every target it was given well within an episode's 100 steps.
-    assert len(demos) >= 0.9 * EXPERT_STEPS, recorder.output()
-    assert demos.episodes >= 20 and not demos.truncated.any()
-    assert demos.terminated.sum() == demos.episodes
+    # The container publishes /experience over DDS once the recorder has matched it, which
+    # takes a moment after the robot starts stepping (measured: 153 to 400 of 400 transitions
+    # kept), so only part of the run is certain to be in the file. In that part the expert
+    # reached every target it was given well within an episode's 100 steps.
+    assert len(demos) >= 100 and demos.episodes >= 10, recorder.output()
+    assert not demos.truncated.any() and demos.terminated.sum() == demos.episodes
 
     run = launch("colocated", tmp_path / "train", ros_env, *KUKA, f"demos:={recording}",
                  "total_env_steps:=1500", "learning_starts:=500", "random_steps:=500",
@@ -63,8 +69,6 @@ def test_expert_demonstrations_recorded_at_the_boundary_train_a_run(tmp_path: Pa
 
 
 def test_an_operator_ends_episodes_as_successes(tmp_path: Path, ros_env) -> None:
-    run = launch("colocated", tmp_path, ros_env, "robot_interface:=ros2_control",
-                 "operator_success:=true", "total_env_steps:=1500", "eval_episodes:=2")
     context = rclpy.Context()
     rclpy.init(context=context)
     node = rclpy.create_node("operator", context=context)
@@ -77,9 +81,14 @@ def test_an_operator_ends_episodes_as_successes(tmp_path: Path, ros_env) -> None
 
     presser = threading.Thread(target=press, daemon=True)
     presser.start()
+    run = launch("colocated", tmp_path, ros_env, "robot_interface:=ros2_control",
+                 "operator_success:=true", "total_env_steps:=1500", "eval_episodes:=2")
     try:
         assert run.wait_for_line(lambda line: "counts as a success" in line, 120.0), \
             run.output()[-3000:]
+    except BaseException:
+        run.stop(grace_s=20.0)  # no run left behind on the test's domain
+        raise
     finally:
         stop.set()
         presser.join()
@@ -88,3 +97,64 @@ def test_an_operator_ends_episodes_as_successes(tmp_path: Path, ros_env) -> None
     assert finish(run, 300.0) == 0, run.output()[-4000:]
     said = [line for line in run.lines if "operator: episode" in line]
     assert said and all("counts as a success" in line for line in said), said
+
+
+#: cartpole's effort scale (CartPoleBalanceTask max_force): an action of 0.5 commands 5 N.
+OPERATOR_ACTION, OPERATOR_COMMAND = 0.5, 5.0
+
+
+def test_a_gamepad_drives_while_its_deadman_button_is_held(tmp_path: Path, ros_env) -> None:
+    mapping = tmp_path / "joy.yaml"
+    mapping.write_text("axes: [0]\ndeadman_button: 0\n")
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    node = rclpy.create_node("gamepad", context=context)
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(node)
+    joy = node.create_publisher(Joy, "/robot_0/joy", 10)
+    commands: list[tuple[float, float]] = []
+    node.create_subscription(Float64MultiArray, "/robot_0/effort_controller/commands",
+                             lambda msg: commands.append((time.monotonic(), msg.data[0])), 100)
+
+    def drive(seconds: float, held: bool) -> tuple[float, float]:
+        """Publish the stick at OPERATOR_ACTION at 50 Hz: the window's commands, from 0.5 s in."""
+        began = time.monotonic()
+        while time.monotonic() - began < seconds:
+            joy.publish(Joy(axes=[OPERATOR_ACTION], buttons=[1 if held else 0]))
+            executor.spin_once(timeout_sec=0.02)
+        return began + 0.5, time.monotonic()
+
+    def during(window: tuple[float, float]) -> list[float]:
+        return [value for at, value in commands if window[0] <= at <= window[1]]
+
+    run = launch("colocated", tmp_path, ros_env, "robot_interface:=ros2_control", "teleop:=true",
+                 f"teleop_mapping:={mapping}", "teleop_timeout:=0.3", "total_env_steps:=4000",
+                 "eval_episodes:=2")
+    try:
+        deadline = time.monotonic() + 120.0
+        while not commands and time.monotonic() < deadline:  # the policy drives
+            executor.spin_once(timeout_sec=0.1)
+        assert commands, run.output()[-3000:]
+        held = during(drive(3.0, held=True))
+        released = during(drive(2.0, held=False))
+    except BaseException:
+        run.stop(grace_s=20.0)  # no run left behind on the test's domain
+        raise
+    finally:
+        executor.shutdown()
+        node.destroy_node()
+        rclpy.shutdown(context=context)
+    # Held: the operator's command (an episode's reset sends none; a hold would be 0).
+    assert held and sum(value == OPERATOR_COMMAND for value in held) >= 0.9 * len(held), held
+    # Released: the policy drives again.
+    assert released and sum(value == OPERATOR_COMMAND for value in released) < 0.5 * len(released)
+    assert finish(run, 300.0) == 0, run.output()[-4000:]
+    rate = float(json.loads((tmp_path / "run" / "result.json").read_text())
+                 ["robots"]["/robot_0"]["intervention rate"])
+    assert 0.0 < rate < 1.0, run.output()[-4000:]
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    accumulator = EventAccumulator(str(tmp_path / "run" / "tensorboard"))
+    accumulator.Reload()
+    assert "intervention_rate/robot_0" in accumulator.Tags()["scalars"]
+    stored = next(line for line in run.lines if "transitions an operator drove" in line)
+    assert int(stored.split("interventions: ")[1].split()[0]) > 0, stored

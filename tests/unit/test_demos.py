@@ -141,3 +141,18 @@ def test_the_config_loads_demonstrations_and_refuses_bad_ones(tmp_path: Path) ->
     broken = dataclasses.replace(config, demos=str(tmp_path / "nope"))
     with pytest.raises(ConfigError, match="does not exist"):
         new_replay(broken, new_buffer(broken, OBS, ACTION))
+
+
+def test_rows_an_operator_drove_join_the_demonstrations() -> None:
+    buffer = ReplayBuffer(OBS, ACTION, 100, seed=1)
+    replay = RateLimitedReplay(buffer, 1.0, learning_starts=1, error_buffer=100)
+    add_online(replay, 4)
+    assert replay.demos is None  # no demonstrations, no operator yet: online batches only
+    rewards = np.array([0.0, 1.0, 0.0, 1.0])
+    replay.add(np.zeros((4, 4)), np.zeros((4, 1)), rewards, np.zeros((4, 4)),
+               np.zeros(4, dtype=bool), intervened=np.array([False, True, False, True]))
+    assert len(replay.buffer) == 8 and replay.intervened_rows == 2
+    assert replay.demos is not None and len(replay.demos) == 2
+    batch = replay.take(8, 1)[0].batches[0]
+    from_demos = batch.indices == DEMO_SLOT
+    assert from_demos.sum() == 4 and batch.rewards[from_demos].tolist() == [1.0] * 4

@@ -40,7 +40,7 @@ def experience(sequence: int, obs_shape: tuple[int, ...] = STATE, rows: int = 4,
                            actions=np.full((rows, 1), 0.5, np.float32),
                            rewards=np.full(rows, sequence, np.float32), next_obs=obs + 1,
                            terminated=np.arange(rows) % 2 == 0, truncated=np.zeros(rows, bool),
-                           policy_version=sequence)
+                           policy_version=sequence, intervened=None)
 
 
 class Run:

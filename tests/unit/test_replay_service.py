@@ -51,7 +51,7 @@ def experience(sequence: int, rows: int = 4, robot_id: int = 0, value: float = 0
     return SimpleNamespace(robot_id=robot_id, stream=1, sequence=sequence, obs=obs,
                            actions=np.zeros((rows, 1), np.float32), rewards=np.ones(rows, np.float32),
                            next_obs=obs, terminated=np.zeros(rows, bool),
-                           truncated=np.zeros(rows, bool), policy_version=2)
+                           truncated=np.zeros(rows, bool), policy_version=2, intervened=None)
 
 
 def request(batch_size: int = 8, max_batches: int = 1, insert_budget: int = 0) -> SimpleNamespace:

@@ -180,3 +180,11 @@ def test_an_operator_declares_the_episode_in_flight_a_success() -> None:
     _start(loop, robot)
     _, transition, _ = loop.on_state(robot.command(loop.on_action(np.zeros(2))))
     assert not transition.terminated and transition.reward < 0
+
+
+def test_a_period_an_operator_drove_is_flagged_in_its_transition() -> None:
+    loop, robot = _loop(), Integrator()
+    _start(loop, robot)
+    _, driven, _ = loop.on_state(robot.command(loop.on_action(np.zeros(2), intervened=True)))
+    _, plain, _ = loop.on_state(robot.command(loop.on_action(np.zeros(2))))
+    assert driven.intervened and not plain.intervened

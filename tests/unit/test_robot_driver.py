@@ -284,3 +284,19 @@ def test_an_operators_success_ends_the_episode_in_flight_and_starts_the_next() -
     assert episode.success and episode.length == 1 and host.kinds()[-1] == "reset"
     driver.on_operator_success(True)  # while resetting: nothing to end
     assert host.of("warn")[-1][0].startswith("operator success between episodes")
+
+
+def test_a_lost_first_joint_state_asks_for_the_reset_again() -> None:
+    driver, host, clock = make()
+    driver.start()
+    driver.reset_answered(answer(host))  # answered, but the state it published never came
+    assert driver.loop.latest is None and not host.of("observation")
+    driver.check_deadline()
+    assert host.kinds() == ["reset"]  # within the command deadline: wait
+    clock.now += 0.6
+    driver.check_deadline()
+    assert host.kinds()[-1] == "reset" and len(host.of("reset")) == 2
+    assert host.of("warn")[0][0].startswith("no joint state from the robot since its reset")
+    state(driver, 0.0, [1.0, -1.0])
+    driver.reset_answered(answer(host))
+    assert host.of("observation")[0][0] == 0  # the robot acts

@@ -3,6 +3,8 @@ stale, random first steps, the counts, the ros2_control rows, and what diagnosti
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 from gymnasium.spaces import Box
@@ -22,6 +24,7 @@ from rl_core.stepping import (
     make_lanes,
     simulator_seed,
 )
+from rl_core.teleop import Intervention
 
 pytestmark = pytest.mark.unit
 
@@ -129,14 +132,15 @@ def test_the_first_random_steps_take_random_actions() -> None:
 
 def test_a_ros2_control_robot_is_counted_as_one_environment() -> None:
     run = Stepper([], random_steps=1, rng=np.random.default_rng(0))
-    random = run.boundary_actions(np.zeros((1, 2)), policy_version=2)
+    random, intervened = run.boundary_actions(np.zeros((1, 2)), policy_version=2)
     assert random.shape == (2,) and np.abs(random).max() > 0 and run.policy_version == 2
+    assert not intervened
     rows = run.boundary_transition(Transition(np.ones(3), np.zeros(2), 1.5, np.ones(3), True,
                                               False, None), stamp_ns=21)
     assert rows.obs.shape == (1, 3) and rows.obs.dtype == np.float32
     assert rows.rewards.tolist() == [1.5] and rows.terminated.tolist() == [True]
     assert rows.env_ids is BOUNDARY_ENV_IDS and rows.sequence == 0 and rows.stamp_ns == 21
-    assert run.boundary_actions(np.full((1, 2), 0.25), 3).tolist() == [0.25, 0.25]
+    assert run.boundary_actions(np.full((1, 2), 0.25), 3)[0].tolist() == [0.25, 0.25]
     episodes = run.boundary_episode(EpisodeEnd(4.0, 7, None), stamp_ns=22)
     assert episodes.env_ids == [0] and episodes.successes == [False]
     assert (episodes.total_episodes, episodes.total_env_steps, episodes.policy_version) == (1, 1, 3)
@@ -187,3 +191,27 @@ def test_diagnostic_values() -> None:
                       "dds bytes acting": 10, "dds bytes experience": 30,
                       "dds bytes per env step": "20", "episodes": 0, "policy version": 7,
                       "lanes": 2, "acting paused": False, "paused s": "0.0"}
+
+
+def test_an_operator_drives_instead_of_the_policy_and_the_rows_are_flagged() -> None:
+    run = stepper([2], random_steps=2)
+    run.intervention = Intervention(2, timeout_s=60.0)
+    lane = run.lanes[0]
+    policy = np.zeros((2, 2), np.float32)
+    first, _ = run.step(lane, policy, 0, 0)  # a random step, no operator yet
+    assert first.intervened is None
+    run.intervention.on_command([0.5, -0.5], time.monotonic())
+    second, _ = run.step(lane, policy, 0, 0)
+    np.testing.assert_array_equal(second.actions, [[0.5, -0.5]] * 2)
+    np.testing.assert_array_equal(lane.envs.applied[-1], second.actions)
+    assert second.intervened.tolist() == [True, True]
+    # Through ros2_control: the operator's action goes to the loop, the transition is flagged.
+    boundary = Stepper([], 0, np.random.default_rng(0), intervention=run.intervention)
+    action, intervened = boundary.boundary_actions(np.zeros((1, 2)), 1)
+    assert action.tolist() == [0.5, -0.5] and intervened
+    rows = boundary.boundary_transition(Transition(np.ones(3), action, 1.0, np.ones(3), False,
+                                                   False, None, intervened), stamp_ns=1)
+    assert rows.intervened.tolist() == [True]
+    plain = boundary.boundary_transition(Transition(np.ones(3), action, 1.0, np.ones(3), False,
+                                                    False, None), stamp_ns=2)
+    assert plain.intervened is None

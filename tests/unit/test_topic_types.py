@@ -34,3 +34,24 @@ def test_other_topics_travel_as_their_ros_message() -> None:
 def test_a_bad_type_name_says_what_is_wrong(bad: str) -> None:
     with pytest.raises(ValueError, match="pkg/msg/Type|cannot be imported"):
         topic_type(bad)
+
+
+def test_the_rows_an_operator_drove_cross_the_wire_flagged() -> None:
+    import dataclasses
+
+    import numpy as np
+
+    from rl_nodes.conversions import Experience, experience_from_msg, experience_to_msg
+
+    obs = np.zeros((2, 3), np.float32)
+    data = Experience(0, obs, np.zeros((2, 1), np.float32), np.ones(2, np.float32), obs,
+                      np.zeros(2, bool), np.zeros(2, bool), intervened=np.array([True, False]))
+    msg = experience_to_msg(data)
+    assert list(msg.intervened) == [True, False]
+    assert experience_from_msg(msg).intervened.tolist() == [True, False]
+    # No operator drove any row: nothing on the wire, None on arrival.
+    unflagged = experience_to_msg(dataclasses.replace(data, intervened=np.zeros(2, bool)))
+    assert len(unflagged.intervened) == 0 and experience_from_msg(unflagged).intervened is None
+    msg.intervened = [True]
+    with pytest.raises(ValueError, match="'intervened' has 1 entries, expected 2"):
+        experience_from_msg(msg)

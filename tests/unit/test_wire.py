@@ -112,6 +112,9 @@ def test_payload_bytes_count_the_arrays_of_a_message() -> None:
     assert wire.observations_bytes(obs) == wire.FIXED_BYTES + 4 * 11
     experience = SimpleNamespace(obs=[0.0] * 8, next_obs=[0.0] * 8, actions=[0.0] * 2,
                                  rewards=[0.0] * 2, terminated=[False] * 2, truncated=[False] * 2,
-                                 env_ids=[0, 1], obs_shape=[4], action_shape=[1])
+                                 env_ids=[0, 1], obs_shape=[4], action_shape=[1],
+                                 intervened=[])
     assert wire.experience_bytes(experience) == wire.FIXED_BYTES + 4 + 4 * 24
+    experience.intervened = [True, False]  # one byte per row, like the other flags
+    assert wire.experience_bytes(experience) == wire.FIXED_BYTES + 6 + 4 * 24
     assert wire.episodes_bytes(SimpleNamespace(env_ids=[0, 1, 2])) == wire.FIXED_BYTES + 39

@@ -153,6 +153,18 @@ class SimulatorConfig:
                                  "(RL_ROS2_ACTION_KEY, RL_ROS2_ROBOT_ACTION_KEYS); development "
                                  "only: anyone on the domain could then pause, resume or drive "
                                  "this robot.", read_only=True)
+    teleop: bool = param(False, "Take an operator's commands (interventions, docs/"
+                         "human_in_the_loop.md): teleop_command (std_msgs/Float64MultiArray, "
+                         "actions in [-1, 1]) and, with teleop_mapping, joy (sensor_msgs/Joy). "
+                         "While one counts it drives instead of the policy and its steps join the "
+                         "demonstrations. Anyone on the domain can then drive this robot: use it "
+                         "on a trusted network or with SROS2.", read_only=True)
+    teleop_mapping: str = param("", "With teleop: a YAML file mapping Joy axes to actions with a "
+                                "deadman button (rl_core/teleop.py); '' = no Joy input.",
+                                read_only=True)
+    teleop_timeout: float = param(0.5, "With teleop: seconds an operator's command counts after "
+                                  "it arrived (a silent gamepad hands the robot back).",
+                                  0.01, 60.0, 0.0, read_only=True)
 
     def __post_init__(self) -> None:
         _check_ranges(self)

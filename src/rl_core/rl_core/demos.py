@@ -109,13 +109,14 @@ def load_demonstrations(paths: str, obs_shape: tuple[int, ...],
 
 
 def demo_buffer(demos: Demonstrations, like: ReplayBuffer, seed: int) -> ReplayBuffer:
-    """A uniformly sampled buffer holding exactly ``demos``, with the layout and value bound of
-    ``like`` (the online buffer), so their batches concatenate.
+    """A uniformly sampled buffer holding ``demos``, with the layout and value bound of ``like``
+    (the online buffer), so their batches concatenate, and room for as many interventions as
+    ``like`` holds transitions (an operator's steps join the demonstrations).
 
     :raises ConfigError: when a demonstration holds values the online buffer would refuse.
     """
-    buffer = ReplayBuffer(like.obs_shape, like.action_shape, max(len(demos), 1), seed=seed,
-                          value_bound=like.value_bound, obs_dtype=like.obs_dtype)
+    buffer = ReplayBuffer(like.obs_shape, like.action_shape, len(demos) + like.capacity,
+                          seed=seed, value_bound=like.value_bound, obs_dtype=like.obs_dtype)
     try:
         buffer.add(demos.obs, demos.actions, demos.rewards, demos.next_obs,
                    demos.terminated, demos.truncated)

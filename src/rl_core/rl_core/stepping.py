@@ -9,10 +9,14 @@ lane waits for its actions the other steps. A lane's batches carry step numbers
 ``count * lanes + lane``, so an answer tells which lane it is for. A robot driven through
 ros2_control (``rl_nodes.robot_boundary``) has no lanes; its transitions and episodes are
 counted here all the same.
+
+With an :class:`~rl_core.teleop.Intervention` the operator's command replaces the policy's (and
+the random) actions while one drives; those rows are flagged ``intervened`` in the experience.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,6 +24,7 @@ import numpy as np
 from rl_core.acting import ActingGate
 from rl_core.envs import VectorEnv
 from rl_core.robot.boundary import EpisodeEnd, Transition
+from rl_core.teleop import Intervention
 from rl_core.transport import Episodes, Experience
 
 #: Seed offset of each restart of a simulator, so a respawned one draws a fresh seed stream.
@@ -79,11 +84,15 @@ class Stepper:
     :param rng: draws the random actions.
     :param robot_id: the robot the experience and episodes are of.
     :param stream: this run of the simulator (a respawn starts a newer one).
+    :param intervention: an operator's input, which drives instead of the policy while it
+        counts (None: the policy always drives).
     """
 
     def __init__(self, lanes: list[Lane], random_steps: int, rng: np.random.Generator,
-                 robot_id: int = 0, stream: int = 0) -> None:
+                 robot_id: int = 0, stream: int = 0,
+                 intervention: Intervention | None = None) -> None:
         self.lanes = lanes
+        self.intervention = intervention
         self.robot_id = robot_id
         self.stream = stream
         self.random_steps = random_steps
@@ -125,9 +134,11 @@ class Stepper:
         random = self._random(actions.shape)
         if random is not None:
             actions = random.astype(np.float32)
+        actions, intervened = self._intervene(actions)
         step = lane.envs.step(actions)
         experience = self._experience(lane.obs, actions, step.rewards, step.next_obs,
-                                      step.terminated, step.truncated, lane.env_ids, stamp_ns)
+                                      step.terminated, step.truncated, lane.env_ids, stamp_ns,
+                                      intervened)
         lane.obs = step.obs
         lane.count += 1
         self.step_count += 1
@@ -141,21 +152,34 @@ class Stepper:
             [bool(e.is_success) for e in step.episodes], self.total_episodes,
             self.total_env_steps, self.policy_version, stamp_ns)
 
+    def _intervene(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """The actions with the operator's in place where one drives, and the flags (None
+        when no operator drove any)."""
+        if self.intervention is None:
+            return actions, None
+        actions, intervened = self.intervention.apply(actions, time.monotonic())
+        return actions, intervened if intervened.any() else None
+
     def _experience(self, obs: np.ndarray, actions: np.ndarray, rewards: np.ndarray,
                     next_obs: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
-                    env_ids: np.ndarray, stamp_ns: int) -> Experience:
+                    env_ids: np.ndarray, stamp_ns: int,
+                    intervened: np.ndarray | None = None) -> Experience:
         """The next experience message of this simulator's stream."""
         experience = Experience(self.robot_id, obs, actions, rewards, next_obs, terminated,
                                 truncated, self.policy_version, stamp_ns, env_ids, self.stream,
-                                self.sequence)
+                                self.sequence, intervened)
         self.sequence += 1
         return experience
 
-    def boundary_actions(self, actions: np.ndarray, policy_version: int) -> np.ndarray:
-        """The action a robot driven through ros2_control applies, from a batch of one."""
+    def boundary_actions(self, actions: np.ndarray, policy_version: int
+                         ) -> tuple[np.ndarray, bool]:
+        """The action a robot driven through ros2_control applies, from a batch of one, and
+        whether it is an operator's (one drives)."""
         self.policy_version = policy_version
         random = self._random(actions.shape[1:])
-        return actions[0] if random is None else random
+        action = actions[0] if random is None else random
+        driven, intervened = self._intervene(np.asarray(action, dtype=np.float32)[None])
+        return driven[0], intervened is not None
 
     def boundary_transition(self, transition: Transition, stamp_ns: int) -> Experience:
         """A control period of a robot driven through ros2_control, as one experience row."""
@@ -163,7 +187,8 @@ class Stepper:
             transition.obs[None].astype(np.float32), transition.action[None],
             np.asarray([transition.reward], dtype=np.float32),
             transition.next_obs[None].astype(np.float32), np.asarray([transition.terminated]),
-            np.asarray([transition.truncated]), BOUNDARY_ENV_IDS, stamp_ns)
+            np.asarray([transition.truncated]), BOUNDARY_ENV_IDS, stamp_ns,
+            np.ones(1, dtype=bool) if transition.intervened else None)
         self.step_count += 1
         self.total_env_steps += 1
         return rows

@@ -185,6 +185,14 @@ class TrainingRun:
                 "mean_return": self.learner.mean_return, **self.rates.rates,
                 **replay_figures(replay_status)}
 
+    def intervention_rates(self, rates: Mapping[str, float]) -> None:
+        """Each robot's share of steps an operator drove, to TensorBoard as
+        ``intervention_rate/<robot>`` at the transitions so far."""
+        if rates and self.tensorboard is not None:
+            self.tensorboard.scalars("intervention_rate",
+                                     {robot.strip("/"): rate for robot, rate in rates.items()},
+                                     self.env_steps)
+
     def progress(self, replay_status: Any) -> tuple[str, dict[str, float]]:
         """The progress line and scalars of now (rates since the previous call); the scalars
         also go to TensorBoard."""

@@ -95,6 +95,8 @@ class Experience:
     env_ids: np.ndarray | None = None
     stream: int = 0  # one run of the robot's simulator (its start time in ns)
     sequence: int = 0  # message counter within the stream
+    #: Per row, whether an operator's command replaced the policy's action (None: no row).
+    intervened: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.rewards.shape[0])

@@ -104,7 +104,7 @@ def observations_bytes(msg: Any) -> int:
 
 def experience_bytes(msg: Any) -> int:
     """Payload bytes of an ExperienceBatch, as :func:`observations_bytes`."""
-    return FIXED_BYTES + len(msg.terminated) + len(msg.truncated) + 4 * (
+    return FIXED_BYTES + len(msg.terminated) + len(msg.truncated) + len(msg.intervened) + 4 * (
         len(msg.obs) + len(msg.next_obs) + len(msg.actions) + len(msg.rewards)
         + len(msg.env_ids) + len(msg.obs_shape) + len(msg.action_shape))
 

@@ -158,6 +158,8 @@ def experience_to_msg(data: Experience) -> ExperienceBatch:
     msg.truncated = np.asarray(data.truncated, dtype=bool).tolist()
     msg.env_ids = wire.uint32_array(np.arange(rows) if data.env_ids is None else data.env_ids)
     msg.policy_version = data.policy_version
+    if data.intervened is not None and data.intervened.any():
+        msg.intervened = np.asarray(data.intervened, dtype=bool).tolist()
     return msg
 
 
@@ -167,6 +169,8 @@ def experience_from_msg(msg: ExperienceBatch, images: bool = False
     back as :class:`AwaitingImages` (without, it is refused)."""
     rows, obs_shape, action_shape = wire.transition_layout(msg)
     wire.check_length(msg.truncated, rows, "truncated")
+    if len(msg.intervened):
+        wire.check_length(msg.intervened, rows, "intervened")
     awaiting = wire.images_elsewhere(msg.obs, rows, obs_shape)
     if awaiting and not images:
         raise wire.side_topic_error("obs")
@@ -187,6 +191,7 @@ def experience_from_msg(msg: ExperienceBatch, images: bool = False
         env_ids=np.frombuffer(msg.env_ids, dtype=np.uint32) if len(msg.env_ids) == rows else None,
         stream=msg.stream,
         sequence=msg.sequence,
+        intervened=np.asarray(msg.intervened, dtype=bool) if len(msg.intervened) else None,
     )
     return AwaitingImages(experience, ("obs", "next_obs"), rows, obs_shape) if awaiting \
         else experience

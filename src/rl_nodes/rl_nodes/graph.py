@@ -192,6 +192,10 @@ ROBOT_JOINT_STATES = Topic("joint_states", "sensor_msgs/msg/JointState", (SIM_RO
 #: Emergency stop: ``true`` holds the robot within one control period and pauses acting until
 #: ``false`` comes.
 ESTOP = Topic("estop", "std_msgs/msg/Bool", (), (SIMULATOR,))
+#: An operator's commands (simulator parameter ``teleop``): actions in [-1, 1], and a gamepad's
+#: readings through the ``teleop_mapping`` file (rl_core.teleop).
+TELEOP_COMMAND = Topic("teleop_command", "std_msgs/msg/Float64MultiArray", (), (SIMULATOR,))
+JOY = Topic("joy", "sensor_msgs/msg/Joy", (), (SIMULATOR,))
 #: An operator's verdict (boundary parameter ``operator_success``): ``true`` ends the episode in
 #: flight as a success.
 OPERATOR_SUCCESS = Topic("operator_success", "std_msgs/msg/Bool", (), (SIMULATOR,))
@@ -211,6 +215,9 @@ RESET_ROBOT_TYPE = "rl_interfaces/srv/ResetRobot"
 #: and the achieved control rate.
 LATENCY_P50_KEY, LATENCY_P99_KEY = "command latency p50 ms", "command latency p99 ms"
 CONTROL_RATE_KEY = "control rate hz"
+#: The share of a simulator's steps an operator drove (``teleop``), on its /diagnostics and in
+#: result.json's ``robots``.
+INTERVENTION_RATE_KEY = "intervention rate"
 #: Prefix of the safety layer's intervention counts on /diagnostics.
 SAFETY_KEY_PREFIX = "safety "
 

@@ -126,6 +126,10 @@ class ReplayBufferNode(RLNode):
             (self.get_logger().info if restored else self.get_logger().error)(message)
 
     def close(self) -> None:
+        if self.replay.intervened_rows:
+            self.get_logger().info(
+                f"interventions: {self.replay.intervened_rows} transitions an operator drove "
+                "were stored online and among the demonstrations")
         self.service.close()
 
     def diagnose(self) -> tuple[int, str, dict[str, object]]:

@@ -13,7 +13,9 @@ runs on a steady-clock timer, so it keeps watching when simulated time stops.
 from __future__ import annotations
 
 import functools
+import math
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -72,6 +74,7 @@ class RobotBoundary:
         self.command_pub = node.publisher(topic, plain(message_type))
         node.subscription(graph.ROBOT_JOINT_STATES, self._on_joint_state)
         self._lock = threading.RLock()
+        self._warned_at: dict[str, float] = {}  # when each warning text was last logged
         self._estop = EStopListener(node, self._on_estop)
         if config.operator_success:
             node.create_subscription(Bool, graph.OPERATOR_SUCCESS.name,
@@ -142,11 +145,11 @@ class RobotBoundary:
         except ValueError as error:
             self.node.reject("actions", str(error))
             return
-        self._on_action(self.node.stepper.boundary_actions(msg.actions, msg.policy_version))
+        self._on_action(*self.node.stepper.boundary_actions(msg.actions, msg.policy_version))
 
     @_locked
-    def _on_action(self, action: np.ndarray) -> None:
-        self.driver.on_action(action)
+    def _on_action(self, action: np.ndarray, intervened: bool) -> None:
+        self.driver.on_action(action, intervened)
 
     @_locked
     def _on_operator_success(self, msg: Bool) -> None:
@@ -223,10 +226,14 @@ class RobotBoundary:
         self.node.reject(what, reason)
 
     def warn(self, text: str, throttle_s: float = 0.0) -> None:
-        if throttle_s > 0:
-            self.node.get_logger().warning(text, throttle_duration_sec=throttle_s)
-        else:
-            self.node.get_logger().warning(text)
+        """Log a warning, one of the same text at most once per ``throttle_s`` (rclpy's own
+        throttle keys on the call site, which every warning shares here, and refuses a call
+        site whose throttle changes)."""
+        now = time.monotonic()
+        if throttle_s > 0 and now - self._warned_at.get(text, -math.inf) < throttle_s:
+            return
+        self._warned_at[text] = now
+        self.node.get_logger().warning(text)
 
     def info(self, text: str) -> None:
         self.node.get_logger().info(text)

@@ -32,6 +32,7 @@ from rl_nodes.robot_boundary import RobotBoundary
 from rl_nodes.runtime import main_for
 from rl_nodes.rviz_display import RvizDisplay
 from rl_nodes.simulator_images import SimulatorImages
+from rl_nodes.teleop_input import TeleopInput
 
 RESEND_AFTER_S = 1.0  # watchdog: republish observations unanswered for this long
 #: With the rate limiter on, acting pauses when no /replay_status came for this long: twice the
@@ -83,13 +84,21 @@ class SimulatorNode(RLNode):
             self.config, self._release_held)
         if ros2_control:
             self.boundary = RobotBoundary.for_simulator(self, seed)
+            self._take_teleop(self.boundary.task.action_space.shape)
             return
+        self._take_teleop(self.envs.single_action_space.shape)
         self.display = RvizDisplay.of(self, self.envs.envs[0].unwrapped, self.robot_id,
                                       self.config.visualization_rate_hz)
         lanes = len(self.stepper.lanes)
         self.get_logger().info(
             f"robot {self.robot_id}: {self.config.num_envs} x {self.config.env_id}, seed {seed}, "
             f"{lanes} lane{'s' if lanes > 1 else ''}")
+
+    def _take_teleop(self, action_shape: tuple[int, ...]) -> None:
+        """With ``teleop``, an operator's commands drive instead of the policy's while they
+        count (rl_nodes.teleop_input)."""
+        if self.config.teleop:
+            self.stepper.intervention = TeleopInput(self, int(np.prod(action_shape))).intervention
 
     @property
     def acting_paused(self) -> bool:
@@ -149,6 +158,8 @@ class SimulatorNode(RLNode):
         warning = self.boundary.diagnose(values) if self.boundary is not None else None
         if self.images.pixels:
             values["observation codec"] = self.images.codec
+        if self.stepper.intervention is not None:
+            values[graph.INTERVENTION_RATE_KEY] = f"{self.stepper.intervention.rate:.3f}"
         if warning is None and self.images.waiting_for_encoder:
             warning = "latent observations: waiting for the trainer's encoder weights"
         target = self.config.max_rate_hz * self.config.num_envs if self.boundary is None else 0.0

@@ -51,7 +51,8 @@ PROGRESS_PERIOD_S = 2.0
 #: How often a deactivated learner thread looks whether it is active again.
 PAUSED_POLL_S = 0.1
 #: Diagnostic keys of a robot boundary kept for result.json (and those starting with safety).
-ROBOT_FIGURE_KEYS = (graph.LATENCY_P50_KEY, graph.LATENCY_P99_KEY, graph.CONTROL_RATE_KEY)
+ROBOT_FIGURE_KEYS = (graph.LATENCY_P50_KEY, graph.LATENCY_P99_KEY, graph.CONTROL_RATE_KEY,
+                     graph.INTERVENTION_RATE_KEY)
 
 
 class TrainerNode(RLNode):
@@ -210,10 +211,11 @@ class TrainerNode(RLNode):
             self.reject(*refused)
 
     def _on_diagnostics(self, msg: DiagnosticArray) -> None:
-        """Keep each robot boundary's latency, rate and safety counts for result.json."""
+        """Keep each robot boundary's latency, rate and safety counts, and each robot's
+        intervention rate, for result.json."""
         for status in msg.status:
             values = {item.key: item.value for item in status.values}
-            if graph.LATENCY_P50_KEY in values:
+            if graph.LATENCY_P50_KEY in values or graph.INTERVENTION_RATE_KEY in values:
                 self.robot_figures[status.hardware_id] = {
                     key: value for key, value in values.items()
                     if key in ROBOT_FIGURE_KEYS or key.startswith(graph.SAFETY_KEY_PREFIX)}
@@ -234,6 +236,10 @@ class TrainerNode(RLNode):
 
     def _log_progress(self) -> None:
         line, scalars = self.run.progress(self.replay_status)
+        self.run.intervention_rates({
+            robot: float(figures[graph.INTERVENTION_RATE_KEY])
+            for robot, figures in self.robot_figures.items()
+            if graph.INTERVENTION_RATE_KEY in figures})
         for name, value in scalars.items():
             if name in self.metrics_pubs and np.isfinite(value):
                 self.metrics_pubs[name].publish(Float64(data=value))

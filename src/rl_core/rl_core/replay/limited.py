@@ -14,7 +14,9 @@ down and the achieved ratio is only reported.
 With demonstrations (``demos``, :mod:`rl_core.demos`) every batch draws ``demo_ratio`` of its rows
 from them and the rest from online data (RLPD's symmetric sampling, Ball et al. 2023); the
 limiter counts online inserts only, as without. Demonstration rows carry the slot index -1, and
-priorities sent back for them are dropped (the demo buffer samples uniformly).
+priorities sent back for them are dropped (the demo buffer samples uniformly). Transitions an
+operator drove (``intervened``) are stored online and among the demonstrations too (HIL-SERL's
+rule); the first of them starts a demonstration buffer where there was none.
 
 The buffer also owns the run's schedule: with a budget of ``total_env_steps`` transitions it grants
 only the batches those pay for, and :attr:`RateLimitedReplay.done` turns true once they are in
@@ -63,7 +65,8 @@ class RateLimitedReplay:
     :param error_buffer: transitions acting may run ahead of learning before it is paused.
     :param enforce: raise :attr:`acting_paused` when acting is too far ahead (``rate_limit``).
     :param total_env_steps: the run's budget in transitions (0: none, the run never ends).
-    :param demos: demonstrations, sampled beside ``buffer`` (None: none).
+    :param demos: demonstrations, sampled beside ``buffer`` (None: none); it must have room
+        for the interventions to come (:func:`rl_core.demos.demo_buffer`).
     :param demo_ratio: the share of every batch drawn from ``demos``.
     """
 
@@ -79,6 +82,8 @@ class RateLimitedReplay:
         self.demo_ratio = demo_ratio
         #: What the demonstrations are, for the log ('' without them).
         self.demo_note = ""
+        #: Rows stored among the demonstrations because an operator drove them.
+        self.intervened_rows = 0
         self.enforce = enforce
         self.total_env_steps = total_env_steps
         low = learning_starts * updates_per_transition
@@ -98,16 +103,33 @@ class RateLimitedReplay:
         return self.buffer.total_inserted
 
     def add(self, obs, actions, rewards, next_obs, terminated, truncated=None,
-            policy_version: int = 0) -> bool:
-        """Insert a batch (never refused for rate reasons; invalid data raises ``ValueError``).
+            policy_version: int = 0, intervened=None) -> bool:
+        """Insert a batch (never refused for rate reasons; invalid data raises ``ValueError``);
+        the rows ``intervened`` marks go among the demonstrations too.
 
         :returns: whether :attr:`acting_paused` changed.
         """
         with self._lock:
             self.buffer.add(obs, actions, rewards, next_obs, terminated, truncated)
+            if intervened is not None and np.any(intervened):
+                self._add_demonstrations(np.asarray(intervened, dtype=bool), obs, actions,
+                                         rewards, next_obs, terminated, truncated)
             self.limiter.insert(len(rewards))
             self.acting_weights_version = max(self.acting_weights_version, int(policy_version))
             return self._update_pause()
+
+    def _add_demonstrations(self, rows: np.ndarray, obs, actions, rewards, next_obs,
+                            terminated, truncated) -> None:
+        """Store the ``rows`` of a batch an operator drove among the demonstrations."""
+        if self.demos is None:
+            self.demos = ReplayBuffer(self.buffer.obs_shape, self.buffer.action_shape,
+                                      self.buffer.capacity, value_bound=self.buffer.value_bound,
+                                      obs_dtype=self.buffer.obs_dtype)
+        self.demos.add(np.asarray(obs)[rows], np.asarray(actions)[rows],
+                       np.asarray(rewards)[rows], np.asarray(next_obs)[rows],
+                       np.asarray(terminated)[rows],
+                       None if truncated is None else np.asarray(truncated)[rows])
+        self.intervened_rows += int(rows.sum())
 
     def restore(self, chunk: Chunk) -> None:
         """Put back what an insert log's chunk holds (rows, inserts, samples granted) as the

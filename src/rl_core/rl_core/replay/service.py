@@ -212,7 +212,8 @@ class ReplayService:
                 return
             try:
                 changed = self.replay.add(msg.obs, msg.actions, msg.rewards, msg.next_obs,
-                                          msg.terminated, msg.truncated, msg.policy_version)
+                                          msg.terminated, msg.truncated, msg.policy_version,
+                                          msg.intervened)
             except OutOfBounds as error:  # checked by the buffer in its finiteness pass
                 self._reject("experience (values out of bounds)", f"robot {msg.robot_id}: {error}")
                 return
@@ -503,6 +504,8 @@ class ReplayService:
                   "priorities skipped (slot overwritten)": self.priorities_stale,
                   "snapshots": writer.snapshots if writer else 0,
                   "snapshot hold ms": f"{1000 * writer.hold_s if writer else 0.0:.1f}",
+                  "demonstrations": len(self.replay.demos) if self.replay.demos else 0,
+                  "interventions stored": self.replay.intervened_rows,
                   **self._log_figures()}
         if self.insert_log is not None and self.insert_log.error:
             return False, f"insert log not written: {self.insert_log.error}", values

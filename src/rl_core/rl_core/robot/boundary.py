@@ -48,6 +48,8 @@ class Transition:
     terminated: bool
     truncated: bool
     success: bool | None
+    #: An operator's command drove this period instead of the policy's.
+    intervened: bool = False
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,7 @@ class RobotLoop:
         self._observed: JointSample | None = None  # the state of the observation in flight
         self._obs: np.ndarray | None = None
         self._action: np.ndarray | None = None
+        self._intervened = False  # an operator's command drives the period in flight
         self._fresh_after_reset = False  # a joint state came after the reset was asked for
         self._operator_success = False  # an operator declared the episode in flight solved
         self.episode_steps = 0
@@ -182,7 +185,8 @@ class RobotLoop:
         self.episode_return += outcome.reward
         truncated = not outcome.terminated and self.episode_steps >= self.task.max_episode_steps
         transition = Transition(self._obs, self._action, float(outcome.reward), next_obs,
-                                bool(outcome.terminated), truncated, outcome.success)
+                                bool(outcome.terminated), truncated, outcome.success,
+                                self._intervened)
         if outcome.terminated or truncated:
             self.episodes += 1
             end = EpisodeEnd(self.episode_return, self.episode_steps, outcome.success)
@@ -195,11 +199,13 @@ class RobotLoop:
         self._observed, self._obs, self.phase = state, next_obs, ACTING
         return next_obs, transition, None
 
-    def on_action(self, action: np.ndarray) -> np.ndarray | None:
-        """The policy's action for the observation in flight: the command to send (physical
-        units, command order), or ``None`` when no observation is waiting for it."""
+    def on_action(self, action: np.ndarray, intervened: bool = False) -> np.ndarray | None:
+        """The policy's action for the observation in flight (an operator's, ``intervened``):
+        the command to send (physical units, command order), or ``None`` when no observation is
+        waiting for it. The safety layer filters an operator's command like any other."""
         if self.phase != ACTING or self.estopped or self._observed is None:
             return None
+        self._intervened = intervened
         action = np.clip(np.asarray(action, dtype=np.float64).reshape(-1), -1.0, 1.0)
         command = self.safety.filter(action * self.scale, self.latest or self._observed)
         # Learn from what the robot executed, after the safety layer.

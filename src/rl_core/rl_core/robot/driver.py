@@ -118,6 +118,7 @@ class RobotDriver:
         now = clock()
         self._reset_pending: ResetRequest | str | None = None
         self._reset_asked_at = 0.0
+        self._reset_answered_at = 0.0
         self._last_command_at = now
         self._observed_at = 0.0  # when the state of the observation in flight was received
         self._last_state_at: float | None = None
@@ -152,6 +153,7 @@ class RobotDriver:
         if request is not self._reset_pending:
             return
         self._reset_pending = None
+        self._reset_answered_at = self.clock()
         response = request.result()
         if response is None or not response.success:
             reason = getattr(response, "message", "no answer")
@@ -205,9 +207,10 @@ class RobotDriver:
         if self.loop.phase != ACTING:
             self._flush_transition()
 
-    def on_action(self, action: np.ndarray) -> None:
-        """The policy's action (normalised) for the observation in flight."""
-        command = self.loop.on_action(action)
+    def on_action(self, action: np.ndarray, intervened: bool = False) -> None:
+        """The policy's action (normalised) for the observation in flight (an operator's,
+        ``intervened``)."""
+        command = self.loop.on_action(action, intervened)
         if command is None:
             return
         self.stats.answered(self.clock() - self._observed_at)
@@ -295,6 +298,14 @@ class RobotDriver:
                              f"{RESET_TIMEOUT_S:.0f} s; asking again")
             self._begin_episode()
         timeout = self.config.command_timeout
+        if (self.loop.latest is None and self._reset_pending is None and self._started
+                and self.resets_by_service and now - self._reset_answered_at > timeout):
+            # A lockstep robot publishes a state when reset or commanded: one lost on its way
+            # (its first, before the subscription matched) would leave nothing to act on.
+            self.host.warn("no joint state from the robot since its reset; asking for the "
+                           "reset again (is joint_states published?)", throttle_s=5.0)
+            self._begin_episode()
+            return
         if self._withheld:
             # The learner pauses acting: a robot must not go on with its last command meanwhile.
             if not self._held_for_pause and now - self._last_command_at > timeout:
