@@ -11,14 +11,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import rclpy
 from rclpy.executors import SingleThreadedExecutor
+from rclpy.node import Node
 from sensor_msgs.msg import Joy
 from std_msgs.msg import Bool, Float64MultiArray
 
@@ -68,32 +71,52 @@ def test_expert_demonstrations_recorded_at_the_boundary_train_a_run(tmp_path: Pa
     assert result["env_steps"] >= 1500 and result["updates"] > 0, result
 
 
-def test_an_operator_ends_episodes_as_successes(tmp_path: Path, ros_env) -> None:
+@contextlib.contextmanager
+def operator(name: str) -> Iterator[tuple[Node, SingleThreadedExecutor]]:
+    """The test's own node in a context of its own (the operator's side), with an executor."""
     context = rclpy.Context()
     rclpy.init(context=context)
-    node = rclpy.create_node("operator", context=context)
-    verdict = node.create_publisher(Bool, "/robot_0/operator_success", 10)
-    stop = threading.Event()
-
-    def press() -> None:  # the operator presses "success" twice a second
-        while not stop.wait(0.5):
-            verdict.publish(Bool(data=True))
-
-    presser = threading.Thread(target=press, daemon=True)
-    presser.start()
-    run = launch("colocated", tmp_path, ros_env, "robot_interface:=ros2_control",
-                 "operator_success:=true", "total_env_steps:=1500", "eval_episodes:=2")
+    node = rclpy.create_node(name, context=context)
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(node)
     try:
-        assert run.wait_for_line(lambda line: "counts as a success" in line, 120.0), \
-            run.output()[-3000:]
-    except BaseException:
-        run.stop(grace_s=20.0)  # no run left behind on the test's domain
-        raise
+        yield node, executor
     finally:
-        stop.set()
-        presser.join()
+        executor.shutdown()
         node.destroy_node()
         rclpy.shutdown(context=context)
+
+
+@contextlib.contextmanager
+def stopped_on_failure(run: Child) -> Iterator[Child]:
+    """Stop ``run`` when the block fails: no run is left behind on the test's domain."""
+    try:
+        yield run
+    except BaseException:
+        run.stop(grace_s=20.0)
+        raise
+
+
+def test_an_operator_ends_episodes_as_successes(tmp_path: Path, ros_env) -> None:
+    with operator("operator") as (node, _):
+        verdict = node.create_publisher(Bool, "/robot_0/operator_success", 10)
+        stop = threading.Event()
+
+        def press() -> None:  # the operator presses "success" twice a second
+            while not stop.wait(0.5):
+                verdict.publish(Bool(data=True))
+
+        presser = threading.Thread(target=press, daemon=True)
+        presser.start()
+        run = launch("colocated", tmp_path, ros_env, "robot_interface:=ros2_control",
+                     "operator_success:=true", "total_env_steps:=1500", "eval_episodes:=2")
+        try:
+            with stopped_on_failure(run):
+                assert run.wait_for_line(lambda line: "counts as a success" in line, 120.0), \
+                    run.output()[-3000:]
+        finally:
+            stop.set()
+            presser.join()
     assert finish(run, 300.0) == 0, run.output()[-4000:]
     said = [line for line in run.lines if "operator: episode" in line]
     assert said and all("counts as a success" in line for line in said), said
@@ -106,44 +129,31 @@ OPERATOR_ACTION, OPERATOR_COMMAND = 0.5, 5.0
 def test_a_gamepad_drives_while_its_deadman_button_is_held(tmp_path: Path, ros_env) -> None:
     mapping = tmp_path / "joy.yaml"
     mapping.write_text("axes: [0]\ndeadman_button: 0\n")
-    context = rclpy.Context()
-    rclpy.init(context=context)
-    node = rclpy.create_node("gamepad", context=context)
-    executor = SingleThreadedExecutor(context=context)
-    executor.add_node(node)
-    joy = node.create_publisher(Joy, "/robot_0/joy", 10)
-    commands: list[tuple[float, float]] = []
-    node.create_subscription(Float64MultiArray, "/robot_0/effort_controller/commands",
-                             lambda msg: commands.append((time.monotonic(), msg.data[0])), 100)
+    with operator("gamepad") as (node, executor):
+        joy = node.create_publisher(Joy, "/robot_0/joy", 10)
+        commands: list[tuple[float, float]] = []
+        node.create_subscription(Float64MultiArray, "/robot_0/effort_controller/commands",
+                                 lambda msg: commands.append((time.monotonic(), msg.data[0])),
+                                 100)
 
-    def drive(seconds: float, held: bool) -> tuple[float, float]:
-        """Publish the stick at OPERATOR_ACTION at 50 Hz: the window's commands, from 0.5 s in."""
-        began = time.monotonic()
-        while time.monotonic() - began < seconds:
-            joy.publish(Joy(axes=[OPERATOR_ACTION], buttons=[1 if held else 0]))
-            executor.spin_once(timeout_sec=0.02)
-        return began + 0.5, time.monotonic()
+        def drive(seconds: float, held: bool) -> list[float]:
+            """Publish the stick at OPERATOR_ACTION at 50 Hz: the commands sent from 0.5 s in."""
+            began = time.monotonic()
+            while time.monotonic() - began < seconds:
+                joy.publish(Joy(axes=[OPERATOR_ACTION], buttons=[1 if held else 0]))
+                executor.spin_once(timeout_sec=0.02)
+            return [value for at, value in commands if at >= began + 0.5]
 
-    def during(window: tuple[float, float]) -> list[float]:
-        return [value for at, value in commands if window[0] <= at <= window[1]]
-
-    run = launch("colocated", tmp_path, ros_env, "robot_interface:=ros2_control", "teleop:=true",
-                 f"teleop_mapping:={mapping}", "teleop_timeout:=0.3", "total_env_steps:=4000",
-                 "eval_episodes:=2")
-    try:
-        deadline = time.monotonic() + 120.0
-        while not commands and time.monotonic() < deadline:  # the policy drives
-            executor.spin_once(timeout_sec=0.1)
-        assert commands, run.output()[-3000:]
-        held = during(drive(3.0, held=True))
-        released = during(drive(2.0, held=False))
-    except BaseException:
-        run.stop(grace_s=20.0)  # no run left behind on the test's domain
-        raise
-    finally:
-        executor.shutdown()
-        node.destroy_node()
-        rclpy.shutdown(context=context)
+        run = launch("colocated", tmp_path, ros_env, "robot_interface:=ros2_control",
+                     "teleop:=true", f"teleop_mapping:={mapping}", "teleop_timeout:=0.3",
+                     "total_env_steps:=4000", "eval_episodes:=2")
+        with stopped_on_failure(run):
+            deadline = time.monotonic() + 120.0
+            while not commands and time.monotonic() < deadline:  # the policy drives
+                executor.spin_once(timeout_sec=0.1)
+            assert commands, run.output()[-3000:]
+            held = drive(3.0, held=True)
+            released = drive(2.0, held=False)
     # Held: the operator's command (an episode's reset sends none; a hold would be 0).
     assert held and sum(value == OPERATOR_COMMAND for value in held) >= 0.9 * len(held), held
     # Released: the policy drives again.

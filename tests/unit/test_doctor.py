@@ -71,6 +71,12 @@ def test_robot_boundary_endpoints_are_the_documented_ones() -> None:
     assert expected == documented("Robot boundary", ROBOTS)
 
 
+def test_operator_topics_are_the_documented_ones() -> None:
+    expected = {graph.resolve(topic.name, f"/robot_{k}"): topic.type
+                for topic in graph.OPERATOR_TOPICS for k in range(ROBOTS)}
+    assert expected == documented("People in the loop", ROBOTS)
+
+
 def test_process_layouts_differ_by_mode() -> None:
     layouts = {mode: set(expected_graph(ROBOTS, mode).processes)
                for mode in ("colocated", "decoupled", "hybrid")}

@@ -199,6 +199,9 @@ JOY = Topic("joy", "sensor_msgs/msg/Joy", (), (SIMULATOR,))
 #: An operator's verdict (boundary parameter ``operator_success``): ``true`` ends the episode in
 #: flight as a success.
 OPERATOR_SUCCESS = Topic("operator_success", "std_msgs/msg/Bool", (), (SIMULATOR,))
+#: A person's inputs, each only where its parameter asks for it (docs/graph.md, "People in the
+#: loop").
+OPERATOR_TOPICS = (TELEOP_COMMAND, JOY, OPERATOR_SUCCESS)
 #: Simulated time (sim_robot with publish_clock; Gazebo through ros_gz_bridge).
 CLOCK = Topic("/clock", "rosgraph_msgs/msg/Clock", (SIM_ROBOT,))
 #: The boundary's topics, in the order of docs/graph.md ("Robot boundary"), for a controller
