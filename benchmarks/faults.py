@@ -69,6 +69,10 @@ REPLAY, TRAINER = "/replay_buffer", "/trainer"
 #: on), so the points are placed after the fuzzing, and the budget must leave KILL_RESERVE
 #: transitions after the last point: a faster learner makes a faster run (issue 21).
 KILL_FROM, KILL_SPAN, KILL_RESERVE = 3000, 6000, 8000
+#: The scenario's budget in transitions. The probes and the fuzzing take wall time, in which a
+#: fast run goes on: on an idle 2-core machine they once lasted until 11,709 transitions, past the
+#: 10,000 a budget of 24,000 leaves before the kills (2026-12-04). 30,000 leaves 16,000.
+TOTAL_ENV_STEPS = 30000
 #: The supervisor's heartbeat timeout in this scenario (``--heartbeat-timeout``): a hung node
 #: is killed this long after its last beat.
 HEARTBEAT_TIMEOUT_S = 20.0
@@ -479,7 +483,8 @@ class Scenario:
 
 
 def run_scenario(output_dir: Path, environ: dict[str, str], seed: int, kills_per_kind: int = 2,
-                 total_env_steps: int = 24000, log: Callable[[str], None] = print) -> Report:
+                 total_env_steps: int = TOTAL_ENV_STEPS, log: Callable[[str], None] = print
+                 ) -> Report:
     """Train decoupled robots:=2 under faults; return what happened (raises if the scenario
     could not be carried out, e.g. a process never came back)."""
     from rl_core.weights_auth import KEY_FILE_NAME, load_key
@@ -574,7 +579,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, default=None, help="kill schedule (default: random)")
     parser.add_argument("--kills-per-kind", type=int, default=2)
-    parser.add_argument("--total-env-steps", type=int, default=24000)
+    parser.add_argument("--total-env-steps", type=int, default=TOTAL_ENV_STEPS)
     parser.add_argument("--domain-id", type=int, default=1 + os.getpid() % 100)
     parser.add_argument("--json", type=Path, help="also write the report as JSON")
     args = parser.parse_args(argv)
