@@ -2,9 +2,9 @@
 
 Nodes create their endpoints from these names, tools (``rl-bringup doctor``, ``status``) and
 tests expect them, and ``docs/graph.md`` is checked against them by one unit test. The module
-imports nothing beyond the standard library, :mod:`rl_core.node_kinds` and the names of
-:mod:`rl_core.progress`, so tools and the plan
-use it without loading rclpy or torch (:meth:`QoS.profile` imports rclpy when it builds a profile).
+imports nothing beyond the standard library, :mod:`rl_core.node_kinds`, the name rules of
+:mod:`rl_core.ros_names` and the names of :mod:`rl_core.progress`, so tools and the plan use it
+without loading rclpy or torch (:meth:`QoS.profile` imports rclpy when it builds a profile).
 
 Names follow ROS resolution: ``/name`` is absolute, ``name`` lies in the node's namespace (one
 per robot, ``/robot_{k}``), ``~/name`` under the node itself (``/replay_buffer/sample``).
@@ -17,6 +17,10 @@ from typing import Any
 
 from rl_core import node_kinds
 from rl_core.progress import TRAINER_SCALARS
+from rl_core.ros_names import in_namespace as in_namespace  # re-exported: the graph's names
+from rl_core.ros_names import node_name as node_name
+from rl_core.ros_names import resolve
+from rl_core.ros_names import robot_namespace as robot_namespace
 
 # --- quality of service -------------------------------------------------------------------------
 
@@ -261,40 +265,12 @@ SERVICES: tuple[Service, ...] = (GET_ACTION, SAMPLE, UPDATE_PRIORITIES, SAVE, LO
 RESET_ROBOT = Service("~/reset", RESET_ROBOT_TYPE, SIM_ROBOT)
 
 
-# --- resolution --------------------------------------------------------------------------------
-
-
-def robot_namespace(robot: int) -> str:
-    """``/robot_{robot}``: the namespace of robot ``robot``'s simulator and policy."""
-    return f"/robot_{robot}"
-
-
-def node_name(kind: str, namespace: str = "/") -> str:
-    """Fully qualified name of a node of ``kind`` in ``namespace``."""
-    return f"{namespace.rstrip('/')}/{kind}"
-
-
-def resolve(name: str, namespace: str = "/", node: str = "") -> str:
-    """The fully qualified form of topic or service ``name`` for a node ``node`` in
-    ``namespace`` (``~/x`` -> ``<namespace>/<node>/x``, ``x`` -> ``<namespace>/x``)."""
-    if name.startswith("/"):
-        return name
-    if name.startswith("~/"):
-        return f"{node_name(node, namespace)}/{name[2:]}"
-    return f"{namespace.rstrip('/')}/{name}"
+# --- resolution (plain name rules in rl_core.ros_names) -------------------------------------------
 
 
 def service_name(service: Service, namespace: str = "/") -> str:
     """Where ``service`` is served by its node in ``namespace``."""
     return resolve(service.name, namespace, service.server)
-
-
-def in_namespace(namespace: str, name: str) -> str:
-    """Absolute ``name`` (or namespace) moved under ``namespace``: ``/lab`` + ``/experience`` ->
-    ``/lab/experience``; ``/`` leaves it as is."""
-    if namespace in ("", "/"):
-        return name
-    return namespace.rstrip("/") + ("" if name == "/" else name)
 
 
 #: The absolute names every node of a deployment shares (learner topics, /diagnostics and its
