@@ -178,6 +178,8 @@ class Stepper:
         self.policy_version = policy_version
         random = self._random(actions.shape[1:])
         action = actions[0] if random is None else random
+        if self.intervention is None:  # the usual case: no copy on the control path
+            return action, False
         driven, intervened = self._intervene(np.asarray(action, dtype=np.float32)[None])
         return driven[0], intervened is not None
 

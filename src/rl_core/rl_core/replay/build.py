@@ -34,9 +34,7 @@ def new_replay(config: ReplayConfig, buffer: ReplayBuffer) -> RateLimitedReplay:
         note = (f"demonstrations: {len(recorded)} transitions ({recorded.episodes} episodes) "
                 f"from {', '.join(map(str, recorded.files))}; {config.demo_ratio:.0%} of every "
                 "batch is drawn from them")
-    replay = RateLimitedReplay(buffer, config.updates_per_transition, config.learning_starts,
-                               config.error_buffer, enforce=config.rate_limit,
-                               total_env_steps=config.total_env_steps, demos=demos,
-                               demo_ratio=config.demo_ratio)
-    replay.demo_note = note
-    return replay
+    return RateLimitedReplay(buffer, config.updates_per_transition, config.learning_starts,
+                             config.error_buffer, enforce=config.rate_limit,
+                             total_env_steps=config.total_env_steps, demos=demos,
+                             demo_ratio=config.demo_ratio, demo_note=note)

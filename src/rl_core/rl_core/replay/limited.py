@@ -68,11 +68,13 @@ class RateLimitedReplay:
     :param demos: demonstrations, sampled beside ``buffer`` (None: none); it must have room
         for the interventions to come (:func:`rl_core.demos.demo_buffer`).
     :param demo_ratio: the share of every batch drawn from ``demos``.
+    :param demo_note: what the demonstrations are, for the log.
     """
 
     def __init__(self, buffer: ReplayBuffer, updates_per_transition: float, learning_starts: int,
                  error_buffer: int, enforce: bool = True, total_env_steps: int = 0,
-                 demos: ReplayBuffer | None = None, demo_ratio: float = 0.5) -> None:
+                 demos: ReplayBuffer | None = None, demo_ratio: float = 0.5,
+                 demo_note: str = "") -> None:
         if error_buffer < 1:
             raise ValueError(f"error_buffer must be at least 1 transition, got {error_buffer}")
         if not 0.0 <= demo_ratio <= 1.0:
@@ -81,7 +83,7 @@ class RateLimitedReplay:
         self.demos = demos if demos is not None and len(demos) else None
         self.demo_ratio = demo_ratio
         #: What the demonstrations are, for the log ('' without them).
-        self.demo_note = ""
+        self.demo_note = demo_note
         #: Rows stored among the demonstrations because an operator drove them.
         self.intervened_rows = 0
         self.enforce = enforce
