@@ -116,15 +116,17 @@ class Runner:
                 *self.launch_arguments]
 
 
-def train_one(runner: Runner, config: Path, seed: int, output: Path, domain_id: int) -> Outcome:
-    """Run one seed in its own process tree (its log in ``output/run.log``) and read its
-    ``result.json``; a run past :data:`RUN_TIMEOUT_S` is stopped by its process group."""
+def run_one(runner: Runner, config: Path, seed: int, output: Path, domain_id: int
+            ) -> tuple[dict | None, float, str]:
+    """Run one seed in its own process tree (its log in ``output/run.log``): its
+    ``result.json``, seconds and why it failed ('' = it did not); a run past
+    :data:`RUN_TIMEOUT_S` is stopped by its process group."""
     output.mkdir(parents=True, exist_ok=True)
     command = runner.command(config, seed, output, domain_id)
     environment = {**os.environ, "PYTHONUNBUFFERED": "1",
                    "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST", "ROS_DOMAIN_ID": str(domain_id)}
     began = time.monotonic()
-    outcome = Outcome(str(config), seed)
+    error = ""
     log = output / "run.log"
     with open(log, "wb") as log_file:
         process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log_file,
@@ -133,20 +135,26 @@ def train_one(runner: Runner, config: Path, seed: int, output: Path, domain_id: 
         try:
             process.wait(timeout=RUN_TIMEOUT_S)
         except subprocess.TimeoutExpired:
-            outcome.error = f"no result after {RUN_TIMEOUT_S:.0f} s"
+            error = f"no result after {RUN_TIMEOUT_S:.0f} s"
         finally:
             stop_process(process, STOP_GRACE_S)
-    outcome.wall_time_s = time.monotonic() - began
+    wall_time_s = time.monotonic() - began
     result_file = output / "result.json"
-    if not outcome.error and (process.returncode != 0 or not result_file.is_file()):
-        outcome.error = f"{describe_exit(process.returncode or 0)}, no result.json"
-    if outcome.error:
-        outcome.error += f" (log: {log})"
-        return outcome
-    result = json.loads(result_file.read_text())
-    outcome.eval_mean_return = result.get("eval_mean_return")
-    outcome.best_eval_mean_return = result.get("best_eval_mean_return")
-    outcome.solved_at_env_steps = result.get("solved_at_env_steps")
+    if not error and (process.returncode != 0 or not result_file.is_file()):
+        error = f"{describe_exit(process.returncode or 0)}, no result.json"
+    if error:
+        return None, wall_time_s, f"{error} (log: {log})"
+    return json.loads(result_file.read_text()), wall_time_s, ""
+
+
+def train_one(runner: Runner, config: Path, seed: int, output: Path, domain_id: int) -> Outcome:
+    """One seed's run (:func:`run_one`) and the evaluations of its ``result.json``."""
+    result, wall_time_s, error = run_one(runner, config, seed, output, domain_id)
+    outcome = Outcome(str(config), seed, wall_time_s=wall_time_s, error=error)
+    if result is not None:
+        outcome.eval_mean_return = result.get("eval_mean_return")
+        outcome.best_eval_mean_return = result.get("best_eval_mean_return")
+        outcome.solved_at_env_steps = result.get("solved_at_env_steps")
     return outcome
 
 
