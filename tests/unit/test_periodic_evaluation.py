@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -180,3 +181,52 @@ def test_final_weights_that_win_are_the_best(tmp_path: Path) -> None:
     assert result.best_eval_mean_return == result.eval_mean_return
     assert torch.equal(load_actor(tmp_path / BEST_DIRECTORY)[0].mean.weight,
                        load_actor(tmp_path / "checkpoint")[0].mean.weight)
+
+
+@dataclass
+class EmptyGrant:
+    """A grant with no batches, at ``total_inserted`` transitions, not the run's last."""
+
+    total_inserted: int
+    batches: tuple = ()
+    prioritized: bool = False
+    total_env_steps: int = 10_000
+    done: bool = False
+
+
+@pytest.mark.parametrize("stop", [True, False])
+def test_a_run_reports_when_it_met_its_target_and_can_stop_there(tmp_path: Path,
+                                                                 stop: bool) -> None:
+    evaluator = Scripted([(-3.0, 0.5), (-1.0, 0.8), (-0.5, 1.0)], ENV_ID, 100, 10, 0, tmp_path,
+                         target_success_rate=0.8)
+    learner = Learner(cartpole_sac(), ENV_ID, evaluator=evaluator, stop_at_target=stop)
+    learner.learn(EmptyGrant(100))
+    evaluator.wait()
+    learner.learn(EmptyGrant(150))
+    assert evaluator.target_met is None and not learner.done  # 50 % < 80 %
+    learner.learn(EmptyGrant(200))
+    evaluator.wait()
+    learner.learn(EmptyGrant(250))
+    assert evaluator.target_met is evaluator.history[1]
+    assert learner.done is stop
+    result = learner.finish(250, 250, 3, 0, tmp_path)
+    document = json.loads((tmp_path / "result.json").read_text())
+    assert document["target_env_steps"] == result.target_env_steps == 200
+    first, second = document["evaluations"][:2]
+    assert 0.0 <= first["wall_time_s"] <= second["wall_time_s"] == result.target_wall_time_s
+
+
+def test_no_target_is_tracked_by_default(tmp_path: Path) -> None:
+    evaluator = Scripted([(-0.5, 1.0)], ENV_ID, 100, 10, 0, tmp_path)
+    evaluator.submit(cartpole_sac(), 100)
+    evaluator.wait()
+    assert evaluator.target_met is None
+
+
+def test_stopping_at_a_target_needs_a_target_and_evaluations() -> None:
+    from rl_core.config import ConfigError, TrainerConfig
+    with pytest.raises(ConfigError, match="stop_at_target needs a target_success_rate"):
+        TrainerConfig(stop_at_target=True)
+    with pytest.raises(ConfigError, match="eval_period > 0"):
+        TrainerConfig(stop_at_target=True, target_success_rate=0.8, eval_period=0)
+    assert TrainerConfig(stop_at_target=True, target_success_rate=0.8).stop_at_target

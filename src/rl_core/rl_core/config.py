@@ -430,6 +430,15 @@ class TrainerConfig:
     solve_return: float = param(0.0, "Mean return of the last 10 training episodes at which the "
                                 "task counts as solved (reported as solved_at_s in result.json; "
                                 "0 = not tracked).", -1e9, 1e9, 0.0)
+    target_success_rate: float = param(0.0, "Success rate of a periodic evaluation that meets the "
+                                       "task's criterion: result.json reports the transitions "
+                                       "and seconds of the first that did (target_env_steps, "
+                                       "target_wall_time_s); 0 = not tracked.", 0.0, 1.0, 0.0,
+                                       read_only=True)
+    stop_at_target: bool = param(False, "End the run at the first periodic evaluation that meets "
+                                 "target_success_rate (Stable-Baselines3's "
+                                 "StopTrainingOnRewardThreshold) instead of at total_env_steps.",
+                                 read_only=True)
     torch_threads: int = param(0, "torch intra-op threads for updates (0 = leave the process "
                                "default: 1 in node processes, torch's own in the bare loop).",
                                0, 256, 1, read_only=True)
@@ -452,6 +461,10 @@ class TrainerConfig:
         if self.update_mode not in UPDATE_MODES:
             raise ConfigError(f"TrainerConfig.update_mode must be one of {', '.join(UPDATE_MODES)}, "
                               f"got {self.update_mode!r}")
+        if self.stop_at_target and not (self.target_success_rate and self.eval_period):
+            raise ConfigError("TrainerConfig.stop_at_target needs a target_success_rate above 0 "
+                              "and periodic evaluations (eval_period > 0) to stop at; set both, "
+                              "or stop_at_target: false")
 
 
 UPDATE_MODES = ("auto", "interleaved", "thread")

@@ -122,7 +122,12 @@ class TrainResult:
     best_eval_mean_return: float | None = None
     best_eval_std_return: float | None = None
     best_eval_success_rate: float | None = None
-    #: Every periodic evaluation: env_steps, mean_return, success_rate (selection episodes).
+    #: The first periodic evaluation whose success rate met ``target_success_rate``: its
+    #: transitions and seconds into the run (None: none did, or no target).
+    target_env_steps: int | None = None
+    target_wall_time_s: float | None = None
+    #: Every periodic evaluation: env_steps, mean_return, success_rate, wall_time_s (selection
+    #: episodes).
     evaluations: list[dict[str, Any]] = field(default_factory=list)
     #: Seconds this learner spent in gradient steps, and their share of ``wall_time_s`` (the
     #: learner's utilisation; the rest it waited for batches, evaluated or did bookkeeping).
@@ -143,18 +148,21 @@ class Learner:
     :param report: receives each failed update or round (what, why); nothing by default.
     :param counters: extra counters stored with each periodic snapshot (weights version, ...).
     :param priority_rows: most TD-error rows :attr:`priorities` holds.
+    :param stop_at_target: the run is done once a periodic evaluation met the evaluator's
+        ``target_success_rate``.
     """
 
     def __init__(self, sac: SAC, env_id: str, solve_return: float = 0.0,
                  evaluator: PeriodicEvaluator | None = None, report: Report | None = None,
                  counters: Callable[[], dict[str, Any]] = dict,
-                 priority_rows: int = PRIORITY_ROWS) -> None:
+                 priority_rows: int = PRIORITY_ROWS, stop_at_target: bool = False) -> None:
         self.sac = sac
         self.env_id = env_id
         self.solve_return = solve_return
         self.evaluator = evaluator
         self.report: Report = report or (lambda what, why: None)
         self.counters = counters
+        self.stop_at_target = stop_at_target
         #: Held by every update, and by whoever reads the networks meanwhile (weights, checkpoints).
         self.lock = threading.Lock()
         #: TD errors of the batches learned on, for a prioritized buffer's next request.
@@ -223,8 +231,14 @@ class Learner:
                 self.evaluate_if_due(self.env_steps, {"env_steps": self.env_steps,
                                                       "episodes": self.episodes,
                                                       **self.counters()})
-        self.done = self.done or grant.done
+        self.done = self.done or grant.done or self.target_reached
         return len(grant.batches)
+
+    @property
+    def target_reached(self) -> bool:
+        """A periodic evaluation met the target, and the run stops there (``stop_at_target``)."""
+        return (self.stop_at_target and self.evaluator is not None
+                and self.evaluator.target_met is not None)
 
     def run(self, source: Callable[[], Grant | None], stop: threading.Event,
             after_round: Callable[[], None] = lambda: None) -> bool:
@@ -327,6 +341,9 @@ class Learner:
         final_selection = evaluator.evaluate_now(self.sac, env_steps, counters)
         evaluator.close()
         result.evaluations = [evaluation.as_dict() for evaluation in evaluator.history]
+        if evaluator.target_met is not None:
+            result.target_env_steps = evaluator.target_met.env_steps
+            result.target_wall_time_s = evaluator.target_met.wall_time_s
         best = evaluator.best
         if best is None:
             return

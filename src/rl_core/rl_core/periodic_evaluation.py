@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import math
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -45,6 +46,8 @@ class Evaluation:
     updates: int
     mean_return: float
     success_rate: float | None = None
+    #: Seconds into the run when the snapshot was taken.
+    wall_time_s: float = 0.0
 
     def score(self) -> tuple[float, float]:
         return (self.success_rate if self.success_rate is not None else 0.0, self.mean_return)
@@ -67,12 +70,14 @@ class PeriodicEvaluator:
         so far (TensorBoard scalars, a log line).
     :param resumed: the learner continues a run (respawned or resumed): the best checkpoint
         already in ``directory`` stays the one to beat. A fresh learner replaces it.
+    :param target_success_rate: the success rate that meets the task's criterion
+        (:attr:`target_met`; 0: none).
     """
 
     def __init__(self, env_id: str, period: int, episodes: int, seed: int,
                  directory: Path | None = None,
                  on_evaluated: Callable[[Evaluation, Evaluation], None] | None = None,
-                 resumed: bool = False) -> None:
+                 resumed: bool = False, target_success_rate: float = 0.0) -> None:
         self.task_id = env_id
         self.env_id = evaluation_env_id(env_id)
         self.period = period
@@ -81,6 +86,10 @@ class PeriodicEvaluator:
         self.directory = directory
         self._on_evaluated = on_evaluated
         self.enabled = self.env_id is not None and period > 0 and episodes > 0
+        self.target_success_rate = target_success_rate
+        #: The first evaluation that met ``target_success_rate`` (None: none yet, or no target).
+        self.target_met: Evaluation | None = None
+        self.started = time.monotonic()
         self.history: list[Evaluation] = []
         self.best: Evaluation | None = None
         #: The best snapshot (None after a restart until :meth:`best_actor` loads it).
@@ -123,7 +132,8 @@ class PeriodicEvaluator:
         self._next = (env_steps // self.period + 1) * self.period
         snapshot = copy.deepcopy(sac)
         self._pending = threading.Thread(target=self._evaluate_snapshot,
-                                         args=(snapshot, env_steps, dict(counters or {})),
+                                         args=(snapshot, env_steps, dict(counters or {}),
+                                               time.monotonic() - self.started),
                                          name="periodic-evaluation", daemon=True)
         self._pending.start()
         return True
@@ -138,7 +148,8 @@ class PeriodicEvaluator:
         last = self.history[-1] if self.history else None
         if last is not None and (last.env_steps, last.updates) == (env_steps, sac.update_step):
             return last
-        return self._evaluate_snapshot(sac, env_steps, dict(counters or {}))
+        return self._evaluate_snapshot(sac, env_steps, dict(counters or {}),
+                                       time.monotonic() - self.started)
 
     def wait(self, timeout_s: float | None = None) -> None:
         if self._pending is not None:
@@ -167,14 +178,19 @@ class PeriodicEvaluator:
             return evaluate(sac.actor, self.env_id, self.episodes,
                             seed=self.seed + SELECTION_SEED_OFFSET, env=self._env)
 
-    def _evaluate_snapshot(self, sac: SAC, env_steps: int, counters: dict[str, Any]
-                           ) -> Evaluation | None:
+    def _evaluate_snapshot(self, sac: SAC, env_steps: int, counters: dict[str, Any],
+                           wall_time_s: float) -> Evaluation | None:
         try:
             result = self._selection_episodes(sac)
-            evaluation = Evaluation(env_steps, sac.update_step, result.mean, result.success_rate)
+            evaluation = Evaluation(env_steps, sac.update_step, result.mean, result.success_rate,
+                                    wall_time_s)
             if not math.isfinite(evaluation.mean_return):
                 return None
             self.history.append(evaluation)
+            if (self.target_met is None and self.target_success_rate > 0.0
+                    and evaluation.success_rate is not None
+                    and evaluation.success_rate >= self.target_success_rate):
+                self.target_met = evaluation
             best = self.best
             if best is None or evaluation.score() >= best.score():
                 self._keep(sac, evaluation, counters)

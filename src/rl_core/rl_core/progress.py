@@ -78,6 +78,9 @@ def summary_line(result: TrainResult) -> str:
     if result.best_eval_mean_return is not None:
         parts.append(f"best: return {result.best_eval_mean_return:.1f} at "
                      f"{result.best_env_steps} transitions, {result.best_checkpoint_dir}")
+    if result.target_env_steps is not None:
+        parts.append(f"target met at {result.target_env_steps} transitions "
+                     f"({result.target_wall_time_s:.0f} s)")
     return " | ".join(parts)
 
 

@@ -59,8 +59,10 @@ def train(config: RunConfig, output_dir: str | Path | None = None,
     if replay.demo_note:
         log(f"[bare] {replay.demo_note}")
     evaluator = PeriodicEvaluator(sim.env_id, trainer.eval_period, trainer.eval_episodes,
-                                  sim.seed, Path(output_dir) if output_dir is not None else None)
-    learner = Learner(sac, sim.env_id, trainer.solve_return, evaluator)
+                                  sim.seed, Path(output_dir) if output_dir is not None else None,
+                                  target_success_rate=trainer.target_success_rate)
+    learner = Learner(sac, sim.env_id, trainer.solve_return, evaluator,
+                      stop_at_target=trainer.stop_at_target)
     action_rng = np.random.default_rng(sim.seed)
     rates = RateMeter()
     last_log = time.monotonic()

@@ -115,9 +115,10 @@ class TrainingRun:
         self.epoch = max(time.time_ns(), int(counters.get("epoch", 0)) + 1)
         self.evaluator = PeriodicEvaluator(config.env_id, config.eval_period, config.eval_episodes,
                                            config.seed, self.output_dir, on_evaluated=on_evaluated,
-                                           resumed=self.sac.update_step > 0)
+                                           resumed=self.sac.update_step > 0,
+                                           target_success_rate=config.target_success_rate)
         self.learner = Learner(self.sac, config.env_id, config.solve_return, self.evaluator,
-                               report=report,
+                               report=report, stop_at_target=config.stop_at_target,
                                counters=lambda: {"weights_version": self.weights_version,
                                                  "epoch": self.epoch},
                                priority_rows=priority_rows)
