@@ -24,7 +24,8 @@ from rl_core.stepping import (
     make_lanes,
     simulator_seed,
 )
-from rl_core.teleop import Intervention
+from rl_core.config import ConfigError, SimulatorConfig
+from rl_core.teleop import Intervention, ScriptedIntervention
 
 pytestmark = pytest.mark.unit
 
@@ -215,3 +216,61 @@ def test_an_operator_drives_instead_of_the_policy_and_the_rows_are_flagged() -> 
     plain = boundary.boundary_transition(Transition(np.ones(3), action, 1.0, np.ones(3), False,
                                                     False, None), stamp_ns=2)
     assert plain.intervened is None
+
+
+class Halving:
+    """A stand-in expert: acts with half of each observation's first value on every dimension."""
+
+    def act(self, obs: np.ndarray) -> np.ndarray:
+        return np.repeat(obs[:, :1] / 2.0, 2, axis=1).astype(np.float32)
+
+
+def test_a_scripted_operator_drives_whole_early_episodes_of_the_envs_it_took() -> None:
+    run = stepper([1, 1])  # two lanes of one env each: robot-wide env ids 0 and 1
+    # Share 1: every episode that starts in the first 6 steps (summed over envs) is taken.
+    run.intervention = ScriptedIntervention(Halving(), 2, 2, 1.0, 6, np.random.default_rng(0))
+    lane = run.lanes[1]
+    lane.obs = np.full((1, 1), 4.0, np.float32)
+    rows, _ = run.step(lane, np.zeros((1, 2), np.float32), 0, 0)
+    assert rows.intervened.tolist() == [True]
+    np.testing.assert_array_equal(rows.actions, [[2.0, 2.0]])  # the expert's, from lane.obs
+    first = run.lanes[0]  # env 0: its episode ends every 3 steps
+    for _ in range(3):
+        rows, _ = run.step(first, np.zeros((1, 2), np.float32), 0, 0)
+        assert rows.intervened.tolist() == [True]
+    # Its second episode starts after 4 steps: taken too; its third after 7: not taken.
+    for _ in range(3):
+        rows, _ = run.step(first, np.zeros((1, 2), np.float32), 0, 0)
+        assert rows.intervened.tolist() == [True]
+    rows, _ = run.step(first, np.zeros((1, 2), np.float32), 0, 0)
+    assert rows.intervened is None and rows.actions.tolist() == [[0.0, 0.0]]
+    assert run.intervention.rate == pytest.approx(7 / 8)
+
+
+def test_a_scripted_operator_takes_about_its_share_of_episodes() -> None:
+    operator = ScriptedIntervention(Halving(), 2, 1, 0.1, 0, np.random.default_rng(3))
+    taken = 0
+    for _ in range(2000):
+        taken += bool(operator.driving[0])
+        operator.episodes_ended(np.zeros(1, dtype=np.int64))
+    assert 150 <= taken <= 250  # 10 % of 2000 episodes, +-5 standard deviations
+
+
+def test_a_scripted_operator_drives_a_ros2_control_robot_from_its_observation() -> None:
+    operator = ScriptedIntervention(Halving(), 2, 1, 1.0, 0, np.random.default_rng(0))
+    boundary = Stepper([], 0, np.random.default_rng(0), intervention=operator)
+    action, intervened = boundary.boundary_actions(np.zeros((1, 2)), 1, np.array([1.0, 9.0]))
+    assert intervened and action.tolist() == [0.5, 0.5]
+    operator.share = 0.0
+    boundary.boundary_episode(EpisodeEnd(1.0, 5, True), stamp_ns=1)  # the next one is the policy's
+    action, intervened = boundary.boundary_actions(np.zeros((1, 2)), 1, np.array([1.0, 9.0]))
+    assert not intervened and action.tolist() == [0.0, 0.0]
+
+
+def test_scripted_interventions_need_a_task_with_an_expert() -> None:
+    with pytest.raises(ConfigError, match="expert_interventions: no scripted expert for"):
+        ScriptedIntervention.for_task(CARTPOLE_ID, 1, 1, 0.1, 0, seed=0)
+    kuka = ScriptedIntervention.for_task("rl_ros2/KukaReach-v0", 7, 4, 0.5, 100, seed=0)
+    assert kuka.driving.shape == (4,)
+    with pytest.raises(ConfigError, match="choose one"):
+        SimulatorConfig(teleop=True, expert_interventions=0.1)

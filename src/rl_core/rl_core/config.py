@@ -165,9 +165,23 @@ class SimulatorConfig:
     teleop_timeout: float = param(0.5, "With teleop: seconds an operator's command counts after "
                                   "it arrived (a silent gamepad hands the robot back).",
                                   0.01, 60.0, 0.0, read_only=True)
+    expert_interventions: float = param(0.0, "Share of the episodes the task's scripted expert "
+                                        "(rl_core/experts.py) takes over as an operator would, "
+                                        "from their first step to their end; its steps are "
+                                        "interventions (flagged, stored among the "
+                                        "demonstrations). A stand-in operator for tests and "
+                                        "benchmarks; 0 = none.", 0.0, 1.0, 0.0, read_only=True)
+    expert_interventions_steps: int = param(0, "With expert_interventions: only episodes that "
+                                            "start in this simulator's first this many steps "
+                                            "(summed over its environments) are taken (0 = "
+                                            "all).", 0, 10**12, 1, read_only=True)
 
     def __post_init__(self) -> None:
         _check_ranges(self)
+        if self.teleop and self.expert_interventions:
+            raise ConfigError("SimulatorConfig: teleop (a person's commands) and "
+                              "expert_interventions (a scripted operator) both want to drive; "
+                              "choose one")
         if 0.0 < self.max_rate_hz < MIN_RATE_HZ:
             raise ConfigError(f"SimulatorConfig.max_rate_hz must be 0 (uncapped) or at least "
                               f"{MIN_RATE_HZ:g} Hz (each step would wait longer than "

@@ -134,8 +134,10 @@ class Stepper:
         random = self._random(actions.shape)
         if random is not None:
             actions = random.astype(np.float32)
-        actions, intervened = self._intervene(actions)
+        actions, intervened = self._intervene(actions, lane.obs, lane.env_ids)
         step = lane.envs.step(actions)
+        if self.intervention is not None:
+            self.intervention.episodes_ended(lane.env_ids[step.terminated | step.truncated])
         experience = self._experience(lane.obs, actions, step.rewards, step.next_obs,
                                       step.terminated, step.truncated, lane.env_ids, stamp_ns,
                                       intervened)
@@ -152,12 +154,13 @@ class Stepper:
             [bool(e.is_success) for e in step.episodes], self.total_episodes,
             self.total_env_steps, self.policy_version, stamp_ns)
 
-    def _intervene(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    def _intervene(self, actions: np.ndarray, obs: np.ndarray, env_ids: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray | None]:
         """The actions with the operator's in place where one drives, and the flags (None
         when no operator drove any)."""
         if self.intervention is None:
             return actions, None
-        actions, intervened = self.intervention.apply(actions, time.monotonic())
+        actions, intervened = self.intervention.apply(actions, time.monotonic(), obs, env_ids)
         return actions, intervened if intervened.any() else None
 
     def _experience(self, obs: np.ndarray, actions: np.ndarray, rewards: np.ndarray,
@@ -171,16 +174,18 @@ class Stepper:
         self.sequence += 1
         return experience
 
-    def boundary_actions(self, actions: np.ndarray, policy_version: int
-                         ) -> tuple[np.ndarray, bool]:
+    def boundary_actions(self, actions: np.ndarray, policy_version: int,
+                         obs: np.ndarray | None = None) -> tuple[np.ndarray, bool]:
         """The action a robot driven through ros2_control applies, from a batch of one, and
-        whether it is an operator's (one drives)."""
+        whether it is an operator's (one drives); ``obs``: the observation it answers."""
         self.policy_version = policy_version
         random = self._random(actions.shape[1:])
         action = actions[0] if random is None else random
         if self.intervention is None:  # the usual case: no copy on the control path
             return action, False
-        driven, intervened = self._intervene(np.asarray(action, dtype=np.float32)[None])
+        driven, intervened = self._intervene(np.asarray(action, dtype=np.float32)[None],
+                                             None if obs is None else obs[None],
+                                             BOUNDARY_ENV_IDS)
         return driven[0], intervened is not None
 
     def boundary_transition(self, transition: Transition, stamp_ns: int) -> Experience:
@@ -198,6 +203,8 @@ class Stepper:
     def boundary_episode(self, episode: EpisodeEnd, stamp_ns: int) -> Episodes:
         """An episode of a robot driven through ros2_control ended."""
         self.total_episodes += 1
+        if self.intervention is not None:
+            self.intervention.episodes_ended(BOUNDARY_ENV_IDS)
         return Episodes(self.robot_id, [0], [episode.episode_return], [episode.length],
                         [bool(episode.success)], self.total_episodes, self.total_env_steps,
                         self.policy_version, stamp_ns)

@@ -14,6 +14,10 @@ gamepad that stops publishing (unplugged, its node killed) hands the robot back 
 instead of holding its last command. It also counts the steps an operator drove, for the
 intervention rate that diagnostics, TensorBoard and ``result.json`` report.
 
+:class:`ScriptedIntervention` is the stand-in operator of tests and benchmarks: the task's
+scripted expert (:mod:`rl_core.experts`) takes over a share of the episodes that start early
+in a run, as a person watching the first attempts would.
+
 A mapping file::
 
     # axes[i]: the Joy axis that drives action dimension i (-1: none, the action stays 0)
@@ -38,7 +42,7 @@ import yaml
 
 from rl_core.config import ConfigError
 
-__all__ = ["Intervention", "JoyMapping"]
+__all__ = ["Intervention", "JoyMapping", "ScriptedIntervention"]
 
 
 @dataclass(frozen=True)
@@ -172,11 +176,14 @@ class Intervention:
             return None
         return self._action.astype(np.float32)
 
-    def apply(self, actions: np.ndarray, now: float) -> tuple[np.ndarray, np.ndarray]:
+    def apply(self, actions: np.ndarray, now: float, obs: np.ndarray | None = None,
+              env_ids: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """One step's actions ``(envs, action_size)`` with the operator's in place of the
         policy's where one drives, and a flag per env: whether the operator drove it.
 
-        Counts the step for :attr:`rate`.
+        Counts the step for :attr:`rate`. ``obs`` (the observations the actions answer) and
+        ``env_ids`` (the simulator's index of each row) are for operators that look at the
+        robot; a person's input does not need them.
         """
         command = self.command(now)
         rows = actions.shape[0]
@@ -187,7 +194,73 @@ class Intervention:
         return np.broadcast_to(command, actions.shape).astype(actions.dtype), \
             np.ones(rows, dtype=bool)
 
+    def episodes_ended(self, env_ids: np.ndarray) -> None:
+        """The episodes of these environments ended (a person needs not be told)."""
+
     @property
     def rate(self) -> float:
         """The share of steps an operator drove (0 before any step)."""
         return self.intervened_steps / self.steps if self.steps else 0.0
+
+
+class ScriptedIntervention(Intervention):
+    """A scripted expert as the operator: it drives a share of the episodes that start in the
+    first ``until_steps`` steps (every episode's draw is independent), from the episode's
+    first step to its end; afterwards the policy drives alone.
+
+    :param expert: acts on a batch of observations (:class:`rl_core.experts.Expert`).
+    :param envs: environments of the simulator (episodes are tracked per environment).
+    :param share: the probability that the expert takes an episode.
+    :param until_steps: steps (summed over environments) in which episodes may be taken
+        (0: all of the run).
+    :param rng: draws which episodes.
+    """
+
+    def __init__(self, expert: Any, action_size: int, envs: int, share: float,
+                 until_steps: int, rng: np.random.Generator) -> None:
+        super().__init__(action_size, math.inf)
+        if not 0.0 <= share <= 1.0:
+            raise ValueError(f"share must be in [0, 1], got {share}")
+        self.expert = expert
+        self.share = share
+        self.until_steps = until_steps
+        self.rng = rng
+        self.driving = np.zeros(envs, dtype=bool)
+        self.episodes_ended(np.arange(envs))  # the first episodes start
+
+    @classmethod
+    def for_task(cls, env_id: str, action_size: int, envs: int, share: float,
+                 until_steps: int, seed: int) -> ScriptedIntervention:
+        """The scripted expert of ``env_id`` as the operator of ``envs`` environments.
+
+        :raises ConfigError: when the task has no scripted expert.
+        """
+        from rl_core.experts import make_expert
+
+        try:
+            expert = make_expert(env_id)
+        except ValueError as error:
+            raise ConfigError(f"expert_interventions: {error}") from None
+        return cls(expert, action_size, envs, share, until_steps, np.random.default_rng(seed))
+
+    def episodes_ended(self, env_ids: np.ndarray) -> None:
+        """Draw whether the expert takes each of the next episodes of ``env_ids``."""
+        early = not self.until_steps or self.steps < self.until_steps
+        for env in np.asarray(env_ids, dtype=np.int64):
+            self.driving[env] = early and self.rng.random() < self.share
+
+    def apply(self, actions: np.ndarray, now: float, obs: np.ndarray | None = None,
+              env_ids: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        rows = actions.shape[0]
+        self.steps += rows
+        envs = np.arange(rows) if env_ids is None else np.asarray(env_ids, dtype=np.int64)
+        driven = self.driving[envs]
+        if not driven.any():
+            return actions, driven
+        if obs is None:
+            raise ValueError("a scripted operator needs the observations the actions answer")
+        actions = np.array(actions, copy=True)
+        taken = np.asarray(obs)[driven].reshape(int(driven.sum()), -1)
+        actions[driven] = self.expert.act(taken).reshape(actions[driven].shape)
+        self.intervened_steps += int(driven.sum())
+        return actions, driven

@@ -74,6 +74,8 @@ class RobotBoundary:
         self.command_pub = node.publisher(topic, plain(message_type))
         node.subscription(graph.ROBOT_JOINT_STATES, self._on_joint_state)
         self._lock = threading.RLock()
+        #: The newest observation published (what the next action answers).
+        self.observation: np.ndarray | None = None
         self._warned_at: dict[str, float] = {}  # when each warning text was last logged
         self._estop = EStopListener(node, self._on_estop)
         if config.operator_success:
@@ -145,7 +147,8 @@ class RobotBoundary:
         except ValueError as error:
             self.node.reject("actions", str(error))
             return
-        self._on_action(*self.node.stepper.boundary_actions(msg.actions, msg.policy_version))
+        self._on_action(*self.node.stepper.boundary_actions(msg.actions, msg.policy_version,
+                                                            self.observation))
 
     @_locked
     def _on_action(self, action: np.ndarray, intervened: bool) -> None:
@@ -208,6 +211,7 @@ class RobotBoundary:
         return self.node.get_clock().now().nanoseconds
 
     def publish_observation(self, obs: np.ndarray, step: int) -> None:
+        self.observation = obs
         self.node.observations_pub.publish(Observations(
             self.node.robot_id, step, obs[None].astype(np.float32), self._stamp_ns()))
 

@@ -23,6 +23,7 @@ from rl_core.config import BoundaryConfig, SimulatorConfig
 from rl_core.envs import VectorEnv
 from rl_core.signed_status import StatusCheck
 from rl_core.stepping import Lane
+from rl_core.teleop import ScriptedIntervention
 from rl_interfaces.msg import ReplayStatus
 from rl_nodes import graph
 from rl_nodes.base import OK, WARN, RLNode, load_action_keys, load_public_key, robot_id_from_namespace
@@ -84,9 +85,9 @@ class SimulatorNode(RLNode):
             self.config, self._release_held)
         if ros2_control:
             self.boundary = RobotBoundary.for_simulator(self, seed)
-            self._take_teleop(self.boundary.task.action_space.shape)
+            self._take_teleop(self.boundary.task.action_space.shape, 1, seed)
             return
-        self._take_teleop(self.envs.single_action_space.shape)
+        self._take_teleop(self.envs.single_action_space.shape, self.config.num_envs, seed)
         self.display = RvizDisplay.of(self, self.envs.envs[0].unwrapped, self.robot_id,
                                       self.config.visualization_rate_hz)
         lanes = len(self.stepper.lanes)
@@ -94,11 +95,21 @@ class SimulatorNode(RLNode):
             f"robot {self.robot_id}: {self.config.num_envs} x {self.config.env_id}, seed {seed}, "
             f"{lanes} lane{'s' if lanes > 1 else ''}")
 
-    def _take_teleop(self, action_shape: tuple[int, ...]) -> None:
+    def _take_teleop(self, action_shape: tuple[int, ...], envs: int, seed: int) -> None:
         """With ``teleop``, an operator's commands drive instead of the policy's while they
-        count (rl_nodes.teleop_input)."""
+        count (rl_nodes.teleop_input); with ``expert_interventions``, the task's scripted
+        expert takes over some episodes."""
         if self.config.teleop:
             self.stepper.intervention = TeleopInput(self, int(np.prod(action_shape))).intervention
+        elif self.config.expert_interventions:
+            self.stepper.intervention = ScriptedIntervention.for_task(
+                self.config.env_id, int(np.prod(action_shape)), envs,
+                self.config.expert_interventions, self.config.expert_interventions_steps, seed)
+            self.get_logger().info(
+                f"expert interventions: the scripted expert of {self.config.env_id} takes "
+                f"{self.config.expert_interventions:.0%} of the episodes"
+                + (f" that start in the first {self.config.expert_interventions_steps} steps"
+                   if self.config.expert_interventions_steps else ""))
 
     @property
     def acting_paused(self) -> bool:
