@@ -10,6 +10,7 @@ import pytest
 from gymnasium.spaces import Box
 
 from rl_core.acting import ActingGate
+from rl_core.config import ConfigError, SimulatorConfig
 from rl_core.envs import CARTPOLE_ID, EpisodeRecord, VectorStep
 from rl_core.robot.boundary import EpisodeEnd, Transition
 from rl_core.stepping import (
@@ -24,7 +25,6 @@ from rl_core.stepping import (
     make_lanes,
     simulator_seed,
 )
-from rl_core.config import ConfigError, SimulatorConfig
 from rl_core.teleop import Intervention, ScriptedIntervention
 
 pytestmark = pytest.mark.unit
