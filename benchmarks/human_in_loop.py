@@ -60,7 +60,7 @@ CONFIG = REPO / "config" / "kuka_reach_demos.yaml"
 NONE = "none"
 INTERVENTIONS = "interventions"
 #: Transitions of each simulator in which scripted interventions may start (the early episodes).
-INTERVENTION_STEPS = 2000
+INTERVENTION_STEPS = 5000
 
 
 @dataclass
