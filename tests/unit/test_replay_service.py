@@ -272,3 +272,37 @@ def test_a_sample_answer_is_bounded_in_bytes_for_image_tasks() -> None:
     assert not answer.success and f"between 1 and {pixels.max_rows}" in answer.message
     assert node.kinds == ["sample request"]
     assert Node().service().max_rows == MAX_ROWS  # state vectors: the row cap
+
+
+def test_a_snapshot_keeps_the_demonstrations_and_what_operators_added(tmp_path: Path) -> None:
+    node = Node()
+    service = node.service(tmp_path)
+    driven = experience(0, rows=4, value=0.25)
+    driven.intervened = np.array([True, False, True, False])
+    service.insert(driven)
+    assert service.replay.intervened_rows == 2 and len(service.replay.demos) == 2
+    service.close()  # the last snapshot
+    respawned = node.service(tmp_path)
+    restored, _ = respawned.recover()
+    assert restored and respawned.replay.demos is not None
+    assert len(respawned.replay.demos) == 2 and respawned.replay.intervened_rows == 2
+    np.testing.assert_array_equal(respawned.replay.demos.sample(2).obs, np.full((2, 3), 0.25))
+    assert respawned.replay.limiter.state_dict() == service.replay.limiter.state_dict()
+    respawned.close()
+
+
+def test_demonstrations_of_another_task_in_a_snapshot_are_reported_and_left_out(
+        tmp_path: Path) -> None:
+    node = Node()
+    service = node.service(tmp_path)
+    service.insert(experience(0, rows=4))
+    foreign = ReplayBuffer((5,), (1,), 10)
+    foreign.add(np.zeros((2, 5)), np.zeros((2, 1)), np.zeros(2), np.zeros((2, 5)),
+                np.zeros(2, bool))
+    service.replay.demos = foreign
+    service.close()
+    respawned = node.service(tmp_path)
+    restored, _ = respawned.recover()
+    assert restored and len(respawned.buffer) == 4 and respawned.replay.demos is None
+    assert "snapshot (demonstrations)" in node.kinds
+    respawned.close()

@@ -903,9 +903,15 @@ class ReplayBuffer:
         :raises FileNotFoundError: If ``path`` does not exist.
         :raises ValueError: If the file is corrupt or inconsistent.
         """
-        state = _read_state_file(path)
+        return cls.from_state(_read_state_file(path), f"replay buffer file {path}", max_capacity)
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, np.ndarray], source: str,
+                   max_capacity: int | None = None) -> ReplayBuffer:
+        """Build a buffer with the configuration in ``state`` (a ``state_dict()``) and restore
+        it; ``source`` names it in errors (ValueError, as :meth:`from_file`)."""
         if max_capacity is not None and _scalar(state, "capacity", int) > max_capacity:
-            raise ValueError(f"replay buffer file {path} has capacity "
+            raise ValueError(f"{source} has capacity "
                              f"{_scalar(state, 'capacity', int)}, more than the allowed "
                              f"{max_capacity}")
         try:
@@ -921,9 +927,9 @@ class ReplayBuffer:
             )
             buffer.load_state_dict(state)
         except KeyError as exc:
-            raise ValueError(f"invalid replay buffer file {path}: missing key {exc}") from exc
+            raise ValueError(f"invalid {source}: missing key {exc}") from exc
         except (ValueError, TypeError) as exc:
-            raise ValueError(f"invalid replay buffer file {path}: {exc}") from exc
+            raise ValueError(f"invalid {source}: {exc}") from exc
         return buffer
 
 

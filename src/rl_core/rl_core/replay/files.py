@@ -1,7 +1,8 @@
 """A replay buffer's files: paths confined to one directory, and snapshots that hold up inserts
 only while the state is copied (written by a thread of their own).
 
-A snapshot is one file: the buffer's arrays and, under :data:`COUNTERS_KEY`, the service's
+A snapshot is one file: the buffer's arrays, the demonstration buffer's under
+:data:`DEMOS_PREFIX` (where there is one), and, under :data:`COUNTERS_KEY`, the service's
 counters (the rate limiter's, the status epoch, the admission state and the first insert-log
 segment it does not hold), so a kill can never leave a buffer and counters that disagree."""
 
@@ -24,6 +25,8 @@ SNAPSHOT_FILE = "snapshot.npz"
 LIMITER_FILE = "rate_limiter.json"
 #: The snapshot entry holding the service's counters as JSON.
 COUNTERS_KEY = "service_counters"
+#: Prefix of the snapshot entries holding the demonstration buffer's state.
+DEMOS_PREFIX = "demos."
 #: Held by the replay buffer (rl_core.run_lock): one buffer per run directory.
 LOCK_FILE = "replay_buffer.lock"
 #: The buffer's own state: the save service never writes over them.
@@ -118,6 +121,17 @@ class SnapshotWriter:
 
     def exists(self) -> bool:
         return (self.base / SNAPSHOT_FILE).is_file()
+
+    def read_demos(self) -> dict[str, np.ndarray] | None:
+        """The demonstration buffer's state in the snapshot (None: it had none; OSError,
+        ValueError when unreadable)."""
+        try:
+            with np.load(self.base / SNAPSHOT_FILE, allow_pickle=False) as archive:
+                state = {name[len(DEMOS_PREFIX):]: archive[name] for name in archive.files
+                         if name.startswith(DEMOS_PREFIX)}
+        except (EOFError, zipfile.BadZipFile, KeyError) as error:
+            raise ValueError(f"cannot read {self.base / SNAPSHOT_FILE}: {error}") from None
+        return state or None
 
     def read_counters(self) -> dict[str, Any]:
         """The counters of the snapshot (OSError, ValueError when unreadable)."""

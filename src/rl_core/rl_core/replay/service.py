@@ -32,6 +32,7 @@ from rl_core.replay.admission import ExperienceAdmission
 from rl_core.replay.buffer import Batch, InvalidPriorities, OutOfBounds, ReplayBuffer
 from rl_core.replay.build import new_buffer, new_replay
 from rl_core.replay.files import (
+    DEMOS_PREFIX,
     LOCK_FILE,
     SNAPSHOT_FILE,
     SnapshotWriter,
@@ -58,6 +59,8 @@ DEFAULT_FILE = "replay_buffer.npz"
 STATUS_EPOCH = "status_epoch"
 #: The first insert-log segment a snapshot does not hold, and the admission state, beside them.
 LOG_SEGMENT, ADMISSION = "log_segment", "admission"
+#: The transitions an operator drove that the demonstration buffer holds, beside them.
+INTERVENTIONS = "interventions_stored"
 
 
 class SampleAnswer(NamedTuple):
@@ -384,15 +387,40 @@ class ReplayService:
         try:
             loaded = self._read_matching(base / SNAPSHOT_FILE)
             counters = self.snapshot_writer.read_counters()
+            demo_state = self.snapshot_writer.read_demos()
             self.admission.load_state_dict(counters.pop(ADMISSION, {"streams": [],
                                                                     "lost_messages": 0}))
         except (OSError, ValueError) as error:
             return (False, f"snapshot in {base} not loaded ({error}); starting empty"), 0
         self.signer.resume_after(int(counters.pop(STATUS_EPOCH, 0)))
         log_from = int(counters.pop(LOG_SEGMENT, 0))
+        interventions = int(counters.pop(INTERVENTIONS, 0))
         self.replay = new_replay(self.config, loaded)
         self.replay.limiter.load_state_dict(counters)
+        if demo_state is not None:
+            self._restore_demos(demo_state, base / SNAPSHOT_FILE, interventions)
         return (True, str(base / SNAPSHOT_FILE)), log_from
+
+    def _restore_demos(self, state: dict[str, np.ndarray], snapshot: Path,
+                       interventions: int) -> None:
+        """The snapshot's demonstration buffer replaces the one ``demos`` loaded afresh: it
+        holds the same recordings, and the transitions operators drove since. One that does
+        not fit this buffer is reported, and the recordings alone are kept."""
+        files = self.replay.demos
+        try:
+            demos = ReplayBuffer.from_state(
+                state, f"demonstration buffer in {snapshot}",
+                max_capacity=max(self.config.capacity, files.capacity if files else 0))
+            if (demos.obs_shape, demos.action_shape) != (self.obs_shape, self.action_shape):
+                raise ValueError(f"it holds obs {demos.obs_shape}, action {demos.action_shape}; "
+                                 f"this buffer has {self.obs_shape}, {self.action_shape}")
+        except ValueError as error:
+            self._reject("snapshot (demonstrations)", f"{error}; keeping only the "
+                         "demonstrations the demos parameter names")
+            return
+        demos.value_bound = self.config.value_bound
+        self.replay.demos = demos
+        self.replay.intervened_rows = interventions
 
     def _replay_log(self, first: int) -> tuple[int, str]:
         """Apply the logged chunks collected in segment ``first`` or later (the snapshot holds
@@ -459,10 +487,13 @@ class ReplayService:
             # The new log segment starts exactly where the copied state ends.
             segment = self.insert_log.rotate() if self.insert_log is not None else 0
             self._restart_log_chunk()
-            return self.buffer.state_dict(), {**self.replay.limiter.state_dict(),
-                                              STATUS_EPOCH: self.signer.epoch,
-                                              LOG_SEGMENT: segment,
-                                              ADMISSION: self.admission.state_dict()}
+            state = self.buffer.state_dict()
+            if self.replay.demos is not None:
+                state.update({DEMOS_PREFIX + name: value
+                              for name, value in self.replay.demos.state_dict().items()})
+            return state, {**self.replay.limiter.state_dict(), STATUS_EPOCH: self.signer.epoch,
+                           LOG_SEGMENT: segment, ADMISSION: self.admission.state_dict(),
+                           INTERVENTIONS: self.replay.intervened_rows}
 
     def _snapshot_written(self, counters: dict[str, Any]) -> None:
         if self.insert_log is not None and counters.get(LOG_SEGMENT):
