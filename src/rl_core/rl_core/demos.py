@@ -8,8 +8,14 @@ topic is read (decoded from the ``ros2msg`` schema the file carries, so no ROS i
 and its rows become transitions. The replay buffer keeps them apart from online data, and every
 batch draws ``demo_ratio`` of its rows from them (:class:`rl_core.replay.RateLimitedReplay`).
 
-Files that are missing, not MCAP, hold no experience or experience of another task are refused
-with a :class:`ConfigError` that says which file and how to fix it.
+A file without experience may hold a robot's own topics instead, as ``ros2 bag record`` keeps
+them while an operator drives it: ``<robot>/joint_states`` (``sensor_msgs/JointState``) and the
+commands of its forward command controller (``<robot>/<controller>/commands``,
+``std_msgs/Float64MultiArray``). With the task of the run (``env_id``) they become transitions
+by the task's observation and reward (:mod:`rl_core.robot.recorded`).
+
+Files that are missing, not MCAP, hold neither or hold data of another task are refused with a
+:class:`ConfigError` that says which file and how to fix it.
 """
 
 from __future__ import annotations
@@ -28,9 +34,13 @@ __all__ = ["EXPERIENCE_SCHEMA", "Demonstrations", "demo_buffer", "demo_files",
 
 #: The message type whose rows are transitions.
 EXPERIENCE_SCHEMA = "rl_interfaces/msg/ExperienceBatch"
+#: A robot's own topics: joint states and a forward command controller's commands.
+JOINT_STATE_SCHEMA = "sensor_msgs/msg/JointState"
+COMMAND_SCHEMA = "std_msgs/msg/Float64MultiArray"
 #: How to record demonstrations, for error messages.
 HOW_TO_RECORD = ("record them with `rl-bringup record topics:=/experience output:=FILE.mcap` "
-                 "while a run acts (docs/human_in_the_loop.md)")
+                 "while a run acts, or `ros2 bag record -s mcap` a robot's joint_states and "
+                 "controller commands while an operator drives it (docs/human_in_the_loop.md)")
 
 
 @dataclass(frozen=True)
@@ -79,11 +89,14 @@ def demo_files(paths: str) -> list[Path]:
 
 
 def load_demonstrations(paths: str, obs_shape: tuple[int, ...],
-                        action_shape: tuple[int, ...]) -> Demonstrations:
-    """Read every experience message of the MCAP files ``paths`` names (:func:`demo_files`).
+                        action_shape: tuple[int, ...], task_id: str = "") -> Demonstrations:
+    """Read every experience message of the MCAP files ``paths`` names (:func:`demo_files`),
+    and the joint states and commands of files without experience.
 
     :param obs_shape: the task's observation shape; experience of another shape is refused.
     :param action_shape: the task's action shape, likewise.
+    :param task_id: the task (``env_id``) that turns joint states and commands into
+        transitions ('' = experience only).
     :raises ConfigError: for missing, unreadable or foreign files, naming the file.
     """
     if is_image_shape(obs_shape):
@@ -102,8 +115,9 @@ def load_demonstrations(paths: str, obs_shape: tuple[int, ...],
                 columns[name].append(values)
             rows += len(batch["rewards"])
         if rows == 0:
-            raise ConfigError(f"demos: {str(file)!r} holds no {EXPERIENCE_SCHEMA} message; "
-                              f"{HOW_TO_RECORD}")
+            batch = _robot_topics(file, task_id, obs_shape, action_shape)
+            for name, values in batch.items():
+                columns[name].append(values)
     arrays = {name: np.concatenate(values) for name, values in columns.items()}
     return Demonstrations(**arrays, files=tuple(files))
 
@@ -176,3 +190,82 @@ def _transitions(message, obs_shape: tuple[int, ...], action_shape: tuple[int, .
         raise ConfigError(f"demos: {str(file)!r} holds a malformed experience message "
                           f"(sequence {message.sequence} of robot {message.robot_id}: its arrays "
                           f"do not hold batch_size {rows} rows)") from None
+
+
+def _robot_topics(file: Path, task_id: str, obs_shape: tuple[int, ...],
+                  action_shape: tuple[int, ...]) -> dict[str, np.ndarray]:
+    """The transitions of a recording of a robot's joint states and commands (one robot)."""
+    from rl_core.robot.recorded import operator_transitions
+    from rl_core.robot.tasks import load_task
+
+    states, commands = _robot_messages(file)
+    if not states or not commands:
+        raise ConfigError(f"demos: {str(file)!r} holds no {EXPERIENCE_SCHEMA} message, nor "
+                          f"{JOINT_STATE_SCHEMA} and {COMMAND_SCHEMA} of a robot; "
+                          f"{HOW_TO_RECORD}")
+    try:
+        task = load_task(task_id)
+    except ValueError as error:
+        raise ConfigError(f"demos: {str(file)!r} holds a robot's joint states and commands, "
+                          f"which need the task of the run to become transitions: {error}"
+                          ) from None
+    if (task.observation_space.shape, task.action_space.shape) != (tuple(obs_shape),
+                                                                   tuple(action_shape)):
+        raise ConfigError(f"demos: task {task_id!r} observes {task.observation_space.shape} "
+                          f"and acts {task.action_space.shape}, this run {obs_shape} and "
+                          f"{action_shape}")
+    from rl_core.robot.joint_io import JointStateError, JointStateReader
+    from rl_core.robot.recorded import TimedCommand, TimedState
+
+    reader = JointStateReader(task.joint_names)
+    try:
+        timed_states = [TimedState(at, reader.read(stamp, *fields))
+                        for at, stamp, fields in states]
+        rows = operator_transitions(task, timed_states,
+                                    [TimedCommand(at, np.asarray(data)) for at, data in commands])
+    except (JointStateError, ValueError) as error:
+        raise ConfigError(f"demos: {str(file)!r}: {error}") from None
+    if not rows:
+        raise ConfigError(f"demos: {str(file)!r}: no command was answered by a joint state")
+    return rows
+
+
+def _robot_messages(file: Path) -> tuple[list, list]:
+    """A recording's joint states ``(received s, stamp s, (names, positions, velocities,
+    efforts))`` and commands ``(sent s, values)`` of one robot, in log order.
+
+    :raises ConfigError: when it holds several robots' joint states or several command topics
+        of one robot.
+    """
+    from mcap.reader import make_reader
+    from mcap_ros2.decoder import DecoderFactory
+
+    with open(file, "rb") as stream:
+        reader = make_reader(stream, decoder_factories=[DecoderFactory()])
+        summary = reader.get_summary()
+        types = {channel.topic: summary.schemas[channel.schema_id].name
+                 for channel in summary.channels.values()
+                 if summary.schemas.get(channel.schema_id) is not None} if summary else {}
+        state_topics = [topic for topic, name in types.items() if name == JOINT_STATE_SCHEMA]
+        if len(state_topics) > 1:
+            raise ConfigError(f"demos: {str(file)!r} holds joint states of several robots "
+                              f"({', '.join(sorted(state_topics))}); record one robot per file")
+        namespace = state_topics[0].rpartition("/")[0] + "/" if state_topics else ""
+        command_topics = [topic for topic, name in types.items() if name == COMMAND_SCHEMA
+                          and topic.startswith(namespace) and topic.endswith("/commands")]
+        if len(command_topics) > 1:
+            raise ConfigError(f"demos: {str(file)!r} holds several command topics "
+                              f"({', '.join(sorted(command_topics))}); record the one the "
+                              "task's controller takes")
+        states: list = []
+        commands: list = []
+        for _, channel, message, decoded in reader.iter_decoded_messages(
+                topics=state_topics + command_topics, log_time_order=True):
+            at = message.log_time * 1e-9
+            if channel.topic in state_topics:
+                stamp = decoded.header.stamp.sec + 1e-9 * decoded.header.stamp.nanosec
+                states.append((at, stamp, (decoded.name, decoded.position, decoded.velocity,
+                                           decoded.effort)))
+            else:
+                commands.append((at, decoded.data))
+    return states, commands

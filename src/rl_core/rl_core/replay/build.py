@@ -29,7 +29,8 @@ def new_replay(config: ReplayConfig, buffer: ReplayBuffer) -> RateLimitedReplay:
     """
     demos, note = None, ""
     if config.demos:
-        recorded = load_demonstrations(config.demos, buffer.obs_shape, buffer.action_shape)
+        recorded = load_demonstrations(config.demos, buffer.obs_shape, buffer.action_shape,
+                                       config.env_id)
         demos = demo_buffer(recorded, buffer, config.seed)
         note = (f"demonstrations: {len(recorded)} transitions ({recorded.episodes} episodes) "
                 f"from {', '.join(map(str, recorded.files))}; {config.demo_ratio:.0%} of every "
