@@ -195,7 +195,7 @@ class Intervention:
             np.ones(rows, dtype=bool)
 
     def episodes_ended(self, env_ids: np.ndarray) -> None:
-        """The episodes of these environments ended (a person needs not be told)."""
+        """The episodes of these environments ended (a person need not be told)."""
 
     @property
     def rate(self) -> float:
