@@ -1,8 +1,9 @@
 """People in the loop at the robot boundary (docs/human_in_the_loop.md).
 
 * Demonstrations: the scripted KukaReach expert drives a ros2_control robot (the policy's
-  ``expert:=true``), ``rl-bringup record`` keeps its ``/experience``, and a second run trains
-  with ``demos:=`` the recording, every batch half from it.
+  ``expert:=true``), ``rl-bringup record`` keeps its ``/experience``, and a run trained with
+  ``demos:=`` the recording (every batch half from it) meets KukaReach's criterion and stops
+  there.
 * An operator's verdict: with ``operator_success:=true`` a ``std_msgs/Bool`` on the robot's
   ``operator_success`` ends the episode in flight as a success.
 * Interventions: with ``teleop:=true`` and a Joy mapping, a gamepad's commands drive the robot
@@ -27,6 +28,7 @@ from std_msgs.msg import Bool, Float64MultiArray
 
 from rl_core.demos import load_demonstrations
 from tests.integration.deployments import tool_argv
+from tests.learning import report_outcome
 from tests.processes import Child
 from tests.system.test_training_modes import finish, launch
 
@@ -34,6 +36,12 @@ pytestmark = pytest.mark.system
 KUKA = ("config:=kuka_reach", "robot_interface:=ros2_control")
 #: The expert's run: one robot, no random actions, 600 steps (about 57 reached targets).
 EXPERT_STEPS = 600
+#: Training with demonstrations: RLPD's settings, the run ends at KukaReach's criterion.
+DEMO_SETTINGS = ("config:=kuka_reach_demos",)
+SUCCESS_RATE = 0.8
+#: The most transitions the run with demonstrations may take to meet the criterion (it met it
+#: at 5,000-7,124 in benchmarks/human_in_loop.py's runs with 20 demonstrations).
+DEMO_RUN_BUDGET = 12000
 
 
 def test_expert_demonstrations_recorded_at_the_boundary_train_a_run(tmp_path: Path,
@@ -60,15 +68,27 @@ def test_expert_demonstrations_recorded_at_the_boundary_train_a_run(tmp_path: Pa
     assert len(demos) >= 100 and demos.episodes >= 10, recorder.output()
     assert not demos.truncated.any() and demos.terminated.sum() == demos.episodes
 
-    run = launch("colocated", tmp_path / "train", ros_env, *KUKA, f"demos:={recording}",
-                 "total_env_steps:=1500", "learning_starts:=500", "random_steps:=500",
-                 "eval_episodes:=2")
-    assert finish(run, 300.0) == 0, run.output()[-4000:]
+    # Trained with them, config/kuka_reach_demos.yaml's run ends at the first evaluation that
+    # meets KukaReach's criterion (a success rate >= 80 %). Whether that is sooner than without
+    # them is measured over seeds by benchmarks/human_in_loop.py, not asserted here: for one
+    # seed it is not certain (docs/benchmarks.md, "People in the loop").
+    run = launch("colocated", tmp_path / "demos", ros_env, *DEMO_SETTINGS,
+                 f"demos:={recording}", f"total_env_steps:={DEMO_RUN_BUDGET}")
+    assert finish(run, 900.0) == 0, run.output()[-4000:]
     loaded = f"demonstrations: {len(demos)} transitions ({demos.episodes} episodes) from " \
              f"{recording}; 50% of every batch is drawn from them"
     assert any(loaded in line for line in run.lines), run.output()[-3000:]
-    result = json.loads((tmp_path / "train" / "run" / "result.json").read_text())
-    assert result["env_steps"] >= 1500 and result["updates"] > 0, result
+    result = json.loads((tmp_path / "demos" / "run" / "result.json").read_text())
+    report_outcome("best success rate with demonstrations", best_success(result), SUCCESS_RATE)
+    met = result["target_env_steps"]
+    assert met is not None, result["evaluations"]
+    if met < DEMO_RUN_BUDGET:  # it stopped there, before its budget
+        assert result["env_steps"] < DEMO_RUN_BUDGET, (met, result["env_steps"])
+
+
+def best_success(result: dict) -> float:
+    """The best success rate of a run's periodic evaluations (the final weights' included)."""
+    return max(evaluation["success_rate"] for evaluation in result["evaluations"])
 
 
 @contextlib.contextmanager
