@@ -260,10 +260,12 @@ def test_progress_and_summary_lines() -> None:
     result = SimpleNamespace(env_steps=10, updates=5, updates_per_transition=0.5, episodes=1,
                              wall_time_s=3.0, eval_mean_return=1.0, eval_std_return=0.5,
                              eval_returns=[1.0, 1.0], eval_success_rate=None, checkpoint_dir="c",
-                             best_eval_mean_return=None)
+                             best_eval_mean_return=None, target_env_steps=None)
     assert summary_line(result) == ("done: 10 transitions, 5 updates (0.500 per transition), 1 "
                                     "episodes in 3 s | evaluation return 1.0 ± 0.5 over 2 "
                                     "episodes | checkpoint c")
+    result.target_env_steps, result.target_wall_time_s = 8, 2.4
+    assert summary_line(result).endswith(" | checkpoint c | target met at 8 transitions (2 s)")
     meter = RateMeter()
     assert meter.read(100, 10)["env_steps_per_s"] > 0
 

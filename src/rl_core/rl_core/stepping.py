@@ -154,7 +154,7 @@ class Stepper:
             [bool(e.is_success) for e in step.episodes], self.total_episodes,
             self.total_env_steps, self.policy_version, stamp_ns)
 
-    def _intervene(self, actions: np.ndarray, obs: np.ndarray, env_ids: np.ndarray
+    def _intervene(self, actions: np.ndarray, obs: np.ndarray | None, env_ids: np.ndarray
                    ) -> tuple[np.ndarray, np.ndarray | None]:
         """The actions with the operator's in place where one drives, and the flags (None
         when no operator drove any)."""
