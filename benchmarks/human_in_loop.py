@@ -48,7 +48,6 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.seed_spread import Runner, parse_seeds, run_one
 from rl_bringup.discovery import RANDOM_DOMAIN_ID_RANGE
 from rl_bringup.layouts import MODES as ROS_MODES
 from rl_core.envs import KUKA_REACH_ID, make_env
@@ -56,6 +55,10 @@ from rl_core.experts import KukaReachExpert
 from rl_core.transport import Experience
 
 REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # run as a script: benchmarks/ is a package at the repository root
+    sys.path.insert(0, str(REPO))
+from benchmarks.seed_spread import Runner, parse_seeds, run_one  # noqa: E402
+
 CONFIG = REPO / "config" / "kuka_reach_demos.yaml"
 NONE = "none"
 INTERVENTIONS = "interventions"

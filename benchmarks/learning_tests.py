@@ -44,7 +44,11 @@ from pathlib import Path
 
 from rl_bringup.discovery import RANDOM_DOMAIN_ID_RANGE
 from rl_bringup.supervisor import describe_exit, stop_process
-from tests.learning import OUTCOME_PREFIX, SEED_VARIABLE
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # run as a script: the tests package lives at the repository root
+    sys.path.insert(0, str(REPO))
+from tests.learning import OUTCOME_PREFIX, SEED_VARIABLE  # noqa: E402
 
 #: Seconds one test run may take before it is stopped and counted as failed.
 RUN_TIMEOUT_S = 3600.0
@@ -53,7 +57,6 @@ STOP_GRACE_S = 30.0
 #: ``learning outcome: NAME VALUE (needs >= THRESHOLD)``.
 OUTCOME_LINE = re.compile(re.escape(OUTCOME_PREFIX)
                           + r" (?P<name>.+) (?P<value>\S+) \(needs >= (?P<threshold>\S+)\)$")
-REPO = Path(__file__).resolve().parents[1]
 
 
 @dataclass
