@@ -82,6 +82,7 @@ def test_expert_demonstrations_recorded_at_the_boundary_train_a_run(tmp_path: Pa
     report_outcome("best success rate with demonstrations", best_success(result), SUCCESS_RATE)
     met = result["target_env_steps"]
     assert met is not None, result["evaluations"]
+    report_outcome("transitions of the budget left at the criterion", DEMO_RUN_BUDGET - met, 1)
     if met < DEMO_RUN_BUDGET:  # it stopped there, before its budget
         assert result["env_steps"] < DEMO_RUN_BUDGET, (met, result["env_steps"])
 
