@@ -148,9 +148,11 @@ def _experience_messages(file: Path):  # noqa: ANN202 - mcap_ros2's decoded mess
     try:
         with open(file, "rb") as stream:
             reader = make_reader(stream, decoder_factories=[DecoderFactory()])
+            summary = reader.get_summary()
+            if summary is None:
+                raise ValueError("the file has no summary section (was the recording cut short?)")
             for schema, _, _, decoded in reader.iter_decoded_messages(
-                    log_time_order=True,
-                    topics=[channel.topic for channel in _experience_channels(reader)]):
+                    log_time_order=True, topics=_topics_of(summary, EXPERIENCE_SCHEMA)):
                 if schema is not None and schema.name == EXPERIENCE_SCHEMA:
                     yield decoded
     except (McapError, ValueError, EOFError, OSError) as error:
@@ -158,13 +160,11 @@ def _experience_messages(file: Path):  # noqa: ANN202 - mcap_ros2's decoded mess
                           f"{HOW_TO_RECORD}") from None
 
 
-def _experience_channels(reader):  # noqa: ANN001, ANN202 - an mcap reader and its channels
-    summary = reader.get_summary()
-    if summary is None:
-        raise ValueError("the file has no summary section (was the recording cut short?)")
-    return [channel for channel in summary.channels.values()
+def _topics_of(summary, schema: str) -> list[str]:  # noqa: ANN001 - an mcap Summary
+    """The topics of ``schema`` messages in a recording's summary."""
+    return [channel.topic for channel in summary.channels.values()
             if summary.schemas.get(channel.schema_id) is not None
-            and summary.schemas[channel.schema_id].name == EXPERIENCE_SCHEMA]
+            and summary.schemas[channel.schema_id].name == schema]
 
 
 def _transitions(message, obs_shape: tuple[int, ...], action_shape: tuple[int, ...],  # noqa: ANN001
@@ -243,16 +243,14 @@ def _robot_messages(file: Path) -> tuple[list, list]:
     with open(file, "rb") as stream:
         reader = make_reader(stream, decoder_factories=[DecoderFactory()])
         summary = reader.get_summary()
-        types = {channel.topic: summary.schemas[channel.schema_id].name
-                 for channel in summary.channels.values()
-                 if summary.schemas.get(channel.schema_id) is not None} if summary else {}
-        state_topics = [topic for topic, name in types.items() if name == JOINT_STATE_SCHEMA]
+        state_topics = _topics_of(summary, JOINT_STATE_SCHEMA) if summary else []
         if len(state_topics) > 1:
             raise ConfigError(f"demos: {str(file)!r} holds joint states of several robots "
                               f"({', '.join(sorted(state_topics))}); record one robot per file")
         namespace = state_topics[0].rpartition("/")[0] + "/" if state_topics else ""
-        command_topics = [topic for topic, name in types.items() if name == COMMAND_SCHEMA
-                          and topic.startswith(namespace) and topic.endswith("/commands")]
+        command_topics = [topic for topic in (_topics_of(summary, COMMAND_SCHEMA) if summary
+                                              else [])
+                          if topic.startswith(namespace) and topic.endswith("/commands")]
         if len(command_topics) > 1:
             raise ConfigError(f"demos: {str(file)!r} holds several command topics "
                               f"({', '.join(sorted(command_topics))}); record the one the "
