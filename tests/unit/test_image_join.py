@@ -1,5 +1,6 @@
-"""The join of a batch and its image (rl_core.image_join): either order, refusals, and halves
-given up once too many newer ones arrived."""
+"""The join of a batch and its image (rl_core.image_join): either order, refusals, halves whose
+partner was lost given up once a later pair of their camera joins, and halves given up once too
+many newer ones arrived."""
 
 from __future__ import annotations
 
@@ -82,7 +83,35 @@ def test_halves_without_a_partner_are_given_up_after_the_capacity(monkeypatch) -
                                   "ones; dropped")
     assert "robot_0/camera at 4: its batch message did not arrive" in out.rejected[1][1]
     out.join.on_frames(image(0, 3))
-    out.join.on_batch(Awaiting(Batch(0, 6)))
-    assert [batch.stamp_ns for batch in out.delivered] == [3, 6], "the newest halves still join"
-    out.join.on_frames(image(0, 1))
-    assert len(out.delivered) == 2, "a half given up does not join later"
+    assert [batch.stamp_ns for batch in out.delivered] == [3], "the newest halves still join"
+    out.join.on_batch(Awaiting(Batch(0, 1)))
+    assert len(out.delivered) == 1, "a half given up does not join later"
+
+
+@pytest.mark.parametrize("join_by_image", [False, True])
+def test_halves_whose_partner_was_lost_are_given_up_when_a_later_pair_joins(
+        join_by_image: bool) -> None:
+    """Each topic delivers in order, so once pair 3 of a camera joins, the earlier halves of that
+    camera can never join (their partners were lost); later ones and other cameras wait on."""
+    out = Collected()
+    out.join.on_frames(image(0, 1))  # its batch message was lost
+    out.join.on_batch(Awaiting(Batch(0, 2)))  # its image was lost
+    out.join.on_frames(image(1, 1))  # another camera
+    if join_by_image:
+        out.join.on_batch(Awaiting(Batch(0, 3)))
+        out.join.on_batch(Awaiting(Batch(0, 4)))  # its image is on the way
+        out.join.on_frames(image(0, 3))
+    else:
+        out.join.on_frames(image(0, 3))
+        out.join.on_frames(image(0, 4))  # its batch message is on the way
+        out.join.on_batch(Awaiting(Batch(0, 3)))
+    assert [batch.stamp_ns for batch in out.delivered] == [3]
+    assert out.join.lost == 2 and out.rejected == []
+    assert out.join.waiting_bytes == (image(1, 1).pixels.nbytes
+                                      + (0 if join_by_image else image(0, 4).pixels.nbytes))
+    out.join.on_frames(image(0, 4)) if join_by_image else out.join.on_batch(Awaiting(Batch(0, 4)))
+    out.join.on_batch(Awaiting(Batch(1, 1)))
+    assert [(batch.robot_id, batch.stamp_ns) for batch in out.delivered] == [(0, 3), (0, 4), (1, 1)]
+    assert out.join.lost == 2 and out.join.waiting_bytes == 0
+    out.join.on_batch(Awaiting(Batch(0, 1)))  # a half given up does not join later
+    assert len(out.delivered) == 3

@@ -4,9 +4,16 @@ Over DDS a batch of image observations travels as two messages with the same sta
 without its frames, and one image of all of them on a side topic (rl_nodes.image_transport).
 A receiver pairs them by ``(frame_id, stamp)``, in whichever order they arrive, and completes the
 batch from the image. This module holds that pairing: bounded queues of halves waiting for
-their partner, giving up on the oldest when too many newer ones came first (a lost message or a
-peer sending only one half). It knows neither ROS messages nor codecs: the caller hands it a
-batch that awaits its pixels and the decoded image.
+their partner. It knows neither ROS messages nor codecs: the caller hands it a batch that awaits
+its pixels and the decoded image.
+
+A half whose partner was lost in transport (a reader's queue overflowing while the receiver is
+busy) is given up as soon as a later pair of the same camera joins: one sender publishes each
+batch and its image one after the other, and each topic delivers in order, so the partner of an
+earlier half can no longer come. Those halves are counted (:attr:`HalfJoin.lost`), not refused:
+the receiver already counts the lost message (a replay buffer by the gap in the robot's
+sequence numbers). A half whose camera never joins again (a peer sending only one half) is given
+up, and refused, once :data:`JOIN_CAPACITY` newer ones wait.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ __all__ = ["JOIN_CAPACITY", "AwaitsImage", "Frames", "HalfJoin", "camera_frame"]
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
+H = TypeVar("H")
 
 #: Halves a join keeps waiting for their other half before it gives up on the oldest: the
 #: experience topics' queue depth, since a reliable image topic may lag its small batch topic by
@@ -61,12 +69,14 @@ class AwaitsImage(Protocol[T_co]):
 class HalfJoin(Generic[T]):
     """Hands a batch to ``deliver`` once both its halves arrived, in either order.
 
-    Halves wait in two bounded queues; when :data:`JOIN_CAPACITY` newer ones arrived first, the
-    oldest is given up and reported to ``reject``.
+    Halves wait in two bounded queues. When a pair joins, the halves of its camera that arrived
+    before it are given up as lost (their partners were lost in transport; counted in
+    :attr:`lost`); when :data:`JOIN_CAPACITY` newer halves wait, the oldest is given up and
+    reported to ``reject``.
 
     :param deliver: called with the complete batch.
     :param reject: called with ``(what, reason)`` for an image that does not fit its batch or a
-        half given up.
+        half given up for the capacity.
     :param what: the batches' name in reports (``observations``, ``experience``).
     """
 
@@ -75,10 +85,13 @@ class HalfJoin(Generic[T]):
         self.deliver = deliver
         self.reject = reject
         self.what = what
-        self._batches: OrderedDict[tuple[str, int], AwaitsImage[T]] = OrderedDict()
-        self._frames: OrderedDict[tuple[str, int], Frames] = OrderedDict()
+        self._batches: _Waiting[AwaitsImage[T]] = _Waiting()
+        self._frames: _Waiting[Frames] = _Waiting()
         #: Batches completed from their two halves.
         self.joined = 0
+        #: Halves given up because a later pair of their camera joined first: their partner
+        #: was lost in transport.
+        self.lost = 0
         #: Bytes of the images waiting for their batch.
         self.waiting_bytes = 0
 
@@ -86,33 +99,38 @@ class HalfJoin(Generic[T]):
         """A batch message without its images arrived."""
         batch = item.batch
         key = (camera_frame(batch.robot_id), batch.stamp_ns)
-        frames = self._frames.pop(key, None)
-        self.waiting_bytes -= _pixel_bytes(frames)
+        frames, older = self._frames.take(key)
         if frames is None:
             self._wait(self._batches, key, item, "its image")
-        else:
-            self._join(item, frames)
+            return
+        self.waiting_bytes -= _pixel_bytes(frames)
+        self._give_up(older + self._batches.take_camera(key[0]))
+        self._join(item, frames)
 
     def on_frames(self, frames: Frames) -> None:
         """An image message arrived (decoded)."""
         key = (frames.frame_id, frames.stamp_ns)
-        item = self._batches.pop(key, None)
+        item, older = self._batches.take(key)
         if item is None:
             self._wait(self._frames, key, frames, "its batch message")
-        else:
-            self._join(item, frames)
+            return
+        self._give_up(older + self._frames.take_camera(key[0]))
+        self._join(item, frames)
 
-    def _wait(self, queue: OrderedDict[tuple[str, int], Any], key: tuple[str, int], half: Any,
-              missing: str) -> None:
-        old = queue.pop(key, None)
+    def _wait(self, queue: _Waiting[Any], key: tuple[str, int], half: Any, missing: str) -> None:
+        old = queue.put(key, half)
         self.waiting_bytes += _pixel_bytes(half) - _pixel_bytes(old)
-        queue[key] = half
         while len(queue) > JOIN_CAPACITY or (queue is self._frames and len(queue) > 1 and
                                              self.waiting_bytes > MAX_WAITING_BYTES):
-            (frame, stamp), dropped = queue.popitem(last=False)
+            (frame, stamp), dropped = queue.pop_oldest()
             self.waiting_bytes -= _pixel_bytes(dropped)
             self.reject(f"{self.what} (unmatched)", f"{frame} at {stamp}: {missing} did not "
                         f"arrive before {len(queue)} later ones; dropped")
+
+    def _give_up(self, halves: list[Any]) -> None:
+        """Forget halves whose partner was lost (a later pair of their camera joined)."""
+        self.lost += len(halves)
+        self.waiting_bytes -= sum(_pixel_bytes(half) for half in halves)
 
     def _join(self, item: AwaitsImage[T], frames: Frames) -> None:
         try:
@@ -122,6 +140,60 @@ class HalfJoin(Generic[T]):
             return
         self.joined += 1
         self.deliver(batch)
+
+
+
+class _Waiting(Generic[H]):
+    """Halves waiting for their partner, keyed ``(frame_id, stamp_ns)``: in arrival order over
+    all cameras (the oldest is given up first) and per camera (a join gives up the earlier ones
+    of its camera)."""
+
+    def __init__(self) -> None:
+        self._halves: OrderedDict[tuple[str, int], H] = OrderedDict()
+        self._cameras: dict[str, OrderedDict[int, None]] = {}
+
+    def __len__(self) -> int:
+        return len(self._halves)
+
+    def put(self, key: tuple[str, int], half: H) -> H | None:
+        """Queue ``half`` as the newest; the half it replaces (same key), or None."""
+        old = self._halves.pop(key, None)
+        self._halves[key] = half
+        stamps = self._cameras.setdefault(key[0], OrderedDict())
+        stamps.pop(key[1], None)
+        stamps[key[1]] = None
+        return old
+
+    def take(self, key: tuple[str, int]) -> tuple[H | None, list[H]]:
+        """The half waiting under ``key`` and those of its camera that arrived before it, taken
+        out; ``(None, [])`` when none waits under ``key``."""
+        if key not in self._halves:
+            return None, []
+        frame, stamp = key
+        stamps = self._cameras[frame]
+        older: list[H] = []
+        while True:
+            earliest, _ = stamps.popitem(last=False)
+            half = self._halves.pop((frame, earliest))
+            if earliest == stamp:
+                break
+            older.append(half)
+        if not stamps:
+            del self._cameras[frame]
+        return half, older
+
+    def take_camera(self, frame: str) -> list[H]:
+        """Every half of camera ``frame``, taken out."""
+        return [self._halves.pop((frame, stamp)) for stamp in self._cameras.pop(frame, ())]
+
+    def pop_oldest(self) -> tuple[tuple[str, int], H]:
+        """The half that arrived first, taken out."""
+        key, half = self._halves.popitem(last=False)
+        stamps = self._cameras[key[0]]
+        del stamps[key[1]]
+        if not stamps:
+            del self._cameras[key[0]]
+        return key, half
 
 
 def _pixel_bytes(half: Any) -> int:
