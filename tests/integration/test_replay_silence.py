@@ -1,6 +1,7 @@
 """A robot stops acting while its replay buffer is silent (the learner's host unreachable) and
 resumes when it reports again; without a rate limiter, or without any replay buffer (the gym
-bridge's deployments), silence changes nothing."""
+bridge's deployments), silence changes nothing. A deployment's robot (await_replay_status) acts
+only once the replay buffer's first signed status came."""
 
 from __future__ import annotations
 
@@ -40,11 +41,14 @@ def wait_until(condition: Callable[[], bool], timeout_s: float) -> bool:
 
 
 @pytest.fixture
-def robot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, object]]:
+def robot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+          request: pytest.FixtureRequest) -> Iterator[dict[str, object]]:
     """robot_0's simulator and policy spinning in this process, and a probe that publishes
-    /replay_status as a replay buffer would."""
+    /replay_status as a replay buffer would; ``indirect`` True: the simulator awaits the first
+    status, as a deployment's robots do."""
     monkeypatch.setattr(simulator_module, "STATUS_SILENCE_S", SILENCE_S)
-    overrides = overrides_file(tmp_path, {"simulator": {"random_steps": 0}})
+    overrides = overrides_file(tmp_path, {"simulator": {
+        "random_steps": 0, "await_replay_status": getattr(request, "param", False)}})
     rclpy.init(args=["--ros-args", "--params-file", str(CONFIG), "--params-file", str(overrides)])
     sim, policy = SimulatorNode("/robot_0"), PolicyNode("/robot_0")
     probe = rclpy.create_node("replay_probe")
@@ -104,6 +108,23 @@ def test_silence_does_not_pause_without_a_rate_limiter_or_a_replay_buffer(robot)
     report(status, rate_limited=False, duration_s=0.5)
     time.sleep(SILENCE_S + 1.0)
     assert stepping(sim) and not sim.replay_silent and not sim.acting_paused
+
+
+@pytest.mark.parametrize("robot", [True], indirect=True)
+def test_a_deployments_robot_acts_once_the_replay_buffer_is_heard(robot) -> None:
+    sim, status = robot["sim"], robot["status"]
+    assert not stepping(sim, SILENCE_S + 0.5), "the robot acted before any status"
+    assert sim.total_env_steps == 0 and sim.acting_paused and not sim.replay_silent
+    level, message, _ = sim.diagnose()
+    assert level == WARN and "first /replay_status" in message, message
+    unsigned = ReplayStatus(rate_limited=True, acting_paused=False)
+    for _ in range(5):
+        status.publish(unsigned)
+        time.sleep(0.05)
+    assert wait_until(lambda: sim.rejections.get("replay status", 0) >= 5, 3.0)
+    assert sim.total_env_steps == 0, "an unsigned status let the robot act"
+    report(status, rate_limited=True, duration_s=0.5)
+    assert not sim.acting_paused and stepping(sim), "the first status did not start acting"
 
 
 def test_only_the_learners_signed_newer_status_pauses_a_robot(robot) -> None:

@@ -41,6 +41,14 @@ class NodeCommand:
                 if token == "--params-file"]
 
 
+def without_params_files(arguments: list[str]) -> list[str]:
+    """``arguments`` without their ``--params-file PATH`` pairs (paths differ between a plan on
+    this machine and a container's command)."""
+    paths = {index + 1 for index, token in enumerate(arguments) if token == "--params-file"}
+    return [argument for index, argument in enumerate(arguments)
+            if argument != "--params-file" and index not in paths]
+
+
 def parse_node_command(command: list[str]) -> NodeCommand:
     """Split ``[python3 -m rl_bringup.replica OPTIONS --] /ws/install/PACKAGE/lib/PACKAGE/EXE
     ARGS...`` (an executable of the image's colcon install, run directly)."""

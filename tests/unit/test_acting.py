@@ -9,6 +9,7 @@ import pytest
 
 from rl_core.acting import ActingGate, Pacer, StatusChange
 from rl_core.config import MIN_RATE_HZ, ConfigError, SimulatorConfig
+from rl_core.stepping import acting_diagnosis
 
 pytestmark = pytest.mark.unit
 
@@ -22,6 +23,29 @@ def test_acting_follows_the_rate_limiter_and_counts_paused_time() -> None:
     assert gate.on_status(True, True, now=1.8).resumed is False  # still paused
     assert gate.on_status(True, False, now=2.0) == StatusChange(False, False, True)
     assert not gate.paused and gate.paused_total(10.0) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("rate_limited", [True, False])
+def test_a_gate_awaiting_the_first_status_holds_acting_until_it_comes(rate_limited: bool) -> None:
+    """A deployment's robot (await_replay_status) acts only once the replay buffer is heard:
+    then it follows the limiter from the first step, or runs free when there is none."""
+    gate = ActingGate(silence_s=2.0, await_status=True, now=10.0)
+    assert gate.paused and gate.awaiting_status
+    assert not gate.on_tick(now=100.0), "no status yet is not silence"
+    assert gate.paused and not gate.silent
+    warn, message = acting_diagnosis(gate, False, 0.0, 0.0, 100.0)
+    assert warn and "first /replay_status" in message and "await_replay_status" in message
+    change = gate.on_status(rate_limited, False, now=11.5)
+    assert change == StatusChange(True, False, True)  # the first, and acting goes on
+    assert not gate.paused and not gate.awaiting_status
+    assert gate.paused_total(20.0) == pytest.approx(1.5)
+
+
+def test_a_gate_awaiting_the_first_status_stays_paused_if_the_limiter_holds_it() -> None:
+    gate = ActingGate(silence_s=2.0, await_status=True, now=0.0)
+    assert gate.on_status(True, True, now=1.0) == StatusChange(True, False, False)
+    assert gate.paused and not gate.awaiting_status
+    assert gate.on_status(True, False, now=2.0).resumed
 
 
 def test_a_buffer_without_rate_limit_never_pauses_acting() -> None:

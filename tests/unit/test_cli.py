@@ -182,7 +182,8 @@ def test_train_defaults_to_colocated_cartpole_and_prints_how_to_attach(
     (container,) = supervisor.processes
     assert container.argv()[:2] == ["/opt/rl/lib/rl_nodes/container", "--node"]
     assert container.params_file == CARTPOLE
-    assert container.parameters == {"output_dir": "/tmp/rl-train", "deployment_robots": 1}
+    assert container.parameters == {"output_dir": "/tmp/rl-train", "deployment_robots": 1,
+                                    "await_replay_status": True}
     assert supervisor.options["environment"]["ROS_DOMAIN_ID"] == "17"
     assert "ROS_DOMAIN_ID=17 (given)" in out
     assert "export ROS_DOMAIN_ID=17 ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST" in out

@@ -25,7 +25,12 @@ from rl_bringup.discovery import discovery_server_argv
 from rl_bringup.plan import MAX_ROBOTS, make_plan
 from rl_bringup.tools import k8s_objects
 from rl_core import action_auth
-from tests.unit.container_commands import REPO_ROOT, node_executables, parse_node_command
+from tests.unit.container_commands import (
+    REPO_ROOT,
+    node_executables,
+    parse_node_command,
+    without_params_files,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -203,8 +208,11 @@ def test_each_robot_pod_becomes_the_robot_of_its_ordinal(
         name = "robot_5" if container["name"] == "robot" else f"{container['name']}_robot_5"
         expected = plan[name]
         assert became.executable == expected.executable
-        assert became.arguments[:-2] == expected.argv()[1:-2]  # the params file's path differs
-        assert became.params_files == [f"{k8s_objects.CONFIG_MOUNT}/cartpole.yaml"]
+        # The parameter files' paths differ: the scenario's, and the overrides of a pod that
+        # hosts a simulator (await_replay_status), from the ConfigMap.
+        assert without_params_files(became.arguments) == without_params_files(expected.argv()[1:])
+        assert became.params_files[0] == f"{k8s_objects.CONFIG_MOUNT}/cartpole.yaml"
+        assert len(became.params_files) == expected.argv().count("--params-file")
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -233,7 +241,10 @@ def test_the_learner_job_keeps_output_dir_on_its_volume(
             assert params_files == [f"{k8s_objects.CONFIG_MOUNT}/cartpole.yaml"]
             continue
         parameters = yaml.safe_load(data[Path(params_files[-1]).name])
-        for block in parameters.values():
+        for kind, block in parameters.items():
+            if kind == "/**/simulator":  # colocated: the robots in the learner's process
+                assert block == {"ros__parameters": {"await_replay_status": True}}
+                continue
             assert block["ros__parameters"]["output_dir"] == mount["mountPath"]
             # The learner accepts every robot the StatefulSet can be scaled to.
             assert block["ros__parameters"]["deployment_robots"] == 16

@@ -156,8 +156,16 @@ def test_decoupled_command_lines_follow_the_ros_arguments_contract() -> None:
     plan = plan_for("decoupled", 1, output_dir="/tmp/rl-run")
     config = str(CONFIG_DIR / "cartpole.yaml")
     by_name = {process.name: process for process in plan.processes}
-    assert by_name["simulator_robot_0"].argv() == [
+    simulator_argv = by_name["simulator_robot_0"].argv()
+    assert simulator_argv[:6] == [
         "simulator", "--ros-args", "-r", "__ns:=/robot_0", "--params-file", config,
+    ]
+    # A deployment's robots wait for the replay buffer's first status (rl_core.acting).
+    assert simulator_argv[6] == "--params-file" and len(simulator_argv) == 8
+    assert yaml.safe_load(Path(simulator_argv[7]).read_text()) == {
+        "/**/simulator": {"ros__parameters": {"await_replay_status": True}}}
+    assert by_name["policy_robot_0"].argv() == [
+        "policy", "--ros-args", "-r", "__ns:=/robot_0", "--params-file", config,
     ]
     trainer_argv = by_name["trainer"].argv()
     assert trainer_argv[:4] == ["trainer", "--ros-args", "--params-file", config]
@@ -200,7 +208,7 @@ def test_container_command_line_follows_the_container_contract() -> None:
                          for kind in ("replay_buffer", "trainer")}
     robot = plan.processes[0]
     assert "-r" not in robot.argv(), "a __ns remap would move every node of a container"
-    assert robot.parameters == {"seed": 3}
+    assert robot.parameters == {"seed": 3, "await_replay_status": True}
 
 
 def test_relative_output_dir_is_made_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -1005,9 +1013,11 @@ def test_central_hybrid_keeps_simulators_in_robot_containers_and_the_policy_apar
                      ("replay_buffer@/", "trainer@/", "diagnostics_aggregator@/"), True, True))
     assert layout(plan) == expected
     # Only the learner (replay_buffer + trainer + diagnostics_aggregator) gets
-    # deployment_robots; the robot containers and the central policy do not.
+    # deployment_robots; the robot containers and the central policy do not, and only the
+    # robot containers (simulators) wait for the replay buffer's first status.
     assert [process.parameters for process in plan.processes] == \
-        [{}] * robots + [{"robots": robots}, {"deployment_robots": robots}]
+        [{"await_replay_status": True}] * robots + [{"robots": robots},
+                                                   {"deployment_robots": robots}]
 
 
 def test_central_colocated_hosts_one_policy_node_in_the_container() -> None:
@@ -1016,9 +1026,10 @@ def test_central_colocated_hosts_one_policy_node_in_the_container() -> None:
     assert layout(plan) == [("container", "container",
                              (*robot_nodes, "policy@/", "replay_buffer@/", "trainer@/",
                               "diagnostics_aggregator@/"), True, True)]
-    # One container hosts the policy and the learner nodes: it gets both robots and
-    # deployment_robots (each node kind reads the one it declares).
-    assert plan.processes[0].parameters == {"robots": 3, "deployment_robots": 3}
+    # One container hosts the policy, the simulators and the learner nodes: it gets robots,
+    # deployment_robots and await_replay_status (each node kind reads the one it declares).
+    assert plan.processes[0].parameters == {"robots": 3, "deployment_robots": 3,
+                                            "await_replay_status": True}
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -419,6 +419,12 @@ def _config_file(config: str | os.PathLike[str]) -> str:
         raise PlanError(str(error)) from None
 
 
+#: Parameters a deployment's simulators get unless the caller sets them: they wait for the replay
+#: buffer's first status (the rate limiter holds acting from the first step; a simulator started
+#: alone, as the gym bridge drives it, acts at once).
+ROBOT_DEFAULTS: dict[str, Any] = {"await_replay_status": True}
+
+
 def _configure_processes(processes: list[ProcessSpec], config_file: str,
                          shared_parameters: Mapping[str, Any],
                          output_dir: str | os.PathLike[str] | None, robot_count: int,
@@ -433,7 +439,9 @@ def _configure_processes(processes: list[ProcessSpec], config_file: str,
         hosts_learning = any(kind in ("trainer", "replay_buffer")
                              for kind, _ in process.hosted_nodes())
         # The layout's own parameters (the central policy's robots:=N) win over the shared ones.
+        hosts_simulator = any(kind == "simulator" for kind, _ in process.hosted_nodes())
         process.parameters = {
+            **(ROBOT_DEFAULTS if hosts_simulator else {}),
             **(learning_parameters if hosts_learning else shared_parameters),
             **({"deployment_robots": robot_count} if hosts_learning else {}),
             **process.parameters,

@@ -28,15 +28,20 @@ class StatusChange(NamedTuple):
 
 class ActingGate:
     """Acting pauses while the replay buffer's rate limiter says so, while a rate-limited
-    buffer is silent for longer than ``silence_s`` (experience sent then would be lost), and once
-    the buffer says that the run is done (until it says otherwise: a run resumed with more budget).
+    buffer is silent for longer than ``silence_s`` (experience sent then would be lost), once
+    the buffer says that the run is done (until it says otherwise: a run resumed with more budget),
+    and, with ``await_status``, until the buffer's first status.
 
     :param silence_s: silence of a rate-limited buffer after which acting pauses.
+    :param await_status: start paused: a robot of a deployment acts only once it knows whether
+        the rate limiter holds it, rather than with its initial policy for as long as the
+        learner takes to be heard (seconds across DDS, thousands of transitions).
+    :param now: the start (the pause before the first status counts from it).
     """
 
-    def __init__(self, silence_s: float) -> None:
+    def __init__(self, silence_s: float, await_status: bool = False, now: float = 0.0) -> None:
         self.silence_s = silence_s
-        self.paused = False
+        self.paused = await_status
         #: Paused because the replay buffer fell silent.
         self.silent = False
         self._status_at: float | None = None
@@ -44,7 +49,12 @@ class ActingGate:
         #: The replay buffer said that the run is done.
         self.done = False
         self._paused_s = 0.0
-        self._paused_since: float | None = None
+        self._paused_since: float | None = now if await_status else None
+
+    @property
+    def awaiting_status(self) -> bool:
+        """Paused until the replay buffer's first status."""
+        return self.paused and self._status_at is None
 
     def on_status(self, rate_limited: bool, acting_paused: bool, now: float,
                   done: bool = False) -> StatusChange:

@@ -146,6 +146,12 @@ class SimulatorConfig:
                                    "encoder runs here and only its features reach the policy; "
                                    "experience travels as png).", read_only=True)
     jpeg_quality: int = param(90, "JPEG quality of observation_codec 'jpeg' (1-100).", 1, 100, 1)
+    await_replay_status: bool = param(False, "Act only once the replay buffer's first "
+                                      "/replay_status arrived (its rate limiter then holds "
+                                      "acting from the first step). rl-bringup and the launch "
+                                      "files set it for every robot of a deployment; false: act "
+                                      "at once (a simulator the gym bridge drives, or none "
+                                      "listening).", read_only=True)
     allow_unsigned: bool = param(False, "Obey /replay_status (and a latent encoder's "
                                  "/policy_weights) without the learner's signature when no "
                                  "public key is configured (RL_ROS2_WEIGHTS_PUBLIC_KEY), and "

@@ -253,6 +253,9 @@ def acting_diagnosis(gate: ActingGate, waiting: bool, steps_per_second: float, t
     if gate.silent:
         return True, (f"paused: no /replay_status for {gate.silent_for(now):.0f} s "
                       "(is the replay buffer's host reachable?)")
+    if gate.awaiting_status:
+        return True, ("waiting for the replay buffer's first /replay_status (is the learner "
+                      "running? await_replay_status:=false acts without one)")
     if gate.paused:
         return False, "paused by the replay buffer's rate limiter (learner catching up)"
     if waiting:

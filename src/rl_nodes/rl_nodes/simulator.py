@@ -65,7 +65,8 @@ class SimulatorNode(RLNode):
             self.config.env_id, self.config.num_envs, self.config.pipeline, seed),
             self.config.random_steps, np.random.default_rng(seed), self.robot_id,
             stream=time.time_ns())  # this run of the simulator; a respawn starts a newer one
-        self.gate = ActingGate(STATUS_SILENCE_S)
+        self.gate = ActingGate(STATUS_SILENCE_S, self.config.await_replay_status,
+                               time.monotonic())
         self.public_key = load_public_key(self.get_logger(), self.config.allow_unsigned)
         self.status_check = StatusCheck(self.public_key, self.config.allow_unsigned)
         # Only the robot's own policy (or a central one serving it) can make the actions' MAC.
@@ -183,7 +184,8 @@ class SimulatorNode(RLNode):
         if self.boundary is not None:
             self.boundary.start()
         for lane in self.stepper.lanes:
-            self._publish_observations(lane)
+            lane.held = True
+        self._release_held()
 
     # --- stepping -------------------------------------------------------------------------------
 
