@@ -144,6 +144,45 @@ def test_a_killed_buffer_comes_back_with_everything_its_log_had_written(
     respawned.close()
 
 
+@pytest.mark.parametrize("obs_shape", [STATE, PIXELS], ids=["state", "pixels"])
+def test_interventions_after_the_snapshot_come_back_among_the_demonstrations_too(
+        tmp_path: Path, obs_shape: tuple[int, ...]) -> None:
+    """The log flags the rows an operator drove, and a respawn puts them into both buffers,
+    as the live buffer did (HIL-SERL's rule); a chunk without any keeps the old record kind."""
+    run = Run(tmp_path, obs_shape)
+    service = run.service()
+    assert service.recover() is None
+    service.insert(experience(0, obs_shape))
+    service.snapshot(wait=True)
+    service.insert(experience(1, obs_shape))
+    driven = experience(2, obs_shape)
+    driven.intervened = np.array([False, True, True, False])
+    service.insert(driven)
+    service.insert_log.flush()
+    service.insert(experience(3, obs_shape))  # a chunk without interventions
+    service.insert_log.flush()
+    (_, segment), = [found for found in segments(tmp_path / "replay")
+                     if found[0] == service.insert_log.segment]
+    payloads, _ = read_segment(segment)
+    images = {name: obs_shape for name in service.buffer.image_fields}
+    flagged, plain = (decode(payload, service.buffer.row_width, images) for payload in payloads)
+    np.testing.assert_array_equal(flagged.intervened, [False] * 4 + [False, True, True, False])
+    assert plain.intervened is None
+    demos_before = service.replay.demos.state_dict()
+    assert service.replay.intervened_rows == 2
+    killed(service)
+
+    respawned = run.service()
+    restored, message = respawned.recover()
+    assert restored and "then 2 logged chunks" in message, message
+    assert respawned.replay.total_inserted == 16 and respawned.replay.intervened_rows == 2
+    assert len(respawned.replay.demos) == 2
+    after = respawned.replay.demos.state_dict()
+    for name in ("obs", "actions", "rewards", "next_obs", "terminated"):
+        np.testing.assert_array_equal(after[name], demos_before[name], err_msg=name)
+    respawned.close()
+
+
 def test_the_log_writes_within_its_period_without_being_asked(tmp_path: Path) -> None:
     run = Run(tmp_path)
     service = run.service()

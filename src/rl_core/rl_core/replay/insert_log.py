@@ -24,7 +24,9 @@ A record is ``magic, length, crc32`` (``<4sII``) then its payload: ``<BQQQQQI`` 
 when collected, inserts before the chunk, inserts in it, rows kept in it, samples granted,
 batches), the batches' senders
 (``<QQQQQ`` each: robot, stream, sequence, policy version, rows), the float32 rows, then the
-uint8 image fields of a pixel task. Nothing is pickled.
+uint8 image fields of a pixel task; a chunk of kind 2 ends with one uint8 per row kept, 1 where
+an operator drove (an intervention, which a respawned buffer puts among the demonstrations too).
+Nothing is pickled.
 """
 
 from __future__ import annotations
@@ -51,6 +53,8 @@ _MAGIC = b"RLIL"
 _FRAME = struct.Struct("<4sII")
 _CHUNK_HEAD = struct.Struct("<BQQQQQI")
 _CHUNK = 1
+#: A chunk with its rows' intervention flags.
+_CHUNK_INTERVENED = 2
 #: One batch's sender in a chunk: robot, stream, sequence, policy version, rows.
 SENDER = np.dtype([("robot_id", "<u8"), ("stream", "<u8"), ("sequence", "<u8"),
                    ("policy_version", "<u8"), ("rows", "<u8")])
@@ -92,16 +96,21 @@ class Chunk(NamedTuple):
     #: The stored rows (float32, the buffer's row layout) and image fields (pixel tasks).
     rows: np.ndarray
     images: Mapping[str, np.ndarray]
+    #: Per row kept, whether an operator drove it (an intervention); None: no row was one.
+    intervened: np.ndarray | None = None
 
 
 def encode(chunk: Chunk) -> bytes:
     """A chunk as one framed record."""
     senders = np.ascontiguousarray(chunk.senders, dtype=SENDER)
-    parts = [_CHUNK_HEAD.pack(_CHUNK, chunk.segment, chunk.start, chunk.inserted, len(chunk.rows),
+    kind = _CHUNK if chunk.intervened is None else _CHUNK_INTERVENED
+    parts = [_CHUNK_HEAD.pack(kind, chunk.segment, chunk.start, chunk.inserted, len(chunk.rows),
                               chunk.sampled, len(senders)),
              senders.tobytes(), np.ascontiguousarray(chunk.rows, np.float32).tobytes()]
     parts.extend(np.ascontiguousarray(chunk.images[name]).tobytes()
                  for name in sorted(chunk.images))
+    if chunk.intervened is not None:
+        parts.append(np.asarray(chunk.intervened, dtype=np.uint8).tobytes())
     payload = b"".join(parts)
     return _FRAME.pack(_MAGIC, len(payload), zlib.crc32(payload)) + payload
 
@@ -111,10 +120,11 @@ def decode(payload: bytes, row_width: int, image_shapes: Mapping[str, tuple[int,
     values per row and these image fields (ValueError when it does not fit)."""
     view = memoryview(payload)
     kind, segment, start, inserted, rows, sampled, batches = _CHUNK_HEAD.unpack_from(view)
-    if kind != _CHUNK:
+    if kind not in (_CHUNK, _CHUNK_INTERVENED):
         raise ValueError(f"unknown record kind {kind}")
     sizes = [batches * SENDER.itemsize, rows * row_width * 4,
-             *(rows * int(np.prod(image_shapes[name])) for name in sorted(image_shapes))]
+             *(rows * int(np.prod(image_shapes[name])) for name in sorted(image_shapes)),
+             *((rows,) if kind == _CHUNK_INTERVENED else ())]
     if _CHUNK_HEAD.size + sum(sizes) != len(view):
         raise ValueError(f"{len(view)} bytes do not hold {rows} rows of width {row_width} and "
                          f"{batches} senders")
@@ -126,7 +136,9 @@ def decode(payload: bytes, row_width: int, image_shapes: Mapping[str, tuple[int,
     block = np.frombuffer(pieces[1], dtype=np.float32).reshape(rows, row_width)
     images = {name: np.frombuffer(piece, dtype=np.uint8).reshape(rows, *image_shapes[name])
               for name, piece in zip(sorted(image_shapes), pieces[2:])}
-    return Chunk(segment, start, inserted, sampled, senders, block, images)
+    intervened = (np.frombuffer(pieces[-1], dtype=np.uint8).astype(bool)
+                  if kind == _CHUNK_INTERVENED else None)
+    return Chunk(segment, start, inserted, sampled, senders, block, images, intervened)
 
 
 def read_segment(path: Path) -> tuple[list[bytes], str]:

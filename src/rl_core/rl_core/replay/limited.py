@@ -120,14 +120,19 @@ class RateLimitedReplay:
             self.acting_weights_version = max(self.acting_weights_version, int(policy_version))
             return self._update_pause()
 
-    def _add_demonstrations(self, rows: np.ndarray, obs, actions, rewards, next_obs,
-                            terminated, truncated) -> None:
-        """Store the ``rows`` of a batch an operator drove among the demonstrations."""
+    def _demo_buffer(self) -> ReplayBuffer:
+        """The demonstration buffer; made like the online one for the first intervention of a
+        run without recorded demonstrations."""
         if self.demos is None:
             self.demos = ReplayBuffer(self.buffer.obs_shape, self.buffer.action_shape,
                                       self.buffer.capacity, value_bound=self.buffer.value_bound,
                                       obs_dtype=self.buffer.obs_dtype)
-        self.demos.add(np.asarray(obs)[rows], np.asarray(actions)[rows],
+        return self.demos
+
+    def _add_demonstrations(self, rows: np.ndarray, obs, actions, rewards, next_obs,
+                            terminated, truncated) -> None:
+        """Store the ``rows`` of a batch an operator drove among the demonstrations."""
+        self._demo_buffer().add(np.asarray(obs)[rows], np.asarray(actions)[rows],
                        np.asarray(rewards)[rows], np.asarray(next_obs)[rows],
                        np.asarray(terminated)[rows],
                        None if truncated is None else np.asarray(truncated)[rows])
@@ -137,7 +142,16 @@ class RateLimitedReplay:
         """Put back what an insert log's chunk holds (rows, inserts, samples granted) as the
         adds and takes it records did (ValueError when its rows do not fit)."""
         with self._lock:
+            if chunk.intervened is not None and len(chunk.intervened) != len(chunk.rows):
+                raise ValueError(f"{len(chunk.intervened)} intervention flags for "
+                                 f"{len(chunk.rows)} rows")
             self.buffer.restore_rows(chunk.rows, chunk.images, chunk.inserted)
+            if chunk.intervened is not None and chunk.intervened.any():
+                rows = chunk.intervened
+                self._demo_buffer().restore_rows(
+                    chunk.rows[rows], {name: frames[rows] for name, frames in chunk.images.items()},
+                    int(rows.sum()))
+                self.intervened_rows += int(rows.sum())
             self.limiter.insert(chunk.inserted)
             self.limiter.sample(chunk.sampled)
             if len(chunk.senders):

@@ -184,6 +184,8 @@ class ReplayService:
         #: batches and the samples granted since its last chunk, and the inserts before it.
         self.insert_log: InsertLog | None = None
         self._log_senders: list[tuple[int, int, int, int, int]] = []
+        #: Per batch since the last chunk, its rows' intervention flags (None: none was one).
+        self._log_intervened: list[np.ndarray | None] = []
         self._log_sampled = 0
         self._log_mark = 0
         #: Chunks dropped because their frames were overwritten while being copied.
@@ -227,6 +229,9 @@ class ReplayService:
             if self.insert_log is not None:  # its thread copies the rows twice a second
                 self._log_senders.append((msg.robot_id, msg.stream, msg.sequence,
                                           msg.policy_version, len(msg.rewards)))
+                self._log_intervened.append(
+                    None if msg.intervened is None or not np.any(msg.intervened)
+                    else np.asarray(msg.intervened, dtype=bool))
         if changed:
             self._on_pause_change()
 
@@ -453,7 +458,7 @@ class ReplayService:
 
     def _restart_log_chunk(self) -> None:
         """The next chunk starts here (the caller holds the lock, or the service is starting)."""
-        self._log_senders, self._log_sampled = [], 0
+        self._log_senders, self._log_intervened, self._log_sampled = [], [], 0
         self._log_mark = self.replay.total_inserted
 
     def _collect_chunk(self) -> Chunk | None:
@@ -470,7 +475,8 @@ class ReplayService:
             buffer, end = self.buffer, self.replay.total_inserted
             rows, first, inserted = buffer.rows_since(self._log_mark)
             chunk = Chunk(self.insert_log.segment, self._log_mark, inserted, self._log_sampled,
-                          np.array(self._log_senders, dtype=SENDER), rows, {})
+                          np.array(self._log_senders, dtype=SENDER), rows, {},
+                          self._intervened_rows(len(rows)))
             self._restart_log_chunk()
         if not buffer.image_fields:
             return chunk
@@ -481,6 +487,16 @@ class ReplayService:
                 self.log_overruns += 1
                 return None
         return chunk._replace(images=images)
+
+    def _intervened_rows(self, kept: int) -> np.ndarray | None:
+        """The intervention flags of the last ``kept`` rows stored since the last chunk (None
+        when no batch since held an intervention)."""
+        if all(flags is None for flags in self._log_intervened):
+            return None
+        flags = np.concatenate([np.zeros(rows, dtype=bool) if batch_flags is None else batch_flags
+                                for (*_, rows), batch_flags in zip(self._log_senders,
+                                                                   self._log_intervened)])
+        return flags[len(flags) - kept:]
 
     def _copy_state(self) -> tuple[dict[str, Any], dict[str, Any]]:
         with self.lock:
