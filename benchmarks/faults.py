@@ -150,6 +150,9 @@ class Injector:
         self.context = rclpy.Context()
         rclpy.init(args=[], context=self.context, domain_id=domain_id)
         self.node = rclpy.create_node("_fault_injector", context=self.context)
+        self._clients: dict[tuple[Any, str], Any] = {}
+        #: Services whose first request of a call went unanswered and were asked again.
+        self.retried: list[str] = []
         self.lock = threading.Lock()
         self.status: Any = None
         self.diagnostics: dict[str, dict[str, str]] = {}
@@ -217,19 +220,32 @@ class Injector:
     # --- calling --------------------------------------------------------------------------------
 
     def call(self, service_type: Any, name: str, request: Any, timeout_s: float = 30.0) -> Any:
-        client = self.node.create_client(service_type, name)
-        try:
-            if not client.wait_for_service(timeout_sec=timeout_s):
-                raise TimeoutError(f"service {name} is not available")
+        """``request``'s answer from service ``name``; TimeoutError when none came.
+
+        One client per service for the whole scenario, as a trainer keeps its own: a client
+        made per call can lose its answer to a server that has not yet discovered the client's
+        response reader (rmw_fastrtps sends a response only to a reader it matched within 100 ms,
+        which a loaded machine can miss). A request without an answer is therefore sent once
+        more on the client matched by then (``retried`` counts it); only a second silence means
+        the server did not answer.
+        """
+        key = (service_type, name)
+        client = self._clients.get(key)
+        if client is None:
+            client = self._clients[key] = self.node.create_client(service_type, name)
+        if not client.wait_for_service(timeout_sec=timeout_s):
+            raise TimeoutError(f"service {name} is not available")
+        for attempt in range(2):
             future = client.call_async(request)
             deadline = time.monotonic() + timeout_s
-            while not future.done():
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"no answer from {name} in {timeout_s} s")
+            while not future.done() and time.monotonic() < deadline:
                 time.sleep(0.02)
-            return future.result()
-        finally:
-            self.node.destroy_client(client)
+            if future.done():
+                return future.result()
+            client.remove_pending_request(future)
+            if attempt == 0:
+                self.retried.append(name)
+        raise TimeoutError(f"no answer from {name} in {timeout_s} s, twice")
 
     def close(self) -> None:
         import rclpy
@@ -553,7 +569,8 @@ def fuzz_run(scenario: Scenario, seed: int, report: Report) -> FuzzReport:
                               if scenario.pid_of(process) != pid]
     scenario.log(f"fuzzed: {result.service_calls} service calls ({len(result.unanswered)} "
                  f"unanswered), {result.parameter_changes} parameter changes "
-                 f"({result.refused_changes} refused); died of it: {report.died_of_fuzzing}")
+                 f"({result.refused_changes} refused); died of it: {report.died_of_fuzzing}; "
+                 f"asked twice: {scenario.injector.retried}")
     return result
 
 
