@@ -142,7 +142,6 @@ class HalfJoin(Generic[T]):
         self.deliver(batch)
 
 
-
 class _Waiting(Generic[H]):
     """Halves waiting for their partner, keyed ``(frame_id, stamp_ns)``: in arrival order over
     all cameras (the oldest is given up first) and per camera (a join gives up the earlier ones
