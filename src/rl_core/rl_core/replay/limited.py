@@ -133,9 +133,9 @@ class RateLimitedReplay:
                             terminated, truncated) -> None:
         """Store the ``rows`` of a batch an operator drove among the demonstrations."""
         self._demo_buffer().add(np.asarray(obs)[rows], np.asarray(actions)[rows],
-                       np.asarray(rewards)[rows], np.asarray(next_obs)[rows],
-                       np.asarray(terminated)[rows],
-                       None if truncated is None else np.asarray(truncated)[rows])
+                                np.asarray(rewards)[rows], np.asarray(next_obs)[rows],
+                                np.asarray(terminated)[rows],
+                                None if truncated is None else np.asarray(truncated)[rows])
         self.intervened_rows += int(rows.sum())
 
     def restore(self, chunk: Chunk) -> None:
