@@ -160,8 +160,10 @@ def _experience_messages(file: Path):  # noqa: ANN202 - mcap_ros2's decoded mess
                           f"{HOW_TO_RECORD}") from None
 
 
-def _topics_of(summary, schema: str) -> list[str]:  # noqa: ANN001 - an mcap Summary
-    """The topics of ``schema`` messages in a recording's summary."""
+def _topics_of(summary, schema: str) -> list[str]:  # noqa: ANN001 - an mcap Summary or None
+    """The topics of ``schema`` messages in a recording's summary (none without a summary)."""
+    if summary is None:
+        return []
     return [channel.topic for channel in summary.channels.values()
             if summary.schemas.get(channel.schema_id) is not None
             and summary.schemas[channel.schema_id].name == schema]
@@ -243,13 +245,12 @@ def _robot_messages(file: Path) -> tuple[list, list]:
     with open(file, "rb") as stream:
         reader = make_reader(stream, decoder_factories=[DecoderFactory()])
         summary = reader.get_summary()
-        state_topics = _topics_of(summary, JOINT_STATE_SCHEMA) if summary else []
+        state_topics = _topics_of(summary, JOINT_STATE_SCHEMA)
         if len(state_topics) > 1:
             raise ConfigError(f"demos: {str(file)!r} holds joint states of several robots "
                               f"({', '.join(sorted(state_topics))}); record one robot per file")
         namespace = state_topics[0].rpartition("/")[0] + "/" if state_topics else ""
-        command_topics = [topic for topic in (_topics_of(summary, COMMAND_SCHEMA) if summary
-                                              else [])
+        command_topics = [topic for topic in _topics_of(summary, COMMAND_SCHEMA)
                           if topic.startswith(namespace) and topic.endswith("/commands")]
         if len(command_topics) > 1:
             raise ConfigError(f"demos: {str(file)!r} holds several command topics "
