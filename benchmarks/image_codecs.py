@@ -155,7 +155,8 @@ def measure_deployment(codec: str, environ: dict[str, str], output_dir: Path, wa
                        log: Any = lambda line: None) -> dict[str, Any]:
     """One decoupled robots:=2 run of the pixel cart-pole with ``codec``; its figures:
     ``steps_per_s`` (both robots), ``acting_bytes_per_step``, ``experience_bytes_per_step``, and
-    ``rejected`` (rejected-input counters of every node, which should stay empty)."""
+    ``rejected`` (rejected-input counters of every node, which should stay empty) with
+    ``rejections_logged``, the last lines the run logged about them."""
     from tests.processes import Child
 
     domain_id = int(environ["ROS_DOMAIN_ID"])
@@ -192,7 +193,9 @@ def measure_deployment(codec: str, environ: dict[str, str], output_dir: Path, wa
                "acting_bytes_per_step": acting / max(steps, 1.0),
                "experience_bytes_per_step": experience / max(steps, 1.0),
                "env_steps": steps, "window_s": seconds,
-               "rejected": {name: counts for name, counts in rejected.items() if counts}}
+               "rejected": {name: counts for name, counts in rejected.items() if counts},
+               "rejections_logged": [line for line in run.output().splitlines()
+                                     if "rejected" in line][-10:]}
     log(f"{codec}: {figures['steps_per_s']:.1f} env steps/s, "
         f"{figures['acting_bytes_per_step']:,.0f} + {figures['experience_bytes_per_step']:,.0f} "
         "bytes/step (acting + experience)")

@@ -118,6 +118,16 @@ def round_trips_s(executor: SingleThreadedExecutor, client, request, calls: int)
     while not client.service_is_ready():
         assert time.monotonic() < deadline, f"{client.srv_name} not discovered"
         executor.spin_once(timeout_sec=0.05)
+    # A server drops its answer to a client whose response reader it has not matched yet
+    # (rmw_fastrtps: "failed to send response (timeout)"), which a loaded machine can take
+    # seconds to do: ask until one answer came back, then time the calls.
+    while True:
+        future = client.call_async(request)
+        executor.spin_until_future_complete(future, timeout_sec=1.0)
+        if future.done():
+            break
+        client.remove_pending_request(future)
+        assert time.monotonic() < deadline, f"{client.srv_name} never answered"
     times = []
     for _ in range(calls):
         start = time.perf_counter()
@@ -126,7 +136,7 @@ def round_trips_s(executor: SingleThreadedExecutor, client, request, calls: int)
         assert future.done(), f"{client.srv_name} did not answer within 5 s"
         times.append(time.perf_counter() - start)
         time.sleep(0.005)
-    return times[2:]  # the first answers wait for discovery of the response reader
+    return times
 
 
 def test_a_busy_loop_answers_parameters_services_and_messages_promptly(processes) -> None:

@@ -32,7 +32,7 @@ def figures(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
 def test_every_codec_steps_both_robots_and_nothing_is_refused(figures: dict) -> None:
     for codec, run in figures.items():
         assert run["env_steps"] >= 10 * ROBOTS, (codec, run)
-        assert run["rejected"] == {}, (codec, run["rejected"])
+        assert run["rejected"] == {}, (codec, run["rejected"], run["rejections_logged"])
 
 
 def test_raw_sends_each_observation_once_at_its_size(figures: dict) -> None:

@@ -80,7 +80,7 @@ def test_halves_without_a_partner_are_given_up_after_the_capacity(monkeypatch) -
         out.join.on_frames(image(0, stamp))
     assert [what for what, _ in out.rejected] == ["experience (unmatched)"] * 2
     assert out.rejected[0][1] == ("robot_0/camera at 1: its image did not arrive before 2 later "
-                                  "ones; dropped")
+                                  "ones of its camera; dropped")
     assert "robot_0/camera at 4: its batch message did not arrive" in out.rejected[1][1]
     out.join.on_frames(image(0, 3))
     assert [batch.stamp_ns for batch in out.delivered] == [3], "the newest halves still join"
@@ -115,3 +115,25 @@ def test_halves_whose_partner_was_lost_are_given_up_when_a_later_pair_joins(
     assert out.join.lost == 2 and out.join.waiting_bytes == 0
     out.join.on_batch(Awaiting(Batch(0, 1)))  # a half given up does not join later
     assert len(out.delivered) == 3
+
+
+def test_cameras_lagging_together_do_not_refuse_each_other(monkeypatch) -> None:
+    """The capacity is per camera: each robot's image topic may lag its batches by the queue
+    depth at the same time (a busy receiver, repaired fragments); a peer inventing cameras meets
+    the bound over all of them."""
+    monkeypatch.setattr(image_join, "JOIN_CAPACITY", 3)
+    monkeypatch.setattr(image_join, "MAX_WAITING_HALVES", 8)
+    out = Collected()
+    for stamp in (1, 2, 3):
+        for robot in (0, 1):
+            out.join.on_batch(Awaiting(Batch(robot, stamp)))
+    assert out.rejected == []
+    for stamp in (1, 2, 3):
+        for robot in (0, 1):
+            out.join.on_frames(image(robot, stamp))
+    assert len(out.delivered) == 6 and out.join.lost == 0 and out.rejected == []
+    for robot in range(10):  # ten cameras, one half each: beyond the bound over all cameras
+        out.join.on_batch(Awaiting(Batch(robot, 9)))
+    assert [reason.split(":")[0] for _, reason in out.rejected] == [
+        "robot_0/camera at 9", "robot_1/camera at 9"]
+    assert "before 8 later ones; dropped" in out.rejected[0][1]

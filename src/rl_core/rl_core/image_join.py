@@ -13,7 +13,8 @@ batch and its image one after the other, and each topic delivers in order, so th
 earlier half can no longer come. Those halves are counted (:attr:`HalfJoin.lost`), not refused:
 the receiver already counts the lost message (a replay buffer by the gap in the robot's
 sequence numbers). A half whose camera never joins again (a peer sending only one half) is given
-up, and refused, once :data:`JOIN_CAPACITY` newer ones wait.
+up, and refused, once :data:`JOIN_CAPACITY` newer ones of its camera wait, or
+:data:`MAX_WAITING_HALVES` of all cameras.
 """
 
 from __future__ import annotations
@@ -25,16 +26,22 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 
-__all__ = ["JOIN_CAPACITY", "AwaitsImage", "Frames", "HalfJoin", "camera_frame"]
+__all__ = [
+    "JOIN_CAPACITY", "MAX_WAITING_HALVES", "AwaitsImage", "Frames", "HalfJoin", "camera_frame",
+]
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
 H = TypeVar("H")
 
-#: Halves a join keeps waiting for their other half before it gives up on the oldest: the
-#: experience topics' queue depth, since a reliable image topic may lag its small batch topic by
-#: that much while the receiver is busy.
+#: Halves of one camera a join keeps waiting for their other half before it gives up on the
+#: oldest: the experience topics' queue depth. A reliable image topic may lag its small batch
+#: topic by that much (a fragment repaired, the receiver busy), per sender: each robot's lag is
+#: its own, so the bound is per camera, and robots lagging together do not refuse each other.
 JOIN_CAPACITY = 1000
+#: Halves of all cameras a join keeps waiting (a deployment's largest fleet, 64 robots, each
+#: :data:`JOIN_CAPACITY` behind): a peer inventing cameras cannot fill the memory either.
+MAX_WAITING_HALVES = 64 * JOIN_CAPACITY
 #: Bytes of decoded pixels the waiting images may hold together; beyond it the oldest is given
 #: up like one beyond :data:`JOIN_CAPACITY` (a peer sending images without batches cannot fill
 #: the memory).
@@ -71,8 +78,8 @@ class HalfJoin(Generic[T]):
 
     Halves wait in two bounded queues. When a pair joins, the halves of its camera that arrived
     before it are given up as lost (their partners were lost in transport; counted in
-    :attr:`lost`); when :data:`JOIN_CAPACITY` newer halves wait, the oldest is given up and
-    reported to ``reject``.
+    :attr:`lost`); when :data:`JOIN_CAPACITY` newer halves of its camera wait (or
+    :data:`MAX_WAITING_HALVES` of all), the oldest is given up and reported to ``reject``.
 
     :param deliver: called with the complete batch.
     :param reject: called with ``(what, reason)`` for an image that does not fit its batch or a
@@ -120,12 +127,19 @@ class HalfJoin(Generic[T]):
     def _wait(self, queue: _Waiting[Any], key: tuple[str, int], half: Any, missing: str) -> None:
         old = queue.put(key, half)
         self.waiting_bytes += _pixel_bytes(half) - _pixel_bytes(old)
-        while len(queue) > JOIN_CAPACITY or (queue is self._frames and len(queue) > 1 and
-                                             self.waiting_bytes > MAX_WAITING_BYTES):
-            (frame, stamp), dropped = queue.pop_oldest()
-            self.waiting_bytes -= _pixel_bytes(dropped)
-            self.reject(f"{self.what} (unmatched)", f"{frame} at {stamp}: {missing} did not "
-                        f"arrive before {len(queue)} later ones; dropped")
+        while queue.of_camera(key[0]) > JOIN_CAPACITY:
+            self._refuse(queue, queue.pop_oldest(key[0]), missing, "of its camera")
+        while len(queue) > MAX_WAITING_HALVES or (queue is self._frames and len(queue) > 1 and
+                                                  self.waiting_bytes > MAX_WAITING_BYTES):
+            self._refuse(queue, queue.pop_oldest(), missing, "")
+
+    def _refuse(self, queue: _Waiting[Any], oldest: tuple[tuple[str, int], Any], missing: str,
+                whose: str) -> None:
+        (frame, stamp), dropped = oldest
+        self.waiting_bytes -= _pixel_bytes(dropped)
+        later = queue.of_camera(frame) if whose else len(queue)
+        self.reject(f"{self.what} (unmatched)", f"{frame} at {stamp}: {missing} did not arrive "
+                    f"before {later} later ones{' ' + whose if whose else ''}; dropped")
 
     def _give_up(self, halves: list[Any]) -> None:
         """Forget halves whose partner was lost (a later pair of their camera joined)."""
@@ -185,9 +199,17 @@ class _Waiting(Generic[H]):
         """Every half of camera ``frame``, taken out."""
         return [self._halves.pop((frame, stamp)) for stamp in self._cameras.pop(frame, ())]
 
-    def pop_oldest(self) -> tuple[tuple[str, int], H]:
-        """The half that arrived first, taken out."""
-        key, half = self._halves.popitem(last=False)
+    def of_camera(self, frame: str) -> int:
+        """Halves of camera ``frame`` waiting."""
+        return len(self._cameras.get(frame, ()))
+
+    def pop_oldest(self, frame: str | None = None) -> tuple[tuple[str, int], H]:
+        """The half that arrived first (of camera ``frame``, or of all), taken out."""
+        if frame is None:
+            key, half = self._halves.popitem(last=False)
+        else:
+            key = (frame, next(iter(self._cameras[frame])))
+            half = self._halves.pop(key)
         stamps = self._cameras[key[0]]
         del stamps[key[1]]
         if not stamps:
