@@ -25,6 +25,7 @@ from std_srvs.srv import Trigger
 
 from rl_nodes.executor_watcher import EXECUTOR_HANDOVER_S
 from rl_nodes.intra_process import IntraProcessManager
+from tests.service_calls import first_answer
 
 pytestmark = pytest.mark.integration
 
@@ -118,16 +119,8 @@ def round_trips_s(executor: SingleThreadedExecutor, client, request, calls: int)
     while not client.service_is_ready():
         assert time.monotonic() < deadline, f"{client.srv_name} not discovered"
         executor.spin_once(timeout_sec=0.05)
-    # A server drops its answer to a client whose response reader it has not matched yet
-    # (rmw_fastrtps: "failed to send response (timeout)"), which a loaded machine can take
-    # seconds to do: ask until one answer came back, then time the calls.
-    while True:
-        future = client.call_async(request)
-        executor.spin_until_future_complete(future, timeout_sec=1.0)
-        if future.done():
-            break
-        client.remove_pending_request(future)
-        assert time.monotonic() < deadline, f"{client.srv_name} never answered"
+    first_answer(client, request, lambda future, seconds: executor.spin_until_future_complete(
+        future, timeout_sec=seconds))
     times = []
     for _ in range(calls):
         start = time.perf_counter()

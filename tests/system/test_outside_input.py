@@ -38,6 +38,7 @@ from rclpy.node import Node
 
 from rl_nodes import graph
 from tests.processes import Child
+from tests.service_calls import first_answer
 
 pytestmark = pytest.mark.system
 
@@ -115,6 +116,8 @@ class Outside:
         """Round trips of ``calls`` sequential requests, in milliseconds."""
         client = self.node.create_client(service_type, name)
         self.spin_until(client.service_is_ready, 30.0, run, f"service {name}")
+        first_answer(client, request, lambda future, seconds:
+                     self.executor.spin_until_future_complete(future, timeout_sec=seconds))
         latencies = []
         for _ in range(WARM_UP_CALLS + calls):
             start = time.perf_counter()
