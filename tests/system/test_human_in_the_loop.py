@@ -87,6 +87,34 @@ def test_expert_demonstrations_recorded_at_the_boundary_train_a_run(tmp_path: Pa
         assert result["env_steps"] < DEMO_RUN_BUDGET, (met, result["env_steps"])
 
 
+def test_an_image_tasks_demonstrations_are_recorded_with_their_images_and_train_a_run(
+        tmp_path: Path, ros_env) -> None:
+    """Pixel cart-pole: ``rl-bringup record`` keeps /experience and its image side topic, and a
+    run with ``demos:=`` that recording loads every joined transition (not a learning test)."""
+    recording = tmp_path / "pixels.mcap"
+    recorder = Child([*tool_argv("record"), "topics:=/experience,/experience/image",
+                      f"output:={recording}", f"domain_id:={ros_env['ROS_DOMAIN_ID']}",
+                      "wait:=120"], env=ros_env)
+    try:
+        acting = launch("colocated", tmp_path / "acting", ros_env, "config:=cartpole_pixels",
+                        "total_env_steps:=300", "learning_starts:=1000", "eval_episodes:=1")
+        assert finish(acting, 300.0) == 0, acting.output()[-4000:]
+    finally:
+        recorded = recorder.stop(grace_s=20.0)
+    assert recorded == 0, recorder.output()
+    demos = load_demonstrations(str(recording), (3, 64, 64, 3), (1,))
+    assert len(demos) >= 50 and demos.obs.dtype.name == "uint8", recorder.output()
+    assert demos.obs.std() > 0 and (demos.obs != demos.next_obs).any()
+
+    run = launch("colocated", tmp_path / "demos", ros_env, "config:=cartpole_pixels",
+                 f"demos:={recording}", "total_env_steps:=200", "learning_starts:=100",
+                 "eval_episodes:=1")
+    assert finish(run, 300.0) == 0, run.output()[-4000:]
+    loaded = f"demonstrations: {len(demos)} transitions ({demos.episodes} episodes) from " \
+             f"{recording}"
+    assert any(loaded in line for line in run.lines), run.output()[-3000:]
+
+
 def best_success(result: dict) -> float:
     """The best success rate of a run's periodic evaluations (the final weights' included)."""
     return max(evaluation["success_rate"] for evaluation in result["evaluations"])

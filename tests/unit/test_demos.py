@@ -13,6 +13,7 @@ from mcap_ros2.writer import Writer
 from rl_bringup.tools.message_types import full_message_definition
 from rl_core.config import ConfigError, ReplayConfig
 from rl_core.demos import EXPERIENCE_SCHEMA, demo_buffer, load_demonstrations
+from rl_core.image_codecs import compressed_format, encode_batch
 from rl_core.replay import PriorityUpdate, RateLimitedReplay, ReplayBuffer
 from rl_core.replay.build import new_buffer, new_replay
 from rl_core.replay.limited import DEMO_SLOT
@@ -35,12 +36,18 @@ def experience(rows: int, first: float, sequence: int = 0, ends: tuple[int, ...]
 
 def write_recording(path: Path, messages: list[dict], topic: str = "/experience") -> Path:
     """An MCAP file as rl-bringup record writes one (ros2msg schema, cdr encoding)."""
+    return write_topics(path, [(topic, EXPERIENCE_SCHEMA, message) for message in messages])
+
+
+def write_topics(path: Path, messages: list[tuple[str, str, dict]]) -> Path:
+    """An MCAP file of ``(topic, message type, message)`` in that order."""
     with open(path, "wb") as stream:
         writer = Writer(stream)
-        schema = writer.register_msgdef(EXPERIENCE_SCHEMA,
-                                        full_message_definition(EXPERIENCE_SCHEMA))
-        for number, message in enumerate(messages):
-            writer.write_message(topic, schema, message, log_time=number, publish_time=number)
+        schemas = {name: writer.register_msgdef(name, full_message_definition(name))
+                   for name in dict.fromkeys(schema for _, schema, _ in messages)}
+        for number, (topic, schema, message) in enumerate(messages):
+            writer.write_message(topic, schemas[schema], message, log_time=number,
+                                 publish_time=number)
         writer.finish()
     return path
 
@@ -82,8 +89,6 @@ def test_bad_paths_and_foreign_files_say_what_and_how(tmp_path: Path) -> None:
     kuka = write_recording(tmp_path / "kuka.mcap", [experience(2, 0.0, obs_shape=(23,))])
     with pytest.raises(ConfigError, match=r"observations \[23\].*this task has \[4\] and \[1\]"):
         load_demonstrations(str(kuka), OBS, ACTION)
-    with pytest.raises(ConfigError, match="images"):
-        load_demonstrations(str(kuka), (3, 64, 64, 3), ACTION)
     with pytest.raises(ConfigError, match="no file given"):
         load_demonstrations(" , ", OBS, ACTION)
 
@@ -156,3 +161,63 @@ def test_rows_an_operator_drove_join_the_demonstrations() -> None:
     batch = replay.take(8, 1)[0].batches[0]
     from_demos = batch.indices == DEMO_SLOT
     assert from_demos.sum() == 4 and batch.rewards[from_demos].tolist() == [1.0] * 4
+
+
+#: A pixel task's observations: 2 stacked frames of 4 x 5 pixels.
+PIXELS = (2, 4, 5, 3)
+
+
+def pixel_experience(robot: int, stamp: int, rows: int,
+                     obs_shape: tuple[int, ...] = PIXELS) -> dict:
+    """An image task's ExperienceBatch as it crosses DDS: its observations on the side topic."""
+    return {**experience(rows, 0.0, obs_shape=obs_shape), "robot_id": robot, "obs": [],
+            "next_obs": [], "header": dict(stamp=dict(sec=0, nanosec=stamp),
+                                           frame_id="")}
+
+
+def pixel_image(robot: int, stamp: int, frames: np.ndarray, codec: str) -> tuple[str, str, dict]:
+    """The side-topic image of a batch: its obs rows, then its next_obs rows, as one column."""
+    header = dict(stamp=dict(sec=0, nanosec=stamp), frame_id=f"robot_{robot}/camera")
+    if codec == "raw":
+        return ("/experience/image", "sensor_msgs/msg/Image", dict(
+            header=header, height=frames.size // (3 * PIXELS[2]), width=PIXELS[2],
+            encoding="rgb8", is_bigendian=0, step=3 * PIXELS[2], data=frames.tobytes()))
+    return ("/experience/image/compressed", "sensor_msgs/msg/CompressedImage", dict(
+        header=header, format=compressed_format("png"), data=encode_batch(frames, "png")))
+
+
+def test_an_image_tasks_experience_joins_its_images_from_the_side_topics(tmp_path: Path) -> None:
+    """A recording of /experience and its image side topic (raw or png): each message gets its
+    rows' pixels by camera and stamp; one whose image the recording missed is left out."""
+    rng = np.random.default_rng(0)
+    pixels = {stamp: rng.integers(0, 256, (2 * 3, *PIXELS), dtype=np.uint8) for stamp in (2, 3)}
+    recording = write_topics(tmp_path / "pixels.mcap", [
+        ("/experience", EXPERIENCE_SCHEMA, pixel_experience(0, 1, 3)),  # its image was missed
+        pixel_image(1, 3, pixels[3], "png"),  # before its batch message: joins either way
+        ("/experience", EXPERIENCE_SCHEMA, pixel_experience(0, 2, 3)),
+        pixel_image(0, 2, pixels[2], "raw"),
+        ("/experience", EXPERIENCE_SCHEMA, pixel_experience(1, 3, 3)),
+    ])
+    demos = load_demonstrations(str(recording), PIXELS, ACTION)
+    assert len(demos) == 6 and demos.obs.dtype == np.uint8
+    np.testing.assert_array_equal(demos.obs, np.concatenate([pixels[2][:3], pixels[3][:3]]))
+    np.testing.assert_array_equal(demos.next_obs, np.concatenate([pixels[2][3:], pixels[3][3:]]))
+
+    config = ReplayConfig(demos=str(recording))
+    replay = new_replay(config, new_buffer(config, PIXELS, ACTION))
+    assert replay.demos is not None and len(replay.demos) == 6
+    sampled = replay.demos.sample(16).obs
+    assert sampled.dtype == np.uint8
+    assert all((demos.obs == row).all(axis=(1, 2, 3, 4)).any() for row in sampled)
+
+
+def test_an_image_tasks_experience_without_its_images_says_what_to_record(tmp_path: Path) -> None:
+    alone = write_recording(tmp_path / "alone.mcap", [pixel_experience(0, 1, 2)])
+    with pytest.raises(ConfigError, match="without its images.*topics:=/experience,/experience/"
+                                          "image"):
+        load_demonstrations(str(alone), PIXELS, ACTION)
+    other_camera = write_topics(tmp_path / "other.mcap", [
+        ("/experience", EXPERIENCE_SCHEMA, pixel_experience(0, 1, 2, obs_shape=(2, 4, 6, 3))),
+        pixel_image(0, 1, np.zeros((4, 2, 4, 5, 3), dtype=np.uint8), "raw")])
+    with pytest.raises(ConfigError, match="other.mcap'.*not a column of this task's 4 x 6"):
+        load_demonstrations(str(other_camera), (2, 4, 6, 3), ACTION)

@@ -8,6 +8,13 @@ topic is read (decoded from the ``ros2msg`` schema the file carries, so no ROS i
 and its rows become transitions. The replay buffer keeps them apart from online data, and every
 batch draws ``demo_ratio`` of its rows from them (:class:`rl_core.replay.RateLimitedReplay`).
 
+Image tasks: over DDS an experience message leaves its observations to one image on the
+experience topic's image side topic (``/experience/image``, or ``/experience/image/compressed``
+for png and jpeg), so a recording of them holds both, ``rl-bringup record
+topics:=/experience,/experience/image``. Each message is paired with its image by camera and
+stamp (:class:`rl_core.image_join.HalfJoin`, as a replay buffer does); messages whose image the
+recording missed (its first moments) are left out.
+
 A file without experience may hold a robot's own topics instead, as ``ros2 bag record`` keeps
 them while an operator drives it: ``<robot>/joint_states`` (``sensor_msgs/JointState``) and the
 commands of its forward command controller (``<robot>/<controller>/commands``,
@@ -25,9 +32,12 @@ from pathlib import Path
 
 import numpy as np
 
+from rl_core import wire
 from rl_core.config import ConfigError
-from rl_core.image_codecs import is_image_shape
+from rl_core.image_codecs import Camera, decode_raw_tall, decode_tall, format_codec, is_image_shape
+from rl_core.image_join import Frames, HalfJoin
 from rl_core.replay.buffer import ReplayBuffer
+from rl_core.transport import AwaitingImages
 
 __all__ = ["EXPERIENCE_SCHEMA", "Demonstrations", "demo_buffer", "demo_files",
            "load_demonstrations"]
@@ -37,10 +47,13 @@ EXPERIENCE_SCHEMA = "rl_interfaces/msg/ExperienceBatch"
 #: A robot's own topics: joint states and a forward command controller's commands.
 JOINT_STATE_SCHEMA = "sensor_msgs/msg/JointState"
 COMMAND_SCHEMA = "std_msgs/msg/Float64MultiArray"
+#: The images of experience messages, on the experience topic's image side topics.
+IMAGE_SCHEMAS = ("sensor_msgs/msg/Image", "sensor_msgs/msg/CompressedImage")
 #: How to record demonstrations, for error messages.
 HOW_TO_RECORD = ("record them with `rl-bringup record topics:=/experience output:=FILE.mcap` "
-                 "while a run acts, or `ros2 bag record -s mcap` a robot's joint_states and "
-                 "controller commands while an operator drives it (docs/human_in_the_loop.md)")
+                 "(an image task: topics:=/experience,/experience/image) while a run acts, or "
+                 "`ros2 bag record -s mcap` a robot's joint_states and controller commands while "
+                 "an operator drives it (docs/human_in_the_loop.md)")
 
 
 @dataclass(frozen=True)
@@ -99,25 +112,17 @@ def load_demonstrations(paths: str, obs_shape: tuple[int, ...],
         transitions ('' = experience only).
     :raises ConfigError: for missing, unreadable or foreign files, naming the file.
     """
-    if is_image_shape(obs_shape):
-        raise ConfigError(f"demos: this task observes images {list(obs_shape)}; demonstrations "
-                          "are read for flat observations only so far")
     files = demo_files(paths)
     if not files:
         raise ConfigError(f"demos: no file given; {HOW_TO_RECORD}")
-    columns: dict[str, list[np.ndarray]] = {name: [] for name in (
-        "obs", "actions", "rewards", "next_obs", "terminated", "truncated")}
+    columns: dict[str, list[np.ndarray]] = {name: [] for name in _ROW_FIELDS}
     for file in files:
-        rows = 0
-        for message in _experience_messages(file):
-            batch = _transitions(message, obs_shape, action_shape, file)
-            for name, values in batch.items():
-                columns[name].append(values)
-            rows += len(batch["rewards"])
-        if rows == 0:
-            batch = _robot_topics(file, task_id, obs_shape, action_shape)
-            for name, values in batch.items():
-                columns[name].append(values)
+        batches = _experience_batches(file, obs_shape, action_shape)
+        parts = ([vars(batch) for batch in batches] if batches is not None
+                 else [_robot_topics(file, task_id, obs_shape, action_shape)])
+        for part in parts:
+            for name in _ROW_FIELDS:
+                columns[name].append(part[name])
     arrays = {name: np.concatenate(values) for name, values in columns.items()}
     return Demonstrations(**arrays, files=tuple(files))
 
@@ -139,8 +144,77 @@ def demo_buffer(demos: Demonstrations, like: ReplayBuffer, seed: int) -> ReplayB
     return buffer
 
 
+#: The arrays of a batch of transitions (the fields of :class:`Demonstrations` but ``files``).
+_ROW_FIELDS = ("obs", "actions", "rewards", "next_obs", "terminated", "truncated")
+
+
+@dataclass(frozen=True)
+class _Batch:
+    """One experience message's rows; an image task's observations may await their image."""
+
+    robot_id: int
+    stamp_ns: int
+    obs: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    next_obs: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+
+
+def _experience_batches(file: Path, obs_shape: tuple[int, ...], action_shape: tuple[int, ...]
+                        ) -> list[_Batch] | None:
+    """The experience of one MCAP file, in log order, an image task's joined with its images;
+    None when the file holds no experience message."""
+    def refuse_image(what: str, reason: str) -> None:
+        if what.endswith("image"):  # not a half whose partner is missing: one that does not fit
+            raise ConfigError(f"demos: {str(file)!r}: an image of its experience: {reason}")
+
+    batches: list[_Batch] = []
+    join: HalfJoin[_Batch] = HalfJoin(batches.append, refuse_image, "experience")
+    camera = Camera.of(obs_shape) if is_image_shape(obs_shape) else None
+    awaiting = 0
+    messages = 0
+    for schema, decoded in _experience_messages(file):
+        if schema != EXPERIENCE_SCHEMA:
+            if camera is not None:
+                join.on_frames(_frames(schema, decoded, camera, file))
+            continue
+        messages += 1
+        batch = _transitions(decoded, obs_shape, action_shape, file)
+        if wire.images_elsewhere(batch.obs, len(batch.rewards), tuple(obs_shape)):
+            awaiting += 1
+            join.on_batch(AwaitingImages(batch, ("obs", "next_obs"), len(batch.rewards),
+                                         tuple(obs_shape)))
+        else:
+            batches.append(batch)
+    if awaiting and not join.joined:
+        raise ConfigError(f"demos: {str(file)!r} holds experience of an image task without its "
+                          "images: record the experience topic's image side topic too "
+                          "(rl-bringup record topics:=/experience,/experience/image)")
+    return batches if messages else None
+
+
+def _frames(schema: str, message, camera: Camera, file: Path) -> Frames:  # noqa: ANN001 - mcap_ros2's object
+    """The pixels of an image message of the experience (raw or compressed)."""
+    try:
+        if schema == IMAGE_SCHEMAS[0]:
+            pixels = decode_raw_tall(bytes(message.data), message.encoding, message.height,
+                                     message.width, message.step, camera)
+        else:
+            pixels = decode_tall(bytes(message.data), format_codec(message.format), camera)
+    except ValueError as error:
+        raise ConfigError(f"demos: {str(file)!r}: an image of its experience: {error}") from None
+    return Frames(message.header.frame_id, _stamp_ns(message), pixels)
+
+
+def _stamp_ns(message) -> int:  # noqa: ANN001 - mcap_ros2's object
+    return message.header.stamp.sec * 1_000_000_000 + message.header.stamp.nanosec
+
+
 def _experience_messages(file: Path):  # noqa: ANN202 - mcap_ros2's decoded message objects
-    """Decoded experience messages of one MCAP file, in log order."""
+    """``(schema name, decoded message)`` of one MCAP file's experience messages and the
+    images on their image side topics, in log order."""
     from mcap.exceptions import McapError
     from mcap.reader import make_reader
     from mcap_ros2.decoder import DecoderFactory
@@ -151,10 +225,13 @@ def _experience_messages(file: Path):  # noqa: ANN202 - mcap_ros2's decoded mess
             summary = reader.get_summary()
             if summary is None:
                 raise ValueError("the file has no summary section (was the recording cut short?)")
-            for schema, _, _, decoded in reader.iter_decoded_messages(
-                    log_time_order=True, topics=_topics_of(summary, EXPERIENCE_SCHEMA)):
-                if schema is not None and schema.name == EXPERIENCE_SCHEMA:
-                    yield decoded
+            topics = _topics_of(summary, EXPERIENCE_SCHEMA)
+            topics += [image for schema in IMAGE_SCHEMAS for image in _topics_of(summary, schema)
+                       if any(image.startswith(topic + "/") for topic in topics)]
+            for schema, _, _, decoded in reader.iter_decoded_messages(log_time_order=True,
+                                                                      topics=topics):
+                if schema is not None:
+                    yield schema.name, decoded
     except (McapError, ValueError, EOFError, OSError) as error:
         raise ConfigError(f"demos: {str(file)!r} is not a readable MCAP file ({error}); "
                           f"{HOW_TO_RECORD}") from None
@@ -170,8 +247,9 @@ def _topics_of(summary, schema: str) -> list[str]:  # noqa: ANN001 - an mcap Sum
 
 
 def _transitions(message, obs_shape: tuple[int, ...], action_shape: tuple[int, ...],  # noqa: ANN001
-                 file: Path) -> dict[str, np.ndarray]:
-    """One message's rows as arrays, after checking they are of this task."""
+                 file: Path) -> _Batch:
+    """One message's rows as arrays, after checking they are of this task (an image task's
+    observations empty when they travel on the image side topic)."""
     recorded = (tuple(message.obs_shape), tuple(message.action_shape))
     if recorded != (tuple(obs_shape), tuple(action_shape)):
         raise ConfigError(
@@ -179,15 +257,24 @@ def _transitions(message, obs_shape: tuple[int, ...], action_shape: tuple[int, .
             f"actions {list(recorded[1])}, but this task has {list(obs_shape)} and "
             f"{list(action_shape)}: record the demonstrations with the task you train")
     rows = int(message.batch_size)
+    obs_dtype = np.uint8 if is_image_shape(obs_shape) else np.float32
+    elsewhere = wire.images_elsewhere(message.obs, rows, tuple(obs_shape))
+
+    def observations(values) -> np.ndarray:  # noqa: ANN001 - a decoded float32[]
+        if elsewhere:  # on the image side topic: filled in when its image joins
+            return np.empty((0, *obs_shape), dtype=obs_dtype)
+        return np.asarray(values, dtype=np.float32).astype(obs_dtype).reshape(rows, *obs_shape)
+
     try:
-        return {
-            "obs": np.asarray(message.obs, dtype=np.float32).reshape(rows, *obs_shape),
-            "actions": np.asarray(message.actions, dtype=np.float32).reshape(rows, *action_shape),
-            "rewards": np.asarray(message.rewards, dtype=np.float32).reshape(rows),
-            "next_obs": np.asarray(message.next_obs, dtype=np.float32).reshape(rows, *obs_shape),
-            "terminated": np.asarray(message.terminated, dtype=bool).reshape(rows),
-            "truncated": np.asarray(message.truncated, dtype=bool).reshape(rows),
-        }
+        return _Batch(
+            robot_id=int(message.robot_id),
+            stamp_ns=_stamp_ns(message),
+            obs=observations(message.obs),
+            actions=np.asarray(message.actions, dtype=np.float32).reshape(rows, *action_shape),
+            rewards=np.asarray(message.rewards, dtype=np.float32).reshape(rows),
+            next_obs=observations(message.next_obs),
+            terminated=np.asarray(message.terminated, dtype=bool).reshape(rows),
+            truncated=np.asarray(message.truncated, dtype=bool).reshape(rows))
     except ValueError:
         raise ConfigError(f"demos: {str(file)!r} holds a malformed experience message "
                           f"(sequence {message.sequence} of robot {message.robot_id}: its arrays "
