@@ -112,7 +112,8 @@ def run_robot(nodes: list[Any], check: Callable[[SimulatorNode, Forger], None]) 
     forger = Forger(forger_node)
     forger_executor = SingleThreadedExecutor(context=context)
     forger_executor.add_node(forger_node)
-    threading.Thread(target=forger_executor.spin, daemon=True).start()
+    spinner = threading.Thread(target=forger_executor.spin, daemon=True)
+    spinner.start()
     helper = rclpy.create_node("action_test")
     try:
         with spinning(nodes, helper):
@@ -128,6 +129,7 @@ def run_robot(nodes: list[Any], check: Callable[[SimulatorNode, Forger], None]) 
                 drain.join(5.0)
     finally:
         forger_executor.shutdown(timeout_sec=1.0)
+        spinner.join(5.0)  # a forging callback in flight ends before its publisher is destroyed
         forger_node.destroy_node()
         rclpy.try_shutdown(context=context)
 
