@@ -131,18 +131,19 @@ class HalfJoin(Generic[T]):
         old = queue.put(key, half)
         self.waiting_bytes += _pixel_bytes(half) - _pixel_bytes(old)
         while queue.of_camera(key[0]) > JOIN_CAPACITY:
-            self._refuse(queue, queue.pop_oldest(key[0]), missing, "of its camera")
+            self._refuse(queue, key[0], missing)
         while len(queue) > MAX_WAITING_HALVES or (queue is self._frames and len(queue) > 1 and
                                                   self.waiting_bytes > MAX_WAITING_BYTES):
-            self._refuse(queue, queue.pop_oldest(), missing, "")
+            self._refuse(queue, None, missing)
 
-    def _refuse(self, queue: _Waiting[Any], oldest: tuple[tuple[str, int], Any], missing: str,
-                whose: str) -> None:
-        (frame, stamp), dropped = oldest
+    def _refuse(self, queue: _Waiting[Any], camera: str | None, missing: str) -> None:
+        """Give up the oldest half waiting in ``queue`` (of ``camera``, or of all) and report it."""
+        (frame, stamp), dropped = queue.pop_oldest(camera)
         self.waiting_bytes -= _pixel_bytes(dropped)
-        later = queue.of_camera(frame) if whose else len(queue)
-        self.reject(f"{self.what} (unmatched)", f"{frame} at {stamp}: {missing} did not arrive "
-                    f"before {later} later ones{' ' + whose if whose else ''}; dropped")
+        later = f"{queue.of_camera(frame)} later ones of its camera" if camera else \
+            f"{len(queue)} later ones"
+        self.reject(f"{self.what} (unmatched)",
+                    f"{frame} at {stamp}: {missing} did not arrive before {later}; dropped")
 
     def _give_up(self, halves: list[Any]) -> None:
         """Forget halves whose partner was lost (a later pair of their camera joined)."""
