@@ -37,7 +37,7 @@ from rl_core.config import ConfigError
 from rl_core.image_codecs import Camera, decode_raw_tall, decode_tall, format_codec, is_image_shape
 from rl_core.image_join import Frames, HalfJoin
 from rl_core.replay.buffer import ReplayBuffer
-from rl_core.transport import AwaitingImages
+from rl_core.transport import AwaitingImages, Experience
 
 __all__ = ["EXPERIENCE_SCHEMA", "Demonstrations", "demo_buffer", "demo_files",
            "load_demonstrations"]
@@ -148,30 +148,16 @@ def demo_buffer(demos: Demonstrations, like: ReplayBuffer, seed: int) -> ReplayB
 _ROW_FIELDS = ("obs", "actions", "rewards", "next_obs", "terminated", "truncated")
 
 
-@dataclass(frozen=True)
-class _Batch:
-    """One experience message's rows; an image task's observations may await their image."""
-
-    robot_id: int
-    stamp_ns: int
-    obs: np.ndarray
-    actions: np.ndarray
-    rewards: np.ndarray
-    next_obs: np.ndarray
-    terminated: np.ndarray
-    truncated: np.ndarray
-
-
 def _experience_batches(file: Path, obs_shape: tuple[int, ...], action_shape: tuple[int, ...]
-                        ) -> list[_Batch] | None:
+                        ) -> list[Experience] | None:
     """The experience of one MCAP file, in log order, an image task's joined with its images;
     None when the file holds no experience message."""
     def refuse_image(what: str, reason: str) -> None:
         if what.endswith("image"):  # not a half whose partner is missing: one that does not fit
             raise ConfigError(f"demos: {str(file)!r}: an image of its experience: {reason}")
 
-    batches: list[_Batch] = []
-    join: HalfJoin[_Batch] = HalfJoin(batches.append, refuse_image, "experience")
+    batches: list[Experience] = []
+    join: HalfJoin[Experience] = HalfJoin(batches.append, refuse_image, "experience")
     camera = Camera.of(obs_shape) if is_image_shape(obs_shape) else None
     awaiting = 0
     messages = 0
@@ -247,7 +233,7 @@ def _topics_of(summary, schema: str) -> list[str]:  # noqa: ANN001 - an mcap Sum
 
 
 def _transitions(message, obs_shape: tuple[int, ...], action_shape: tuple[int, ...],  # noqa: ANN001
-                 file: Path) -> _Batch:
+                 file: Path) -> Experience:
     """One message's rows as arrays, after checking they are of this task (an image task's
     observations empty when they travel on the image side topic)."""
     recorded = (tuple(message.obs_shape), tuple(message.action_shape))
@@ -266,7 +252,7 @@ def _transitions(message, obs_shape: tuple[int, ...], action_shape: tuple[int, .
         return np.asarray(values, dtype=np.float32).astype(obs_dtype).reshape(rows, *obs_shape)
 
     try:
-        return _Batch(
+        return Experience(
             robot_id=int(message.robot_id),
             stamp_ns=_stamp_ns(message),
             obs=observations(message.obs),
