@@ -47,8 +47,8 @@ RL_BRINGUP = str(Path(sys.executable).parent / "rl-bringup")
 #: Nodes whose parameter services are measured (one per kind that the dispatch thread keeps busy).
 PARAMETER_NODES = ("/trainer", "/robot_0/simulator", "/replay_buffer")
 CALLS_PER_NODE = 50
-#: Calls not counted: a new client's first answer waits for discovery of its response reader
-#: (tens of ms, with or without load), which is not what is measured.
+#: Calls not counted after the first answer (tests/service_calls.first_answer, which waits for
+#: discovery of the client's response reader): the client's first round trips warm up.
 WARM_UP_CALLS = 2
 #: The goal: outside requests answered within 20 ms at the 95th percentile while training.
 P95_LIMIT_MS = 20.0

@@ -118,9 +118,9 @@ def test_halves_whose_partner_was_lost_are_given_up_when_a_later_pair_joins(
 
 
 def test_cameras_lagging_together_do_not_refuse_each_other(monkeypatch) -> None:
-    """The capacity is per camera: each robot's image topic may lag its batches by the queue
-    depth at the same time (a busy receiver, repaired fragments); a peer inventing cameras meets
-    the bound over all of them."""
+    """The capacity is per camera: one topic of each robot may lag the other at the same time (a
+    busy receiver, repaired samples); a peer inventing cameras meets the bound over all of
+    them."""
     monkeypatch.setattr(image_join, "JOIN_CAPACITY", 3)
     monkeypatch.setattr(image_join, "MAX_WAITING_HALVES", 8)
     out = Collected()

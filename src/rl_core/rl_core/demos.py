@@ -168,10 +168,9 @@ def _experience_batches(file: Path, obs_shape: tuple[int, ...], action_shape: tu
             continue
         messages += 1
         batch = _transitions(decoded, obs_shape, action_shape, file)
-        if wire.images_elsewhere(batch.obs, len(batch.rewards), tuple(obs_shape)):
+        if isinstance(batch, AwaitingImages):
             awaiting += 1
-            join.on_batch(AwaitingImages(batch, ("obs", "next_obs"), len(batch.rewards),
-                                         tuple(obs_shape)))
+            join.on_batch(batch)
         else:
             batches.append(batch)
     if awaiting and not join.joined:
@@ -233,9 +232,9 @@ def _topics_of(summary, schema: str) -> list[str]:  # noqa: ANN001 - an mcap Sum
 
 
 def _transitions(message, obs_shape: tuple[int, ...], action_shape: tuple[int, ...],  # noqa: ANN001
-                 file: Path) -> Experience:
-    """One message's rows as arrays, after checking they are of this task (an image task's
-    observations empty when they travel on the image side topic)."""
+                 file: Path) -> Experience | AwaitingImages[Experience]:
+    """One message's rows as arrays, after checking they are of this task; an image task's
+    whose observations travel on the image side topic awaits its image."""
     recorded = (tuple(message.obs_shape), tuple(message.action_shape))
     if recorded != (tuple(obs_shape), tuple(action_shape)):
         raise ConfigError(
@@ -252,7 +251,7 @@ def _transitions(message, obs_shape: tuple[int, ...], action_shape: tuple[int, .
         return np.asarray(values, dtype=np.float32).astype(obs_dtype).reshape(rows, *obs_shape)
 
     try:
-        return Experience(
+        batch = Experience(
             robot_id=int(message.robot_id),
             stamp_ns=_stamp_ns(message),
             obs=observations(message.obs),
@@ -265,6 +264,8 @@ def _transitions(message, obs_shape: tuple[int, ...], action_shape: tuple[int, .
         raise ConfigError(f"demos: {str(file)!r} holds a malformed experience message "
                           f"(sequence {message.sequence} of robot {message.robot_id}: its arrays "
                           f"do not hold batch_size {rows} rows)") from None
+    return AwaitingImages(batch, ("obs", "next_obs"), rows, tuple(obs_shape)) if elsewhere \
+        else batch
 
 
 def _robot_topics(file: Path, task_id: str, obs_shape: tuple[int, ...],
