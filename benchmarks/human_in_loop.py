@@ -208,6 +208,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--total-env-steps", type=int, default=None,
                         help="budget of a run that does not meet the criterion (default the "
                         "config's)")
+    parser.add_argument("--launch-arg", action="append", default=[], metavar="NAME:=VALUE",
+                        help="one more launch argument of every run, e.g. eval_period:=500; "
+                        "repeatable")
     parser.add_argument("--domain-id", type=int, default=None,
                         help="ROS_DOMAIN_ID of the first run, counting up (default random)")
     parser.add_argument("--output", type=Path, default=None,
@@ -221,6 +224,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--demos takes comma-separated episode counts, got {args.demos!r}")
     if any(count < 0 for count in demo_counts) or not 0.0 <= args.interventions <= 1.0:
         parser.error("--demos must be >= 0 and --interventions in [0, 1]")
+    if any(":=" not in argument for argument in args.launch_arg):
+        parser.error("--launch-arg takes NAME:=VALUE, e.g. updates_per_transition:=4")
     low, high = RANDOM_DOMAIN_ID_RANGE
     first_domain = args.domain_id if args.domain_id is not None else random.randint(low, high)
     if not low <= first_domain <= high:
@@ -232,8 +237,8 @@ def main(argv: list[str] | None = None) -> int:
         variants.append(INTERVENTIONS)
     output = args.output or Path(f"runs/hil-{time.strftime('%Y%m%d-%H%M%S')}")
     print(f"{CONFIG.name}: {', '.join(variants)} x seeds {args.seeds} x {', '.join(args.modes)}"
-          f" (robots:={args.robots} where distributed), budget {budget}, output {output}",
-          flush=True)
+          f" (robots:={args.robots} where distributed), budget {budget}, output {output}"
+          + "".join(f", {argument}" for argument in args.launch_arg), flush=True)
 
     outcomes: list[Outcome] = []
     number = 0
@@ -247,8 +252,8 @@ def main(argv: list[str] | None = None) -> int:
                     demos = output / f"seed{seed}" / f"demos{count}.mcap"
                     if not demos.is_file():
                         write_demonstrations(demos, recorded[:count])
-                runner = Runner(mode, robots, budget,
-                                launch_arguments(variant, demos, args.interventions))
+                runner = Runner(mode, robots, budget, (*args.launch_arg, *launch_arguments(
+                    variant, demos, args.interventions)))
                 folder = output / f"seed{seed}" / mode / variant.replace(" ", "_")
                 outcome = run(runner, variant, seed, folder,
                               low + (first_domain - low + number) % (high - low + 1), budget)
