@@ -147,11 +147,16 @@ def run(runner: Runner, variant: str, seed: int, output: Path,
     return outcome
 
 
-def launch_arguments(variant: str, demos: Path | None, share: float) -> tuple[str, ...]:
+def runner_for(mode: str, robots: int, budget: int, variant: str, demos: Path | None,
+               share: float, extra: tuple[str, ...] = ()) -> Runner:
+    """How a run of ``variant`` starts: ``extra`` launch arguments (``--launch-arg``), then the
+    variant's own (its demonstrations, or the scripted interventions' share)."""
     if variant == INTERVENTIONS:
-        return (f"expert_interventions:={share}",
-                f"expert_interventions_steps:={INTERVENTION_STEPS}")
-    return (f"demos:={demos}",) if demos is not None else ()
+        own: tuple[str, ...] = (f"expert_interventions:={share}",
+                                f"expert_interventions_steps:={INTERVENTION_STEPS}")
+    else:
+        own = (f"demos:={demos}",) if demos is not None else ()
+    return Runner(mode, robots, budget, (*extra, *own))
 
 
 def cell(values: list[float], lower_bound: bool, fmt: str) -> str:
@@ -252,8 +257,8 @@ def main(argv: list[str] | None = None) -> int:
                     demos = output / f"seed{seed}" / f"demos{count}.mcap"
                     if not demos.is_file():
                         write_demonstrations(demos, recorded[:count])
-                runner = Runner(mode, robots, budget, (*args.launch_arg, *launch_arguments(
-                    variant, demos, args.interventions)))
+                runner = runner_for(mode, robots, budget, variant, demos, args.interventions,
+                                    tuple(args.launch_arg))
                 folder = output / f"seed{seed}" / mode / variant.replace(" ", "_")
                 outcome = run(runner, variant, seed, folder,
                               low + (first_domain - low + number) % (high - low + 1), budget)
