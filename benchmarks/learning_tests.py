@@ -22,6 +22,9 @@ Usage::
 
     .venv/bin/python benchmarks/learning_tests.py --runs 24 --json bare.json \
         tests/system/test_learning_bare.py::test_bare_loop_solves_cartpole
+    # a measurement made in parts (the JSON is rewritten as each run ends, so a part cut
+    # short keeps its runs): tabulate them together
+    .venv/bin/python benchmarks/learning_tests.py --tabulate part1.json part2.json
 
 It is a benchmark, not a test: it prints figures; the exit code is 0 when every run passed, 1
 otherwise, 2 on bad flags. The runs' logs stay in ``--output``.
@@ -127,6 +130,22 @@ def run_test(test: str, seed: int, domain_id: int, log: Path) -> Run:
     return run
 
 
+def load_runs(path: Path) -> list[Run]:
+    """The runs a ``--json`` file holds.
+
+    :raises ValueError: when the file is not such a list (KeyError/TypeError for a bad row)."""
+    rows = json.loads(path.read_text())
+    if not isinstance(rows, list):
+        raise ValueError("not a list of runs written by --json")
+    runs = []
+    for row in rows:
+        run = Run(**row)
+        run.outcomes = {name: (float(value), float(threshold))
+                        for name, (value, threshold) in run.outcomes.items()}
+        runs.append(run)
+    return runs
+
+
 def describe(run: Run) -> str:
     """One line per run as it ends."""
     figures = ", ".join(f"{name} {value:g}" for name, (value, _) in run.outcomes.items())
@@ -168,7 +187,7 @@ def table(runs: list[Run]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("tests", nargs="+", metavar="NODEID",
+    parser.add_argument("tests", nargs="*", metavar="NODEID",
                         help="pytest node ids, e.g. tests/system/test_x.py::test_y")
     parser.add_argument("--runs", type=int, default=24, help="runs of every test (default 24)")
     parser.add_argument("--first-seed", type=int, default=1,
@@ -177,8 +196,20 @@ def main(argv: list[str] | None = None) -> int:
                         help="ROS_DOMAIN_ID of the first run, counting up (default random)")
     parser.add_argument("--output", type=Path, default=None,
                         help="folder for the runs' logs (default runs/learning-tests-<time>)")
-    parser.add_argument("--json", type=Path, default=None, help="write every run here")
+    parser.add_argument("--json", type=Path, default=None,
+                        help="write every run here (rewritten as each run ends)")
+    parser.add_argument("--tabulate", type=Path, nargs="+", default=None, metavar="JSON",
+                        help="run nothing: tabulate the runs of earlier --json files together "
+                        "(the parts of one measurement)")
     args = parser.parse_args(argv)
+    if args.tabulate is not None:
+        try:
+            print(table([run for path in args.tabulate for run in load_runs(path)]))
+        except (OSError, ValueError, TypeError, KeyError) as error:
+            parser.error(f"cannot tabulate {' '.join(map(str, args.tabulate))}: {error}")
+        return 0
+    if not args.tests:
+        parser.error("give the tests to run (NODEID ...), or --tabulate JSON files")
     if args.runs < 1 or args.first_seed < 0:
         parser.error("--runs must be positive and --first-seed non-negative")
     low, high = RANDOM_DOMAIN_ID_RANGE
@@ -200,9 +231,9 @@ def main(argv: list[str] | None = None) -> int:
             log = output / re.sub(r"[^\w.-]+", "_", short(test)) / f"seed{seed}.log"
             runs.append(run_test(test, seed, domain, log))
             print(describe(runs[-1]), flush=True)
+            if args.json is not None:  # rewritten after every run: a cut-short measurement counts
+                args.json.write_text(json.dumps([asdict(run) for run in runs], indent=2))
     print(table(runs))
-    if args.json is not None:
-        args.json.write_text(json.dumps([asdict(run) for run in runs], indent=2))
     return 0 if all(run.passed for run in runs) else 1
 
 

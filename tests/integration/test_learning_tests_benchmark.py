@@ -51,6 +51,22 @@ def test_runs_each_seed_counts_failures_and_tabulates_margins(tmp_path: Path, ca
     assert cells[1:9] == ["ten times the seed", "3", "1", "10", "20", "15", "-5",
                           f"{100 * failure_rate_bound(1, 3):.1f} %"]
 
+    # A measurement made in parts tabulates as one: the same row from two files.
+    (tmp_path / "part1.json").write_text(json.dumps(runs[:1]))
+    (tmp_path / "part2.json").write_text(json.dumps(runs[1:]))
+    assert main(["--tabulate", str(tmp_path / "part1.json"), str(tmp_path / "part2.json")]) == 0
+    assert row in capsys.readouterr().out.splitlines()
+
+
+def test_tabulate_refuses_what_is_not_a_measurement_and_a_run_needs_tests(tmp_path: Path,
+                                                                         capsys) -> None:
+    (tmp_path / "other.json").write_text('{"runs": 3}')
+    for bad in ([str(tmp_path / "other.json")], [str(tmp_path / "missing.json")], []):
+        with pytest.raises(SystemExit) as refused:
+            main(["--tabulate", *bad] if bad else [])
+        assert refused.value.code == 2
+        assert ("cannot tabulate" if bad else "give the tests to run") in capsys.readouterr().err
+
 
 def test_a_run_without_an_outcome_line_fails_and_bad_flags_are_refused(tmp_path: Path,
                                                                       capsys) -> None:
