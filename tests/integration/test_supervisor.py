@@ -594,3 +594,43 @@ def test_a_hung_process_is_killed_and_respawned(supervisors: list[Supervisor],
     assert re.search(r"stuck is hung: no heartbeat for \d+ s \(more than 1 s\); killing it", text)
     assert "quiet is hung" not in text  # a process that never beat is not judged
     assert starts.read_text().count("start") == 2
+
+
+HANGS_WHILE_STARTING = textwrap.dedent(
+    """
+    import os, signal, sys, time
+    with open(sys.argv[1], "a") as starts:
+        starts.write("start\\n")
+    run = open(sys.argv[1]).read().count("start")
+    if run == 3:
+        print("respawned", flush=True)
+        sys.exit(0)
+    if run == 2:  # hung before its first beat, as a node stopped while it restores a snapshot
+        print("hanging before a beat", flush=True)
+        os.kill(os.getpid(), signal.SIGSTOP)
+    heartbeat = os.environ["RL_ROS2_HEARTBEAT_FILE"]
+    for _ in range(3):
+        open(heartbeat, "a").close()
+        os.utime(heartbeat)
+        time.sleep(0.1)
+    sys.exit(1)  # a crash: respawned
+    """
+)
+
+
+def test_a_restarted_process_that_hangs_before_its_first_beat_is_killed(
+        supervisors: list[Supervisor], tmp_path: Path) -> None:
+    """A process whose earlier run beat gets STARTUP_TIMEOUTS heartbeat timeouts to beat again
+    (measured: a trainer SIGSTOPped between its restart and its first beat was never noticed)."""
+    starts = tmp_path / "starts"
+    commands = [Command("node", PYTHON + [HANGS_WHILE_STARTING, str(starts)], respawn=True,
+                        required=True),
+                Command("quiet", PYTHON + ["import time; time.sleep(60)"])]  # never beats
+    supervisor, output = make_supervisor(supervisors, commands, heartbeat_timeout=1.0)
+    assert run_with_deadline(supervisor) == 0
+    text = output.text()
+    assert "[node] hanging before a beat" in text and "[node] respawned" in text
+    assert re.search(r"node is hung: no heartbeat since it started \d+ s ago \(more than 2 s; "
+                     r"its earlier runs beat\); killing it", text), text
+    assert "quiet is hung" not in text
+    assert starts.read_text().count("start") == 3

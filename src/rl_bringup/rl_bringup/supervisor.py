@@ -159,6 +159,8 @@ class _Child:
     last_beat: tuple[float, float] | None = None
     #: Killed for a stale heartbeat (once per run of the process).
     hung: bool = False
+    #: An earlier run of the process beat: a run that does not is hung while starting.
+    beats: bool = False
 
     def state(self) -> ProcessState:
         process = self.process
@@ -405,17 +407,31 @@ class Supervisor:
             return
         try:
             modified = os.stat(path).st_mtime
-        except OSError:
-            return  # not beating yet
+        except OSError:  # not beating yet
+            # A process whose earlier run beat is one that beats: silent for longer than
+            # heartbeat.STARTUP_TIMEOUTS timeouts after it started (imports, configuration,
+            # restoring snapshots), it hung before its first beat (a SIGSTOP, a deadlock).
+            # A process that never beat (not an rl_nodes process) is left alone.
+            allowance_s = heartbeat.STARTUP_TIMEOUTS * self._heartbeat_timeout
+            if child.beats and now - child.started_at > allowance_s:
+                self._kill_hung(child, f"no heartbeat since it started {now - child.started_at:.0f}"
+                                f" s ago (more than {allowance_s:g} s; its earlier runs beat)")
+            return
+        child.beats = True
         if child.last_beat is None or child.last_beat[0] != modified:
             child.last_beat = (modified, now)
             return
         silent_s = now - child.last_beat[1]
         if silent_s > self._heartbeat_timeout:
-            child.hung = True
-            self._log(f"{child.spec.name} is hung: no heartbeat for {silent_s:.0f} s (more "
-                      f"than {self._heartbeat_timeout:g} s); killing it")
-            signal_group(child.process, signal.SIGKILL, leader_exited=False)
+            self._kill_hung(child, f"no heartbeat for {silent_s:.0f} s (more than "
+                            f"{self._heartbeat_timeout:g} s)")
+
+    def _kill_hung(self, child: _Child, why: str) -> None:
+        """Kill a hung child; it is respawned as after a crash."""
+        assert child.process is not None  # a running child is judged
+        child.hung = True
+        self._log(f"{child.spec.name} is hung: {why}; killing it")
+        signal_group(child.process, signal.SIGKILL, leader_exited=False)
 
     def _serve_requests(self) -> int | None:
         """Start and retire what other threads asked for; the run's exit code when it must end."""

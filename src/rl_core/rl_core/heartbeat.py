@@ -6,7 +6,9 @@ supervisor restarts a process whose file has not changed for :data:`HEARTBEAT_TI
 (measured on its monotonic clock, so a step of the wall clock is no hang), and Kubernetes'
 liveness probe compares the file's time with the wall clock (``python3 -m rl_core.heartbeat
 FILE``). A process is judged only once it has beaten: one that never does (not an rl_nodes
-process) is left alone.
+process) is left alone. A restarted process whose earlier run beat gets
+:data:`STARTUP_TIMEOUTS` timeouts from its start to its first beat; one silent for longer hung
+while starting.
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ from rl_core.variables import HEARTBEAT_FILE
 #: runs on the dispatch thread and takes tens of seconds on a loaded 2-core machine (it beats
 #: once an episode, see :func:`beat_from_here`, but an episode of a slow task is long).
 HEARTBEAT_TIMEOUT_S = 120.0
+#: Heartbeat timeouts a restarted process that beats gets from its start to its first beat
+#: (imports, configuration and restoring snapshots come first).
+STARTUP_TIMEOUTS = 2
 
 
 def beat(path: str | os.PathLike[str]) -> None:
