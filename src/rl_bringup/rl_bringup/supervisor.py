@@ -215,7 +215,9 @@ class Supervisor:
         :meth:`start_standby` asks for them.
     :param heartbeat_timeout: a process whose heartbeat file (``RL_ROS2_HEARTBEAT_FILE``,
         touched by rl_nodes' dispatch threads) is older than this is hung: it is killed, then
-        respawned like a crashed one (0: not watched; a process is watched once it has beaten).
+        respawned like a crashed one (0: not watched; a process is watched once it has beaten,
+        and a later run of it that has not beaten ``heartbeat.STARTUP_TIMEOUTS`` timeouts after
+        its start is hung too).
     """
 
     def __init__(
