@@ -57,7 +57,12 @@ from rl_core.transport import Experience
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script: benchmarks/ is a package at the repository root
     sys.path.insert(0, str(REPO))
-from benchmarks.seed_spread import Runner, parse_seeds, run_one  # noqa: E402
+from benchmarks.seed_spread import (  # noqa: E402
+    Runner,
+    launch_argument,
+    parse_seeds,
+    run_one,
+)
 
 CONFIG = REPO / "config" / "kuka_reach_demos.yaml"
 NONE = "none"
@@ -214,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="budget of a run that does not meet the criterion (default the "
                         "config's)")
     parser.add_argument("--launch-arg", action="append", default=[], metavar="NAME:=VALUE",
+                        type=launch_argument,
                         help="one more launch argument of every run, e.g. eval_period:=500; "
                         "repeatable")
     parser.add_argument("--domain-id", type=int, default=None,
@@ -229,8 +235,6 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--demos takes comma-separated episode counts, got {args.demos!r}")
     if any(count < 0 for count in demo_counts) or not 0.0 <= args.interventions <= 1.0:
         parser.error("--demos must be >= 0 and --interventions in [0, 1]")
-    if any(":=" not in argument for argument in args.launch_arg):
-        parser.error("--launch-arg takes NAME:=VALUE, e.g. updates_per_transition:=4")
     low, high = RANDOM_DOMAIN_ID_RANGE
     first_domain = args.domain_id if args.domain_id is not None else random.randint(low, high)
     if not low <= first_domain <= high:

@@ -93,6 +93,14 @@ def parse_seeds(text: str) -> list[int]:
     return seeds
 
 
+def launch_argument(text: str) -> str:
+    """A ``--launch-arg``: ``NAME:=VALUE``, as ``rl-bringup launch`` takes it."""
+    if ":=" not in text:
+        raise argparse.ArgumentTypeError(f"takes NAME:=VALUE, e.g. robot_interface:=ros2_control, "
+                                         f"got {text!r}")
+    return text
+
+
 @dataclass(frozen=True)
 class Runner:
     """How every run starts: the mode, its robots and the budget (None: each config's)."""
@@ -197,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--robots", type=int, default=2,
                         help="robots of decoupled and hybrid runs (default 2)")
     parser.add_argument("--launch-arg", action="append", default=[], metavar="NAME:=VALUE",
+                        type=launch_argument,
                         help="one more launch argument of every distributed run; repeatable "
                         "(e.g. robot_interface:=ros2_control)")
     parser.add_argument("--jobs", type=int, default=None,
@@ -217,8 +226,6 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--domain-id must be in {low}..{high}")
     if args.launch_arg and args.mode == BARE:
         parser.error("--launch-arg is for the distributed modes; the bare loop takes a --config")
-    if any(":=" not in argument for argument in args.launch_arg):
-        parser.error("--launch-arg takes NAME:=VALUE, e.g. robot_interface:=ros2_control")
     robots = 1 if args.mode in (BARE, "colocated") else args.robots
     runner = Runner(args.mode, robots, args.total_env_steps, tuple(args.launch_arg))
     try:
