@@ -411,6 +411,11 @@ class SACConfig:
                                     "critics (RLPD, DroQ): keeps the values of actions the data "
                                     "holds few of from running away, with demonstrations and "
                                     "high update ratios.", read_only=True)
+    demo_bc_weight: float = param(0.0, "With demos: weight of behaviour cloning in the actor's "
+                                  "loss on the demonstration rows of every batch, where the "
+                                  "critics value the demonstrated action above the policy's (a Q "
+                                  "filter), relative to the batch's mean |Q| (0 = none, RLPD's "
+                                  "rule; docs/human_in_the_loop.md).", 0.0, 100.0, 0.0)
     feature_dim: int = feature_dim_param()
     encoder_channels: int = encoder_channels_param()
     image_shift: int = param(4, "Largest random shift in pixels of the DrQ augmentation of image "

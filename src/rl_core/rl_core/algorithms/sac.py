@@ -14,6 +14,14 @@ recipe of DrQ (Kostrikov, Yarats & Fergus 2021) automatically: a convolutional e
 actor and critics, trained by the critic loss only (the actor loss sees detached features), a
 target encoder inside the target critics, and random-shift augmentation of every batch. Frames
 cross to the device as uint8 (a quarter of the bytes) and are scaled there.
+
+With demonstrations (a batch's rows whose ``indices`` are :data:`rl_core.replay.DEMO_SLOT`),
+``demo_bc_weight`` > 0 adds behaviour cloning with a Q filter to the actor's loss (Nair et al.
+2018, "Overcoming Exploration in Reinforcement Learning with Demonstrations"): on each
+demonstration row whose action the critics value above the policy's, the squared distance of
+the policy's deterministic action to the demonstrated one, scaled by the batch's mean ``|Q|``
+so that the weight does not depend on the task's reward scale (as in TD3+BC, Fujimoto & Gu
+2021).
 """
 
 from __future__ import annotations
@@ -36,10 +44,11 @@ from rl_core.encoders import (
 )
 from rl_core.image_codecs import as_shape
 from rl_core.networks import EnsembleQ, SquashedGaussianActor
-from rl_core.replay import Batch
+from rl_core.replay import DEMO_SLOT, Batch
 
 #: Keys of the metrics :meth:`SAC.update` returns, in order.
-METRIC_NAMES = ("critic_loss", "actor_loss", "alpha_loss", "alpha", "q_mean", "entropy")
+METRIC_NAMES = ("critic_loss", "actor_loss", "alpha_loss", "alpha", "q_mean", "entropy",
+                "bc_loss")
 
 
 class SAC:
@@ -169,9 +178,9 @@ class SAC:
         # encoder (identity for flat observations) learns from the critic loss only.
         features = features.detach()
         new_actions, log_prob = self._actor_head(features)
-        q_new = self._critic_heads(features, new_actions)
-        q_new = q_new.mean(dim=0) if self.config.critics > 2 else q_new.min(dim=0).values
-        actor_loss = (alpha * log_prob - q_new).mean()
+        q_new = self._value(self._critic_heads(features, new_actions))
+        bc_loss = self._cloning_loss(batch.indices, features, actions, q_new)
+        actor_loss = (alpha * log_prob - q_new).mean() + bc_loss
         alpha_loss = torch.zeros((), device=self.device)
         if self.config.autotune_alpha:
             alpha_loss = -(self.log_alpha * (log_prob.detach() + self.target_entropy)).mean()
@@ -190,9 +199,36 @@ class SAC:
                                  self.config.tau)
             self.last_td_errors = td.abs().mean(dim=0).cpu().numpy()
             scalars = torch.stack([critic_loss, actor_loss, alpha_loss, alpha, q[0].mean(),
-                                   -log_prob.mean()]).cpu().tolist()
+                                   -log_prob.mean(), bc_loss.detach()]).cpu().tolist()
         self.update_step += 1
         return dict(zip(METRIC_NAMES, scalars))
+
+    def _value(self, q: torch.Tensor) -> torch.Tensor:
+        """The value the actor follows of the critics' ``(members, batch)`` estimates: their
+        minimum (twin critics) or mean (an ensemble)."""
+        return q.mean(dim=0) if self.config.critics > 2 else q.min(dim=0).values
+
+    def _cloning_loss(self, indices: np.ndarray, features: torch.Tensor, actions: torch.Tensor,
+                      q_new: torch.Tensor) -> torch.Tensor:
+        """Behaviour cloning of the policy's deterministic action on the batch's demonstration
+        rows, with a Q filter (zero when ``demo_bc_weight`` is 0 or no row is a demonstration).
+
+        :param features: the batch's observations as the actor takes them (detached).
+        :param q_new: the value of the policy's sampled action per row.
+        """
+        demo_rows = np.flatnonzero(indices == DEMO_SLOT)
+        if self.config.demo_bc_weight == 0 or not demo_rows.size:
+            return torch.zeros((), device=self.device)
+        rows = torch.as_tensor(demo_rows, device=self.device)
+        demo_actions, demo_features = actions[rows], features[rows]
+        with torch.no_grad():
+            # Clone only where the critics value the demonstrated action above the policy's.
+            better = (self._value(self._critic_heads(demo_features, demo_actions))
+                      > q_new[rows]).float()
+            scale = q_new.abs().mean()
+        policy_actions, _ = self._actor_head(demo_features, deterministic=True)
+        distance = (policy_actions - demo_actions).pow(2).mean(dim=1)
+        return self.config.demo_bc_weight * scale * (better * distance).mean()
 
     def modules(self) -> dict[str, nn.Module]:
         """Networks whose parameters make up the learner's state."""
