@@ -20,8 +20,8 @@ if TYPE_CHECKING:  # this module stays light: the graph imports the names of the
 #: The trainer's progress scalars: ``/trainer/<name>`` topics (std_msgs/Float64, rqt_plot),
 #: TensorBoard's ``train/<name>`` and the trainer's diagnostics.
 TRAINER_SCALARS = ("critic_loss", "actor_loss", "bc_loss", "alpha", "q_mean", "entropy",
-                   "mean_return", "updates_per_s", "env_steps_per_s", "updates_per_transition", "policy_lag",
-                   "acting_blocked_s", "learner_blocked_s")
+                   "mean_return", "updates_per_s", "env_steps_per_s", "updates_per_transition",
+                   "policy_lag", "acting_blocked_s", "learner_blocked_s")
 
 
 class RateMeter:

@@ -204,8 +204,8 @@ class SAC:
         return dict(zip(METRIC_NAMES, scalars))
 
     def _value(self, q: torch.Tensor) -> torch.Tensor:
-        """The value the actor follows of the critics' ``(members, batch)`` estimates: their
-        minimum (twin critics) or mean (an ensemble)."""
+        """What the actor maximises of the critics' ``(members, batch)`` estimates: their
+        minimum (twin critics) or their mean (an ensemble)."""
         return q.mean(dim=0) if self.config.critics > 2 else q.min(dim=0).values
 
     def _cloning_loss(self, indices: np.ndarray, features: torch.Tensor, actions: torch.Tensor,
