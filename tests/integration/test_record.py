@@ -118,6 +118,7 @@ def test_unknown_topic_lists_the_available_ones(colocated: Child, ros_env, tmp_p
     result = run_tool([*tool_argv("record"), "topics:=/no_such_topic", "wait:=10",
                        f"output:={tmp_path / 'never.mcap'}"], ros_env)
     assert result.returncode == 1
+    assert "record: waiting up to 10 s for /no_such_topic in domain" in result.stdout
     assert "/no_such_topic" in result.stderr
     assert "/experience" in result.stderr and "rl_interfaces/msg/ExperienceBatch" in result.stderr
     assert not (tmp_path / "never.mcap").exists()

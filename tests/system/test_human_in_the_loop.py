@@ -51,6 +51,7 @@ def test_expert_demonstrations_recorded_at_the_boundary_train_a_run(tmp_path: Pa
     recorder = Child([*tool_argv("record"), "topics:=/experience", f"output:={recording}",
                       f"domain_id:={ros_env['ROS_DOMAIN_ID']}", "wait:=120"], env=ros_env)
     try:
+        wait_until_recording(recorder)
         expert = launch("colocated", tmp_path / "expert", ros_env, *KUKA, "expert:=true",
                         "expert_noise:=0.1", "random_steps:=0", f"total_env_steps:={EXPERT_STEPS}",
                         "learning_starts:=100", "eval_episodes:=2")
@@ -105,9 +106,21 @@ def test_an_image_tasks_demonstrations_are_recorded_with_their_images_and_train_
                       f"output:={recording}", f"domain_id:={ros_env['ROS_DOMAIN_ID']}",
                       "wait:=120"], env=ros_env)
     try:
+        wait_until_recording(recorder)
+        # Random actions (no learning) for up to 4,000 steps. The recorder subscribes only once
+        # it has seen the run's topics, which on a loaded machine took longer than a short run
+        # lasts: the run acts until the recorder has subscribed and then 2 s more.
         acting = launch("colocated", tmp_path / "acting", ros_env, "config:=cartpole_pixels",
-                        "total_env_steps:=300", "learning_starts:=1000", "eval_episodes:=1")
-        assert finish(acting, 300.0) == 0, acting.output()[-4000:]
+                        "total_env_steps:=4000", "learning_starts:=5000", "eval_episodes:=1")
+        try:
+            assert recorder.wait_for_line(
+                lambda line: line.startswith("record: recording 2 topics"), 120.0), \
+                recorder.output()
+            time.sleep(2.0)
+        finally:
+            acted = acting.stop(grace_s=20.0)
+        # 0: it finished its steps first; 130 (128 + SIGINT): stopped as asked.
+        assert acted in (0, 130), acting.output()[-4000:]
     finally:
         recorded = recorder.stop(grace_s=20.0)
     assert recorded == 0, recorder.output()
@@ -122,6 +135,14 @@ def test_an_image_tasks_demonstrations_are_recorded_with_their_images_and_train_
     loaded = f"demonstrations: {len(demos)} transitions ({demos.episodes} episodes) from " \
              f"{recording}"
     assert any(loaded in line for line in run.lines), run.output()[-3000:]
+
+
+def wait_until_recording(recorder: Child) -> None:
+    """Return once ``rl-bringup record`` is on the domain, waiting for its topics: a run
+    started before that can end before the recorder has seen it (a short run on a loaded
+    machine did)."""
+    assert recorder.wait_for_line(lambda line: line.startswith("record: waiting"), 60.0), \
+        recorder.output()
 
 
 def best_success(result: dict) -> float:

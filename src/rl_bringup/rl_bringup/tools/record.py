@@ -304,6 +304,9 @@ def record(values: dict[str, str], out: TextIO = sys.stdout, err: TextIO = sys.s
             # Give discovery a moment so the first pass already sees the deployment's topics.
             session.spin_until(lambda: len(graph_topics(node)) > 2, wait_s)
         else:
+            # Said once this process is on the domain: a run started from here on is seen.
+            print(f"record: waiting up to {wait_s:g} s for {', '.join(wanted)} in domain "
+                  f"{settings.domain_id}", file=out, flush=True)
             found = session.spin_until(lambda: set(wanted) <= set(graph_topics(node)), wait_s)
             if not found:
                 missing = sorted(set(wanted) - set(graph_topics(node)))
