@@ -216,8 +216,9 @@ class SAC:
         :param features: the batch's observations as the actor takes them (detached).
         :param q_new: the value of the policy's sampled action per row.
         """
-        demo_rows = np.flatnonzero(indices == DEMO_SLOT)
-        if self.config.demo_bc_weight == 0 or not demo_rows.size:
+        demo_rows = (np.flatnonzero(indices == DEMO_SLOT) if self.config.demo_bc_weight
+                     else ())  # without cloning, no search of the batch on every update
+        if not len(demo_rows):
             return torch.zeros((), device=self.device)
         rows = torch.as_tensor(demo_rows, device=self.device)
         demo_actions, demo_features = actions[rows], features[rows]
