@@ -172,13 +172,18 @@ class RLNode(ManagedNode):
         return self.ipc.create_publisher(self, _topic_type(topic, topic_type), name, qos)
 
     def subscription(self, topic: graph.Topic | str, callback: Callable[[T], None],
-                     topic_type: TopicType[T] | None = None, qos: QoSProfile | None = None
-                     ) -> IntraProcessSubscription[T]:
+                     topic_type: TopicType[T] | None = None, qos: QoSProfile | None = None,
+                     stepping: bool | None = None) -> IntraProcessSubscription[T]:
         """A subscription to ``topic`` (as :meth:`publisher`); ``callback`` runs on the dispatch
-        thread, and a malformed message is counted and logged as a rejection instead."""
+        thread, and a malformed message is counted and logged as a rejection instead.
+        ``stepping``: a robot's every step waits on it (default: the graph topic's
+        ``stepping``; False for a bare name)."""
         name, qos = _name_and_qos(topic, qos)
+        if stepping is None:
+            stepping = isinstance(topic, graph.Topic) and topic.stepping
         return self.ipc.create_subscription(self, _topic_type(topic, topic_type), name, callback,
-                                            qos, on_reject=lambda reason: self.reject(name, reason))
+                                            qos, on_reject=lambda reason: self.reject(name, reason),
+                                            stepping=stepping)
 
     def timer(self, period_s: float, callback: Callable[[], None]) -> Any:
         """A timer whose callback runs on the dispatch thread."""

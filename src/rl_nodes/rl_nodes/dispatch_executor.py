@@ -16,6 +16,7 @@ from rclpy.task import Task
 from rclpy.timer import Timer
 
 from rl_nodes.executor_watcher import READY_BURST, ExecutorWatcher
+from rl_nodes.stepping_wait import STEPPING_TURN_S, SteppingWait
 
 
 class DispatchExecutor:
@@ -29,18 +30,60 @@ class DispatchExecutor:
     :param on_error: receives ``(source, exception)`` for a failing executor callback; without
         it the exception propagates.
     :param on_shutdown: called when the executor reports that the context was shut down.
+    :param stepping: the process' stepping subscriptions (rl_nodes.stepping_wait), which the
+        idle thread waits on alone between two turns of the whole executor.
     """
 
     def __init__(self, executor: Executor, posting_timers: weakref.WeakSet[Timer], context: Context,
                  on_error: Callable[[str, Exception], None] | None,
-                 on_shutdown: Callable[[], None]) -> None:
+                 on_shutdown: Callable[[], None], stepping: SteppingWait | None = None) -> None:
         self.executor = executor
         self.watcher = ExecutorWatcher(executor, posting_timers)
         self.context = context
         self.on_error = on_error
         self.on_shutdown = on_shutdown
+        self.stepping = stepping
         #: Whether the dispatch thread runs inside the executor now (it cannot be re-entered).
         self.in_executor = False
+        self._next_turn = 0.0  # when the whole executor turns next while stepping
+
+    def wake(self) -> None:
+        """End the dispatch thread's wait, wherever it waits (any thread)."""
+        self.executor.wake()
+        if self.stepping is not None:
+            self.stepping.guard.trigger()
+
+    def wait_idle(self, timeout_s: float) -> None:
+        """Wait while the dispatch queue is empty, up to ``timeout_s``, and run what came: on the
+        stepping subscriptions alone until the next turn of the whole executor is due (when the
+        next timer is, at most :data:`STEPPING_TURN_S` after the last turn), else in the whole
+        executor, followed by everything else ready then: a stepping loop's messages starve
+        neither timers nor services nor other topics."""
+        stepping = self.stepping
+        if stepping:
+            remaining = self._next_turn - time.monotonic()
+            if remaining > 0:
+                self.in_executor = True
+                try:
+                    if stepping.wait(min(timeout_s, remaining)):
+                        return
+                except Exception as error:  # noqa: BLE001 - reported; the loop goes on
+                    self.report_error(error)
+                    return
+                finally:
+                    self.in_executor = False
+            self.spin_once(timeout_s)
+            self._run_ready()
+            self._next_turn = time.monotonic() + min(STEPPING_TURN_S, self._next_timer_s())
+            return
+        self.spin_once(timeout_s)
+
+    def _next_timer_s(self) -> float:
+        """Seconds until the executor's next timer is due (a turn then runs it on time)."""
+        due = [timer.time_until_next_call() for node in self.executor.get_nodes()
+               for timer in node.timers]
+        due_ns = [value for value in due if value is not None]
+        return max(0.0, min(due_ns) * 1e-9) if due_ns else STEPPING_TURN_S
 
     def spin_once(self, timeout_s: float) -> None:
         """Wait in the executor here for up to ``timeout_s`` and run what is ready."""
@@ -105,12 +148,14 @@ class DispatchExecutor:
     def close(self) -> None:
         """Stop the watcher, then run what it handed over just before the loop ended: rclpy made
         a task of it, which must run (a service request is answered, a message taken) rather
-        than be dropped unawaited."""
+        than be dropped unawaited; and release the stepping wait's guard."""
         self.watcher.close()
         try:
             self.run_handed_over()
         except Exception:  # noqa: BLE001 - ending anyway: the error that ended it is reported
             pass
+        if self.stepping is not None:
+            self.stepping.destroy()
 
     def report_error(self, error: BaseException) -> None:
         """Shut down on a shut-down context, else hand ``error`` to ``on_error`` (or raise it)."""

@@ -81,6 +81,8 @@ class Topic:
     :param subscribers: node kinds that must subscribe to it (others may too).
     :param qos: the publishers' profile.
     :param rate_hz: (min, max) rate a running deployment shows; ``None``: not checked.
+    :param stepping: a robot's every step waits on it (its subscribers' idle dispatch thread
+        waits on it alone between turns of the whole executor: rl_nodes.stepping_wait).
     """
 
     name: str
@@ -89,6 +91,7 @@ class Topic:
     subscribers: tuple[str, ...] = ()
     qos: QoS = STREAM
     rate_hz: tuple[float, float] | None = None
+    stepping: bool = False
 
     @property
     def per_robot(self) -> bool:
@@ -96,9 +99,9 @@ class Topic:
 
 
 OBSERVATIONS = Topic("observations", "rl_interfaces/msg/ObservationBatch", (SIMULATOR,),
-                     (POLICY,), rate_hz=UNBOUNDED_HZ)
+                     (POLICY,), rate_hz=UNBOUNDED_HZ, stepping=True)
 ACTIONS = Topic("actions", "rl_interfaces/msg/ActionBatch", (POLICY,), (SIMULATOR,),
-                rate_hz=UNBOUNDED_HZ)
+                rate_hz=UNBOUNDED_HZ, stepping=True)
 # The trainer subscribes too when it interleaves updates (colocated).
 EXPERIENCE = Topic("/experience", "rl_interfaces/msg/ExperienceBatch", (SIMULATOR,),
                    (REPLAY_BUFFER,), DEEP, UNBOUNDED_HZ)
@@ -190,9 +193,10 @@ def command_topic(controller: str, kind: str = "commands") -> Topic:
                  (SIMULATOR,), (SIM_ROBOT,))
 
 
-#: A robot's state, as the boundary reads it (joint_state_broadcaster publishes it).
+#: A robot's state, as the boundary reads it (joint_state_broadcaster publishes it); each one
+#: makes the boundary's next observation.
 ROBOT_JOINT_STATES = Topic("joint_states", "sensor_msgs/msg/JointState", (SIM_ROBOT,),
-                           (SIMULATOR,))
+                           (SIMULATOR,), stepping=True)
 #: Emergency stop: ``true`` holds the robot within one control period and pauses acting until
 #: ``false`` comes.
 ESTOP = Topic("estop", "std_msgs/msg/Bool", (), (SIMULATOR,))

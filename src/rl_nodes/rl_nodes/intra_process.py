@@ -46,6 +46,7 @@ from rclpy.context import Context
 from rclpy.executors import Executor
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
+from rclpy.subscription import Subscription
 from rclpy.timer import Timer
 
 from rl_core.dispatch import DispatchQueue
@@ -58,6 +59,7 @@ from rl_nodes.intra_process_endpoints import (
     IntraProcessSubscription,
     OwnPublications,
 )
+from rl_nodes.stepping_wait import SteppingWait
 
 T = TypeVar("T")
 
@@ -79,11 +81,13 @@ class IntraProcessManager:
         self.dispatch.wake = self._wake_executor
         self._registry = LocalRegistry()
         self._own_publications = OwnPublications()
-        self._executor: Executor | None = None  # set while spin() drives it
         self._driver: DispatchExecutor | None = None  # set while spin() drives an executor
         #: Timers of :meth:`create_timer`: their rclpy callback only posts, so any thread may run
         #: it (the executor watcher does).
         self._posting_timers: weakref.WeakSet[Timer] = weakref.WeakSet()
+        #: The rclpy subscriptions of the stepping topics, which the idle dispatch thread waits
+        #: on alone between turns of the whole executor (rl_nodes.stepping_wait).
+        self._stepping: weakref.WeakSet[Subscription[Any]] = weakref.WeakSet()
         self._dispatch_thread: int | None = None
         self._on_error: Callable[[str, Exception], None] | None = None
         #: Objects handed over locally / converted and published over DDS / received over DDS.
@@ -114,17 +118,21 @@ class IntraProcessManager:
 
     def create_subscription(self, node: Node, topic_type: TopicType[T], topic: str,
                             callback: Callable[[T], None], qos: QoSProfile | int,
-                            on_reject: Callable[[str], None] | None = None
-                            ) -> IntraProcessSubscription[T]:
+                            on_reject: Callable[[str], None] | None = None,
+                            stepping: bool = False) -> IntraProcessSubscription[T]:
         """A subscription fed by local publishers (same object) and by DDS (decoded).
 
         :param on_reject: called with the reason when a message from DDS fails to decode
             (malformed shapes, bad checksum); the subscription keeps running.
+        :param stepping: a stepping topic (``observations``, ``actions``): the idle dispatch
+            thread waits on it alone between turns of the whole executor.
         """
         ipc_sub = IntraProcessSubscription(self, node, callback, topic_type, on_reject)
         subscription = node.create_subscription(topic_type.msg_type, topic, ipc_sub._on_dds, qos)
         ipc_sub.topic_name = subscription.topic_name
         ipc_sub.rcl_subscription = subscription
+        if stepping:
+            self._stepping.add(subscription)
         with self._registry.lock:
             entry = self._registry.entry(subscription.topic_name)
             entry.subscriptions.append(ipc_sub)
@@ -166,9 +174,9 @@ class IntraProcessManager:
         self.dispatch.post(function, *args)
 
     def _wake_executor(self) -> None:
-        executor = self._executor
-        if executor is not None:
-            executor.wake()
+        driver = self._driver
+        if driver is not None:
+            driver.wake()
 
     def request_shutdown(self, exit_code: int = 0) -> None:
         """Make :meth:`spin` return ``exit_code`` (e.g. the trainer finished)."""
@@ -219,11 +227,11 @@ class IntraProcessManager:
         dispatch = self.dispatch
         monotonic = time.monotonic
         self._dispatch_thread = threading.get_ident()
-        self._executor = executor
         self._on_error = on_error
         driver = self._driver = (
             DispatchExecutor(executor, self._posting_timers, self.context, on_error,
-                             lambda: self.request_shutdown(self.exit_code))
+                             lambda: self.request_shutdown(self.exit_code),
+                             SteppingWait(self._stepping, self.context))
             if executor is not None else None)
         watcher = driver.watcher if driver is not None else None
         handover_at = monotonic() + EXECUTOR_HANDOVER_S  # when a busy spell gets the watcher
@@ -257,7 +265,7 @@ class IntraProcessManager:
                         dispatch.waiting = True
                         try:
                             if dispatch.empty():  # re-check: a post may have come before the flag
-                                driver.spin_once(wait)
+                                driver.wait_idle(wait)
                         finally:
                             dispatch.waiting = False
                         handover_at = monotonic() + EXECUTOR_HANDOVER_S
@@ -269,7 +277,6 @@ class IntraProcessManager:
             if driver is not None:
                 driver.close()
             self._driver = None
-            self._executor = None
             self._dispatch_thread = None
             self._on_error = None
         return self.exit_code

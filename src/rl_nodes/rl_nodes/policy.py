@@ -135,7 +135,7 @@ class PolicyNode(RLNode):
             subscribe_with_images(self, OBSERVATIONS_WITH_IMAGES, topic, STREAM_QOS, callback,
                                   "observations", self.model.obs_shape)
         else:
-            self.subscription(topic, callback, OBSERVATIONS)
+            self.subscription(topic, callback, OBSERVATIONS, stepping=True)
 
     def _on_observations(self, msg: Observations) -> None:
         if not self._valid_observations(msg):

@@ -1,0 +1,90 @@
+"""A wait on the stepping topics alone, for the idle dispatch thread of a decoupled node.
+
+A decoupled robot's simulator and policy pass every step to each other over DDS
+(``observations``, then ``actions``), and each of them waits for the other's message with its
+dispatch thread idle. Waiting in the rclpy executor costs a wait set of every endpoint, timer
+and service of the process (a node has twenty-odd: parameter, lifecycle and its own services,
+timers, status topics), built before the wait and checked entity by entity after it, and a task
+per message: about 110 µs per message here, against about 10 µs for a wait set of one
+subscription (docs/benchmarks.md, "Decoupled acting against the goal"). So between two turns of
+the whole executor, at least every :data:`STEPPING_TURN_S` and whenever a timer is due, the
+dispatch thread waits on the stepping subscriptions and a wake-up guard only
+(rl_nodes.dispatch_executor). The stepping topics are those of rl_nodes.graph with ``stepping``:
+observations, actions and a ros2_control robot's joint states.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+from rclpy.context import Context
+from rclpy.exceptions import InvalidHandle
+from rclpy.guard_condition import GuardCondition
+from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
+from rclpy.subscription import Subscription
+
+#: The longest the idle dispatch thread waits on the stepping subscriptions alone: services,
+#: parameters and the other topics of the process are served at least this often while a
+#: stepping loop runs (at once while none runs; timers on time either way).
+STEPPING_TURN_S = 0.02
+
+
+class SteppingWait:
+    """Waits on the stepping subscriptions of a process (and :attr:`guard`, which a post from
+    another thread triggers) and runs the rclpy callback of each message that came.
+
+    :param subscriptions: the rclpy subscriptions of the stepping topics (a destroyed one is
+        skipped); their callbacks take ``(message, info)``.
+    :param context: the rclpy context of the process.
+    """
+
+    def __init__(self, subscriptions: weakref.WeakSet[Subscription[Any]], context: Context) -> None:
+        self.subscriptions = subscriptions
+        self.context = context
+        #: Triggered to end a wait early: a call was posted to the dispatch queue.
+        self.guard = GuardCondition(None, None, context=context)
+        self._wait_set: Any = None
+        self._wait_set_size = -1
+
+    def __bool__(self) -> bool:
+        return bool(self.subscriptions)
+
+    def wait(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` and run the callbacks of what came. True when a message
+        came or the guard was triggered, False when the wait timed out (or the subscriptions
+        are gone): then the whole executor should turn."""
+        subscriptions = list(self.subscriptions)
+        wait_set = self._wait_set_for(len(subscriptions))
+        wait_set.clear_entities()
+        taken: list[tuple[Subscription[Any], tuple[Any, Any]]] = []
+        try:
+            with self.guard.handle:
+                wait_set.add_guard_condition(self.guard.handle)
+                for subscription in subscriptions:
+                    with subscription.handle:
+                        wait_set.add_subscription(subscription.handle)
+                wait_set.wait(max(0, int(timeout_s * 1e9)))
+                ready = wait_set.get_ready_entities("subscription")
+                woken = bool(wait_set.get_ready_entities("guard_condition"))
+                for subscription in subscriptions:
+                    if subscription.handle.pointer in ready:
+                        with subscription.handle:
+                            message = subscription.handle.take_message(subscription.msg_type,
+                                                                       subscription.raw)
+                        if message is not None:
+                            taken.append((subscription, message))
+        except InvalidHandle:  # a subscription or the context went away: a whole turn sees it
+            return False
+        for subscription, message in taken:
+            subscription.callback(*message)
+        return bool(taken) or woken
+
+    def _wait_set_for(self, subscriptions: int) -> Any:
+        if subscriptions != self._wait_set_size:
+            self._wait_set = _rclpy.WaitSet(subscriptions, 1, 0, 0, 0, 0, self.context.handle)
+            self._wait_set_size = subscriptions
+        return self._wait_set
+
+    def destroy(self) -> None:
+        self.guard.destroy()
