@@ -105,6 +105,12 @@ def _name_and_qos(topic: graph.Topic | str, qos: QoSProfile | None) -> tuple[str
     return topic, qos or STREAM_QOS
 
 
+def _stepping(topic: graph.Topic | str, given: bool | None) -> bool:
+    if given is not None:
+        return given
+    return isinstance(topic, graph.Topic) and topic.stepping
+
+
 def _topic_type(topic: graph.Topic | str, given: TopicType[T] | None) -> TopicType[T]:
     if given is not None:
         return given
@@ -164,26 +170,27 @@ class RLNode(ManagedNode):
             self.configure_now()
 
     def publisher(self, topic: graph.Topic | str, topic_type: TopicType[T] | None = None,
-                  qos: QoSProfile | None = None) -> IntraProcessPublisher[T]:
+                  qos: QoSProfile | None = None, stepping: bool | None = None
+                  ) -> IntraProcessPublisher[T]:
         """A publisher on ``topic``: a topic of :mod:`rl_nodes.graph` (its name, QoS and message
         type, converted as :func:`rl_nodes.conversions.topic_type` says unless ``topic_type``
-        is given), or a name, with ``topic_type`` and ``qos`` (default: the stream profile)."""
+        is given), or a name, with ``topic_type`` and ``qos`` (default: the stream profile).
+        ``stepping``: a robot's every step waits on it (default: the graph topic's; False for
+        a bare name; rl_nodes.stepping_wait)."""
         name, qos = _name_and_qos(topic, qos)
-        return self.ipc.create_publisher(self, _topic_type(topic, topic_type), name, qos)
+        return self.ipc.create_publisher(self, _topic_type(topic, topic_type), name, qos,
+                                         _stepping(topic, stepping))
 
     def subscription(self, topic: graph.Topic | str, callback: Callable[[T], None],
                      topic_type: TopicType[T] | None = None, qos: QoSProfile | None = None,
                      stepping: bool | None = None) -> IntraProcessSubscription[T]:
         """A subscription to ``topic`` (as :meth:`publisher`); ``callback`` runs on the dispatch
-        thread, and a malformed message is counted and logged as a rejection instead.
-        ``stepping``: a robot's every step waits on it (default: the graph topic's
-        ``stepping``; False for a bare name)."""
+        thread, and a malformed message is counted and logged as a rejection instead;
+        ``stepping`` as for :meth:`publisher`."""
         name, qos = _name_and_qos(topic, qos)
-        if stepping is None:
-            stepping = isinstance(topic, graph.Topic) and topic.stepping
         return self.ipc.create_subscription(self, _topic_type(topic, topic_type), name, callback,
                                             qos, on_reject=lambda reason: self.reject(name, reason),
-                                            stepping=stepping)
+                                            stepping=_stepping(topic, stepping))
 
     def timer(self, period_s: float, callback: Callable[[], None]) -> Any:
         """A timer whose callback runs on the dispatch thread."""

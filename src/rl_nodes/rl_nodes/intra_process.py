@@ -46,7 +46,6 @@ from rclpy.context import Context
 from rclpy.executors import Executor
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
-from rclpy.subscription import Subscription
 from rclpy.timer import Timer
 
 from rl_core.dispatch import DispatchQueue
@@ -59,7 +58,7 @@ from rl_nodes.intra_process_endpoints import (
     IntraProcessSubscription,
     OwnPublications,
 )
-from rl_nodes.stepping_wait import SteppingWait
+from rl_nodes.stepping_wait import SteppingTopics, SteppingWait
 
 T = TypeVar("T")
 
@@ -85,9 +84,9 @@ class IntraProcessManager:
         #: Timers of :meth:`create_timer`: their rclpy callback only posts, so any thread may run
         #: it (the executor watcher does).
         self._posting_timers: weakref.WeakSet[Timer] = weakref.WeakSet()
-        #: The rclpy subscriptions of the stepping topics, which the idle dispatch thread waits
-        #: on alone between turns of the whole executor (rl_nodes.stepping_wait).
-        self._stepping: weakref.WeakSet[Subscription[Any]] = weakref.WeakSet()
+        #: The stepping subscriptions, which the idle dispatch thread waits on alone between
+        #: turns of the whole executor while a step's reply is due (rl_nodes.stepping_wait).
+        self.stepping = SteppingTopics()
         self._dispatch_thread: int | None = None
         self._on_error: Callable[[str, Exception], None] | None = None
         #: Objects handed over locally / converted and published over DDS / received over DDS.
@@ -107,12 +106,15 @@ class IntraProcessManager:
     # --- endpoints ------------------------------------------------------------------------------
 
     def create_publisher(self, node: Node, topic_type: TopicType[T], topic: str,
-                         qos: QoSProfile | int) -> IntraProcessPublisher[T]:
-        """A publisher that hands objects to local subscribers and to DDS when needed."""
+                         qos: QoSProfile | int, stepping: bool = False) -> IntraProcessPublisher[T]:
+        """A publisher that hands objects to local subscribers and to DDS when needed.
+        ``stepping``: a stepping topic, whose publication over DDS alone makes a step's reply
+        due (rl_nodes.stepping_wait)."""
         publisher = node.create_publisher(topic_type.msg_type, topic, qos)
         with self._registry.lock:
             entry = self._registry.entry(publisher.topic_name)
             ipc_publisher = IntraProcessPublisher(self, node, publisher, topic_type, entry)
+            ipc_publisher.stepping = stepping
             entry.publishers.append(ipc_publisher)
         return ipc_publisher
 
@@ -132,7 +134,8 @@ class IntraProcessManager:
         ipc_sub.topic_name = subscription.topic_name
         ipc_sub.rcl_subscription = subscription
         if stepping:
-            self._stepping.add(subscription)
+            ipc_sub.stepping = True
+            self.stepping.subscriptions.add(subscription)
         with self._registry.lock:
             entry = self._registry.entry(subscription.topic_name)
             entry.subscriptions.append(ipc_sub)
@@ -231,7 +234,7 @@ class IntraProcessManager:
         driver = self._driver = (
             DispatchExecutor(executor, self._posting_timers, self.context, on_error,
                              lambda: self.request_shutdown(self.exit_code),
-                             SteppingWait(self._stepping, self.context))
+                             SteppingWait(self.stepping, self.context))
             if executor is not None else None)
         watcher = driver.watcher if driver is not None else None
         handover_at = monotonic() + EXECUTOR_HANDOVER_S  # when a busy spell gets the watcher

@@ -65,6 +65,8 @@ class IntraProcessPublisher(Generic[T]):
         self.topic_type = topic_type
         self.topic_name: str = publisher.topic_name
         self._always_dds = publisher.qos_profile.durability == DurabilityPolicy.TRANSIENT_LOCAL
+        #: A stepping topic: its publication over DDS alone makes a step's reply due.
+        self.stepping = False
         #: Messages this publisher serialised and sent over DDS / that DDS failed to send.
         self.dds_publications = 0
         self.dds_failures = 0
@@ -105,6 +107,8 @@ class IntraProcessPublisher(Generic[T]):
                 return
             self.dds_publications += 1
             manager.stats["dds_publications"] += 1
+            if self.stepping and not subscriptions:
+                manager.stepping.reply_due = True  # the answer comes from another process
             if self.topic_type.wire_bytes is not None:
                 self.dds_bytes += self.topic_type.wire_bytes(msg)
 
@@ -134,6 +138,8 @@ class IntraProcessSubscription(Generic[T]):
         self.callback = callback
         self.topic_type = topic_type
         self.on_reject = on_reject
+        #: A stepping topic: a message of it is a step's reply.
+        self.stepping = False
 
     def deliver(self, obj: T) -> None:
         """Called on the dispatch thread with a local or decoded object."""
@@ -145,6 +151,8 @@ class IntraProcessSubscription(Generic[T]):
         message per turn of the executor, and each turn rebuilds its wait set over every
         endpoint, timer and service of the process: for a stream of small messages from many
         senders that costs more than the messages themselves."""
+        if self.stepping:
+            self.manager.stepping.reply_due = False
         self._receive(msg, info)
         subscription = self.rcl_subscription
         for _ in range(DRAIN_BURST):

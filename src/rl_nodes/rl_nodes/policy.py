@@ -152,7 +152,7 @@ class PolicyNode(RLNode):
             # The robots of this policy's deployment: /robot_k, or /NS/robot_k under namespace:=NS.
             namespace = graph.in_namespace(self.get_namespace(), robot_namespace(robot))
             self.actions_pubs.append(self.publisher(graph.resolve(
-                graph.ACTIONS.name, namespace), ACTIONS))
+                graph.ACTIONS.name, namespace), ACTIONS, stepping=True))
             self._subscribe_observations(graph.resolve(graph.OBSERVATIONS.name, namespace),
                                          functools.partial(self._on_robot_observations, robot))
         self._window_timer: Any = None

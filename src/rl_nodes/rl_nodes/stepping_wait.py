@@ -9,8 +9,12 @@ per message: about 110 µs per message here, against about 10 µs for a wait set
 subscription (docs/benchmarks.md, "Decoupled acting against the goal"). So between two turns of
 the whole executor, at least every :data:`STEPPING_TURN_S` and whenever a timer is due, the
 dispatch thread waits on the stepping subscriptions and a wake-up guard only
-(rl_nodes.dispatch_executor). The stepping topics are those of rl_nodes.graph with ``stepping``:
-observations, actions and a ros2_control robot's joint states.
+(rl_nodes.dispatch_executor). It does so only while a step's reply is due from another
+process: a stepping message went out over DDS with no subscriber in this process, and none has
+come in since. A simulator whose acting is paused by the replay buffer's rate limiter, and every
+process whose robot steps in-process (colocated, hybrid), wait in the whole executor as before.
+The stepping topics are those of rl_nodes.graph with ``stepping``: observations, actions and a
+ros2_control robot's joint states.
 """
 
 from __future__ import annotations
@@ -30,17 +34,28 @@ from rclpy.subscription import Subscription
 STEPPING_TURN_S = 0.02
 
 
+class SteppingTopics:
+    """A process' stepping subscriptions, and whether a step's reply is due over DDS."""
+
+    def __init__(self) -> None:
+        #: The rclpy subscriptions of the stepping topics (a destroyed one drops out).
+        self.subscriptions: weakref.WeakSet[Subscription[Any]] = weakref.WeakSet()
+        #: Set by a stepping publication that went out over DDS only, cleared by a stepping
+        #: message that came in.
+        self.reply_due = False
+
+
 class SteppingWait:
     """Waits on the stepping subscriptions of a process (and :attr:`guard`, which a post from
     another thread triggers) and runs the rclpy callback of each message that came.
 
-    :param subscriptions: the rclpy subscriptions of the stepping topics (a destroyed one is
-        skipped); their callbacks take ``(message, info)``.
+    :param topics: the process' stepping subscriptions (their callbacks take ``(message,
+        info)``) and whether a reply is due.
     :param context: the rclpy context of the process.
     """
 
-    def __init__(self, subscriptions: weakref.WeakSet[Subscription[Any]], context: Context) -> None:
-        self.subscriptions = subscriptions
+    def __init__(self, topics: SteppingTopics, context: Context) -> None:
+        self.topics = topics
         self.context = context
         #: Triggered to end a wait early: a call was posted to the dispatch queue.
         self.guard = GuardCondition(None, None, context=context)
@@ -48,13 +63,14 @@ class SteppingWait:
         self._wait_set_size = -1
 
     def __bool__(self) -> bool:
-        return bool(self.subscriptions)
+        """Whether to wait here: a step's reply is due and there is a subscription to wait on."""
+        return self.topics.reply_due and bool(self.topics.subscriptions)
 
     def wait(self, timeout_s: float) -> bool:
         """Wait up to ``timeout_s`` and run the callbacks of what came. True when a message
         came or the guard was triggered, False when the wait timed out (or the subscriptions
         are gone): then the whole executor should turn."""
-        subscriptions = list(self.subscriptions)
+        subscriptions = list(self.topics.subscriptions)
         wait_set = self._wait_set_for(len(subscriptions))
         wait_set.clear_entities()
         taken: list[tuple[Subscription[Any], tuple[Any, Any]]] = []
