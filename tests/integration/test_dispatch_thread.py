@@ -1,6 +1,8 @@
 """One thread drains the dispatch queue and drives the rclpy executor: DDS messages, timers,
 services and posts from other threads all run on it, and a failing callback is reported per
-source while the process keeps serving."""
+source while the process keeps serving. While idle with a step's reply due, it waits on the
+stepping topics alone between turns of the whole executor (rl_nodes.stepping_wait): the reply
+is taken there, and timers keep time, other topics and posts are still served promptly."""
 
 from __future__ import annotations
 
@@ -15,13 +17,18 @@ from rclpy.node import Node
 from std_msgs.msg import Int64
 from std_srvs.srv import Trigger
 
+from rl_nodes import graph
 from rl_nodes.base import STREAM_QOS
 from rl_nodes.conversions import plain
 from rl_nodes.intra_process import IntraProcessManager
 from rl_nodes.intra_process_services import IntraProcessClient, create_service
 from rl_nodes.service_types import ServiceType
+from rl_nodes.stepping_wait import STEPPING_TURN_S, SteppingWait
 
 pytestmark = pytest.mark.integration
+
+#: How long the outside node of the stepping tests steps.
+STREAM_S = 1.5
 
 TRIGGER = ServiceType(Trigger, lambda request: Trigger.Request(), lambda msg: msg,
                       lambda response: response, lambda msg: msg)
@@ -140,3 +147,128 @@ def test_a_remote_call_from_the_dispatch_thread_keeps_the_executor_turning(dispa
         served.shutdown(timeout_sec=1.0)
         server.destroy_node()
     assert answers and answers[0].success and answers[0].message == "hi"
+
+
+# --- waiting for a step's reply ------------------------------------------------------------
+
+def test_the_stepping_topics_are_those_every_step_waits_on() -> None:
+    stepping = {topic.name for topic in vars(graph).values()
+                if isinstance(topic, graph.Topic) and topic.stepping}
+    assert stepping == {"observations", "actions", "joint_states"}
+
+
+class Traffic:
+    """What the dispatch thread saw while an outside node stepped with it."""
+
+    def __init__(self) -> None:
+        self.received: list[int] = []
+        self.threads: set[int] = set()
+        self.taken_by_stepping_wait = 0
+        self.other_latency: list[float] = []
+        self.post_latency: list[float] = []
+        self.ticks: list[float] = []
+        self.sent = 0
+
+
+def run_traffic(node: Node, manager: IntraProcessManager, executor: SingleThreadedExecutor,
+                monkeypatch: pytest.MonkeyPatch, answer: bool) -> Traffic:
+    """An outside node steps with ``node`` for STREAM_S: it sends ``/stepping/in`` (a stepping
+    topic), and ``node`` answers each on ``/stepping/out`` (stepping, no local subscriber) when
+    ``answer``. Now and then the outside node also sends ``/stepping/other`` and posts a call;
+    a 20 Hz timer ticks throughout."""
+    seen = Traffic()
+    original_wait = SteppingWait.wait
+
+    def counting_wait(self: SteppingWait, timeout_s: float) -> bool:
+        before = len(seen.received)
+        came = original_wait(self, timeout_s)
+
+        def count() -> None:  # the callback only posts: the message is delivered after
+            seen.taken_by_stepping_wait += len(seen.received) - before
+        manager.post(count)
+        return came
+
+    monkeypatch.setattr(SteppingWait, "wait", counting_wait)
+    answers = manager.create_publisher(node, plain(Int64), "/stepping/out", STREAM_QOS,
+                                       stepping=True)
+
+    def on_step(msg: Int64) -> None:
+        seen.received.append(msg.data)
+        seen.threads.add(threading.get_ident())
+        if answer:
+            answers.publish(msg)
+
+    manager.create_subscription(node, plain(Int64), "/stepping/in", on_step, STREAM_QOS,
+                                stepping=True)
+    manager.create_subscription(node, plain(Int64), "/stepping/other", lambda msg: seen.
+                                other_latency.append(time.monotonic() - msg.data * 1e-9),
+                                STREAM_QOS)
+    manager.create_timer(node, 0.05, lambda: seen.ticks.append(time.monotonic()))
+    outside = rclpy.create_node("stepping_outside", context=node.context)
+    steps = outside.create_publisher(Int64, "/stepping/in", STREAM_QOS)
+    other = outside.create_publisher(Int64, "/stepping/other", STREAM_QOS)
+    answered = threading.Event()
+    outside.create_subscription(Int64, "/stepping/out", lambda msg: answered.set(), STREAM_QOS)
+    outside_executor = SingleThreadedExecutor(context=node.context)
+    outside_executor.add_node(outside)
+    spinning = threading.Thread(target=outside_executor.spin, daemon=True)
+
+    def step() -> None:
+        """A robot stepping as fast as the answers come (about 1 kHz without them)."""
+        deadline = time.monotonic() + 10.0
+        while ((steps.get_subscription_count() == 0 or other.get_subscription_count() == 0
+                or (answer and answers.rcl_publisher.get_subscription_count() == 0))
+               and time.monotonic() < deadline):
+            time.sleep(0.01)
+        end = time.monotonic() + STREAM_S
+        while time.monotonic() < end:
+            answered.clear()
+            steps.publish(Int64(data=seen.sent))
+            seen.sent += 1
+            if seen.sent % 100 == 0:
+                other.publish(Int64(data=time.monotonic_ns()))
+                posted = time.monotonic()
+                manager.post(lambda posted=posted: seen.post_latency.append(
+                    time.monotonic() - posted))
+            if not answer or not answered.wait(1.0):
+                time.sleep(0.001)
+        time.sleep(0.5)
+        manager.request_shutdown(0)
+
+    stepper = threading.Thread(target=step, daemon=True)
+    try:
+        spinning.start()
+        stepper.start()
+        assert manager.spin(timeout_s=30.0, executor=executor) == 0
+        stepper.join(timeout=5.0)
+    finally:
+        outside_executor.shutdown(timeout_sec=1.0)
+        outside.destroy_node()
+    print(f"answer={answer}: {seen.sent} steps, {seen.taken_by_stepping_wait} taken by the "
+          f"stepping wait, other topic max {max(seen.other_latency, default=0.0):.4f} s, posts "
+          f"max {max(seen.post_latency, default=0.0):.4f} s, {len(seen.ticks)} timer ticks")
+    assert seen.sent > 200 and len(seen.received) == seen.sent, "every stepping message arrives"
+    assert seen.threads == {threading.get_ident()}
+    assert len(seen.other_latency) >= 0.9 * (seen.sent // 100), "the other topic is served"
+    assert seen.post_latency and max(seen.post_latency) < 0.05, seen.post_latency
+    # A 20 Hz timer keeps its rate throughout (its turns come when it is due).
+    during = [tick for tick in seen.ticks if tick <= seen.ticks[0] + STREAM_S]
+    assert len(during) >= 0.8 * STREAM_S / 0.05, seen.ticks
+    return seen
+
+
+def test_a_step_s_reply_is_taken_by_the_stepping_wait_and_nothing_else_starves(
+        dispatch, monkeypatch) -> None:
+    seen = run_traffic(*dispatch, monkeypatch, answer=True)
+    assert seen.taken_by_stepping_wait >= 0.5 * seen.sent, (
+        f"only {seen.taken_by_stepping_wait} of {seen.sent} replies were taken by the stepping "
+        "wait")
+    assert max(seen.other_latency) < STEPPING_TURN_S + 0.1, seen.other_latency
+
+
+def test_without_a_reply_due_the_whole_executor_waits(dispatch, monkeypatch) -> None:
+    """A process that sent no stepping message over DDS (a colocated or hybrid robot, a paused
+    simulator) waits in the whole executor: other traffic is not held back."""
+    seen = run_traffic(*dispatch, monkeypatch, answer=False)
+    assert seen.taken_by_stepping_wait == 0
+    assert max(seen.other_latency) < 0.05, seen.other_latency
