@@ -30,8 +30,9 @@ class DispatchExecutor:
     :param on_error: receives ``(source, exception)`` for a failing executor callback; without
         it the exception propagates.
     :param on_shutdown: called when the executor reports that the context was shut down.
-    :param stepping: the process' stepping subscriptions (rl_nodes.stepping_wait), which the
-        idle thread waits on alone between two turns of the whole executor.
+    :param stepping: the wait on the process' stepping subscriptions (rl_nodes.stepping_wait),
+        where the idle thread waits between two turns of the whole executor while a step's
+        reply is due.
     """
 
     def __init__(self, executor: Executor, posting_timers: weakref.WeakSet[Timer], context: Context,

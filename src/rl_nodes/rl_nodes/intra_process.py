@@ -126,8 +126,9 @@ class IntraProcessManager:
 
         :param on_reject: called with the reason when a message from DDS fails to decode
             (malformed shapes, bad checksum); the subscription keeps running.
-        :param stepping: a stepping topic (``observations``, ``actions``): the idle dispatch
-            thread waits on it alone between turns of the whole executor.
+        :param stepping: a stepping topic (``observations``, ``actions``, a robot's
+            ``joint_states``): while a step's reply is due, the idle dispatch thread waits on it
+            alone between turns of the whole executor (rl_nodes.stepping_wait).
         """
         ipc_sub = IntraProcessSubscription(self, node, callback, topic_type, on_reject)
         subscription = node.create_subscription(topic_type.msg_type, topic, ipc_sub._on_dds, qos)
