@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from rl_core.dispatch import BURST, DispatchQueue, callback_name
+from rl_core.dispatch import BURST, STEPPING_TURN_S, DispatchQueue, StepReplies, callback_name
 
 pytestmark = pytest.mark.unit
 
@@ -96,3 +96,33 @@ def test_a_callback_name_names_what_a_delivery_calls() -> None:
     assert callback_name(Subscription().deliver) == (
         "test_a_callback_name_names_what_a_delivery_calls.<locals>.Subscription.callback")
     assert callback_name(len) == "len"
+
+
+def test_a_reply_is_due_after_a_stepping_message_to_another_process_only() -> None:
+    replies = StepReplies()
+    assert not replies.due
+    replies.sent(local_subscribers=1)  # a colocated or hybrid robot: answered in-process
+    assert not replies.due
+    replies.sent(local_subscribers=0)
+    assert replies.due
+    replies.received()
+    assert not replies.due
+
+
+def test_the_whole_executor_turns_with_the_next_timer_and_at_least_every_turn_period() -> None:
+    replies = StepReplies()
+    assert replies.alone_for(now=5.0, timeout_s=0.1) == 0.0  # no reply due: the whole executor
+    replies.sent(local_subscribers=0)
+    assert replies.alone_for(now=5.0, timeout_s=0.1) == 0.0  # never turned: turn now
+    replies.turned(now=5.0, next_timer_s=None)
+    assert replies.alone_for(now=5.0, timeout_s=0.1) == pytest.approx(STEPPING_TURN_S)
+    assert replies.alone_for(now=5.0, timeout_s=0.005) == pytest.approx(0.005)
+    assert replies.alone_for(now=5.0 + STEPPING_TURN_S, timeout_s=0.1) == 0.0
+    replies.turned(now=6.0, next_timer_s=0.004)  # a timer due sooner than the turn period
+    assert replies.alone_for(now=6.0, timeout_s=0.1) == pytest.approx(0.004)
+    replies.turned(now=7.0, next_timer_s=-0.001)  # an overdue timer: turn again at once
+    assert replies.alone_for(now=7.0, timeout_s=0.1) == 0.0
+    replies.turned(now=8.0, next_timer_s=1.0)
+    assert replies.alone_for(now=8.0, timeout_s=0.1) == pytest.approx(STEPPING_TURN_S)
+    replies.received()
+    assert replies.alone_for(now=8.0, timeout_s=0.1) == 0.0

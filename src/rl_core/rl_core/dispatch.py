@@ -115,3 +115,45 @@ class DispatchQueue:
                 function, args = call
                 function(*args)
         return True
+
+
+#: The longest the idle dispatch thread waits on the stepping topics alone while a step's reply
+#: is due: the rest of the process (services, parameters, other topics) is served at least this
+#: often while a robot steps, and at once while none does (timers on time either way).
+STEPPING_TURN_S = 0.02
+
+
+class StepReplies:
+    """Whether a step's reply is due from another process, and when the idle dispatch thread
+    must turn its whole executor while one is; in between it waits on the stepping topics alone
+    (rl_nodes.stepping_wait). A reply is due once a stepping message went out with no local
+    subscriber (the simulator's observations, the policy's actions, in decoupled mode) until a
+    stepping message comes in. Nothing here knows ROS."""
+
+    def __init__(self) -> None:
+        #: A step's reply is due from another process.
+        self.due = False
+        self._next_turn = 0.0
+
+    def sent(self, local_subscribers: int) -> None:
+        """A stepping message went out over DDS, to ``local_subscribers`` in this process too."""
+        if not local_subscribers:
+            self.due = True
+
+    def received(self) -> None:
+        """A stepping message came in from another process."""
+        self.due = False
+
+    def alone_for(self, now: float, timeout_s: float) -> float:
+        """Seconds to wait on the stepping topics alone at ``now`` (at most ``timeout_s``; 0:
+        turn the whole executor now)."""
+        if not self.due:
+            return 0.0
+        return max(0.0, min(timeout_s, self._next_turn - now))
+
+    def turned(self, now: float, next_timer_s: float | None) -> None:
+        """The whole executor turned at ``now``: the next turn is due when the next timer is
+        (``next_timer_s`` from now; None: no timer), at most :data:`STEPPING_TURN_S` later."""
+        wait_s = STEPPING_TURN_S if next_timer_s is None else \
+            min(STEPPING_TURN_S, max(0.0, next_timer_s))
+        self._next_turn = now + wait_s

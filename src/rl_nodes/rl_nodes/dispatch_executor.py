@@ -15,8 +15,9 @@ from rclpy.executors import Executor, ExternalShutdownException, ShutdownExcepti
 from rclpy.task import Task
 from rclpy.timer import Timer
 
+from rl_core.dispatch import DispatchQueue
 from rl_nodes.executor_watcher import READY_BURST, ExecutorWatcher
-from rl_nodes.stepping_wait import STEPPING_TURN_S, SteppingWait
+from rl_nodes.stepping_wait import SteppingWait
 
 
 class DispatchExecutor:
@@ -46,7 +47,6 @@ class DispatchExecutor:
         self.stepping = stepping
         #: Whether the dispatch thread runs inside the executor now (it cannot be re-entered).
         self.in_executor = False
-        self._next_turn = 0.0  # when the whole executor turns next while stepping
 
     def wake(self) -> None:
         """End the dispatch thread's wait, wherever it waits (any thread)."""
@@ -54,37 +54,48 @@ class DispatchExecutor:
         if self.stepping is not None:
             self.stepping.guard.trigger()
 
-    def wait_idle(self, timeout_s: float) -> None:
-        """Wait while the dispatch queue is empty, up to ``timeout_s``, and run what came: on the
-        stepping subscriptions alone until the next turn of the whole executor is due (when the
-        next timer is, at most :data:`STEPPING_TURN_S` after the last turn), else in the whole
-        executor, followed by everything else ready then: a stepping loop's messages starve
-        neither timers nor services nor other topics."""
-        stepping = self.stepping
-        if stepping:
-            remaining = self._next_turn - time.monotonic()
-            if remaining > 0:
-                self.in_executor = True
-                try:
-                    if stepping.wait(min(timeout_s, remaining)):
-                        return
-                except Exception as error:  # noqa: BLE001 - reported; the loop goes on
-                    self.report_error(error)
-                    return
-                finally:
-                    self.in_executor = False
-            self.spin_once(timeout_s)
-            self._run_ready()
-            self._next_turn = time.monotonic() + min(STEPPING_TURN_S, self._next_timer_s())
-            return
-        self.spin_once(timeout_s)
+    def wait_idle(self, dispatch: DispatchQueue, timeout_s: float) -> None:
+        """The dispatch queue is empty: take the executor back from the watcher, wait here up to
+        ``timeout_s`` (a post wakes the wait) and run what came."""
+        self.take_back()
+        dispatch.waiting = True
+        try:
+            if dispatch.empty():  # re-check: a post may have come before the flag
+                self._wait(timeout_s)
+        finally:
+            dispatch.waiting = False
 
-    def _next_timer_s(self) -> float:
-        """Seconds until the executor's next timer is due (a turn then runs it on time)."""
+    def _wait(self, timeout_s: float) -> None:
+        """While a step's reply is due, on the stepping subscriptions alone until the next turn
+        of the whole executor (``StepReplies`` says when), else in the whole executor; a turn
+        while stepping also runs everything else ready then, so a stepping loop's messages
+        starve neither timers nor services nor other topics."""
+        stepping = self.stepping
+        if not stepping:
+            self.spin_once(timeout_s)
+            return
+        replies = stepping.topics.replies
+        alone_s = replies.alone_for(time.monotonic(), timeout_s)
+        if alone_s > 0:
+            self.in_executor = True
+            try:
+                if stepping.wait(alone_s):
+                    return
+            except Exception as error:  # noqa: BLE001 - reported; the loop goes on
+                self.report_error(error)
+                return
+            finally:
+                self.in_executor = False
+        self.spin_once(timeout_s)
+        self._run_ready()
+        replies.turned(time.monotonic(), self._next_timer_s())
+
+    def _next_timer_s(self) -> float | None:
+        """Seconds until the executor's next timer is due (None: it has none)."""
         due = [timer.time_until_next_call() for node in self.executor.get_nodes()
                for timer in node.timers]
         due_ns = [value for value in due if value is not None]
-        return max(0.0, min(due_ns) * 1e-9) if due_ns else STEPPING_TURN_S
+        return min(due_ns) * 1e-9 if due_ns else None
 
     def spin_once(self, timeout_s: float) -> None:
         """Wait in the executor here for up to ``timeout_s`` and run what is ready."""

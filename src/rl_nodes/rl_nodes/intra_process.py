@@ -84,9 +84,7 @@ class IntraProcessManager:
         #: Timers of :meth:`create_timer`: their rclpy callback only posts, so any thread may run
         #: it (the executor watcher does).
         self._posting_timers: weakref.WeakSet[Timer] = weakref.WeakSet()
-        #: The stepping subscriptions, which the idle dispatch thread waits on alone between
-        #: turns of the whole executor while a step's reply is due (rl_nodes.stepping_wait).
-        self.stepping = SteppingTopics()
+        self.stepping = SteppingTopics()  # waited on alone while a reply is due
         self._dispatch_thread: int | None = None
         self._on_error: Callable[[str, Exception], None] | None = None
         #: Objects handed over locally / converted and published over DDS / received over DDS.
@@ -107,14 +105,13 @@ class IntraProcessManager:
 
     def create_publisher(self, node: Node, topic_type: TopicType[T], topic: str,
                          qos: QoSProfile | int, stepping: bool = False) -> IntraProcessPublisher[T]:
-        """A publisher that hands objects to local subscribers and to DDS when needed.
-        ``stepping``: a stepping topic, whose publication over DDS alone makes a step's reply
-        due (rl_nodes.stepping_wait)."""
+        """A publisher that hands objects to local subscribers and to DDS when needed;
+        ``stepping``: a stepping topic (rl_nodes.stepping_wait)."""
         publisher = node.create_publisher(topic_type.msg_type, topic, qos)
         with self._registry.lock:
             entry = self._registry.entry(publisher.topic_name)
-            ipc_publisher = IntraProcessPublisher(self, node, publisher, topic_type, entry)
-            ipc_publisher.stepping = stepping
+            ipc_publisher = IntraProcessPublisher(self, node, publisher, topic_type, entry,
+                                                  stepping)
             entry.publishers.append(ipc_publisher)
         return ipc_publisher
 
@@ -126,16 +123,14 @@ class IntraProcessManager:
 
         :param on_reject: called with the reason when a message from DDS fails to decode
             (malformed shapes, bad checksum); the subscription keeps running.
-        :param stepping: a stepping topic (``observations``, ``actions``, a robot's
-            ``joint_states``): while a step's reply is due, the idle dispatch thread waits on it
-            alone between turns of the whole executor (rl_nodes.stepping_wait).
+        :param stepping: a stepping topic: waited on alone while a step's reply is due
+            (rl_nodes.stepping_wait).
         """
-        ipc_sub = IntraProcessSubscription(self, node, callback, topic_type, on_reject)
+        ipc_sub = IntraProcessSubscription(self, node, callback, topic_type, on_reject, stepping)
         subscription = node.create_subscription(topic_type.msg_type, topic, ipc_sub._on_dds, qos)
         ipc_sub.topic_name = subscription.topic_name
         ipc_sub.rcl_subscription = subscription
         if stepping:
-            ipc_sub.stepping = True
             self.stepping.subscriptions.add(subscription)
         with self._registry.lock:
             entry = self._registry.entry(subscription.topic_name)
@@ -265,13 +260,7 @@ class IntraProcessManager:
                         if call is None:
                             continue
                     else:
-                        driver.take_back()  # idle now: wait in the executor here, not there
-                        dispatch.waiting = True
-                        try:
-                            if dispatch.empty():  # re-check: a post may have come before the flag
-                                driver.wait_idle(wait)
-                        finally:
-                            dispatch.waiting = False
+                        driver.wait_idle(dispatch, wait)
                         handover_at = monotonic() + EXECUTOR_HANDOVER_S
                         continue
                 # A burst between two shutdown/deadline checks: those cost about as much as a

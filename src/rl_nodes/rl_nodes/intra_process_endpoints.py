@@ -57,7 +57,7 @@ class IntraProcessPublisher(Generic[T]):
     """Publishes objects: same object to local subscribers, a converted message over DDS."""
 
     def __init__(self, manager: IntraProcessManager, node: Node, publisher: Any,
-                 topic_type: TopicType[T], entry: TopicEntry) -> None:
+                 topic_type: TopicType[T], entry: TopicEntry, stepping: bool = False) -> None:
         self.manager = manager
         self.node = node
         self.entry = entry  # the local endpoints of its topic
@@ -66,7 +66,7 @@ class IntraProcessPublisher(Generic[T]):
         self.topic_name: str = publisher.topic_name
         self._always_dds = publisher.qos_profile.durability == DurabilityPolicy.TRANSIENT_LOCAL
         #: A stepping topic: its publication over DDS alone makes a step's reply due.
-        self.stepping = False
+        self.stepping = stepping
         #: Messages this publisher serialised and sent over DDS / that DDS failed to send.
         self.dds_publications = 0
         self.dds_failures = 0
@@ -107,8 +107,8 @@ class IntraProcessPublisher(Generic[T]):
                 return
             self.dds_publications += 1
             manager.stats["dds_publications"] += 1
-            if self.stepping and not subscriptions:
-                manager.stepping.reply_due = True  # the answer comes from another process
+            if self.stepping:
+                manager.stepping.replies.sent(len(subscriptions))
             if self.topic_type.wire_bytes is not None:
                 self.dds_bytes += self.topic_type.wire_bytes(msg)
 
@@ -132,14 +132,15 @@ class IntraProcessSubscription(Generic[T]):
     rcl_subscription: Any
 
     def __init__(self, manager: IntraProcessManager, node: Node, callback: Callable[[T], None],
-                 topic_type: TopicType[T], on_reject: Callable[[str], None] | None) -> None:
+                 topic_type: TopicType[T], on_reject: Callable[[str], None] | None,
+                 stepping: bool = False) -> None:
         self.manager = manager
         self.node = node
         self.callback = callback
         self.topic_type = topic_type
         self.on_reject = on_reject
         #: A stepping topic: a message of it is a step's reply.
-        self.stepping = False
+        self.stepping = stepping
 
     def deliver(self, obj: T) -> None:
         """Called on the dispatch thread with a local or decoded object."""
@@ -152,7 +153,7 @@ class IntraProcessSubscription(Generic[T]):
         endpoint, timer and service of the process: for a stream of small messages from many
         senders that costs more than the messages themselves."""
         if self.stepping:
-            self.manager.stepping.reply_due = False
+            self.manager.stepping.replies.received()
         self._receive(msg, info)
         subscription = self.rcl_subscription
         for _ in range(DRAIN_BURST):

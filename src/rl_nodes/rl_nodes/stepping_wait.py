@@ -6,13 +6,13 @@ dispatch thread idle. Waiting in the rclpy executor costs a wait set of every en
 and service of the process (a node has twenty-odd: parameter, lifecycle and its own services,
 timers, status topics), built before the wait and checked entity by entity after it, and a task
 per message: about 110 µs per message here, against about 10 µs for a wait set of one
-subscription (docs/benchmarks.md, "Decoupled acting against the goal"). So between two turns of
-the whole executor, at least every :data:`STEPPING_TURN_S` and whenever a timer is due, the
-dispatch thread waits on the stepping subscriptions and a wake-up guard only
-(rl_nodes.dispatch_executor). It does so only while a step's reply is due from another
-process: a stepping message went out over DDS with no subscriber in this process, and none has
-come in since. A simulator whose acting is paused by the replay buffer's rate limiter, and every
-process whose robot steps in-process (colocated, hybrid), wait in the whole executor as before.
+subscription (docs/benchmarks.md, "Decoupled acting against the goal"). So while a step's reply is due
+from another process, the dispatch thread waits on the stepping subscriptions and a wake-up
+guard only between two turns of the whole executor, which come whenever a timer is due and at
+least every 20 ms (``rl_core.dispatch.StepReplies`` keeps that schedule and the reply's state;
+rl_nodes.dispatch_executor waits). A simulator whose acting is paused by the replay buffer's rate
+limiter, and every process whose robot steps in-process (colocated, hybrid), have no reply due
+and wait in the whole executor as before.
 The stepping topics are those of rl_nodes.graph with ``stepping``: observations, actions and a
 ros2_control robot's joint states.
 """
@@ -28,10 +28,7 @@ from rclpy.guard_condition import GuardCondition
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.subscription import Subscription
 
-#: The longest the idle dispatch thread waits on the stepping subscriptions alone: services,
-#: parameters and the other topics of the process are served at least this often while a
-#: stepping loop runs (at once while none runs; timers on time either way).
-STEPPING_TURN_S = 0.02
+from rl_core.dispatch import StepReplies
 
 
 class SteppingTopics:
@@ -40,9 +37,7 @@ class SteppingTopics:
     def __init__(self) -> None:
         #: The rclpy subscriptions of the stepping topics (a destroyed one drops out).
         self.subscriptions: weakref.WeakSet[Subscription[Any]] = weakref.WeakSet()
-        #: Set by a stepping publication that went out over DDS only, cleared by a stepping
-        #: message that came in.
-        self.reply_due = False
+        self.replies = StepReplies()
 
 
 class SteppingWait:
@@ -64,7 +59,7 @@ class SteppingWait:
 
     def __bool__(self) -> bool:
         """Whether to wait here: a step's reply is due and there is a subscription to wait on."""
-        return self.topics.reply_due and bool(self.topics.subscriptions)
+        return self.topics.replies.due and bool(self.topics.subscriptions)
 
     def wait(self, timeout_s: float) -> bool:
         """Wait up to ``timeout_s`` and run the callbacks of what came. True when a message
