@@ -639,9 +639,17 @@ def starts_of(run: Child, process_name: str) -> int:
     return sum(f"started {process_name} (pid" in line for line in run.lines)
 
 
+#: How far, in wall seconds, a node's diagnostics stamp may lag or lead the /clock the probe had
+#: when the message arrived. Simulated time runs at the step rate (sim_robot in lockstep advances
+#: one control period per command), so a bound in simulated seconds would be a bound on a busy
+#: machine's latency: a CI run on 2 cores saw the trainer's stamp 1.16 s of simulated time (58
+#: steps) behind, where runs here see 0 to 3 steps.
+CLOCK_WINDOW_S = 1.0
+
+
 def check_stamps_follow_clock(probe: Probe) -> None:
     """/diagnostics stamps of the trainer and the simulator are simulated time (from 0, far from
-    wall time) close to the newest /clock."""
+    wall time): a value /clock took within ``CLOCK_WINDOW_S`` wall seconds of their arrival."""
     probe.spin_until(lambda: probe.clocks, "/clock", 30.0)
     wall_ns = time.time_ns()
     since = time.monotonic()
@@ -650,10 +658,18 @@ def check_stamps_follow_clock(probe: Probe) -> None:
             name, f"/diagnostics of {name} stamped with a moving clock", 10.0, after=since,
             predicate=lambda s: s.clock_ns is not None and s.stamp_ns > 0)
         assert status.stamp_ns < wall_ns // 2, f"{name} stamps wall time: {status.stamp_ns}"
+        window_end = status.received + CLOCK_WINDOW_S
+        probe.spin_until(lambda end=window_end: probe.clocks[-1][0] > end,
+                         f"/clock {CLOCK_WINDOW_S:g} s after {name}'s diagnostics", 30.0)
+        window = [value for received, value in probe.clocks
+                  if abs(received - status.received) <= CLOCK_WINDOW_S]
+        assert window, f"no /clock within {CLOCK_WINDOW_S:g} s of {name}'s diagnostics"
         offset_s = (status.stamp_ns - status.clock_ns) * 1e-9
         MEASURED[f"use_sim_time: {name} diagnostics stamp - newest /clock"] = f"{offset_s:+.3f} s"
-        assert abs(offset_s) < 0.5, (f"{name}'s diagnostics stamp {status.stamp_ns} ns lies "
-                                     f"{offset_s:.3f} s from /clock {status.clock_ns} ns")
+        assert min(window) <= status.stamp_ns <= max(window), (
+            f"{name}'s diagnostics stamp {status.stamp_ns} ns is not a /clock value of the "
+            f"{CLOCK_WINDOW_S:g} s around its arrival ({min(window)} to {max(window)} ns; the "
+            f"newest /clock then was {status.clock_ns} ns)")
 
 
 def check_reports_go_on_without_clock(deployment: Deployment) -> None:
