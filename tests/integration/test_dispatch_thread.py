@@ -179,15 +179,29 @@ def run_traffic(node: Node, manager: IntraProcessManager, executor: SingleThread
     a 20 Hz timer ticks throughout."""
     seen = Traffic()
     original_wait = SteppingWait.wait
+    inside = threading.Event()  # the dispatch thread is in a stepping wait
+    counted: set[int] = set()
 
     def counting_wait(self: SteppingWait, timeout_s: float) -> bool:
-        before = len(seen.received)
-        came = original_wait(self, timeout_s)
+        # A message counts as taken by the stepping wait when its subscription's callback runs
+        # inside the wait. (Posting a count from here instead would wake the next wait at once:
+        # a busy loop that starves the other threads of the GIL.)
+        for subscription in self.topics.subscriptions:
+            if id(subscription) not in counted:
+                counted.add(id(subscription))
+                subscription.callback = counting(subscription.callback)
+        inside.set()
+        try:
+            return original_wait(self, timeout_s)
+        finally:
+            inside.clear()
 
-        def count() -> None:  # the callback only posts: the message is delivered after
-            seen.taken_by_stepping_wait += len(seen.received) - before
-        manager.post(count)
-        return came
+    def counting(callback):
+        def count(message, info):  # two parameters: rclpy passes the message info too
+            if inside.is_set():
+                seen.taken_by_stepping_wait += 1
+            return callback(message, info)
+        return count
 
     monkeypatch.setattr(SteppingWait, "wait", counting_wait)
     answers = manager.create_publisher(node, plain(Int64), "/stepping/out", STREAM_QOS,
