@@ -314,12 +314,6 @@ def test_run_commands_are_the_users_commands(tmp_path: Path) -> None:
     assert "cpus:=auto" in compare.run_command("hybrid", 2, pinned, "/o/h", 1)
     assert not any(argument.startswith("cpus") for argument in
                    compare.run_command("bare", 1, pinned, "/o/b", None))
-    # Colocated has no process that only acts: the priority goes to decoupled and hybrid only.
-    lowered = settings_from_values({"output": str(tmp_path), "acting_priority": "idle"})
-    assert "acting_priority:=idle" in compare.run_command("decoupled", 2, lowered, "/o/d", 1)
-    assert not any(argument.startswith("acting_priority") for argument in
-                   compare.run_command("colocated", 1, lowered, "/o/c", 1)
-                   + compare.run_command("hybrid", 2, settings, "/o/h", 1))
 
 
 # --- the run loop, with stand-in commands --------------------------------------------------------

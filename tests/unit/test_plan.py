@@ -588,8 +588,7 @@ def test_launch_arguments_are_declared_with_descriptions(fake_launch: None, file
     declared, _ = run_launch_file(file_name, {"domain_id": "9"})
     deployment = {"robots", "config", "output_dir", "domain_id", "discovery", "cpus",
                   "policy_layout", "weights_key", "robot_interface", "sim_robot", "task",
-                  "use_sim_time", "autostart", "namespace", "log_level", "params_file",
-                  "acting_priority"}
+                  "use_sim_time", "autostart", "namespace", "log_level", "params_file"}
     # Every node parameter too, so that --show-args lists what name:=value overrides (robots is
     # the central policy's parameter and the deployment argument; the plan sets it).
     parameters = {name for classes in NODE_CONFIGS.values() for cls in classes
@@ -979,62 +978,6 @@ def test_cli_passes_cpus_to_the_plan(capsys: pytest.CaptureFixture[str]) -> None
     assert "unknown node kind 'robot'" in capsys.readouterr().err
 
 
-# ---------------------------------------------------------------------------------- acting priority
-
-
-def priorities(plan: Plan) -> dict[str, str]:
-    """``RL_ROS2_PRIORITY`` of each process that has one, by process name."""
-    return {process.name: process.env["RL_ROS2_PRIORITY"] for process in plan.processes
-            if "RL_ROS2_PRIORITY" in process.env}
-
-
-def test_idle_acting_priority_lowers_the_processes_that_only_act() -> None:
-    """decoupled: each robot's simulator and policy; hybrid: each robot's container; a central
-    policy acts only too. The learning processes are never lowered."""
-    decoupled = plan_for("decoupled", 2, acting_priority="idle")
-    assert decoupled.acting_priority == "idle"
-    assert priorities(decoupled) == {name: "idle" for name in (
-        "simulator_robot_0", "policy_robot_0", "simulator_robot_1", "policy_robot_1")}
-    hybrid = plan_for("hybrid", 2, acting_priority=" IDLE ")
-    assert set(priorities(hybrid).values()) == {"idle"} and len(priorities(hybrid)) == 2
-    assert all(kind in ("simulator", "policy") for process in hybrid.processes
-               if process.name in priorities(hybrid) for kind, _ in process.hosted_nodes())
-    assert "policy" in priorities(central("decoupled", acting_priority="idle"))
-    for mode in MODES:
-        for priority in (None, "", "normal"):
-            plan = plan_for(mode, 2, acting_priority=priority)
-            assert plan.acting_priority == "normal" and priorities(plan) == {}
-
-
-@pytest.mark.parametrize(
-    ("mode", "extra", "match"),
-    [
-        ("decoupled", {"acting_priority": "low"}, "unknown acting_priority 'low'; valid: normal, idle"),
-        ("colocated", {"acting_priority": "idle"},
-         "colocated mode has none .* use decoupled or hybrid mode, or acting_priority:=normal"),
-        ("hybrid", {"acting_priority": "idle", "robot_interface": "ros2_control"},
-         "acting_priority:=idle is for simulated robots only"),
-    ],
-)
-def test_acting_priorities_that_cannot_apply_are_refused(
-        mode: str, extra: dict[str, str], match: str) -> None:
-    with pytest.raises(PlanError, match=match):
-        plan_for(mode, 2, **extra)
-
-
-def test_cli_passes_the_acting_priority_to_the_plan(capsys: pytest.CaptureFixture[str]) -> None:
-    from rl_bringup.cli import format_plan_table, main
-
-    assert main(["plan", "hybrid", "acting_priority:=idle", "domain_id:=3", "--format",
-                 "yaml"]) == 0
-    printed = yaml.safe_load(capsys.readouterr().out)
-    assert printed["acting_priority"] == "idle"
-    assert "priority     idle" in format_plan_table(plan_for("hybrid", acting_priority="idle"))
-    assert "priority" not in format_plan_table(plan_for("hybrid"))
-    assert main(["plan", "colocated", "acting_priority:=idle", "domain_id:=3"]) == 2
-    assert "colocated mode has none" in capsys.readouterr().err
-
-
 # ---------------------------------------------------------------------------------- central policy
 
 
@@ -1191,7 +1134,6 @@ def test_launch_cpus_argument_defaults_to_not_given(fake_launch: None) -> None:
     declared, _ = run_launch_file("decoupled.launch.py", {"domain_id": "11"})
     defaults = {argument.name: argument.kwargs["default_value"] for argument in declared}
     assert defaults["cpus"] == "" and defaults["policy_layout"] == "per_robot"
-    assert defaults["acting_priority"] == "normal"
 
 
 def test_parameter_files_go_to_a_folder_only_this_user_may_enter(

@@ -1,5 +1,4 @@
-"""CPU lists and the per-process settings (affinity, torch threads, priority) a deployment plan
-hands out."""
+"""CPU lists and the per-process settings (affinity, torch threads) a deployment plan hands out."""
 
 from __future__ import annotations
 
@@ -19,7 +18,6 @@ from rl_core.cpus import (
     CPUS_VARIABLE,
     LEARNER_CPUS_VARIABLE,
     MAX_CPU,
-    PRIORITY_VARIABLE,
     TORCH_THREADS_VARIABLE,
     available_cpus,
     format_cpu_list,
@@ -116,17 +114,15 @@ def test_learner_cpus_reads_its_variable() -> None:
         ({TORCH_THREADS_VARIABLE: "0"}, f"{TORCH_THREADS_VARIABLE}='0' must be a positive"),
         ({TORCH_THREADS_VARIABLE: "two"}, "must be a positive integer"),
         ({LEARNER_CPUS_VARIABLE: str(MAX_CPU)}, f"{LEARNER_CPUS_VARIABLE}={MAX_CPU} asks for"),
-        ({PRIORITY_VARIABLE: "low", CPUS_VARIABLE: "0"},
-         f"{PRIORITY_VARIABLE}='low' is not a priority; valid: normal, idle"),
     ],
 )
 def test_bad_settings_name_the_variable_and_change_nothing(
     environ: dict[str, str], match: str
 ) -> None:
-    before = os.sched_getaffinity(0), os.sched_getscheduler(0)
+    before = os.sched_getaffinity(0)
     with pytest.raises(ValueError, match=match):
         apply_process_settings(environ)
-    assert (os.sched_getaffinity(0), os.sched_getscheduler(0)) == before
+    assert os.sched_getaffinity(0) == before
 
 
 @needs_affinity
@@ -188,18 +184,12 @@ _PROBE = textwrap.dedent(
     early.start()
     settings = apply_process_settings()
     import torch
-    later = []  # the policy of a thread started after the settings
-    thread = threading.Thread(target=lambda: later.append(os.sched_getscheduler(0)))
-    thread.start()
-    thread.join()
     result = {
         "affinity": sorted(os.sched_getaffinity(0)),
         "early_thread": status(early.native_id),
         "torch_threads": torch.get_num_threads(),
         "settings": [sorted(settings.cpus or []), settings.torch_threads,
-                     sorted(settings.learner_cpus or []), settings.priority],
-        "policies": [os.sched_getscheduler(0), os.sched_getscheduler(early.native_id),
-                     later[0]],
+                     sorted(settings.learner_cpus or [])],
     }
     release.set()
     early.join()
@@ -208,11 +198,18 @@ _PROBE = textwrap.dedent(
 )
 
 
-def probe(**variables: str) -> dict:
-    """What :data:`_PROBE` reports from a fresh process with ``variables`` set."""
+@needs_affinity
+def test_apply_process_settings_pins_a_real_process() -> None:
+    target = min(os.sched_getaffinity(0))
+    environ = {
+        **os.environ,
+        CPUS_VARIABLE: str(target),
+        TORCH_THREADS_VARIABLE: "2",
+        LEARNER_CPUS_VARIABLE: str(target),
+    }
     completed = subprocess.run(
         [sys.executable, "-c", _PROBE],
-        env={**os.environ, **variables},
+        env=environ,
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
@@ -220,28 +217,11 @@ def probe(**variables: str) -> dict:
         check=False,
     )
     assert completed.returncode == 0, completed.stderr
-    return json.loads(completed.stdout.strip().splitlines()[-1])
-
-
-@needs_affinity
-def test_apply_process_settings_pins_a_real_process() -> None:
-    target = min(os.sched_getaffinity(0))
-    result = probe(**{CPUS_VARIABLE: str(target), TORCH_THREADS_VARIABLE: "2",
-                      LEARNER_CPUS_VARIABLE: str(target)})
+    result = json.loads(completed.stdout.strip().splitlines()[-1])
     assert result["affinity"] == [target]
     assert result["early_thread"] == str(target)
     assert result["torch_threads"] == 2
-    assert result["settings"] == [[target], 2, [target], "normal"]
-    assert result["policies"] == [os.SCHED_OTHER] * 3
-
-
-@needs_affinity
-def test_the_idle_priority_lowers_every_thread_of_a_real_process() -> None:
-    """RL_ROS2_PRIORITY=idle (acting_priority:=idle): the threads that exist and those started
-    later run under SCHED_IDLE."""
-    result = probe(**{PRIORITY_VARIABLE: "idle"})
-    assert result["settings"][3] == "idle"
-    assert result["policies"] == [os.SCHED_IDLE] * 3
+    assert result["settings"] == [[target], 2, [target]]
 
 
 _SUPERVISOR = """

@@ -26,7 +26,6 @@ import yaml
 
 from rl_bringup.autoscale import KEY_PREFIX as AUTOSCALE_KEY_PREFIX
 from rl_bringup.autoscale import TUNING_FIELDS as AUTOSCALE_FIELDS
-from rl_bringup.cpu_sets import DEFAULT_ACTING_PRIORITY
 from rl_bringup.discovery import CALLER_DISCOVERY, MAX_DOMAIN_ID, MIN_DOMAIN_ID
 from rl_bringup.layouts import DEFAULT_POLICY_LAYOUT, POLICY_LAYOUTS
 from rl_bringup.plan import DEFAULT_CONFIG, MAX_ROBOTS, MIN_ROBOTS, Plan, make_plan
@@ -66,13 +65,6 @@ DEPLOYMENT_ARGUMENTS: dict[str, tuple[str, str]] = {
         "CPU sets per node kind: auto (acting and learning nodes on separate halves of the "
         "cores), none, or 'KIND=LIST;...' (e.g. 'simulator=0;policy=0;replay_buffer=1;"
         "trainer=1'); empty: the config's /rl_bringup block, else none.",
-    ),
-    "acting_priority": (
-        DEFAULT_ACTING_PRIORITY,
-        "Scheduling priority of the processes that only act (each robot's simulator and policy): "
-        "normal, or idle (Linux SCHED_IDLE: they run on CPU time the learner does not want, so "
-        "it is not preempted by them; decoupled and hybrid on one host with simulated robots, "
-        "where the learner is short of cores; docs/benchmarks.md).",
     ),
     "policy_layout": (
         DEFAULT_POLICY_LAYOUT,
@@ -228,6 +220,5 @@ def plan_from_arguments(mode: str, values: Mapping[str, str], random_domain: boo
         log_level=given.get("log_level"),
         params_file=given.get("params_file"),
         autostart=given.get("autostart", "true"),
-        acting_priority=given.get("acting_priority"),
         random_domain=random_domain,
     )

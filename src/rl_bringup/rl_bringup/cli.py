@@ -4,7 +4,7 @@ Usage::
 
     rl-bringup launch MODE [robots:=N|auto] [config:=FILE] [output_dir:=DIR] [domain_id:=N]
                            [discovery:=environment|localhost|subnet|server:HOST:PORT]
-                           [cpus:=auto|none|'KIND=LIST;KIND=LIST...'] [acting_priority:=normal|idle]
+                           [cpus:=auto|none|'KIND=LIST;KIND=LIST...']
                            [policy_layout:=per_robot|central] [weights_key:=FILE]
                            [min_robots:=N] [max_robots:=N] [autoscale_SETTING:=VALUE]
                            [PARAMETER:=VALUE ...]    # any node parameter: total_env_steps:=20000
@@ -37,7 +37,6 @@ import yaml
 
 from rl_bringup import paths
 from rl_bringup.arguments import DEPLOYMENT_KEYS, ELASTIC_KEYS, PARAMETER_KEYS, plan_from_arguments
-from rl_bringup.cpu_sets import DEFAULT_ACTING_PRIORITY
 from rl_bringup.layouts import MODES
 from rl_bringup.plan import DEFAULT_CONFIG, Plan, ProcessSpec
 from rl_bringup.run_key import with_weights_key
@@ -182,8 +181,6 @@ def format_plan_table(plan: Plan) -> str:
         f"domain id    {plan.domain_id} ({plan.domain_id_source})",
         f"discovery    {plan.discovery}",
         f"cpus         {plan.cpus} ({plan.cpus_source})",
-        *([f"priority     {plan.acting_priority} (the processes that only act)"]
-          if plan.acting_priority != DEFAULT_ACTING_PRIORITY else []),
         *([f"autoscale    {plan.autoscale.describe()}"] if plan.autoscale is not None else []),
         f"attach with  {plan.attach_command()}",
         "environment",
@@ -235,9 +232,7 @@ _KEYS_HELP = (
     "ROS_AUTOMATIC_DISCOVERY_RANGE, else localhost), "
     "cpus:=auto|none|'KIND=LIST;...' (CPU sets per node kind, e.g. "
     "'simulator=0;policy=0;replay_buffer=1;trainer=1'; default: the config's /rl_bringup block, "
-    "else none), acting_priority:=normal|idle (idle: the processes that only act run under "
-    "SCHED_IDLE; decoupled and hybrid with simulated robots), "
-    "policy_layout:=per_robot|central (default per_robot; central: one policy node "
+    "else none), policy_layout:=per_robot|central (default per_robot; central: one policy node "
     "batching every robot's observations), weights_key:=FILE (default: a fresh key per run), "
     "and any node parameter as NAME:=VALUE (e.g. total_env_steps:=20000; "
     "`ros2 launch rl_bringup colocated.launch.py --show-args` lists them)"

@@ -1,19 +1,10 @@
-"""CPU sets and the acting priority: which CPUs each node kind may use, at which scheduling
-priority the acting processes run, and what each process is told of them.
+"""CPU sets: which CPUs each node kind may use, and what each process is told of them.
 
 ``cpus:=`` (or ``cpus`` in the scenario file's ``/rl_bringup`` block) gives each node kind the
 CPUs it may use: ``none`` (the default: no pinning), ``auto`` (:func:`split_cores` splits the
 machine between the acting and the learning kinds) or ``KIND=LIST;...``. A process gets the
 union of its nodes' sets and a torch thread count (:func:`assign_cpus`) as environment variables
 (:func:`cpu_environment`), which ``rl_nodes.process_settings`` applies at process start.
-
-``acting_priority:=idle`` (:func:`choose_acting_priority`) runs the processes that host nothing
-but acting nodes (a robot's simulator and policy, a central policy) under Linux's SCHED_IDLE: they
-get only CPU time the learner and the replay buffer do not want, so on a machine with fewer
-cores than busy threads the learner is no longer preempted by the robots' wake-ups
-(docs/benchmarks.md, "Where decoupled's learner loses its time"). Simulated robots only: a
-SCHED_IDLE process starves while anything else on its host is busy, which a robot behind
-ros2_control (its e-stop, its controllers' commands) must never do.
 """
 
 from __future__ import annotations
@@ -28,8 +19,6 @@ from rl_core.cpus import (
     CPUS_VARIABLE,
     LEARNER_CPUS_VARIABLE,
     OMP_THREADS_VARIABLE,
-    PRIORITIES,
-    PRIORITY_VARIABLE,
     TORCH_THREADS_VARIABLE,
     available_cpus,
     format_cpu_list,
@@ -231,38 +220,3 @@ def cpu_environment(process: ProcessSpec) -> dict[str, str]:
         # OpenMP (torch's and the BLAS libraries' pools) sizes itself from this at start.
         environment[OMP_THREADS_VARIABLE] = str(process.torch_threads)
     return environment
-
-
-#: The acting processes' priority unless ``acting_priority:=`` says otherwise.
-DEFAULT_ACTING_PRIORITY = PRIORITIES[0]
-
-
-def choose_acting_priority(value: str | None, robot_interface: str) -> str:
-    """``acting_priority:=`` checked: ``normal`` (the default) or ``idle``.
-
-    :param robot_interface: the simulators' effective ``robot_interface``; ``idle`` is refused
-        with ``ros2_control`` (robots that must never starve).
-    :raises PlanError: for an unknown value, or ``idle`` with ros2_control.
-    """
-    text = str(value or "").strip().lower() or DEFAULT_ACTING_PRIORITY
-    if text not in PRIORITIES:
-        raise PlanError(f"unknown acting_priority {value!r}; valid: {', '.join(PRIORITIES)}")
-    if text == "idle" and robot_interface == "ros2_control":
-        raise PlanError("acting_priority:=idle is for simulated robots only: under SCHED_IDLE a "
-                        "robot's process starves while anything else on its host is busy, and a "
-                        "ros2_control robot (its e-stop, its commands) must not; use "
-                        "acting_priority:=normal with robot_interface:=ros2_control")
-    return text
-
-
-def acts_only(process: ProcessSpec) -> bool:
-    """Whether every node of ``process`` is an acting kind (simulator, policy)."""
-    return all(kind in PER_ROBOT_KINDS for kind, _ in process.hosted_nodes())
-
-
-def priority_environment(process: ProcessSpec, priority: str) -> dict[str, str]:
-    """The variable that lowers ``process`` (one that acts only) with ``acting_priority:=idle``;
-    nothing otherwise."""
-    if priority != DEFAULT_ACTING_PRIORITY and acts_only(process):
-        return {PRIORITY_VARIABLE: priority}
-    return {}

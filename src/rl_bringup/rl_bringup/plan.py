@@ -40,16 +40,7 @@ import yaml
 
 from rl_bringup import paths
 from rl_bringup.autoscale import AutoscaleSettings, settings_from_text
-from rl_bringup.cpu_sets import (
-    DEFAULT_ACTING_PRIORITY,
-    DEFAULT_CPUS,
-    acts_only,
-    assign_cpus,
-    choose_acting_priority,
-    choose_cpus,
-    cpu_environment,
-    priority_environment,
-)
+from rl_bringup.cpu_sets import DEFAULT_CPUS, assign_cpus, choose_cpus, cpu_environment
 from rl_bringup.discovery import (
     CALLER_DISCOVERY,
     DISCOVERY_RANGE_VARIABLE,
@@ -70,11 +61,7 @@ from rl_bringup.layouts import (
 )
 from rl_bringup.parameter_overrides import learning_overrides, node_overrides
 from rl_bringup.process_spec import PlanError, ProcessSpec
-from rl_bringup.robot_plan import (
-    DEFAULT_ROBOT_INTERFACE,
-    effective_simulator_parameter,
-    parse_flag,
-)
+from rl_bringup.robot_plan import parse_flag
 from rl_core.config import ConfigError
 from rl_core.cpus import available_cpus, format_cpu_list
 
@@ -112,8 +99,6 @@ class Plan:
     :param autoscale: the elastic range and rule of ``robots:=auto``; ``None`` for a fixed
         count. :attr:`robots` is then ``max_robots``.
     :param namespace: the deployment's namespace (``/`` for none; :func:`parse_namespace`).
-    :param acting_priority: ``normal``, or ``idle``: the processes that only act run under
-        SCHED_IDLE (:mod:`rl_bringup.cpu_sets`).
     """
 
     mode: str
@@ -131,7 +116,6 @@ class Plan:
     policy_layout: str = DEFAULT_POLICY_LAYOUT
     autoscale: AutoscaleSettings | None = None
     namespace: str = "/"
-    acting_priority: str = DEFAULT_ACTING_PRIORITY
 
     def elastic_robot_processes(self) -> list[str]:
         """Names of the robot processes an elastic run starts and retires, robot 0 first;
@@ -203,7 +187,6 @@ class Plan:
                 "source": self.cpus_source,
                 "sets": {kind: format_cpu_list(cpus) for kind, cpus in self.cpu_sets.items()},
             },
-            "acting_priority": self.acting_priority,
             "autoscale": (dataclasses.asdict(self.autoscale) if self.autoscale is not None
                           else None),
             "processes": [process.to_dict() for process in self.processes],
@@ -279,7 +262,6 @@ def make_plan(
     log_level: str | None = None,
     params_file: str | os.PathLike[str] | None = None,
     autostart: bool | str = True,
-    acting_priority: str | None = None,
     *,
     environ: Mapping[str, str] | None = None,
     rng: random.Random | None = None,
@@ -325,9 +307,6 @@ def make_plan(
         overrides still win); ``None`` or empty: none.
     :param autostart: every node configures and activates itself when its process starts
         (rl_nodes.lifecycle); false leaves them unconfigured for an orchestrator.
-    :param acting_priority: ``normal`` (``None`` or empty too) or ``idle``: the processes that
-        only act run under SCHED_IDLE; simulated robots in decoupled or hybrid mode only
-        (:func:`rl_bringup.cpu_sets.choose_acting_priority`).
     :param environ: the caller's environment (``os.environ`` when ``None``); read for
         ``ROS_DOMAIN_ID`` and for variables that would contradict the plan.
     :param rng: random generator for the domain-id pick.
@@ -357,18 +336,12 @@ def make_plan(
                          "trainer first), or an orchestrator")
     except ConfigError as error:
         raise PlanError(str(error)) from None
-    priority = choose_acting_priority(acting_priority, effective_simulator_parameter(
-        "robot_interface", config_file, shared_parameters, DEFAULT_ROBOT_INTERFACE))
 
     processes = layout_processes(mode_text, robot_count, central=layout_text == "central")
-    if priority != DEFAULT_ACTING_PRIORITY and not any(map(acts_only, processes)):
-        raise PlanError(f"acting_priority:={priority} lowers the processes that only act, and "
-                        f"{mode_text} mode has none (acting and learning share a process); use "
-                        f"decoupled or hybrid mode, or acting_priority:={DEFAULT_ACTING_PRIORITY}")
     if layout_text == "central":
         notes.append(central_policy_note(robot_count))
     _configure_processes(processes, config_file, shared_parameters, output_dir, robot_count, sets,
-                         environment, priority)
+                         environment)
     processes += sim_robot_processes(sim_robots, environment, notes)
     namespace_text = parse_namespace(namespace)
     place_in_namespace(processes, namespace_text)
@@ -380,7 +353,7 @@ def make_plan(
         environment=environment, domain_id=chosen_domain_id, domain_id_source=domain_id_source,
         discovery=str(discovery).strip(), notes=notes, cpus=cpus_text, cpus_source=cpus_source,
         cpu_sets=sets, policy_layout=layout_text, autoscale=autoscale_settings,
-        namespace=namespace_text, acting_priority=priority,
+        namespace=namespace_text,
     )
 
 
@@ -456,10 +429,10 @@ def _configure_processes(processes: list[ProcessSpec], config_file: str,
                          shared_parameters: Mapping[str, Any],
                          output_dir: str | os.PathLike[str] | None, robot_count: int,
                          sets: Mapping[str, frozenset[int]],
-                         environment: Mapping[str, str], priority: str) -> None:
-    """Give each process of a layout its parameter file, parameters, CPUs, priority and
-    environment (the processes hosting the trainer or the replay buffer also get ``output_dir``
-    and ``deployment_robots``)."""
+                         environment: Mapping[str, str]) -> None:
+    """Give each process of a layout its parameter file, parameters, CPUs and environment (the
+    processes hosting the trainer or the replay buffer also get ``output_dir`` and
+    ``deployment_robots``)."""
     learning_parameters = learning_overrides(shared_parameters, output_dir)
     for process in processes:
         process.params_file = config_file
@@ -474,5 +447,4 @@ def _configure_processes(processes: list[ProcessSpec], config_file: str,
             **process.parameters,
         }
         assign_cpus(process, sets)
-        process.env = {**environment, **cpu_environment(process),
-                       **priority_environment(process, priority)}
+        process.env = {**environment, **cpu_environment(process)}

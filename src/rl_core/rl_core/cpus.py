@@ -1,8 +1,7 @@
-"""CPU sets and priorities: the list syntax, the environment variables that carry them, the
-machine's cores.
+"""CPU sets: the list syntax, the environment variables that carry them, the machine's cores.
 
-The deployment plan (``rl_bringup.plan``) decides which CPUs each process may use, and at which
-scheduling priority it runs, and passes the decision as environment variables; the processes apply it at start
+The deployment plan (``rl_bringup.plan``) decides which CPUs each process may use and passes
+the decision as environment variables; the processes apply it at start
 (``rl_nodes.process_settings``). Both sides read the names and the list syntax from here, so
 this module imports nothing but ``os``.
 
@@ -24,11 +23,6 @@ CPUS_VARIABLE = variables.CPUS
 TORCH_THREADS_VARIABLE = variables.TORCH_THREADS
 #: CPUs of the trainer's learner thread, when they differ from the process's (colocated mode).
 LEARNER_CPUS_VARIABLE = variables.LEARNER_CPUS
-#: Scheduling priority of a process (one of :data:`PRIORITIES`; unset: normal).
-PRIORITY_VARIABLE = variables.PRIORITY
-#: Scheduling priorities: the operating system's default, or Linux's SCHED_IDLE (the process runs
-#: only on CPU time no other process wants; ``acting_priority:=idle`` of a deployment).
-PRIORITIES: tuple[str, ...] = ("normal", "idle")
 #: OpenMP's own thread count (torch's and the BLAS libraries' pools read it at start).
 OMP_THREADS_VARIABLE = "OMP_NUM_THREADS"
 

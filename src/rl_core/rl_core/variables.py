@@ -12,9 +12,6 @@ CPUS = "RL_ROS2_CPUS"
 TORCH_THREADS = "RL_ROS2_TORCH_THREADS"
 #: CPUs of the trainer's learner thread, a subset of :data:`CPUS`.
 LEARNER_CPUS = "RL_ROS2_LEARNER_CPUS"
-#: Scheduling priority of a node process: ``idle`` runs every thread under Linux's SCHED_IDLE
-#: (only on CPU time no other process wants); unset or ``normal``: the operating system's default.
-PRIORITY = "RL_ROS2_PRIORITY"
 #: The learner's Ed25519 private key, as hex (learner hosts only; rl_core.weights_auth).
 WEIGHTS_KEY = "RL_ROS2_WEIGHTS_KEY"
 #: A file holding that private key (rl-bringup writes one per run: weights.key).

@@ -1,4 +1,4 @@
-"""Apply the deployment plan's CPU set, thread counts and scheduling priority to this process.
+"""Apply the deployment plan's CPU set and thread counts to this process.
 
 The plan (``rl_bringup.plan``) passes them as environment variables (names in
 :mod:`rl_core.cpus`); :func:`apply_process_settings` applies them at process start, before rclpy
@@ -10,9 +10,7 @@ changes only the calling *thread* (``/proc/self/task/TID/status`` of the other t
 ``Cpus_allowed_list``), and a new thread starts with the affinity of the thread that created it.
 So :func:`apply_process_settings` pins every thread that exists, and the trainer's learner
 thread calls :func:`pin_current_thread` with :func:`learner_cpus` as its first action; the OpenMP
-workers it then starts inherit its set. The scheduling policy is per thread and inherited the same
-way (``sched_setscheduler(2)``), so ``RL_ROS2_PRIORITY=idle`` lowers every thread that exists,
-and the threads rclpy and DDS start later inherit SCHED_IDLE.
+workers it then starts inherit its set.
 
 This module imports no rclpy, and torch only when it applies the thread count. Where torch is
 not installed (the robot-side install of requirements-edge.txt, which acts with an ONNX model)
@@ -32,8 +30,6 @@ from dataclasses import dataclass
 from rl_core.cpus import (
     CPUS_VARIABLE,
     LEARNER_CPUS_VARIABLE,
-    PRIORITIES,
-    PRIORITY_VARIABLE,
     TORCH_THREADS_VARIABLE,
     format_cpu_list,
     parse_cpu_list,
@@ -54,14 +50,11 @@ class ProcessSettings:
         not installed.
     :param learner_cpus: the CPUs the trainer's learner thread is to pin itself to; ``None``
         when it runs on the process's CPUs.
-    :param priority: the scheduling priority of every thread (one of
-        :data:`rl_core.cpus.PRIORITIES`).
     """
 
     cpus: frozenset[int] | None
     torch_threads: int | None
     learner_cpus: frozenset[int] | None
-    priority: str = PRIORITIES[0]
 
 
 def _cpus_from(environ: Mapping[str, str], name: str) -> frozenset[int] | None:
@@ -95,40 +88,6 @@ def _torch_threads_from(environ: Mapping[str, str]) -> int:
     return threads
 
 
-def _priority_from(environ: Mapping[str, str]) -> str:
-    """The priority in ``RL_ROS2_PRIORITY``; ``normal`` when unset or empty.
-
-    :raises ValueError: naming the variable and the valid values.
-    :raises OSError: for ``idle`` where the platform has no SCHED_IDLE.
-    """
-    text = environ.get(PRIORITY_VARIABLE, "").strip().lower() or PRIORITIES[0]
-    if text not in PRIORITIES:
-        raise ValueError(f"{PRIORITY_VARIABLE}={text!r} is not a priority; valid: "
-                         f"{', '.join(PRIORITIES)}")
-    if text == "idle" and not hasattr(os, "SCHED_IDLE"):
-        raise OSError(f"{PRIORITY_VARIABLE}=idle is set, but this platform has no SCHED_IDLE "
-                      f"(Linux only); unset it or plan the run with acting_priority:=normal")
-    return text
-
-
-def _lower_all_threads() -> None:
-    """Every thread of the process under SCHED_IDLE (any user may lower a thread to it)."""
-    for thread_id in _thread_ids():
-        try:
-            os.sched_setscheduler(thread_id, os.SCHED_IDLE, os.sched_param(0))
-        except ProcessLookupError:
-            continue  # the thread ended after the listing
-
-
-def _thread_ids() -> list[int]:
-    """The ids of this process's threads; ``[0]`` (the caller) without procfs, whose threads
-    started later inherit what the caller gets."""
-    try:
-        return [int(name) for name in os.listdir("/proc/self/task")]
-    except FileNotFoundError:
-        return [0]
-
-
 def _require_affinity_support(name: str) -> None:
     """Raise when this platform cannot pin threads (pinning was asked for by ``name``)."""
     if not hasattr(os, "sched_setaffinity"):
@@ -151,7 +110,11 @@ def _check_available(cpus: frozenset[int], name: str) -> None:
 
 def _pin_all_threads(cpus: frozenset[int]) -> None:
     """Pin every thread of the process, not only the caller (affinity is per thread)."""
-    for thread_id in _thread_ids():
+    try:
+        thread_ids = [int(name) for name in os.listdir("/proc/self/task")]
+    except FileNotFoundError:  # no procfs: pin the caller; threads it starts inherit the set
+        thread_ids = [0]
+    for thread_id in thread_ids:
         try:
             os.sched_setaffinity(thread_id, cpus)
         except ProcessLookupError:
@@ -190,8 +153,7 @@ def pin_current_thread(cpus: Iterable[int] | None) -> frozenset[int] | None:
 
 
 def apply_process_settings(environ: Mapping[str, str] | None = None) -> ProcessSettings:
-    """Apply the plan's CPU set, torch thread count and priority to this process; call it at
-    start.
+    """Apply the plan's CPU set and torch thread count to this process; call it at start.
 
     * ``RL_ROS2_CPUS``: every thread of the process is pinned to the set (unset: no pinning).
     * ``RL_ROS2_TORCH_THREADS``: ``torch.set_num_threads`` (unset: 1). A trainer's non-zero
@@ -199,20 +161,17 @@ def apply_process_settings(environ: Mapping[str, str] | None = None) -> ProcessS
       torch is not installed.
     * ``RL_ROS2_LEARNER_CPUS``: validated (a subset of the process's CPUs) and returned; the
       learner thread applies it with :func:`pin_current_thread`.
-    * ``RL_ROS2_PRIORITY``: ``idle`` puts every thread under SCHED_IDLE (unset: ``normal``,
-      nothing changes).
 
     :param environ: the environment (``os.environ`` when ``None``).
     :return: what was applied.
     :raises ValueError: naming the variable, for malformed values or CPUs this process cannot
         use (the message lists the available ones).
-    :raises OSError: when pinning or the idle priority is asked for on a platform without it.
+    :raises OSError: when pinning is asked for on a platform that cannot pin.
     """
     environ = os.environ if environ is None else environ
     cpus = _cpus_from(environ, CPUS_VARIABLE)
     torch_threads = _torch_threads_from(environ)
     learner = _cpus_from(environ, LEARNER_CPUS_VARIABLE)
-    priority = _priority_from(environ)
     if cpus is not None:
         _require_affinity_support(CPUS_VARIABLE)
         _check_available(cpus, CPUS_VARIABLE)
@@ -227,17 +186,13 @@ def apply_process_settings(environ: Mapping[str, str] | None = None) -> ProcessS
             )
     if cpus is not None:
         _pin_all_threads(cpus)
-    if priority == "idle":
-        _lower_all_threads()
     if importlib.util.find_spec("torch") is None:
-        return ProcessSettings(cpus=cpus, torch_threads=None, learner_cpus=learner,
-                               priority=priority)
+        return ProcessSettings(cpus=cpus, torch_threads=None, learner_cpus=learner)
 
     import torch  # here, not at module level: the variables are validated without loading torch
 
     torch.set_num_threads(torch_threads)
-    return ProcessSettings(cpus=cpus, torch_threads=torch_threads, learner_cpus=learner,
-                           priority=priority)
+    return ProcessSettings(cpus=cpus, torch_threads=torch_threads, learner_cpus=learner)
 
 
 #: prctl(2) option: the signal this process gets when the thread that started it ends.

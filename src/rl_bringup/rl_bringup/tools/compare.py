@@ -4,7 +4,7 @@ Usage::
 
     rl-bringup compare [modes:=bare,colocated,decoupled,hybrid] [robots:=2] [config:=cartpole]
                        [total_env_steps:=N] [repeats:=1] [output:=DIR] [json:=FILE]
-                       [timeout:=SECONDS] [domain_id:=N] [cpus:=...] [acting_priority:=normal|idle]
+                       [timeout:=SECONDS] [domain_id:=N]
 
 Each run is a fresh process tree started the way users start it:
 
@@ -72,7 +72,7 @@ from rl_bringup.tools.subcommand import (
 
 COMMAND = "compare"
 KEYS: tuple[str, ...] = ("modes", "robots", "config", "total_env_steps", "repeats", "output",
-                         "json", "timeout", "domain_id", "cpus", "acting_priority")
+                         "json", "timeout", "domain_id", "cpus")
 BARE = "bare"
 ALL_MODES: tuple[str, ...] = (BARE, *ROS_MODES)
 DEFAULT_ROBOTS = 2
@@ -380,9 +380,6 @@ class CompareSettings:
     cores: int = field(default_factory=available_cores)
     #: CPU sets of the ROS runs (``cpus:=`` of rl-bringup launch; None: not pinned).
     cpus: str | None = None
-    #: ``acting_priority:=`` of the decoupled and hybrid runs (None: normal); colocated has no
-    #: process that only acts.
-    acting_priority: str | None = None
 
 
 def parse_modes(text: str) -> tuple[str, ...]:
@@ -432,7 +429,6 @@ def settings_from_values(values: Mapping[str, str]) -> CompareSettings:
         timeout_s=timeout_s,
         domain_id=domain_id,
         cpus=values.get("cpus") or None,
-        acting_priority=values.get("acting_priority") or None,
     )
 
 
@@ -463,9 +459,7 @@ def run_command(mode: str, robots: int, settings: CompareSettings, output_dir: s
     return [sys.executable, "-m", "rl_bringup.cli", "launch", mode, f"robots:={robots}",
             f"config:={settings.config_file}", f"output_dir:={output_dir}",
             f"total_env_steps:={settings.total_env_steps}", f"domain_id:={domain_id}",
-            *([f"cpus:={settings.cpus}"] if settings.cpus else []),
-            *([f"acting_priority:={settings.acting_priority}"]
-              if settings.acting_priority and mode not in SINGLE_ROBOT_MODES else [])]
+            *([f"cpus:={settings.cpus}"] if settings.cpus else [])]
 
 
 def _children_cpu_s() -> float:
@@ -627,7 +621,6 @@ def register(subparsers: SubparsersAction) -> None:
         f"{DEFAULT_CONFIG}), total_env_steps:=N (default the config's), repeats:=N (rounds; "
         "median per mode; default 1), output:=DIR (default runs/compare-<time>), json:=FILE, "
         "cpus:=auto|KIND=LIST;... (CPU sets of the ROS runs, as rl-bringup launch), "
-        "acting_priority:=normal|idle (of the decoupled and hybrid runs, as rl-bringup launch), "
         f"timeout:=SECONDS per run (default {DEFAULT_TIMEOUT_S:g}), domain_id:=N (the first ROS "
         "run's; default random per run). Exit 1 when a run fails.",
     )
