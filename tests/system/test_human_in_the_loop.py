@@ -27,6 +27,8 @@ from sensor_msgs.msg import Joy
 from std_msgs.msg import Bool, Float64MultiArray
 
 from rl_core.demos import load_demonstrations
+from rl_interfaces.msg import ExperienceBatch
+from rl_nodes.base import EXPERIENCE_QOS
 from tests.integration.deployments import tool_argv
 from tests.learning import report_outcome
 from tests.processes import Child
@@ -43,6 +45,8 @@ SUCCESS_RATE = 0.8
 #: demonstrations it met it at 1,000-2,000 in benchmarks/human_in_loop.py's runs, with 20 at
 #: 3,000-5,000, and without any at 5,000-13,000: docs/benchmarks.md, "People in the loop").
 DEMO_RUN_BUDGET = 12000
+#: Transitions of pixel cart-pole the image test records at least.
+RECORDED = 50
 
 
 def test_expert_demonstrations_recorded_at_the_boundary_train_a_run(tmp_path: Path,
@@ -109,23 +113,33 @@ def test_an_image_tasks_demonstrations_are_recorded_with_their_images_and_train_
         wait_until_recording(recorder)
         # Random actions (no learning) for up to 4,000 steps. The recorder subscribes only once
         # it has seen the run's topics, which on a loaded machine took longer than a short run
-        # lasts: the run acts until the recorder has subscribed and then 2 s more.
-        acting = launch("colocated", tmp_path / "acting", ros_env, "config:=cartpole_pixels",
-                        "total_env_steps:=4000", "learning_starts:=5000", "eval_episodes:=1")
-        try:
-            assert recorder.wait_for_line(
-                lambda line: line.startswith("record: recording 2 topics"), 120.0), \
-                recorder.output()
-            time.sleep(2.0)
-        finally:
-            acted = acting.stop(grace_s=20.0)
+        # lasts: the run acts until the recorder has subscribed and has had RECORDED
+        # transitions to record (a fixed 2 s gave 35 on a slow machine).
+        with operator("experience_counter") as (node, executor):
+            sent_after: list[int] = []  # source stamps (ns) of the /experience messages seen
+            node.create_subscription(ExperienceBatch, "/experience", lambda msg, info: sent_after.
+                                     append(info["source_timestamp"]), EXPERIENCE_QOS)
+            acting = launch("colocated", tmp_path / "acting", ros_env, "config:=cartpole_pixels",
+                            "total_env_steps:=4000", "learning_starts:=5000", "eval_episodes:=1")
+            try:
+                assert recorder.wait_for_line(
+                    lambda line: line.startswith("record: recording 2 topics"), 120.0), \
+                    recorder.output()
+                subscribed_ns = time.time_ns()
+                deadline = time.monotonic() + 120.0
+                while (sum(stamp > subscribed_ns for stamp in sent_after) < RECORDED
+                       and time.monotonic() < deadline and acting.process.poll() is None):
+                    executor.spin_once(timeout_sec=0.1)
+                time.sleep(1.0)  # the last of them reach the recorder too
+            finally:
+                acted = acting.stop(grace_s=20.0)
         # 0: it finished its steps first; 130 (128 + SIGINT): stopped as asked.
         assert acted in (0, 130), acting.output()[-4000:]
     finally:
         recorded = recorder.stop(grace_s=20.0)
     assert recorded == 0, recorder.output()
     demos = load_demonstrations(str(recording), (3, 64, 64, 3), (1,))
-    assert len(demos) >= 50 and demos.obs.dtype.name == "uint8", recorder.output()
+    assert len(demos) >= RECORDED and demos.obs.dtype.name == "uint8", recorder.output()
     assert demos.obs.std() > 0 and (demos.obs != demos.next_obs).any()
 
     run = launch("colocated", tmp_path / "demos", ros_env, "config:=cartpole_pixels",
