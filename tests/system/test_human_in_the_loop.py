@@ -116,9 +116,10 @@ def test_an_image_tasks_demonstrations_are_recorded_with_their_images_and_train_
         # lasts: the run acts until the recorder has subscribed and has had RECORDED
         # transitions to record (a fixed 2 s gave 35 on a slow machine).
         with operator("experience_counter") as (node, executor):
-            sent_after: list[int] = []  # source stamps (ns) of the /experience messages seen
-            node.create_subscription(ExperienceBatch, "/experience", lambda msg, info: sent_after.
-                                     append(info["source_timestamp"]), EXPERIENCE_QOS)
+            stamps: list[int] = []  # source stamps (ns) of the /experience messages seen
+            node.create_subscription(
+                ExperienceBatch, "/experience",
+                lambda msg, info: stamps.append(info["source_timestamp"]), EXPERIENCE_QOS)
             acting = launch("colocated", tmp_path / "acting", ros_env, "config:=cartpole_pixels",
                             "total_env_steps:=4000", "learning_starts:=5000", "eval_episodes:=1")
             try:
@@ -127,7 +128,7 @@ def test_an_image_tasks_demonstrations_are_recorded_with_their_images_and_train_
                     recorder.output()
                 subscribed_ns = time.time_ns()
                 deadline = time.monotonic() + 120.0
-                while (sum(stamp > subscribed_ns for stamp in sent_after) < RECORDED
+                while (sum(stamp > subscribed_ns for stamp in stamps) < RECORDED
                        and time.monotonic() < deadline and acting.process.poll() is None):
                     executor.spin_once(timeout_sec=0.1)
                 time.sleep(1.0)  # the last of them reach the recorder too

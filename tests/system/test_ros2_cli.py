@@ -81,13 +81,13 @@ def ros2(env: dict[str, str], *arguments: str, timeout_s: float = 60.0) -> tuple
 NOT_DISCOVERED = ("Node not found", "Unable to find container node")
 
 
-def on_node(env: dict[str, str], *arguments: str, tries: int = 5) -> tuple[int | None, str]:
+def on_node(env: dict[str, str], *arguments: str) -> tuple[int | None, str]:
     """``ros2 ARGUMENTS --no-daemon --spin-time 3`` about a node the graph has already shown,
     asked again while the command's own discovery has not found it (seen on a busy 2-core CI
     machine: ``ros2 param get /trainer`` said "Node not found" right after ``/trainer`` was
     listed)."""
     verb, command, *rest = arguments
-    for _ in range(tries):
+    for _ in range(5):
         code, output = ros2(env, verb, command, *SPIN, *rest)
         if not any(reason in output for reason in NOT_DISCOVERED):
             return code, output
@@ -508,7 +508,7 @@ def check_components(env: dict[str, str], launched: Child) -> None:
                                    "/replay_buffer", "/trainer"})
     for plugin in ("rl_nodes::Simulator", "rl_nodes::Policy"):
         code, output = on_node(env, "component", "load", "/container", "rl_nodes", plugin,
-                                 "--node-namespace", "/robot_1")
+                               "--node-namespace", "/robot_1")
         assert code == 0 and "Loaded component" in output, output
     # The run's autostart:=false holds for loaded nodes too: the orchestrator brings them up.
     for transition in ("configure", "activate"):
