@@ -188,3 +188,16 @@ def test_a_period_an_operator_drove_is_flagged_in_its_transition() -> None:
     _, driven, _ = loop.on_state(robot.command(loop.on_action(np.zeros(2), intervened=True)))
     _, plain, _ = loop.on_state(robot.command(loop.on_action(np.zeros(2))))
     assert driven.intervened and not plain.intervened
+
+
+def test_the_safety_layer_limits_an_operators_command_like_the_policys() -> None:
+    task, inf = ReachZero(), np.full(2, np.inf)
+    slow = JointLimits(task.joint_names, -inf, inf, np.full(2, 0.5), inf)
+    safety = SafetyLayer("velocity", slow, np.arange(2), 0.1, np.full(2, np.inf))
+    loop, robot = RobotLoop(task, safety, np.random.default_rng(0), "service"), Integrator()
+    _start(loop, robot)
+    command = loop.on_action(np.array([-1.0, 1.0]), intervened=True)
+    np.testing.assert_allclose(command, [-0.5, 0.5])  # the joints' velocity limit, not 1 rad/s
+    _, driven, _ = loop.on_state(robot.command(command))
+    assert driven.intervened  # learned from what the robot executed, after the safety layer
+    np.testing.assert_allclose(driven.action, [-0.5, 0.5])
