@@ -18,6 +18,10 @@ Usage::
 
     .venv/bin/python benchmarks/update_speed.py                     # both sizes, 1 thread
     .venv/bin/python benchmarks/update_speed.py --size kuka --repeats 7 --threads 2
+    .venv/bin/python benchmarks/update_speed.py --compile    # and ours with compile_update
+
+With ``--compile`` a third learner, ours with ``compile_update`` (torch.compile of the losses),
+joins the repeats; the seconds its first update took to compile are printed per size.
 
 A benchmark, not a test: it prints figures.
 """
@@ -80,7 +84,7 @@ def square_matmul_rate(n: int, seconds: float) -> float:
     return calls * 2.0 * n ** 3 / (time.perf_counter() - start)
 
 
-def ours(size: Size) -> Callable[[], None]:
+def ours(size: Size, compile_update: bool = False) -> Callable[[], None]:
     from rl_core.algorithms.sac import SAC
     from rl_core.config import SACConfig
     from rl_core.replay import ReplayBuffer
@@ -91,7 +95,8 @@ def ours(size: Size) -> Callable[[], None]:
                rng.standard_normal(BUFFER_ROWS, dtype=np.float32),
                rng.standard_normal((BUFFER_ROWS, size.obs_dim), dtype=np.float32),
                rng.random(BUFFER_ROWS) < 0.01)
-    sac = SAC(size.obs_dim, size.action_dim, SACConfig(hidden_sizes=size.hidden))
+    sac = SAC(size.obs_dim, size.action_dim, SACConfig(hidden_sizes=size.hidden,
+                                                       compile_update=compile_update))
     return lambda: sac.update(buffer.sample(size.batch))
 
 
@@ -136,17 +141,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=3.0, help="per measurement")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    parser.add_argument("--compile", action="store_true",
+                        help="also measure ours with compile_update (torch.compile)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore")
     print(f"torch {torch.__version__}, {args.threads} thread(s), {os.cpu_count()} CPUs, "
           f"{args.repeats} repeats of {args.seconds:.0f} s; "
           f"256x256 matmul: {square_matmul_rate(256, 1.0) / 1e9:.1f} GFLOP/s")
-    print("| size | ours updates/s | SB3 updates/s | ours / SB3 | limit updates/s | ours / limit |")
-    print("|---|---:|---:|---:|---:|---:|")
+    compiled = ["compiled"] if args.compile else []
+    print("| size | ours updates/s |" + "".join(" ours compiled updates/s |" for _ in compiled)
+          + " SB3 updates/s | ours / SB3 |" + "".join(" compiled / SB3 |" for _ in compiled)
+          + " limit updates/s | ours / limit |")
+    print("|---|" + "---:|" * (5 + 2 * len(compiled)))
     for name in args.size or sorted(SIZES):
         size = SIZES[name]
         learners = {"ours": ours(size), "sb3": stable_baselines3(size)}
+        if args.compile:
+            learners["compiled"] = ours(size, compile_update=True)
+            start = time.perf_counter()
+            learners["compiled"]()
+            print(f"{name}: the first compiled update took {time.perf_counter() - start:.0f} s",
+                  flush=True)
         rates: dict[str, list[float]] = {key: [] for key in learners}
         limits = []
         for repeat in range(args.repeats):
@@ -158,8 +174,10 @@ def main(argv: list[str] | None = None) -> int:
         limit = statistics.median(limits)
         print(f"| {name} ({size.obs_dim}/{size.action_dim}, "
               f"{'x'.join(map(str, size.hidden))}, batch {size.batch}) | {median['ours']:,.0f} | "
-              f"{median['sb3']:,.0f} | {median['ours'] / median['sb3']:.2f}x | "
-              f"{limit:,.0f} | {median['ours'] / limit:.2f} |", flush=True)
+              + "".join(f"{median[key]:,.0f} | " for key in compiled)
+              + f"{median['sb3']:,.0f} | {median['ours'] / median['sb3']:.2f}x | "
+              + "".join(f"{median[key] / median['sb3']:.2f}x | " for key in compiled)
+              + f"{limit:,.0f} | {median['ours'] / limit:.2f} |", flush=True)
     return 0
 
 

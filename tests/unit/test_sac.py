@@ -288,3 +288,30 @@ def test_the_q_filter_clones_only_actions_the_critics_value_above_the_policys() 
     assert float(better) == pytest.approx(float(expected))
     better.backward()
     assert all(p.grad is not None for p in sac.actor.mean.parameters())
+
+
+def test_a_compiled_update_computes_what_the_eager_one_does(monkeypatch) -> None:
+    """``compile_update``: the same seed gives the same updates, ensemble, temperature and
+    cloning included, when the compiled graphs draw their noise from torch's generator as the
+    eager code does (inductor's ``fallback_random``; by default they draw their own)."""
+    import torch._inductor.config as inductor
+    from torch._dynamo.utils import counters
+    monkeypatch.setattr(inductor, "fallback_random", True)
+    counters.clear()
+    batch = demonstration_batch(np.array([0.6, -0.4], dtype=np.float32))
+    runs = {}
+    for compiled in (False, True):
+        sac = small_sac(compile_update=compiled, critics=3, demo_bc_weight=1.0)
+        metrics = [sac.update(batch) for _ in range(3)]
+        runs[compiled] = metrics, torch.cat([p.detach().flatten() for p in
+                                             [*sac.actor.parameters(), *sac.critic.parameters()]])
+    # Both losses compiled, each as one graph: nothing in them falls back to Python.
+    assert counters["stats"]["unique_graphs"] >= 2 and not counters["graph_break"], counters
+    for eager, compiled in zip(runs[False][0], runs[True][0]):
+        assert compiled == pytest.approx(eager, rel=1e-4, abs=1e-6)
+    torch.testing.assert_close(runs[True][1], runs[False][1], rtol=1e-4, atol=1e-5)
+
+
+def test_compiling_the_update_of_image_observations_is_refused() -> None:
+    with pytest.raises(ValueError, match="compile_update.*state-vector"):
+        SAC((2, 16, 16, 3), 1, SACConfig(hidden_sizes=(8,), compile_update=True))

@@ -416,6 +416,13 @@ class SACConfig:
                                   "critics value the demonstrated action above the policy's (a Q "
                                   "filter), relative to the batch's mean |Q| (0 = none, RLPD's "
                                   "rule; docs/human_in_the_loop.md).", 0.0, 100.0, 0.0)
+    compile_update: bool = param(False, "Compile the losses of every gradient step with "
+                                 "torch.compile (needs a C++ compiler; state-vector "
+                                 "observations): the first update compiles, about 20-40 s, "
+                                 "then small networks (64x64) update about 1.5x faster and "
+                                 "large ones (256x256) no faster; it pays for long runs of "
+                                 "small networks (docs/benchmarks.md, 'Update speed').",
+                                 read_only=True)
     feature_dim: int = feature_dim_param()
     encoder_channels: int = encoder_channels_param()
     image_shift: int = param(4, "Largest random shift in pixels of the DrQ augmentation of image "

@@ -119,7 +119,9 @@ class TrainerNode(RLNode):
             f"update mode: {self.update_mode} ({where}) on {describe(self.device)}; the replay "
             f"buffer's rate limiter grants the batches and says when the run is done"
             f"{f' (at {self.budget} transitions, this trainer asks)' if self.budget else ''}; "
-            f"output in {self.run.output_dir}")
+            f"output in {self.run.output_dir}"
+            f"{'; compile_update: the first gradient step compiles the update (torch.compile, '
+               'about 20-40 s; acting waits for it)' if self.sac_config.compile_update else ''}")
         if self.update_mode == INTERLEAVED:
             self.subscription(graph.EXPERIENCE, self._on_experience)
             return

@@ -112,6 +112,15 @@ class SAC:
         self._critic_parameters: list[torch.Tensor] = list(self.critic.parameters())
         self._actor_parameters: list[torch.Tensor] = list(self._actor_head.parameters())
         self._target_parameters: list[torch.Tensor] = list(self.critic_target.parameters())
+        if config.compile_update:
+            if self.pixels:
+                raise ValueError("compile_update compiles the update of state-vector "
+                                 "observations only; set compile_update: false for image tasks")
+            # Shapes are fixed (a batch size per learner): no dynamic-shape graphs. The
+            # networks' parameters are the graphs' inputs, so optimizer steps and resumed
+            # checkpoints reach them.
+            self._critic_loss = torch.compile(self._critic_loss, dynamic=False)
+            self._actor_losses = torch.compile(self._actor_losses, dynamic=False)
         self.update_step = 0
         #: |TD error| of the last batch, for prioritised replay (float32, (batch,)).
         self.last_td_errors = np.zeros(0, dtype=np.float32)
@@ -153,21 +162,9 @@ class SAC:
         actions, rewards, terminated, weights = (
             torch.as_tensor(array, dtype=torch.float32, device=self.device)
             for array in (batch.actions, batch.rewards, batch.terminated, batch.weights))
-        not_done = 1.0 - terminated
         alpha = self.log_alpha.detach().exp()
-
-        with torch.no_grad():
-            next_actions, next_log_prob = self.actor(next_obs)
-            next_q = self.critic_target(next_obs, next_actions)
-            if self.config.critics > 2:  # REDQ/RLPD: the minimum of a random pair
-                next_q = next_q[torch.randperm(self.config.critics, device=self.device)[:2]]
-            soft_value = next_q.min(dim=0).values - alpha * next_log_prob
-            q_target = rewards + self.config.gamma * not_done * soft_value
-        features = self._encode(obs)
-        q = self._critic_heads(features, actions)  # (members, batch)
-        td = q - q_target
-        # Each member's weighted mean squared TD error, halved and summed over the members.
-        critic_loss = 0.5 * (weights * td.pow(2)).mean(dim=1).sum()
+        critic_loss, td, q, features = self._critic_loss(obs, next_obs, actions, rewards,
+                                                         1.0 - terminated, weights, alpha)
         if not torch.isfinite(critic_loss):
             raise ValueError("critic loss is not finite; the batch or the networks hold NaN/inf "
                              "(check rewards and observations, lower the learning rates)")
@@ -177,13 +174,9 @@ class SAC:
         # actor's parameters only (no critic gradients computed, none to clear), and the
         # encoder (identity for flat observations) learns from the critic loss only.
         features = features.detach()
-        new_actions, log_prob = self._actor_head(features)
-        q_new = self._value(self._critic_heads(features, new_actions))
+        actor_loss, alpha_loss, log_prob, q_new = self._actor_losses(features, alpha)
         bc_loss = self._cloning_loss(batch.indices, features, actions, q_new)
-        actor_loss = (alpha * log_prob - q_new).mean() + bc_loss
-        alpha_loss = torch.zeros((), device=self.device)
-        if self.config.autotune_alpha:
-            alpha_loss = -(self.log_alpha * (log_prob.detach() + self.target_entropy)).mean()
+        actor_loss = actor_loss + bc_loss
         # One check (one host synchronisation on a GPU) for both losses, before either steps.
         if not bool(torch.isfinite(torch.stack([actor_loss.detach(), alpha_loss.detach()])).all()):
             raise ValueError("actor or temperature loss is not finite; neither was updated "
@@ -202,6 +195,37 @@ class SAC:
                                    -log_prob.mean(), bc_loss.detach()]).cpu().tolist()
         self.update_step += 1
         return dict(zip(METRIC_NAMES, scalars))
+
+    def _critic_loss(self, obs: torch.Tensor, next_obs: torch.Tensor, actions: torch.Tensor,
+                     rewards: torch.Tensor, not_done: torch.Tensor, weights: torch.Tensor,
+                     alpha: torch.Tensor
+                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The critics' loss on a batch: ``(loss, TD errors (members, batch), Q (members,
+        batch), the observations' features)``; compiled with ``compile_update``."""
+        with torch.no_grad():
+            next_actions, next_log_prob = self.actor(next_obs)
+            next_q = self.critic_target(next_obs, next_actions)
+            if self.config.critics > 2:  # REDQ/RLPD: the minimum of a random pair
+                next_q = next_q[torch.randperm(self.config.critics, device=self.device)[:2]]
+            soft_value = next_q.min(dim=0).values - alpha * next_log_prob
+            q_target = rewards + self.config.gamma * not_done * soft_value
+        features = self._encode(obs)
+        q = self._critic_heads(features, actions)  # (members, batch)
+        td = q - q_target
+        # Each member's weighted mean squared TD error, halved and summed over the members.
+        return 0.5 * (weights * td.pow(2)).mean(dim=1).sum(), td, q, features
+
+    def _actor_losses(self, features: torch.Tensor, alpha: torch.Tensor
+                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The actor's loss (without cloning) and the temperature's on a batch's detached
+        features: ``(actor loss, temperature loss, log-probabilities, the value of the
+        policy's actions)``; compiled with ``compile_update``."""
+        new_actions, log_prob = self._actor_head(features)
+        q_new = self._value(self._critic_heads(features, new_actions))
+        alpha_loss = torch.zeros((), device=self.device)
+        if self.config.autotune_alpha:
+            alpha_loss = -(self.log_alpha * (log_prob.detach() + self.target_entropy)).mean()
+        return (alpha * log_prob - q_new).mean(), alpha_loss, log_prob, q_new
 
     def _value(self, q: torch.Tensor) -> torch.Tensor:
         """What the actor maximises of the critics' ``(members, batch)`` estimates: their
