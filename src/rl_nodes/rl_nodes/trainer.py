@@ -115,13 +115,14 @@ class TrainerNode(RLNode):
             self.ipc.has_local_publisher(self.resolve_topic_name(graph.EXPERIENCE.name)))
         if warning:
             self.get_logger().warn(warning)
+        compiling = ("; compile_update: the first gradient step compiles the update "
+                     "(torch.compile, about 20-40 s; acting waits for it)"
+                     if self.sac_config.compile_update else "")
         self.get_logger().info(
             f"update mode: {self.update_mode} ({where}) on {describe(self.device)}; the replay "
             f"buffer's rate limiter grants the batches and says when the run is done"
             f"{f' (at {self.budget} transitions, this trainer asks)' if self.budget else ''}; "
-            f"output in {self.run.output_dir}"
-            f"{'; compile_update: the first gradient step compiles the update (torch.compile, '
-               'about 20-40 s; acting waits for it)' if self.sac_config.compile_update else ''}")
+            f"output in {self.run.output_dir}{compiling}")
         if self.update_mode == INTERLEAVED:
             self.subscription(graph.EXPERIENCE, self._on_experience)
             return

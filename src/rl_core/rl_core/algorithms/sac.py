@@ -27,13 +27,13 @@ so that the weight does not depend on the task's reward scale (as in TD3+BC, Fuj
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 import torch
 from torch import nn
 
-from rl_core.config import SACConfig
+from rl_core.config import ConfigError, SACConfig
 from rl_core.encoders import (
     EncodedActor,
     EncodedQ,
@@ -112,15 +112,19 @@ class SAC:
         self._critic_parameters: list[torch.Tensor] = list(self.critic.parameters())
         self._actor_parameters: list[torch.Tensor] = list(self._actor_head.parameters())
         self._target_parameters: list[torch.Tensor] = list(self.critic_target.parameters())
+        # The two losses of a gradient step, as written or compiled (``compile_update``).
+        self._critic_loss_of: Callable[..., tuple[torch.Tensor, ...]] = self._critic_loss
+        self._actor_losses_of: Callable[..., tuple[torch.Tensor, ...]] = self._actor_losses
         if config.compile_update:
             if self.pixels:
-                raise ValueError("compile_update compiles the update of state-vector "
-                                 "observations only; set compile_update: false for image tasks")
+                raise ConfigError("compile_update compiles the update of state-vector "
+                                  "observations only; set compile_update: false for image "
+                                  "tasks")
             # Shapes are fixed (a batch size per learner): no dynamic-shape graphs. The
             # networks' parameters are the graphs' inputs, so optimizer steps and resumed
             # checkpoints reach them.
-            self._critic_loss = torch.compile(self._critic_loss, dynamic=False)
-            self._actor_losses = torch.compile(self._actor_losses, dynamic=False)
+            self._critic_loss_of = torch.compile(self._critic_loss, dynamic=False)
+            self._actor_losses_of = torch.compile(self._actor_losses, dynamic=False)
         self.update_step = 0
         #: |TD error| of the last batch, for prioritised replay (float32, (batch,)).
         self.last_td_errors = np.zeros(0, dtype=np.float32)
@@ -163,8 +167,8 @@ class SAC:
             torch.as_tensor(array, dtype=torch.float32, device=self.device)
             for array in (batch.actions, batch.rewards, batch.terminated, batch.weights))
         alpha = self.log_alpha.detach().exp()
-        critic_loss, td, q, features = self._critic_loss(obs, next_obs, actions, rewards,
-                                                         1.0 - terminated, weights, alpha)
+        critic_loss, td, q, features = self._critic_loss_of(obs, next_obs, actions, rewards,
+                                                            1.0 - terminated, weights, alpha)
         if not torch.isfinite(critic_loss):
             raise ValueError("critic loss is not finite; the batch or the networks hold NaN/inf "
                              "(check rewards and observations, lower the learning rates)")
@@ -174,7 +178,7 @@ class SAC:
         # actor's parameters only (no critic gradients computed, none to clear), and the
         # encoder (identity for flat observations) learns from the critic loss only.
         features = features.detach()
-        actor_loss, alpha_loss, log_prob, q_new = self._actor_losses(features, alpha)
+        actor_loss, alpha_loss, log_prob, q_new = self._actor_losses_of(features, alpha)
         bc_loss = self._cloning_loss(batch.indices, features, actions, q_new)
         actor_loss = actor_loss + bc_loss
         # One check (one host synchronisation on a GPU) for both losses, before either steps.
