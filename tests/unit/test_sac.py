@@ -19,7 +19,7 @@ from rl_core.checkpoint import (
     tensors_from_bytes,
     tensors_to_bytes,
 )
-from rl_core.config import SACConfig
+from rl_core.config import ConfigError, SACConfig
 from rl_core.networks import SquashedGaussianActor
 from rl_core.replay import DEMO_SLOT, Batch
 
@@ -313,5 +313,5 @@ def test_a_compiled_update_computes_what_the_eager_one_does(monkeypatch) -> None
 
 
 def test_compiling_the_update_of_image_observations_is_refused() -> None:
-    with pytest.raises(ValueError, match="compile_update.*state-vector"):
+    with pytest.raises(ConfigError, match="compile_update.*state-vector"):
         SAC((2, 16, 16, 3), 1, SACConfig(hidden_sizes=(8,), compile_update=True))

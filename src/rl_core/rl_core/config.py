@@ -421,7 +421,7 @@ class SACConfig:
                                  "observations): the first update compiles, about 20-40 s, "
                                  "then small networks (64x64) update about 1.5x faster and "
                                  "large ones (256x256) no faster; it pays for long runs of "
-                                 "small networks (docs/benchmarks.md, 'Update speed').",
+                                 "small networks (docs/benchmarks.md, 'A compiled update').",
                                  read_only=True)
     feature_dim: int = feature_dim_param()
     encoder_channels: int = encoder_channels_param()
