@@ -279,7 +279,7 @@ def test_the_q_filter_clones_only_actions_the_critics_value_above_the_policys() 
     features = torch.as_tensor(fixed_batch(4).obs)
     policy, _ = sac.actor(features, deterministic=True)
     q_policy = sac._value(sac._critic_heads(features, policy)).detach()
-    demo_rows = np.full(4, DEMO_SLOT)
+    demo_rows = sac._demo_mask(np.full(4, DEMO_SLOT))
     worse = sac._cloning_loss(demo_rows, features, torch.full((4, 2), -1.0), q_policy)
     better = sac._cloning_loss(demo_rows, features, best.expand(4, 2), q_policy)
     assert float(worse) == 0.0
@@ -290,26 +290,68 @@ def test_the_q_filter_clones_only_actions_the_critics_value_above_the_policys() 
     assert all(p.grad is not None for p in sac.actor.mean.parameters())
 
 
-def test_a_compiled_update_computes_what_the_eager_one_does(monkeypatch) -> None:
+def learner_state(sac: SAC) -> torch.Tensor:
+    """Every parameter and optimizer moment of ``sac`` as one flat tensor."""
+    tensors = [p.detach().flatten() for module in sac.modules().values()
+               for p in module.parameters()]
+    for optimizer in sac.optimizers().values():
+        for _, state in sorted(optimizer.state_dict()["state"].items()):
+            tensors += [state[key].flatten() for key in ("step", "exp_avg", "exp_avg_sq")]
+    return torch.cat([*tensors, sac.log_alpha.detach().flatten()])
+
+
+def test_a_compiled_update_computes_what_the_eager_one_does(monkeypatch, tmp_path) -> None:
     """``compile_update``: the same seed gives the same updates, ensemble, temperature and
-    cloning included, when the compiled graphs draw their noise from torch's generator as the
-    eager code does (inductor's ``fallback_random``; by default they draw their own)."""
+    cloning included, when the compiled graph draws its noise from torch's generator as the
+    eager code does (inductor's ``fallback_random``; by default it draws its own); its
+    optimizer state is a checkpoint's, new learning rates reach it, and a step whose loss is
+    not finite changes nothing."""
     import torch._inductor.config as inductor
     from torch._dynamo.utils import counters
     monkeypatch.setattr(inductor, "fallback_random", True)
     counters.clear()
-    batch = demonstration_batch(np.array([0.6, -0.4], dtype=np.float32))
+    batch, other = (demonstration_batch(np.array([0.6, -0.4], dtype=np.float32)),
+                    fixed_batch(seed=1))
     runs = {}
-    for compiled in (False, True):
-        sac = small_sac(compile_update=compiled, critics=3, demo_bc_weight=1.0)
+    for flag in (False, True):  # each learner seeds torch's generator as it is built
+        sac = small_sac(compile_update=flag, critics=3, demo_bc_weight=1.0)
         metrics = [sac.update(batch) for _ in range(3)]
-        runs[compiled] = metrics, torch.cat([p.detach().flatten() for p in
-                                             [*sac.actor.parameters(), *sac.critic.parameters()]])
-    # Both losses compiled, each as one graph: nothing in them falls back to Python.
-    assert counters["stats"]["unique_graphs"] >= 2 and not counters["graph_break"], counters
-    for eager, compiled in zip(runs[False][0], runs[True][0]):
-        assert compiled == pytest.approx(eager, rel=1e-4, abs=1e-6)
-    torch.testing.assert_close(runs[True][1], runs[False][1], rtol=1e-4, atol=1e-5)
+        sac.set_learning_rates(1e-2, 2e-2, 3e-2)
+        metrics.append(sac.update(other))  # no demonstration rows
+        runs[sac] = metrics, learner_state(sac)
+    eager, compiled = runs
+    # The whole gradient step compiled as one graph: nothing in it falls back to Python.
+    assert counters["stats"]["unique_graphs"] == 1 and not counters["graph_break"], counters
+    for eager_metrics, compiled_metrics in zip(runs[eager][0], runs[compiled][0]):
+        assert compiled_metrics == pytest.approx(eager_metrics, rel=1e-4, abs=1e-6)
+    torch.testing.assert_close(runs[compiled][1], runs[eager][1], rtol=1e-4, atol=1e-5)
+
+    # The compiled learner's checkpoint resumes compiled, and its next update is the eager's.
+    save_checkpoint(tmp_path / "ckpt", compiled, {})
+    resumed, _ = load_checkpoint(tmp_path / "ckpt")
+    assert resumed.config.compile_update
+    for sac in (eager, resumed):
+        torch.manual_seed(5)
+        runs[sac] = sac.update(batch), learner_state(sac)
+    assert runs[resumed][0] == pytest.approx(runs[eager][0], rel=1e-4, abs=1e-6)
+    torch.testing.assert_close(runs[resumed][1], runs[eager][1], rtol=1e-4, atol=1e-5)
+
+    # Losses that are not finite: refused as the eager step refuses them, with its effects.
+    rewards = other.rewards.copy()
+    rewards[0] = np.nan
+    for sac in (eager, resumed):
+        before, steps = learner_state(sac), sac.update_step
+        with pytest.raises(ValueError, match="critic loss is not finite"):
+            sac.update(other._replace(rewards=rewards))
+        torch.testing.assert_close(learner_state(sac), before, rtol=0, atol=0)  # nothing
+        kept = (sac.actor, sac.critic_target)  # not stepped when the actor's loss fails
+        actor = torch.cat([p.detach().flatten() for m in kept for p in m.parameters()])
+        sac.set_learning_rates(critic_lr=1e38)  # critics stepped to overflow the actor's loss
+        with pytest.raises(ValueError, match="actor or temperature loss is not finite"):
+            sac.update(other)
+        torch.testing.assert_close(torch.cat([p.detach().flatten() for m in kept
+                                              for p in m.parameters()]), actor, rtol=0, atol=0)
+        assert sac.update_step == steps and sac.alpha == pytest.approx(eager.alpha)
 
 
 def test_compiling_the_update_of_image_observations_is_refused() -> None:

@@ -416,12 +416,13 @@ class SACConfig:
                                   "critics value the demonstrated action above the policy's (a Q "
                                   "filter), relative to the batch's mean |Q| (0 = none, RLPD's "
                                   "rule; docs/human_in_the_loop.md).", 0.0, 100.0, 0.0)
-    compile_update: bool = param(False, "Compile the losses of every gradient step with "
+    compile_update: bool = param(False, "Compile every gradient step into one graph with "
                                  "torch.compile (needs a C++ compiler; state-vector "
-                                 "observations): the first update compiles, about 20-40 s, "
-                                 "then small networks (64x64) update about 1.5x faster and "
-                                 "large ones (256x256) no faster; it pays for long runs of "
-                                 "small networks (docs/benchmarks.md, 'A compiled update').",
+                                 "observations): the first update compiles, about 15-40 s, "
+                                 "then small networks (64x64) update about 3x faster and "
+                                 "large ones (256x256) about 1.3x; it pays for runs of more "
+                                 "than about 10,000 updates (docs/benchmarks.md, 'A compiled "
+                                 "update').",
                                  read_only=True)
     feature_dim: int = feature_dim_param()
     encoder_channels: int = encoder_channels_param()

@@ -31,8 +31,10 @@ from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 import torch
+import torch._dynamo
 from torch import nn
 
+from rl_core.algorithms.graph_adam import AdamTensors, adam_step_, adam_tensors
 from rl_core.config import ConfigError, SACConfig
 from rl_core.encoders import (
     EncodedActor,
@@ -46,6 +48,10 @@ from rl_core.image_codecs import as_shape
 from rl_core.networks import EnsembleQ, SquashedGaussianActor
 from rl_core.replay import DEMO_SLOT, Batch
 
+CRITIC_NOT_FINITE = ("critic loss is not finite; the batch or the networks hold NaN/inf (check "
+                     "rewards and observations, lower the learning rates)")
+ACTOR_NOT_FINITE = ("actor or temperature loss is not finite; neither was updated (check the "
+                    "data, lower the learning rates)")
 #: Keys of the metrics :meth:`SAC.update` returns, in order.
 METRIC_NAMES = ("critic_loss", "actor_loss", "alpha_loss", "alpha", "q_mean", "entropy",
                 "bc_loss")
@@ -112,19 +118,19 @@ class SAC:
         self._critic_parameters: list[torch.Tensor] = list(self.critic.parameters())
         self._actor_parameters: list[torch.Tensor] = list(self._actor_head.parameters())
         self._target_parameters: list[torch.Tensor] = list(self.critic_target.parameters())
-        # The two losses of a gradient step, as written or compiled (``compile_update``).
-        self._critic_loss_of: Callable[..., tuple[torch.Tensor, ...]] = self._critic_loss
-        self._actor_losses_of: Callable[..., tuple[torch.Tensor, ...]] = self._actor_losses
+        #: The whole gradient step compiled into one graph (``compile_update``), else None.
+        self._compiled_update: Callable[..., tuple[torch.Tensor, ...]] | None = None
         if config.compile_update:
             if self.pixels:
                 raise ConfigError("compile_update compiles the update of state-vector "
                                   "observations only; set compile_update: false for image "
                                   "tasks")
-            # Shapes are fixed (a batch size per learner): no dynamic-shape graphs. The
-            # networks' parameters are the graphs' inputs, so optimizer steps and resumed
-            # checkpoints reach them.
-            self._critic_loss_of = torch.compile(self._critic_loss, dynamic=False)
-            self._actor_losses_of = torch.compile(self._actor_losses, dynamic=False)
+            # Shapes are fixed (a batch size per learner): no dynamic-shape graphs. Parameters,
+            # optimizer state and learning rates are the graph's inputs, so optimizer steps,
+            # resumed checkpoints and new learning rates reach it without recompiling. The
+            # gradients are taken inside the graph (dynamo's ``trace_autograd_ops``).
+            self._compiled_update = torch._dynamo.config.patch(trace_autograd_ops=True)(
+                torch.compile(self._update_graph, dynamic=False))
         self.update_step = 0
         #: |TD error| of the last batch, for prioritised replay (float32, (batch,)).
         self.last_td_errors = np.zeros(0, dtype=np.float32)
@@ -166,25 +172,26 @@ class SAC:
         actions, rewards, terminated, weights = (
             torch.as_tensor(array, dtype=torch.float32, device=self.device)
             for array in (batch.actions, batch.rewards, batch.terminated, batch.weights))
+        if self._compiled_update is not None:
+            return self._update_compiled(obs, next_obs, actions, rewards, 1.0 - terminated,
+                                         weights, self._demo_mask(batch.indices, always=True))
         alpha = self.log_alpha.detach().exp()
-        critic_loss, td, q, features = self._critic_loss_of(obs, next_obs, actions, rewards,
-                                                            1.0 - terminated, weights, alpha)
+        critic_loss, td, q, features = self._critic_loss(obs, next_obs, actions, rewards,
+                                                         1.0 - terminated, weights, alpha)
         if not torch.isfinite(critic_loss):
-            raise ValueError("critic loss is not finite; the batch or the networks hold NaN/inf "
-                             "(check rewards and observations, lower the learning rates)")
+            raise ValueError(CRITIC_NOT_FINITE)
         _step(self.critic_optimizer, self._critic_parameters, critic_loss)
 
         # The actor's gradient comes through the critics to its actions but is taken for the
         # actor's parameters only (no critic gradients computed, none to clear), and the
         # encoder (identity for flat observations) learns from the critic loss only.
         features = features.detach()
-        actor_loss, alpha_loss, log_prob, q_new = self._actor_losses_of(features, alpha)
-        bc_loss = self._cloning_loss(batch.indices, features, actions, q_new)
+        actor_loss, alpha_loss, log_prob, q_new = self._actor_losses(features, alpha)
+        bc_loss = self._cloning_loss(self._demo_mask(batch.indices), features, actions, q_new)
         actor_loss = actor_loss + bc_loss
         # One check (one host synchronisation on a GPU) for both losses, before either steps.
         if not bool(torch.isfinite(torch.stack([actor_loss.detach(), alpha_loss.detach()])).all()):
-            raise ValueError("actor or temperature loss is not finite; neither was updated "
-                             "(check the data, lower the learning rates)")
+            raise ValueError(ACTOR_NOT_FINITE)
         if self.config.autotune_alpha:  # disjoint parameters: one backward pass for both
             _step(self.actor_optimizer, self._actor_parameters, actor_loss + alpha_loss,
                   (self.alpha_optimizer, [self.log_alpha]))
@@ -194,11 +201,68 @@ class SAC:
         with torch.no_grad():
             torch._foreach_lerp_(self._target_parameters, self._critic_parameters,
                                  self.config.tau)
-            self.last_td_errors = td.abs().mean(dim=0).cpu().numpy()
+            td_errors = td.abs().mean(dim=0)
             scalars = torch.stack([critic_loss, actor_loss, alpha_loss, alpha, q[0].mean(),
-                                   -log_prob.mean(), bc_loss.detach()]).cpu().tolist()
+                                   -log_prob.mean(), bc_loss.detach()])
+        return self._metrics(scalars, td_errors)
+
+    def _update_compiled(self, *tensors: torch.Tensor | None) -> dict[str, float]:
+        """:meth:`update` as one compiled graph, its checks read back after it ran."""
+        learning_rates = torch.tensor(
+            [optimizer.param_groups[0]["lr"] for optimizer in
+             (self.critic_optimizer, self.actor_optimizer, self.alpha_optimizer)],
+            device=self.device)
+        assert self._compiled_update is not None
+        scalars, td_errors, finite = self._compiled_update(
+            *tensors, learning_rates, *(adam_tensors(optimizer)[0] for optimizer in
+                                        (self.critic_optimizer, self.actor_optimizer,
+                                         self.alpha_optimizer)))
+        critic_finite, actor_finite = finite.tolist()
+        if not critic_finite:
+            raise ValueError(CRITIC_NOT_FINITE)
+        if not actor_finite:
+            raise ValueError(ACTOR_NOT_FINITE)
+        return self._metrics(scalars, td_errors)
+
+    def _update_graph(self, obs: torch.Tensor, next_obs: torch.Tensor, actions: torch.Tensor,
+                      rewards: torch.Tensor, not_done: torch.Tensor, weights: torch.Tensor,
+                      demo_mask: torch.Tensor | None, learning_rates: torch.Tensor,
+                      critic_adam: AdamTensors, actor_adam: AdamTensors,
+                      alpha_adam: AdamTensors) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The gradient step of :meth:`update` with its checks inside: a step whose loss is not
+        finite changes nothing, as the eager step that raises before it. Returns the metrics,
+        the TD errors and whether the critic and the actor losses were finite."""
+        alpha = self.log_alpha.detach().exp()
+        critic_loss, td, q, features = self._critic_loss(obs, next_obs, actions, rewards,
+                                                         not_done, weights, alpha)
+        critic_finite = torch.isfinite(critic_loss)
+        adam_step_(critic_adam, torch.autograd.grad(critic_loss, critic_adam.params),
+                   learning_rates[0], critic_finite)
+        features = features.detach()
+        actor_loss, alpha_loss, log_prob, q_new = self._actor_losses(features, alpha)
+        bc_loss = self._cloning_loss(demo_mask, features, actions, q_new)
+        actor_loss = actor_loss + bc_loss
+        actor_finite = critic_finite & torch.isfinite(actor_loss) & torch.isfinite(alpha_loss)
+        if self.config.autotune_alpha:
+            *actor_grads, alpha_grad = torch.autograd.grad(
+                actor_loss + alpha_loss, [*actor_adam.params, self.log_alpha])
+            adam_step_(alpha_adam, [alpha_grad], learning_rates[2], actor_finite)
+        else:
+            actor_grads = list(torch.autograd.grad(actor_loss, actor_adam.params))
+        adam_step_(actor_adam, actor_grads, learning_rates[1], actor_finite)
+        with torch.no_grad():
+            for target, online in zip(self._target_parameters, self._critic_parameters):
+                target.copy_(torch.where(actor_finite, target.lerp(online, self.config.tau),
+                                         target))
+            scalars = torch.stack([critic_loss, actor_loss, alpha_loss, alpha, q[0].mean(),
+                                   -log_prob.mean(), bc_loss])
+        return scalars, td.detach().abs().mean(dim=0), torch.stack([critic_finite, actor_finite])
+
+    def _metrics(self, scalars: torch.Tensor, td_errors: torch.Tensor) -> dict[str, float]:
+        """Count a finished gradient step; its metrics and TD errors back to the host."""
+        self.last_td_errors = td_errors.cpu().numpy()
         self.update_step += 1
-        return dict(zip(METRIC_NAMES, scalars))
+        return dict(zip(METRIC_NAMES, scalars.detach().cpu().tolist()))
 
     def _critic_loss(self, obs: torch.Tensor, next_obs: torch.Tensor, actions: torch.Tensor,
                      rewards: torch.Tensor, not_done: torch.Tensor, weights: torch.Tensor,
@@ -236,28 +300,37 @@ class SAC:
         minimum (twin critics) or their mean (an ensemble)."""
         return q.mean(dim=0) if self.config.critics > 2 else q.min(dim=0).values
 
-    def _cloning_loss(self, indices: np.ndarray, features: torch.Tensor, actions: torch.Tensor,
-                      q_new: torch.Tensor) -> torch.Tensor:
-        """Behaviour cloning of the policy's deterministic action on the batch's demonstration
-        rows, with a Q filter (zero when ``demo_bc_weight`` is 0 or no row is a demonstration).
+    def _demo_mask(self, indices: np.ndarray, always: bool = False) -> torch.Tensor | None:
+        """Which rows of a batch are demonstrations, as 1.0 and 0.0, where behaviour cloning
+        needs it: None without cloning (``demo_bc_weight`` 0) and, unless ``always`` (a
+        compiled graph keeps its inputs), for a batch without demonstrations."""
+        if not self.config.demo_bc_weight:
+            return None
+        demo_rows = indices == DEMO_SLOT
+        if not (always or demo_rows.any()):
+            return None
+        return torch.as_tensor(demo_rows, dtype=torch.float32, device=self.device)
 
+    def _cloning_loss(self, demo_mask: torch.Tensor | None, features: torch.Tensor,
+                      actions: torch.Tensor, q_new: torch.Tensor) -> torch.Tensor:
+        """Behaviour cloning of the policy's deterministic action on the batch's demonstration
+        rows, with a Q filter (zero without a ``demo_mask`` or a demonstration row).
+
+        :param demo_mask: 1.0 on the demonstration rows, 0.0 elsewhere (:meth:`_demo_mask`).
         :param features: the batch's observations as the actor takes them (detached).
         :param q_new: the value of the policy's sampled action per row.
         """
-        demo_rows = (np.flatnonzero(indices == DEMO_SLOT) if self.config.demo_bc_weight
-                     else ())  # without cloning, no search of the batch on every update
-        if not len(demo_rows):
+        if demo_mask is None:
             return torch.zeros((), device=self.device)
-        rows = torch.as_tensor(demo_rows, device=self.device)
-        demo_actions, demo_features = actions[rows], features[rows]
         with torch.no_grad():
             # Clone only where the critics value the demonstrated action above the policy's.
-            better = (self._value(self._critic_heads(demo_features, demo_actions))
-                      > q_new[rows]).float()
+            better = (self._value(self._critic_heads(features, actions)) > q_new).float()
             scale = q_new.abs().mean()
-        policy_actions, _ = self._actor_head(demo_features, deterministic=True)
-        distance = (policy_actions - demo_actions).pow(2).mean(dim=1)
-        return self.config.demo_bc_weight * scale * (better * distance).mean()
+        policy_actions, _ = self._actor_head(features, deterministic=True)
+        distance = (policy_actions - actions).pow(2).mean(dim=1)
+        # The mean over the demonstration rows (none: zero).
+        row_weights = demo_mask / demo_mask.sum().clamp(min=1.0)
+        return self.config.demo_bc_weight * scale * (row_weights * better * distance).sum()
 
     def modules(self) -> dict[str, nn.Module]:
         """Networks whose parameters make up the learner's state."""
