@@ -152,8 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     compiled = ["compiled"] if args.compile else []
     print("| size | ours updates/s |" + "".join(" ours compiled updates/s |" for _ in compiled)
           + " SB3 updates/s | ours / SB3 |" + "".join(" compiled / SB3 |" for _ in compiled)
-          + " limit updates/s | ours / limit |")
-    print("|---|" + "---:|" * (5 + 2 * len(compiled)))
+          + " limit updates/s | ours / limit |" + "".join(" compiled / limit |" for _ in compiled))
+    print("|---|" + "---:|" * (5 + 3 * len(compiled)))
     for name in args.size or sorted(SIZES):
         size = SIZES[name]
         learners = {"ours": ours(size), "sb3": stable_baselines3(size)}
@@ -177,7 +177,8 @@ def main(argv: list[str] | None = None) -> int:
               + "".join(f"{median[key]:,.0f} | " for key in compiled)
               + f"{median['sb3']:,.0f} | {median['ours'] / median['sb3']:.2f}x | "
               + "".join(f"{median[key] / median['sb3']:.2f}x | " for key in compiled)
-              + f"{limit:,.0f} | {median['ours'] / limit:.2f} |", flush=True)
+              + f"{limit:,.0f} | {median['ours'] / limit:.2f} |"
+              + "".join(f" {median[key] / limit:.2f} |" for key in compiled), flush=True)
     return 0
 
 
