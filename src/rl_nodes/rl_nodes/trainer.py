@@ -116,7 +116,7 @@ class TrainerNode(RLNode):
         if warning:
             self.get_logger().warn(warning)
         compiling = ("; compile_update: the first gradient step compiles the update "
-                     "(torch.compile, about 20-40 s; acting waits for it)"
+                     "(torch.compile, about 15-40 s; acting waits for it)"
                      if self.sac_config.compile_update else "")
         self.get_logger().info(
             f"update mode: {self.update_mode} ({where}) on {describe(self.device)}; the replay "

@@ -18,8 +18,8 @@ import torch
 
 @dataclass(frozen=True)
 class AdamTensors:
-    """One parameter group of an Adam optimizer as lists of tensors: what a step reads and
-    writes. Built afresh for each step, so that a loaded ``state_dict`` is what steps."""
+    """An Adam optimizer as lists of tensors: what one step reads and writes. Built afresh
+    for each step, so that a loaded ``state_dict`` is what steps."""
 
     params: list[torch.Tensor]
     exp_avgs: list[torch.Tensor]
@@ -29,31 +29,30 @@ class AdamTensors:
     eps: float
 
 
-def adam_tensors(optimizer: torch.optim.Adam) -> list[AdamTensors]:
-    """The tensors of each parameter group of ``optimizer``, creating the state that
+def adam_tensors(optimizer: torch.optim.Adam) -> AdamTensors:
+    """The tensors of ``optimizer`` (one parameter group), creating the state that
     ``torch.optim.Adam`` creates at its first step where there is none yet.
 
-    :raises ValueError: for options the tensor step does not implement (weight decay, AMSGrad,
-        maximisation), rather than stepping differently from ``torch.optim.Adam``.
+    :raises ValueError: for several parameter groups or for options the tensor step does not
+        implement (weight decay, AMSGrad, maximisation), rather than stepping differently from
+        ``torch.optim.Adam``.
     """
-    groups = []
-    for group in optimizer.param_groups:
-        if group["weight_decay"] or group["amsgrad"] or group["maximize"]:
-            raise ValueError("the compiled Adam step implements plain Adam only (no weight "
-                             "decay, AMSGrad or maximize)")
-        states = []
-        for param in group["params"]:
-            state = optimizer.state[param]
-            if not state:
-                state["step"] = torch.zeros((), dtype=torch.float32, device=param.device)
-                state["exp_avg"] = torch.zeros_like(param, memory_format=torch.preserve_format)
-                state["exp_avg_sq"] = torch.zeros_like(param,
-                                                       memory_format=torch.preserve_format)
-            states.append(state)
-        groups.append(AdamTensors(list(group["params"]), [s["exp_avg"] for s in states],
-                                  [s["exp_avg_sq"] for s in states], [s["step"] for s in states],
-                                  tuple(group["betas"]), float(group["eps"])))
-    return groups
+    (group,) = optimizer.param_groups
+    if group["weight_decay"] or group["amsgrad"] or group["maximize"]:
+        raise ValueError("the compiled Adam step implements plain Adam only (no weight decay, "
+                         "AMSGrad or maximize)")
+    states = []
+    for param in group["params"]:
+        state = optimizer.state[param]
+        if not state:
+            state["step"] = torch.zeros((), dtype=torch.float32, device=param.device)
+            state["exp_avg"] = torch.zeros_like(param, memory_format=torch.preserve_format)
+            state["exp_avg_sq"] = torch.zeros_like(param, memory_format=torch.preserve_format)
+        states.append(state)
+    return AdamTensors(list(group["params"]), [state["exp_avg"] for state in states],
+                       [state["exp_avg_sq"] for state in states],
+                       [state["step"] for state in states], tuple(group["betas"]),
+                       float(group["eps"]))
 
 
 @torch.no_grad()

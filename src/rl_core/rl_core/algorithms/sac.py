@@ -208,15 +208,12 @@ class SAC:
 
     def _update_compiled(self, *tensors: torch.Tensor | None) -> dict[str, float]:
         """:meth:`update` as one compiled graph, its checks read back after it ran."""
-        learning_rates = torch.tensor(
-            [optimizer.param_groups[0]["lr"] for optimizer in
-             (self.critic_optimizer, self.actor_optimizer, self.alpha_optimizer)],
-            device=self.device)
+        optimizers = (self.critic_optimizer, self.actor_optimizer, self.alpha_optimizer)
+        learning_rates = torch.tensor([optimizer.param_groups[0]["lr"] for optimizer in optimizers],
+                                      device=self.device)
         assert self._compiled_update is not None
         scalars, td_errors, finite = self._compiled_update(
-            *tensors, learning_rates, *(adam_tensors(optimizer)[0] for optimizer in
-                                        (self.critic_optimizer, self.actor_optimizer,
-                                         self.alpha_optimizer)))
+            *tensors, learning_rates, *(adam_tensors(optimizer) for optimizer in optimizers))
         critic_finite, actor_finite = finite.tolist()
         if not critic_finite:
             raise ValueError(CRITIC_NOT_FINITE)
