@@ -20,8 +20,9 @@ Usage::
     .venv/bin/python benchmarks/update_speed.py --size kuka --repeats 7 --threads 2
     .venv/bin/python benchmarks/update_speed.py --compile    # and ours with compile_update
 
-With ``--compile`` a third learner, ours with ``compile_update`` (torch.compile of the losses),
-joins the repeats; the seconds its first update took to compile are printed per size.
+With ``--compile`` a third learner, ours with ``compile_update`` (the gradient step as one
+compiled graph), joins the repeats; the seconds its first update took to compile are printed per
+size.
 
 A benchmark, not a test: it prints figures.
 """
