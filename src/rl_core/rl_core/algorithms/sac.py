@@ -201,10 +201,9 @@ class SAC:
         with torch.no_grad():
             torch._foreach_lerp_(self._target_parameters, self._critic_parameters,
                                  self.config.tau)
-            td_errors = td.abs().mean(dim=0)
-            scalars = torch.stack([critic_loss, actor_loss, alpha_loss, alpha, q[0].mean(),
-                                   -log_prob.mean(), bc_loss.detach()])
-        return self._metrics(scalars, td_errors)
+            scalars = _metric_tensor(critic_loss, actor_loss, alpha_loss, alpha, q, log_prob,
+                                     bc_loss)
+        return self._metrics(scalars, td.detach().abs().mean(dim=0))
 
     def _update_compiled(self, *tensors: torch.Tensor | None) -> dict[str, float]:
         """:meth:`update` as one compiled graph, its checks read back after it ran."""
@@ -226,9 +225,10 @@ class SAC:
                       demo_mask: torch.Tensor | None, learning_rates: torch.Tensor,
                       critic_adam: AdamTensors, actor_adam: AdamTensors,
                       alpha_adam: AdamTensors) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The gradient step of :meth:`update` with its checks inside: a step whose loss is not
-        finite changes nothing, as the eager step that raises before it. Returns the metrics,
-        the TD errors and whether the critic and the actor losses were finite."""
+        """The gradient step of :meth:`update` with its checks inside: where a loss is not
+        finite, the step changes only what the eager step changes before it raises (nothing
+        for the critic loss, the critics for the actor's). Returns the metrics, the TD errors
+        and whether the critic and the actor losses were finite."""
         alpha = self.log_alpha.detach().exp()
         critic_loss, td, q, features = self._critic_loss(obs, next_obs, actions, rewards,
                                                          not_done, weights, alpha)
@@ -251,15 +251,15 @@ class SAC:
             for target, online in zip(self._target_parameters, self._critic_parameters):
                 target.copy_(torch.where(actor_finite, target.lerp(online, self.config.tau),
                                          target))
-            scalars = torch.stack([critic_loss, actor_loss, alpha_loss, alpha, q[0].mean(),
-                                   -log_prob.mean(), bc_loss])
+            scalars = _metric_tensor(critic_loss, actor_loss, alpha_loss, alpha, q, log_prob,
+                                     bc_loss)
         return scalars, td.detach().abs().mean(dim=0), torch.stack([critic_finite, actor_finite])
 
     def _metrics(self, scalars: torch.Tensor, td_errors: torch.Tensor) -> dict[str, float]:
         """Count a finished gradient step; its metrics and TD errors back to the host."""
         self.last_td_errors = td_errors.cpu().numpy()
         self.update_step += 1
-        return dict(zip(METRIC_NAMES, scalars.detach().cpu().tolist()))
+        return dict(zip(METRIC_NAMES, scalars.cpu().tolist()))
 
     def _critic_loss(self, obs: torch.Tensor, next_obs: torch.Tensor, actions: torch.Tensor,
                      rewards: torch.Tensor, not_done: torch.Tensor, weights: torch.Tensor,
@@ -337,6 +337,15 @@ class SAC:
         """Optimizers whose state makes up the learner's state."""
         return {"actor_optimizer": self.actor_optimizer, "critic_optimizer": self.critic_optimizer,
                 "alpha_optimizer": self.alpha_optimizer}
+
+
+def _metric_tensor(critic_loss: torch.Tensor, actor_loss: torch.Tensor,
+                   alpha_loss: torch.Tensor, alpha: torch.Tensor, q: torch.Tensor,
+                   log_prob: torch.Tensor, bc_loss: torch.Tensor) -> torch.Tensor:
+    """A gradient step's metrics in the order of :data:`METRIC_NAMES`, as one tensor (one
+    transfer to the host)."""
+    return torch.stack([critic_loss, actor_loss, alpha_loss, alpha, q[0].mean(),
+                        -log_prob.mean(), bc_loss]).detach()
 
 
 def _adam(parameters: Iterable[torch.Tensor], lr: float) -> torch.optim.Adam:
