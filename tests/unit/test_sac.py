@@ -300,15 +300,13 @@ def learner_state(sac: SAC) -> torch.Tensor:
     return torch.cat([*tensors, sac.log_alpha.detach().flatten()])
 
 
-def test_a_compiled_update_computes_what_the_eager_one_does(monkeypatch, tmp_path) -> None:
+def test_a_compiled_update_computes_what_the_eager_one_does(tmp_path) -> None:
     """``compile_update``: the same seed gives the same updates, ensemble, temperature and
-    cloning included, when the compiled graph draws its noise from torch's generator as the
-    eager code does (inductor's ``fallback_random``; by default it draws its own); its
-    optimizer state is a checkpoint's, new learning rates reach it, and a step whose loss is
-    not finite changes what the eager step changes before it raises."""
-    import torch._inductor.config as inductor
+    cloning included (the step's random numbers are drawn before the graph, from torch's
+    generator, as the eager step draws them); its optimizer state is a checkpoint's, new
+    learning rates reach it, and a step whose loss is not finite changes what the eager step
+    changes before it raises."""
     from torch._dynamo.utils import counters
-    monkeypatch.setattr(inductor, "fallback_random", True)
     counters.clear()
     batch, other = (demonstration_batch(np.array([0.6, -0.4], dtype=np.float32)),
                     fixed_batch(seed=1))

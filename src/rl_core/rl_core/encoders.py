@@ -111,9 +111,10 @@ class EncodedActor(nn.Module):
         self.hidden_sizes = head.hidden_sizes
 
     def forward(self, images: torch.Tensor, deterministic: bool = False,
-                with_log_prob: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+                with_log_prob: bool = True, noise: torch.Tensor | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """``(action, log_prob)`` for folded images, as :class:`SquashedGaussianActor`."""
-        return self.head(self.encoder(images), deterministic, with_log_prob)
+        return self.head(self.encoder(images), deterministic, with_log_prob, noise)
 
     @torch.no_grad()
     def act(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:

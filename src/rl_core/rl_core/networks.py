@@ -42,16 +42,22 @@ class SquashedGaussianActor(nn.Module):
         self.log_std = nn.Linear(self.hidden_sizes[-1], action_dim)
 
     def forward(
-        self, obs: torch.Tensor, deterministic: bool = False, with_log_prob: bool = True
+        self, obs: torch.Tensor, deterministic: bool = False, with_log_prob: bool = True,
+        noise: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Return ``(action, log_prob)``; ``log_prob`` is None when not requested."""
+        """Return ``(action, log_prob)``; ``log_prob`` is None when not requested.
+
+        :param noise: the standard normal draw of the sampled action, ``(N, action_dim)``;
+            drawn here when None. A compiled update passes it in: the generator of inductor's
+            C++ code draws one number at a time, several times slower than torch's.
+        """
         features = torch.relu(self.body(obs))
         mean = self.mean(features)
         if deterministic:
             return torch.tanh(mean), None
         log_std = self.log_std(features).clamp(LOG_STD_MIN, LOG_STD_MAX)
         std = log_std.exp()
-        pre_tanh = mean + std * torch.randn_like(mean)
+        pre_tanh = mean + std * (torch.randn_like(mean) if noise is None else noise)
         action = torch.tanh(pre_tanh)
         if not with_log_prob:
             return action, None

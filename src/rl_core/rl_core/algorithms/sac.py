@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterable, Sequence
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -55,6 +56,20 @@ ACTOR_NOT_FINITE = ("actor or temperature loss is not finite; neither was update
 #: Keys of the metrics :meth:`SAC.update` returns, in order.
 METRIC_NAMES = ("critic_loss", "actor_loss", "alpha_loss", "alpha", "q_mean", "entropy",
                 "bc_loss")
+
+
+class Draws(NamedTuple):
+    """The random numbers of one gradient step, drawn before it from torch's generator
+    (:meth:`SAC._draws`): the compiled step then draws none of its own, so it follows the
+    eager step's random stream, and inductor's C++ generator (one number at a time, several
+    times slower than torch's) is not used."""
+
+    #: The policy's standard normal draw for the next observations, ``(batch, action_dim)``.
+    next_noise: torch.Tensor
+    #: The two critics whose minimum is the target (``critics`` > 2, REDQ/RLPD), else None.
+    pair: torch.Tensor | None
+    #: The policy's draw for the batch's observations (the actor's loss).
+    noise: torch.Tensor
 
 
 class SAC:
@@ -172,12 +187,14 @@ class SAC:
         actions, rewards, terminated, weights = (
             torch.as_tensor(array, dtype=torch.float32, device=self.device)
             for array in (batch.actions, batch.rewards, batch.terminated, batch.weights))
+        draws = self._draws(actions.shape)
         if self._compiled_update is not None:
             return self._update_compiled(obs, next_obs, actions, rewards, 1.0 - terminated,
-                                         weights, self._demo_mask(batch.indices, always=True))
+                                         weights, self._demo_mask(batch.indices, always=True),
+                                         draws)
         alpha = self.log_alpha.detach().exp()
         critic_loss, td, q, features = self._critic_loss(obs, next_obs, actions, rewards,
-                                                         1.0 - terminated, weights, alpha)
+                                                         1.0 - terminated, weights, alpha, draws)
         if not torch.isfinite(critic_loss):
             raise ValueError(CRITIC_NOT_FINITE)
         _step(self.critic_optimizer, self._critic_parameters, critic_loss)
@@ -186,7 +203,8 @@ class SAC:
         # actor's parameters only (no critic gradients computed, none to clear), and the
         # encoder (identity for flat observations) learns from the critic loss only.
         features = features.detach()
-        actor_loss, alpha_loss, log_prob, q_new = self._actor_losses(features, alpha)
+        actor_loss, alpha_loss, log_prob, q_new = self._actor_losses(features, alpha,
+                                                                     draws.noise)
         bc_loss = self._cloning_loss(self._demo_mask(batch.indices), features, actions, q_new)
         actor_loss = actor_loss + bc_loss
         # One check (one host synchronisation on a GPU) for both losses, before either steps.
@@ -205,14 +223,21 @@ class SAC:
                                      bc_loss)
         return self._metrics(scalars, td.detach().abs().mean(dim=0))
 
-    def _update_compiled(self, *tensors: torch.Tensor | None) -> dict[str, float]:
+    def _draws(self, action_shape: torch.Size) -> Draws:
+        """The step's random numbers, in the order the step uses them."""
+        next_noise = torch.randn(action_shape, device=self.device)
+        pair = (torch.randperm(self.config.critics, device=self.device)[:2]
+                if self.config.critics > 2 else None)
+        return Draws(next_noise, pair, torch.randn(action_shape, device=self.device))
+
+    def _update_compiled(self, *inputs: torch.Tensor | Draws | None) -> dict[str, float]:
         """:meth:`update` as one compiled graph, its checks read back after it ran."""
         optimizers = (self.critic_optimizer, self.actor_optimizer, self.alpha_optimizer)
         learning_rates = torch.tensor([optimizer.param_groups[0]["lr"] for optimizer in optimizers],
                                       device=self.device)
         assert self._compiled_update is not None
         scalars, td_errors, finite = self._compiled_update(
-            *tensors, learning_rates, *(adam_tensors(optimizer) for optimizer in optimizers))
+            *inputs, learning_rates, *(adam_tensors(optimizer) for optimizer in optimizers))
         critic_finite, actor_finite = finite.tolist()
         if not critic_finite:
             raise ValueError(CRITIC_NOT_FINITE)
@@ -222,7 +247,8 @@ class SAC:
 
     def _update_graph(self, obs: torch.Tensor, next_obs: torch.Tensor, actions: torch.Tensor,
                       rewards: torch.Tensor, not_done: torch.Tensor, weights: torch.Tensor,
-                      demo_mask: torch.Tensor | None, learning_rates: torch.Tensor,
+                      demo_mask: torch.Tensor | None, draws: Draws,
+                      learning_rates: torch.Tensor,
                       critic_adam: AdamTensors, actor_adam: AdamTensors,
                       alpha_adam: AdamTensors) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The gradient step of :meth:`update` with its checks inside: where a loss is not
@@ -231,12 +257,13 @@ class SAC:
         and whether the critic and the actor losses were finite."""
         alpha = self.log_alpha.detach().exp()
         critic_loss, td, q, features = self._critic_loss(obs, next_obs, actions, rewards,
-                                                         not_done, weights, alpha)
+                                                         not_done, weights, alpha, draws)
         critic_finite = torch.isfinite(critic_loss)
         adam_step_(critic_adam, torch.autograd.grad(critic_loss, critic_adam.params),
                    learning_rates[0], critic_finite)
         features = features.detach()
-        actor_loss, alpha_loss, log_prob, q_new = self._actor_losses(features, alpha)
+        actor_loss, alpha_loss, log_prob, q_new = self._actor_losses(features, alpha,
+                                                                     draws.noise)
         bc_loss = self._cloning_loss(demo_mask, features, actions, q_new)
         actor_loss = actor_loss + bc_loss
         actor_finite = critic_finite & torch.isfinite(actor_loss) & torch.isfinite(alpha_loss)
@@ -263,15 +290,15 @@ class SAC:
 
     def _critic_loss(self, obs: torch.Tensor, next_obs: torch.Tensor, actions: torch.Tensor,
                      rewards: torch.Tensor, not_done: torch.Tensor, weights: torch.Tensor,
-                     alpha: torch.Tensor
+                     alpha: torch.Tensor, draws: Draws
                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """The critics' loss on a batch: ``(loss, TD errors (members, batch), Q (members,
         batch), the observations' features)``; compiled with ``compile_update``."""
         with torch.no_grad():
-            next_actions, next_log_prob = self.actor(next_obs)
+            next_actions, next_log_prob = self.actor(next_obs, noise=draws.next_noise)
             next_q = self.critic_target(next_obs, next_actions)
             if self.config.critics > 2:  # REDQ/RLPD: the minimum of a random pair
-                next_q = next_q[torch.randperm(self.config.critics, device=self.device)[:2]]
+                next_q = next_q[draws.pair]
             soft_value = next_q.min(dim=0).values - alpha * next_log_prob
             q_target = rewards + self.config.gamma * not_done * soft_value
         features = self._encode(obs)
@@ -280,12 +307,14 @@ class SAC:
         # Each member's weighted mean squared TD error, halved and summed over the members.
         return 0.5 * (weights * td.pow(2)).mean(dim=1).sum(), td, q, features
 
-    def _actor_losses(self, features: torch.Tensor, alpha: torch.Tensor
+    def _actor_losses(self, features: torch.Tensor, alpha: torch.Tensor,
+                      noise: torch.Tensor
                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """The actor's loss (without cloning) and the temperature's on a batch's detached
         features: ``(actor loss, temperature loss, log-probabilities, the value of the
-        policy's actions)``; compiled with ``compile_update``."""
-        new_actions, log_prob = self._actor_head(features)
+        policy's actions)``; compiled with ``compile_update``. ``noise``: the policy's draw
+        (:class:`Draws`)."""
+        new_actions, log_prob = self._actor_head(features, noise=noise)
         q_new = self._value(self._critic_heads(features, new_actions))
         alpha_loss = torch.zeros((), device=self.device)
         if self.config.autotune_alpha:
