@@ -19,10 +19,14 @@ Usage::
     .venv/bin/python benchmarks/update_speed.py                     # both sizes, 1 thread
     .venv/bin/python benchmarks/update_speed.py --size kuka --repeats 7 --threads 2
     .venv/bin/python benchmarks/update_speed.py --compile    # and ours with compile_update
+    .venv/bin/python benchmarks/update_speed.py --compile --bfloat16   # and mixed precision
 
 With ``--compile`` a third learner, ours with ``compile_update`` (the gradient step as one
 compiled graph), joins the repeats; the seconds its first update took to compile are printed per
-size.
+size. ``--bfloat16`` adds ours with ``update_precision: bfloat16`` (eager, and compiled with
+``--compile``), and a second limit: the update's FLOPs at this core's bfloat16 rate for 256x256
+matrices (the ``bfloat16 limit`` column; the ``/ limit`` ratios of the mixed-precision learners
+are against it).
 
 A benchmark, not a test: it prints figures.
 """
@@ -75,9 +79,9 @@ def update_flops(size: Size) -> float:
     return 4 * actor + 6 * critics
 
 
-def square_matmul_rate(n: int, seconds: float) -> float:
+def square_matmul_rate(n: int, seconds: float, dtype: torch.dtype = torch.float32) -> float:
     """FLOP/s of this core on n x n matrix products."""
-    a, b = torch.randn(n, n), torch.randn(n, n)
+    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
     calls, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
         torch.mm(a, b)
@@ -85,7 +89,8 @@ def square_matmul_rate(n: int, seconds: float) -> float:
     return calls * 2.0 * n ** 3 / (time.perf_counter() - start)
 
 
-def ours(size: Size, compile_update: bool = False) -> Callable[[], None]:
+def ours(size: Size, compile_update: bool = False,
+         update_precision: str = "float32") -> Callable[[], None]:
     from rl_core.algorithms.sac import SAC
     from rl_core.config import SACConfig
     from rl_core.replay import ReplayBuffer
@@ -96,8 +101,9 @@ def ours(size: Size, compile_update: bool = False) -> Callable[[], None]:
                rng.standard_normal(BUFFER_ROWS, dtype=np.float32),
                rng.standard_normal((BUFFER_ROWS, size.obs_dim), dtype=np.float32),
                rng.random(BUFFER_ROWS) < 0.01)
-    sac = SAC(size.obs_dim, size.action_dim, SACConfig(hidden_sizes=size.hidden,
-                                                       compile_update=compile_update))
+    sac = SAC(size.obs_dim, size.action_dim,
+              SACConfig(hidden_sizes=size.hidden, compile_update=compile_update,
+                        update_precision=update_precision))
     return lambda: sac.update(buffer.sample(size.batch))
 
 
@@ -144,42 +150,60 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     parser.add_argument("--compile", action="store_true",
                         help="also measure ours with compile_update (torch.compile)")
+    parser.add_argument("--bfloat16", action="store_true",
+                        help="also measure ours with update_precision: bfloat16")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore")
     print(f"torch {torch.__version__}, {args.threads} thread(s), {os.cpu_count()} CPUs, "
-          f"{args.repeats} repeats of {args.seconds:.0f} s; "
-          f"256x256 matmul: {square_matmul_rate(256, 1.0) / 1e9:.1f} GFLOP/s")
-    compiled = ["compiled"] if args.compile else []
-    print("| size | ours updates/s |" + "".join(" ours compiled updates/s |" for _ in compiled)
-          + " SB3 updates/s | ours / SB3 |" + "".join(" compiled / SB3 |" for _ in compiled)
-          + " limit updates/s | ours / limit |" + "".join(" compiled / limit |" for _ in compiled))
-    print("|---|" + "---:|" * (5 + 3 * len(compiled)))
+          f"{args.repeats} repeats of {args.seconds:.0f} s; 256x256 matmul: "
+          f"{square_matmul_rate(256, 1.0) / 1e9:.1f} GFLOP/s"
+          + (f", in bfloat16 {square_matmul_rate(256, 1.0, torch.bfloat16) / 1e9:.1f} GFLOP/s"
+             if args.bfloat16 else ""))
+    # Ours in each variant: (compile_update, update_precision).
+    variants = {"ours": (False, "float32")}
+    if args.compile:
+        variants["compiled"] = (True, "float32")
+    if args.bfloat16:
+        variants["ours bf16"] = (False, "bfloat16")
+        if args.compile:
+            variants["compiled bf16"] = (True, "bfloat16")
+    dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+    precisions = sorted({precision for _, precision in variants.values()}, reverse=True)
+    print("| size |" + "".join(f" {key} updates/s |" for key in variants) + " SB3 updates/s |"
+          + "".join(f" {key} / SB3 |" for key in variants)
+          + "".join(f" {'' if p == 'float32' else p + ' '}limit updates/s |" for p in precisions)
+          + "".join(f" {key} / limit |" for key in variants))
+    print("|---|" + "---:|" * (3 * len(variants) + 1 + len(precisions)))
     for name in args.size or sorted(SIZES):
         size = SIZES[name]
-        learners = {"ours": ours(size), "sb3": stable_baselines3(size)}
-        if args.compile:
-            learners["compiled"] = ours(size, compile_update=True)
-            start = time.perf_counter()
-            learners["compiled"]()
-            print(f"{name}: the first compiled update took {time.perf_counter() - start:.0f} s",
-                  flush=True)
+        learners = {key: ours(size, *variant) for key, variant in variants.items()}
+        learners["sb3"] = stable_baselines3(size)
+        for key, (compiled, _) in variants.items():
+            if compiled:
+                start = time.perf_counter()
+                learners[key]()
+                print(f"{name}: the first update of {key} took {time.perf_counter() - start:.0f} "
+                      f"s", flush=True)
         rates: dict[str, list[float]] = {key: [] for key in learners}
-        limits = []
+        limits: dict[str, list[float]] = {precision: [] for precision in precisions}
         for repeat in range(args.repeats):
             order = list(learners) if repeat % 2 == 0 else list(reversed(learners))
             for key in order:
                 rates[key].append(rate(learners[key], args.seconds))
-            limits.append(square_matmul_rate(256, 1.0) / update_flops(size))
+            for precision in precisions:
+                limits[precision].append(square_matmul_rate(256, 1.0, dtypes[precision])
+                                         / update_flops(size))
         median = {key: statistics.median(values) for key, values in rates.items()}
-        limit = statistics.median(limits)
+        limit = {precision: statistics.median(values) for precision, values in limits.items()}
         print(f"| {name} ({size.obs_dim}/{size.action_dim}, "
-              f"{'x'.join(map(str, size.hidden))}, batch {size.batch}) | {median['ours']:,.0f} | "
-              + "".join(f"{median[key]:,.0f} | " for key in compiled)
-              + f"{median['sb3']:,.0f} | {median['ours'] / median['sb3']:.2f}x | "
-              + "".join(f"{median[key] / median['sb3']:.2f}x | " for key in compiled)
-              + f"{limit:,.0f} | {median['ours'] / limit:.2f} |"
-              + "".join(f" {median[key] / limit:.2f} |" for key in compiled), flush=True)
+              f"{'x'.join(map(str, size.hidden))}, batch {size.batch}) |"
+              + "".join(f" {median[key]:,.0f} |" for key in variants)
+              + f" {median['sb3']:,.0f} |"
+              + "".join(f" {median[key] / median['sb3']:.2f}x |" for key in variants)
+              + "".join(f" {limit[precision]:,.0f} |" for precision in precisions)
+              + "".join(f" {median[key] / limit[variant[1]]:.2f} |"
+                        for key, variant in variants.items()), flush=True)
     return 0
 
 

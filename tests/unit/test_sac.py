@@ -358,3 +358,80 @@ def test_a_compiled_update_computes_what_the_eager_one_does(tmp_path) -> None:
 def test_compiling_the_update_of_image_observations_is_refused() -> None:
     with pytest.raises(ConfigError, match="compile_update.*state-vector"):
         SAC((2, 16, 16, 3), 1, SACConfig(hidden_sizes=(8,), compile_update=True))
+
+
+def parameters(sac: SAC) -> torch.Tensor:
+    return torch.cat([p.detach().flatten() for module in sac.modules().values()
+                      for p in module.parameters()])
+
+
+def product_dtypes(sac: SAC, batch: Batch) -> set[torch.dtype]:
+    """The dtypes of the matrix products one update of ``sac`` runs."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    products = {torch.ops.aten.mm.default, torch.ops.aten.addmm.default,
+                torch.ops.aten.bmm.default, torch.ops.aten.baddbmm.default}
+    seen: set[torch.dtype] = set()
+
+    class Products(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            if func in products:
+                seen.update(arg.dtype for arg in args if isinstance(arg, torch.Tensor))
+            return func(*args, **(kwargs or {}))
+
+    with Products():
+        sac.update(batch)
+    return seen
+
+
+def test_mixed_precision_multiplies_in_bfloat16_and_keeps_the_rest_in_float32() -> None:
+    """``update_precision: bfloat16``: the hidden layers' products run in bfloat16, the
+    output layers' in float32 (Q values and the policy's mean keep their resolution); the
+    parameters and the optimizer state stay float32, the step is the float32 step within
+    bfloat16's rounding, and a fixed batch is still learnt."""
+    batch = fixed_batch()
+    assert product_dtypes(small_sac(), batch) == {torch.float32}
+    assert product_dtypes(small_sac(update_precision="bfloat16"), batch) == {
+        torch.float32, torch.bfloat16}
+    full, mixed = small_sac(), small_sac(update_precision="bfloat16")
+    metrics = {}
+    for sac in (full, mixed):
+        torch.manual_seed(1)  # the same draws
+        metrics[sac] = sac.update(batch)
+    assert metrics[mixed] == pytest.approx(metrics[full], rel=0.02, abs=1e-3)
+    # An Adam step moves a parameter by about the learning rate (3e-4) whatever its
+    # gradient's size, so where rounding turns a gradient near zero around the two steps
+    # differ by twice that; nowhere more.
+    torch.testing.assert_close(parameters(mixed), parameters(full), rtol=0, atol=6.5e-4)
+    assert {t.dtype for t in mixed.critic.state_dict().values()} == {torch.float32}
+    assert {state["exp_avg"].dtype for state in mixed.critic_optimizer.state.values()} == {
+        torch.float32}
+
+    sac = small_sac(critic_lr=3e-3, update_precision="bfloat16")
+    first = np.mean([sac.update(batch)["critic_loss"] for _ in range(5)])
+    for _ in range(300):
+        sac.update(batch)
+    assert np.mean([sac.update(batch)["critic_loss"] for _ in range(5)]) < 0.5 * first
+
+
+def test_a_compiled_mixed_precision_update_computes_what_the_eager_one_does() -> None:
+    """``compile_update`` with ``update_precision: bfloat16``: one graph, no graph breaks, and
+    the eager mixed-precision step's results within bfloat16's rounding."""
+    from torch._dynamo.utils import counters
+    counters.clear()
+    batch = fixed_batch()
+    eager, compiled = (small_sac(update_precision="bfloat16", compile_update=flag)
+                       for flag in (False, True))
+    for step in range(3):
+        metrics = {}
+        for sac in (eager, compiled):
+            torch.manual_seed(step)  # the same draws
+            metrics[sac] = sac.update(batch)
+        assert metrics[compiled] == pytest.approx(metrics[eager], rel=0.02, abs=1e-3)
+    assert counters["stats"]["unique_graphs"] == 1 and not counters["graph_break"], counters
+    # Three steps, each within twice the learning rate (as above).
+    torch.testing.assert_close(parameters(compiled), parameters(eager), rtol=0, atol=2e-3)
+
+
+def test_an_unknown_update_precision_is_refused() -> None:
+    with pytest.raises(ConfigError, match="update_precision must be one of float32, bfloat16"):
+        SACConfig(update_precision="float16")

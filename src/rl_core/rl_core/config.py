@@ -88,6 +88,7 @@ MAX_EVAL_EPISODES = 100
 
 #: Values of the ``device`` parameter (resolved to a torch device by :mod:`rl_core.device`).
 DEVICES = ("auto", "cpu", "cuda")
+UPDATE_PRECISIONS = ("float32", "bfloat16")
 
 
 def device_param(what: str) -> Any:
@@ -424,6 +425,13 @@ class SACConfig:
                                  "than about 10,000 updates (docs/benchmarks.md, 'A compiled "
                                  "update').",
                                  read_only=True)
+    update_precision: str = param("float32", "Precision of the gradient step's matrix "
+                                  "products: float32, or bfloat16 (mixed precision: "
+                                  "torch.autocast; parameters, optimizer state, the networks' "
+                                  "outputs and the losses stay float32). bfloat16 pays for "
+                                  "large networks on processors with bfloat16 matrix units "
+                                  "(AMX, AVX-512 BF16) or recent GPUs (docs/benchmarks.md, 'A "
+                                  "compiled update').", read_only=True)
     feature_dim: int = feature_dim_param()
     encoder_channels: int = encoder_channels_param()
     image_shift: int = param(4, "Largest random shift in pixels of the DrQ augmentation of image "
@@ -431,6 +439,9 @@ class SACConfig:
 
     def __post_init__(self) -> None:
         _check_ranges(self)
+        if self.update_precision not in UPDATE_PRECISIONS:
+            raise ConfigError(f"SACConfig.update_precision must be one of "
+                              f"{', '.join(UPDATE_PRECISIONS)}, got {self.update_precision!r}")
 
 
 @dataclasses.dataclass

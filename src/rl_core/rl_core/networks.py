@@ -52,10 +52,10 @@ class SquashedGaussianActor(nn.Module):
             C++ code draws one number at a time, several times slower than torch's.
         """
         features = torch.relu(self.body(obs))
-        mean = self.mean(features)
+        mean = float32_head(self.mean, features)
         if deterministic:
             return torch.tanh(mean), None
-        log_std = self.log_std(features).clamp(LOG_STD_MIN, LOG_STD_MAX)
+        log_std = float32_head(self.log_std, features).clamp(LOG_STD_MIN, LOG_STD_MAX)
         std = log_std.exp()
         pre_tanh = mean + std * (torch.randn_like(mean) if noise is None else noise)
         action = torch.tanh(pre_tanh)
@@ -86,6 +86,16 @@ class SquashedGaussianActor(nn.Module):
             "action_dim": self.action_dim,
             "hidden_sizes": list(self.hidden_sizes),
         }
+
+
+def float32_head(layer: nn.Module, inputs: torch.Tensor) -> torch.Tensor:
+    """``layer(inputs)`` in float32 also under mixed precision (``update_precision``): the
+    networks' outputs (Q values, the policy's mean and log std) keep float32's resolution,
+    which bfloat16's 8 bits would round to about 0.4 % (a Q value of 100 to steps of 0.5)."""
+    if not torch.is_autocast_enabled(inputs.device.type):
+        return layer(inputs)
+    with torch.autocast(inputs.device.type, enabled=False):
+        return layer(inputs.float())
 
 
 class EnsembleLinear(nn.Module):
@@ -150,4 +160,4 @@ class EnsembleQ(nn.Module):
             if self.norms is not None:
                 hidden = self.norms[index](hidden)
             hidden = torch.relu(hidden)
-        return self.layers[-1](hidden).squeeze(-1)
+        return float32_head(self.layers[-1], hidden).squeeze(-1)

@@ -119,7 +119,8 @@ class TrainerNode(RLNode):
                      "(torch.compile, about 15-40 s; acting waits for it)"
                      if self.sac_config.compile_update else "")
         self.get_logger().info(
-            f"update mode: {self.update_mode} ({where}) on {describe(self.device)}; the replay "
+            f"update mode: {self.update_mode} ({where}) on {describe(self.device)}, products in "
+            f"{self.sac_config.update_precision}; the replay "
             f"buffer's rate limiter grants the batches and says when the run is done"
             f"{f' (at {self.budget} transitions, this trainer asks)' if self.budget else ''}; "
             f"output in {self.run.output_dir}{compiling}")

@@ -187,14 +187,25 @@ class SAC:
         actions, rewards, terminated, weights = (
             torch.as_tensor(array, dtype=torch.float32, device=self.device)
             for array in (batch.actions, batch.rewards, batch.terminated, batch.weights))
-        draws = self._draws(actions.shape)
-        if self._compiled_update is not None:
-            return self._update_compiled(obs, next_obs, actions, rewards, 1.0 - terminated,
-                                         weights, self._demo_mask(batch.indices, always=True),
-                                         draws)
+        inputs = (obs, next_obs, actions, rewards, 1.0 - terminated, weights,
+                  self._demo_mask(batch.indices, always=self._compiled_update is not None),
+                  self._draws(actions.shape))
+        # Mixed precision (update_precision): the products in bfloat16, the rest in float32.
+        # No cache of the parameters' bfloat16 copies: the critics step between their loss and
+        # the actor's, so a cached copy would be stale.
+        with torch.autocast(self.device.type, torch.bfloat16, cache_enabled=False,
+                            enabled=self.config.update_precision == "bfloat16"):
+            if self._compiled_update is not None:
+                return self._update_compiled(*inputs)
+            return self._update_eager(*inputs)
+
+    def _update_eager(self, obs: torch.Tensor, next_obs: torch.Tensor, actions: torch.Tensor,
+                      rewards: torch.Tensor, not_done: torch.Tensor, weights: torch.Tensor,
+                      demo_mask: torch.Tensor | None, draws: Draws) -> dict[str, float]:
+        """:meth:`update` step by step, its checks on the host."""
         alpha = self.log_alpha.detach().exp()
         critic_loss, td, q, features = self._critic_loss(obs, next_obs, actions, rewards,
-                                                         1.0 - terminated, weights, alpha, draws)
+                                                         not_done, weights, alpha, draws)
         if not torch.isfinite(critic_loss):
             raise ValueError(CRITIC_NOT_FINITE)
         _step(self.critic_optimizer, self._critic_parameters, critic_loss)
@@ -205,7 +216,7 @@ class SAC:
         features = features.detach()
         actor_loss, alpha_loss, log_prob, q_new = self._actor_losses(features, alpha,
                                                                      draws.noise)
-        bc_loss = self._cloning_loss(self._demo_mask(batch.indices), features, actions, q_new)
+        bc_loss = self._cloning_loss(demo_mask, features, actions, q_new)
         actor_loss = actor_loss + bc_loss
         # One check (one host synchronisation on a GPU) for both losses, before either steps.
         if not bool(torch.isfinite(torch.stack([actor_loss.detach(), alpha_loss.detach()])).all()):
