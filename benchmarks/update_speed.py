@@ -125,8 +125,8 @@ def stable_baselines3(size: Size) -> Callable[[], None]:
                                 rng.uniform(-1, 1, (1, size.action_dim)).astype(np.float32),
                                 rng.standard_normal(1).astype(np.float32),
                                 rng.random(1) < 0.01, [{}])
-    from stable_baselines3.common.logger import configure
-    model.set_logger(configure(folder=None, format_strings=[]))
+    from stable_baselines3.common.logger import Logger
+    model.set_logger(Logger(folder=None, output_formats=[]))  # no output, no folder in /tmp
     return lambda: model.train(gradient_steps=1, batch_size=size.batch)
 
 

@@ -421,7 +421,7 @@ class SACConfig:
                                  "torch.compile (needs a C++ compiler; state-vector "
                                  "observations): the first update compiles, about 15-40 s, "
                                  "then small networks (64x64) update about 3x faster and "
-                                 "large ones (256x256) about 1.3x; it pays for runs of more "
+                                 "large ones (256x256) about 1.4x; it pays for runs of more "
                                  "than about 10,000 updates (docs/benchmarks.md, 'A compiled "
                                  "update').",
                                  read_only=True)
