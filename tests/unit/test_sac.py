@@ -406,6 +406,16 @@ def test_mixed_precision_multiplies_in_bfloat16_and_keeps_the_rest_in_float32() 
     assert {state["exp_avg"].dtype for state in mixed.critic_optimizer.state.values()} == {
         torch.float32}
 
+    # The actor's loss sees the critics after their step: with a large critic step, bfloat16
+    # copies of the critics cached from before it (autocast's cache) would give about -1.5
+    # here instead of float32's -3.2.
+    full, mixed = (small_sac(critic_lr=0.1, update_precision=precision)
+                   for precision in ("float32", "bfloat16"))
+    for sac in (full, mixed):
+        torch.manual_seed(1)
+        metrics[sac] = sac.update(batch)
+    assert metrics[mixed]["actor_loss"] == pytest.approx(metrics[full]["actor_loss"], rel=0.02)
+
     sac = small_sac(critic_lr=3e-3, update_precision="bfloat16")
     first = np.mean([sac.update(batch)["critic_loss"] for _ in range(5)])
     for _ in range(300):
