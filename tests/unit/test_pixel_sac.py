@@ -124,3 +124,15 @@ def test_checkpoint_and_weight_bytes_round_trip(tmp_path) -> None:
     with pytest.raises(ValueError, match="weights are for"):
         load_actor_bytes(SquashedGaussianActor(int(np.prod(OBS_SHAPE)), 1, (16, 16)),
                          *actor_to_bytes(sac.actor))
+
+
+def test_a_mixed_precision_step_of_an_image_learner_is_the_float32_step_within_rounding() -> None:
+    """``update_precision: bfloat16`` with the convolutional encoder (eager: image tasks are
+    not compiled): the same metrics as float32 within bfloat16's rounding, parameters float32."""
+    batch, metrics = image_batch(), {}
+    learners = [pixel_sac(update_precision=precision) for precision in ("float32", "bfloat16")]
+    for sac in learners:
+        torch.manual_seed(1)  # the same shifts and draws
+        metrics[sac.config.update_precision] = sac.update(batch)
+    assert metrics["bfloat16"] == pytest.approx(metrics["float32"], rel=0.02, abs=1e-3)
+    assert {p.dtype for p in learners[1].critic.parameters()} == {torch.float32}
