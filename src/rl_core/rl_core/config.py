@@ -88,6 +88,7 @@ MAX_EVAL_EPISODES = 100
 
 #: Values of the ``device`` parameter (resolved to a torch device by :mod:`rl_core.device`).
 DEVICES = ("auto", "cpu", "cuda")
+#: Values of the ``update_precision`` parameter (the gradient step's matrix products).
 UPDATE_PRECISIONS = ("float32", "bfloat16")
 
 
@@ -430,8 +431,8 @@ class SACConfig:
                                   "torch.autocast; parameters, optimizer state, the networks' "
                                   "outputs and the losses stay float32). bfloat16 pays for "
                                   "large networks on processors with bfloat16 matrix units "
-                                  "(AMX, AVX-512 BF16) or recent GPUs (docs/benchmarks.md, 'A "
-                                  "compiled update').", read_only=True)
+                                  "(AMX, AVX-512 BF16) or recent GPUs; slower for small ones "
+                                  "(docs/benchmarks.md, 'Mixed precision').", read_only=True)
     feature_dim: int = feature_dim_param()
     encoder_channels: int = encoder_channels_param()
     image_shift: int = param(4, "Largest random shift in pixels of the DrQ augmentation of image "

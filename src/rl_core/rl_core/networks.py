@@ -48,8 +48,7 @@ class SquashedGaussianActor(nn.Module):
         """Return ``(action, log_prob)``; ``log_prob`` is None when not requested.
 
         :param noise: the standard normal draw of the sampled action, ``(N, action_dim)``;
-            drawn here when None. A compiled update passes it in: the generator of inductor's
-            C++ code draws one number at a time, several times slower than torch's.
+            drawn here when None (the learner draws it before its step: ``sac.Draws``).
         """
         features = torch.relu(self.body(obs))
         mean = float32_head(self.mean, features)
