@@ -168,7 +168,6 @@ def main(argv: list[str] | None = None) -> int:
         variants["ours bf16"] = (False, "bfloat16")
         if args.compile:
             variants["compiled bf16"] = (True, "bfloat16")
-    dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16}
     precisions = sorted({precision for _, precision in variants.values()}, reverse=True)
     print("| size |" + "".join(f" {key} updates/s |" for key in variants) + " SB3 updates/s |"
           + "".join(f" {key} / SB3 |" for key in variants)
@@ -192,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
             for key in order:
                 rates[key].append(rate(learners[key], args.seconds))
             for precision in precisions:
-                limits[precision].append(square_matmul_rate(256, 1.0, dtypes[precision])
+                limits[precision].append(square_matmul_rate(256, 1.0, getattr(torch, precision))
                                          / update_flops(size))
         median = {key: statistics.median(values) for key, values in rates.items()}
         limit = {precision: statistics.median(values) for precision, values in limits.items()}

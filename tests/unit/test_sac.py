@@ -290,10 +290,14 @@ def test_the_q_filter_clones_only_actions_the_critics_value_above_the_policys() 
     assert all(p.grad is not None for p in sac.actor.mean.parameters())
 
 
+def parameters(*modules: torch.nn.Module) -> torch.Tensor:
+    """The parameters of ``modules`` as one flat tensor."""
+    return torch.cat([p.detach().flatten() for module in modules for p in module.parameters()])
+
+
 def learner_state(sac: SAC) -> torch.Tensor:
     """Every parameter and optimizer moment of ``sac`` as one flat tensor."""
-    tensors = [p.detach().flatten() for module in sac.modules().values()
-               for p in module.parameters()]
+    tensors = [parameters(*sac.modules().values())]
     for optimizer in sac.optimizers().values():
         for _, state in sorted(optimizer.state_dict()["state"].items()):
             tensors += [state[key].flatten() for key in ("step", "exp_avg", "exp_avg_sq")]
@@ -343,14 +347,12 @@ def test_a_compiled_update_computes_what_the_eager_one_does(tmp_path) -> None:
             sac.update(other._replace(rewards=rewards))
         torch.testing.assert_close(learner_state(sac), before, rtol=0, atol=0)  # nothing
         kept = (sac.actor, sac.critic_target)  # not stepped when the actor's loss fails
-        kept_values = torch.cat([p.detach().flatten() for m in kept for p in m.parameters()])
+        kept_values = parameters(*kept)
         alpha = sac.alpha
         sac.set_learning_rates(critic_lr=1e38)  # critics stepped to overflow the actor's loss
         with pytest.raises(ValueError, match="actor or temperature loss is not finite"):
             sac.update(other)
-        torch.testing.assert_close(torch.cat([p.detach().flatten() for m in kept
-                                              for p in m.parameters()]), kept_values, rtol=0,
-                                   atol=0)
+        torch.testing.assert_close(parameters(*kept), kept_values, rtol=0, atol=0)
         assert sac.update_step == steps
         assert sac.alpha == alpha  # the temperature is not stepped either
 
@@ -358,11 +360,6 @@ def test_a_compiled_update_computes_what_the_eager_one_does(tmp_path) -> None:
 def test_compiling_the_update_of_image_observations_is_refused() -> None:
     with pytest.raises(ConfigError, match="compile_update.*state-vector"):
         SAC((2, 16, 16, 3), 1, SACConfig(hidden_sizes=(8,), compile_update=True))
-
-
-def parameters(sac: SAC) -> torch.Tensor:
-    return torch.cat([p.detach().flatten() for module in sac.modules().values()
-                      for p in module.parameters()])
 
 
 def product_dtypes(sac: SAC, batch: Batch) -> set[torch.dtype]:
@@ -401,7 +398,8 @@ def test_mixed_precision_multiplies_in_bfloat16_and_keeps_the_rest_in_float32() 
     # An Adam step moves a parameter by about the learning rate (3e-4) whatever its
     # gradient's size, so where rounding turns a gradient near zero around the two steps
     # differ by twice that; nowhere more.
-    torch.testing.assert_close(parameters(mixed), parameters(full), rtol=0, atol=6.5e-4)
+    torch.testing.assert_close(parameters(*mixed.modules().values()),
+                               parameters(*full.modules().values()), rtol=0, atol=6.5e-4)
     assert {t.dtype for t in mixed.critic.state_dict().values()} == {torch.float32}
     assert {state["exp_avg"].dtype for state in mixed.critic_optimizer.state.values()} == {
         torch.float32}
@@ -439,7 +437,8 @@ def test_a_compiled_mixed_precision_update_computes_what_the_eager_one_does() ->
         assert metrics[compiled] == pytest.approx(metrics[eager], rel=0.02, abs=1e-3)
     assert counters["stats"]["unique_graphs"] == 1 and not counters["graph_break"], counters
     # Three steps, each within twice the learning rate (as above).
-    torch.testing.assert_close(parameters(compiled), parameters(eager), rtol=0, atol=2e-3)
+    torch.testing.assert_close(parameters(*compiled.modules().values()),
+                               parameters(*eager.modules().values()), rtol=0, atol=2e-3)
 
 
 def test_an_unknown_update_precision_is_refused() -> None:

@@ -109,10 +109,12 @@ def encoder_channels_param() -> Any:
                  1, 1024, 1, read_only=True)
 
 
-def _check_device(config: Any) -> None:
-    if config.device not in DEVICES:
-        raise ConfigError(f"{type(config).__name__}.device must be one of {', '.join(DEVICES)}, "
-                          f"got {config.device!r}")
+def _check_choice(config: Any, name: str, valid: tuple[str, ...]) -> None:
+    """Refuse a value of ``config.<name>`` that is not one of ``valid``, naming them."""
+    value = getattr(config, name)
+    if value not in valid:
+        raise ConfigError(f"{type(config).__name__}.{name} must be one of {', '.join(valid)}, "
+                          f"got {value!r}")
 
 
 @dataclasses.dataclass
@@ -195,9 +197,7 @@ class SimulatorConfig:
                               f"{MIN_RATE_HZ:g} Hz (each step would wait longer than "
                               f"{1 / MIN_RATE_HZ:g} s on the node's only thread), got "
                               f"{self.max_rate_hz!r}")
-        if self.observation_codec not in OBSERVATION_CODECS:
-            raise ConfigError(f"SimulatorConfig.observation_codec must be one of "
-                              f"{', '.join(OBSERVATION_CODECS)}, got {self.observation_codec!r}")
+        _check_choice(self, "observation_codec", OBSERVATION_CODECS)
 
 
 #: Values of ``robot_interface``: the simulator steps its envs itself, or talks to a robot
@@ -319,7 +319,7 @@ class PolicyConfig:
 
     def __post_init__(self) -> None:
         _check_ranges(self)
-        _check_device(self)
+        _check_choice(self, "device", DEVICES)
 
 
 def deployment_robots_param(what: str) -> Any:
@@ -440,9 +440,7 @@ class SACConfig:
 
     def __post_init__(self) -> None:
         _check_ranges(self)
-        if self.update_precision not in UPDATE_PRECISIONS:
-            raise ConfigError(f"SACConfig.update_precision must be one of "
-                              f"{', '.join(UPDATE_PRECISIONS)}, got {self.update_precision!r}")
+        _check_choice(self, "update_precision", UPDATE_PRECISIONS)
 
 
 @dataclasses.dataclass
@@ -502,10 +500,8 @@ class TrainerConfig:
 
     def __post_init__(self) -> None:
         _check_ranges(self)
-        _check_device(self)
-        if self.update_mode not in UPDATE_MODES:
-            raise ConfigError(f"TrainerConfig.update_mode must be one of {', '.join(UPDATE_MODES)}, "
-                              f"got {self.update_mode!r}")
+        _check_choice(self, "device", DEVICES)
+        _check_choice(self, "update_mode", UPDATE_MODES)
         if self.stop_at_target and not (self.target_success_rate and self.eval_period):
             raise ConfigError("TrainerConfig.stop_at_target needs a target_success_rate above 0 "
                               "and periodic evaluations (eval_period > 0) to stop at; set both, "
