@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import ClassVar
 
 import gymnasium
@@ -23,6 +24,8 @@ class ReachZero(Task):
     command_interface: ClassVar[str] = "velocity"
     control_period: ClassVar[float] = 0.1
     max_episode_steps: ClassVar[int] = 5
+    urdf_path: ClassVar[str | None] = str(Path(__file__).parents[1] / "fixtures" /
+                                          "two_joints.urdf")
 
     def __init__(self) -> None:
         self.observation_space = gymnasium.spaces.Box(-10, 10, (2,), np.float32)

@@ -1,10 +1,12 @@
 """The boundary's driver (rl_core.robot.driver) against a recording host and a hand-driven clock:
-resets by service, the command deadline, the e-stop, the learner's pause, a robot that restarts,
-and the warnings /diagnostics shows."""
+resets by service, the command deadline, the e-stop (signed release, latched on disk), the
+learner's pause and every end of acting, implausible states, the velocity envelope, a robot that
+restarts, and the warnings /diagnostics shows."""
 
 from __future__ import annotations
 
 from concurrent.futures import Future
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, ClassVar
 
@@ -15,7 +17,9 @@ from rl_core.config import BoundaryConfig, ConfigError
 from rl_core.robot import JointTarget
 from rl_core.robot.boundary import ACTING, RESETTING, STEPPING, WAITING
 from rl_core.robot.driver import RESET_TIMEOUT_S, RobotDriver
-from rl_core.robot.safety import ESTOP, TIMEOUT
+from rl_core.robot import estop
+from rl_core.robot.safety import ENVELOPE, ESTOP, IMPLAUSIBLE, STOPPED, TIMEOUT
+from rl_core.weights_auth import SigningKey
 from tests.unit import test_robot_boundary as robot_boundary_tests
 
 pytestmark = pytest.mark.unit
@@ -84,10 +88,20 @@ class Host:
     def info(self, text: str) -> None:
         self.events.append(("info", text))
 
+    def publish_estop(self, engaged: bool, challenge: str, reason: str) -> None:
+        self.events.append(("estop", (engaged, challenge, reason)))
 
-def make(**config: Any) -> tuple[RobotDriver, Host, Clock]:
+
+#: The run's key: what signs e-stop releases.
+RUN_KEY = SigningKey(bytes(range(32)))
+
+
+def make(latch: estop.EStopLatch | None = None, **config: Any
+         ) -> tuple[RobotDriver, Host, Clock]:
     host, clock = Host(), Clock()
-    driver = RobotDriver(ReachZero(), BoundaryConfig(**config), 0, host, clock)
+    config.setdefault("ramp_in_time", 0.0)
+    driver = RobotDriver(ReachZero(), BoundaryConfig(**config), 0, host, clock,
+                         release=estop.ReleaseCheck("/robot_0", RUN_KEY.public), latch=latch)
     return driver, host, clock
 
 
@@ -155,7 +169,9 @@ def test_a_reset_is_asked_again_when_the_service_is_missing_refuses_or_is_silent
     assert driver.warning("/robot_0") == "waiting for the robot's reset service sim_robot/reset"
     host.service_ready = True
     driver.check_deadline()
-    assert host.kinds() == ["reset", "reset"] and len(host.requests) == 1
+    assert [kind for kind in host.kinds() if kind != "warn"] == ["reset", "reset"]
+    assert "a robot without one needs reset:=homing" in host.of("warn")[0][0]
+    assert len(host.requests) == 1
     stale = host.requests[0]
     driver.reset_answered(answer(host, False, "busy"))
     assert host.of("reject") == ["robot reset: sim_robot/reset refused: busy; asking again"]
@@ -194,29 +210,125 @@ def test_a_lost_joint_state_after_a_command_holds_the_robot() -> None:
     assert host.of("warn")[0][0].startswith("no joint state after the last command")
 
 
-def test_the_estop_holds_at_once_and_a_release_resumes_acting() -> None:
+def test_the_estop_holds_at_once_and_only_a_signed_release_resumes_acting() -> None:
     driver, host, _ = started()
     assert driver.on_estop(True) is False
     np.testing.assert_allclose(host.of("send")[0], [0.0, 0.0])
-    assert host.of("warn")[0][0] == "e-stop: robot held, acting paused until released"
-    assert driver.warning("/robot_0") == "e-stop engaged: robot held, acting paused"
+    assert host.of("warn")[0][0].startswith("e-stop (engaged by an operator): robot held")
+    assert driver.warning("/robot_0") == ("e-stop engaged (engaged by an operator): robot held, "
+                                          "acting paused")
     assert driver.safety.interventions[ESTOP] == 1
+    engaged, challenge, _ = host.of("estop")[-1]
+    assert engaged and len(challenge) == 2 * estop.CHALLENGE_BYTES
     assert driver.on_estop(True) is False and len(host.of("send")) == 1
     driver.on_action(np.ones(2))
     state(driver, 0.1, [1.0, -1.0])
     assert len(host.of("send")) == 1 and len(host.of("observation")) == 0
-    assert driver.on_estop(False) is True
+    # Anyone may engage; nobody releases without the run's key.
+    assert driver.on_estop(False) is False
+    forged = estop.release_text(SigningKey(bytes(32)), "/robot_0", challenge)
+    other_robot = estop.release_text(RUN_KEY, "/robot_1", challenge)
+    assert not driver.release(forged) and not driver.release(other_robot)
+    assert not driver.release("{not json")
+    assert len(host.of("reject")) == 4 and driver.loop.estopped
+    signed = estop.release_text(RUN_KEY, "/robot_0", challenge)
+    assert driver.release(signed) is True
     assert host.of("info") == ["e-stop released: acting resumes"]
+    assert host.of("estop")[-1] == (False, "", "")
     driver.resume()
     assert host.of("observation")[-1][0] == 1 and driver.loop.phase == ACTING
+    # A recorded release answers its own engagement only.
+    driver.on_estop(True)
+    assert driver.release(signed) is False and driver.loop.estopped
+    assert "stale or replayed" in host.of("reject")[-1]
 
 
-def test_a_pause_withholds_observations_and_holds_the_robot_once_past_the_deadline() -> None:
+def test_an_engaged_estop_latches_across_a_kill_and_a_fault_restart_waits_for_release(
+        tmp_path: Path) -> None:
+    latch = estop.EStopLatch.for_robot(str(tmp_path), "/robot_0")
+    driver, host, _ = make(latch=latch)
+    driver.start()
+    assert not driver.loop.estopped  # a first start: nothing latched
+    driver.on_estop(True)
+    # SIGKILL: close() never runs. The respawn starts engaged and holds at its first state.
+    respawn, host, _ = make(latch=estop.EStopLatch.for_robot(str(tmp_path), "/robot_0"))
+    respawn.start()
+    assert respawn.loop.estopped and respawn.estop_reason == estop.BY_OPERATOR
+    state(respawn, 0.0, [1.0, -1.0])
+    np.testing.assert_allclose(host.of("send")[0], [0.0, 0.0])
+    respawn.reset_answered(answer(host))
+    assert not host.of("observation")
+    _, challenge, _ = host.of("estop")[-1]
+    assert respawn.release(estop.release_text(RUN_KEY, "/robot_0", challenge))
+    # Released, then killed again while running: the next start is a restart after a fault.
+    after_fault, host, _ = make(latch=estop.EStopLatch.for_robot(str(tmp_path), "/robot_0"))
+    after_fault.start()
+    assert after_fault.loop.estopped and after_fault.estop_reason == estop.AFTER_FAULT
+    _, challenge, _ = host.of("estop")[-1]
+    assert after_fault.release(estop.release_text(RUN_KEY, "/robot_0", challenge))
+    after_fault.close()  # a clean end: the next start acts at once
+    clean, _, _ = make(latch=estop.EStopLatch.for_robot(str(tmp_path), "/robot_0"))
+    clean.start()
+    assert not clean.loop.estopped
+
+
+def test_every_end_of_acting_holds_the_robot_at_once() -> None:
+    driver, host, _ = started()
+    driver.on_action(np.ones(2))
+    driver.stop_acting()  # the run's end, a lost learner, a deactivation
+    driver.stop_acting()
+    np.testing.assert_allclose(host.of("send")[-1], [0.0, 0.0])
+    assert len(host.of("send")) == 2 and driver.safety.interventions[STOPPED] == 1
+    driver.close()  # the process ends
+    np.testing.assert_allclose(host.of("send")[-1], [0.0, 0.0])
+
+
+def test_an_implausible_joint_state_is_refused_and_holds_the_robot() -> None:
+    driver, host, clock = started()
+    driver.on_action(np.ones(2))
+    host.events.clear()
+    # Outside the URDF's limits (+-10), a jump faster than 10 m/s, a stamp from the future.
+    driver.on_joint_state(0.1, JOINTS, [50.0, 0.0], [0.0, 0.0], [], clock_now=0.1)
+    driver.on_joint_state(0.1, JOINTS, [9.0, -1.0], [0.0, 0.0], [], clock_now=0.1)
+    driver.on_joint_state(500.0, JOINTS, [1.0, -1.0], [0.0, 0.0], [], clock_now=0.1)
+    assert [kind for kind in host.kinds() if kind != "send"] == ["reject"] * 3
+    assert "outside the URDF limits" in host.of("reject")[0]
+    assert "faster than the velocity limits" in host.of("reject")[1]
+    assert "ahead of this clock" in host.of("reject")[2]
+    np.testing.assert_allclose(host.of("send")[0], [0.0, 0.0])
+    assert driver.safety.interventions[IMPLAUSIBLE] >= 1 and driver.loop.phase == WAITING
+    driver.on_joint_state(0.1, JOINTS, [1.01, -1.0], [0.1, 0.0], [], clock_now=0.1)
+    assert host.of("observation")  # a plausible state is acted on again
+
+
+def test_a_joint_beyond_the_velocity_envelope_engages_the_estop() -> None:
+    driver, host, _ = started(velocity_envelope=1.5)  # 10 m/s: the envelope is 15 m/s
+    driver.on_action(np.ones(2))
+    driver.on_joint_state(0.1, JOINTS, [1.1, -1.0], [16.0, 0.0], [])
+    assert driver.loop.estopped and driver.estop_reason == estop.BY_ENVELOPE
+    assert driver.safety.interventions[ENVELOPE] == 1
+    np.testing.assert_allclose(host.of("send")[-1], [0.0, 0.0])
+
+
+def test_the_change_limit_holds_across_episode_starts() -> None:
+    driver, host, _ = started(max_command_change=0.5)
+    for step in range(ReachZero.max_episode_steps):
+        driver.on_action(np.full(2, 1.0 if step % 2 else -1.0) * min(1.0, 0.5 * (step + 1)))
+        state(driver, 0.1 * (step + 1), [1.0, -1.0])
+    assert host.of("episode")
+    driver.reset_answered(answer(host))
+    driver.on_action(-np.ones(2))  # the first command of the next episode
+    sent = np.asarray(host.of("send"))
+    assert np.max(np.abs(np.diff(sent, axis=0))) <= 0.5 + 1e-9
+
+
+def test_a_pause_withholds_observations_and_holds_the_robot_at_once() -> None:
     driver, host, clock = started(command_timeout=0.5)
     host.paused = True
     driver.on_action(np.ones(2))
     state(driver, 0.1, [1.0, -1.0])
-    assert host.kinds() == ["send", "transition"]  # the observation is withheld
+    assert host.kinds() == ["send", "transition", "send"]  # withheld, and held
+    np.testing.assert_allclose(host.of("send")[-1], [0.0, 0.0])
     clock.now += 0.6
     driver.check_deadline()
     driver.check_deadline()

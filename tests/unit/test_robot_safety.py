@@ -1,4 +1,5 @@
-"""The safety layer: joint limits, change per period, position limits, workspace box, holds."""
+"""The safety layer: joint limits, change per period (across episodes and holds), ramp-in,
+position limits, workspace box over the command's standing time, holds, velocity envelope."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import numpy as np
 import pytest
 
 from rl_core.robot import JointLimits, JointSample
-from rl_core.robot.safety import CHANGE_LIMITED, CLIPPED, ESTOP, POSITION_LIMIT, WORKSPACE, SafetyLayer
+from rl_core.robot.safety import (CHANGE_LIMITED, CLIPPED, ESTOP, POSITION_LIMIT, RAMPED, WORKSPACE,
+                                  SafetyLayer)
 
 pytestmark = pytest.mark.unit
 
@@ -45,8 +47,33 @@ def test_change_per_period_is_limited_from_the_last_command() -> None:
     np.testing.assert_allclose(layer.filter(np.array([0.2, 0.0]), state), [0.2, 0.0])
     np.testing.assert_allclose(layer.filter(np.array([2.0, -2.0]), state), [0.7, -0.5])
     assert layer.interventions[CHANGE_LIMITED] == 1
-    layer.reset()  # a new episode starts from a held robot: no previous command
-    np.testing.assert_allclose(layer.filter(np.array([2.0, 0.0]), state), [2.0, 0.0])
+    # Nothing forgets the last command (an episode start neither): the next is limited too.
+    np.testing.assert_allclose(layer.filter(np.array([-2.0, 0.0]), state), [0.2, 0.0])
+
+
+def test_the_change_limit_applies_before_the_range_so_no_command_leaves_it() -> None:
+    # A hold outside the limits (a position beyond them) must not carry later commands out.
+    layer = _layer("position", max_change=0.1)
+    hold = layer.hold(_state([1.5, -1.5]))
+    np.testing.assert_allclose(hold, [1.0, -1.0])  # the hold itself is inside the limits
+    command = layer.filter(np.array([1.0, -1.0]), _state([1.5, -1.5]))
+    assert np.all(command <= 1.0) and np.all(command >= -1.0)
+
+
+def test_commands_ramp_in_from_a_hold() -> None:
+    layer = _layer("velocity", ramp_periods=4)
+    state = _state([0.0, 0.0])
+    layer.hold(state)
+    ramp = [layer.filter(np.array([2.0, -2.0]), state)[0] for _ in range(5)]
+    np.testing.assert_allclose(ramp, [0.5, 1.0, 1.5, 2.0, 2.0])
+    assert layer.interventions[RAMPED] == 3
+
+
+def test_a_joint_beyond_the_velocity_envelope_is_reported() -> None:
+    layer = _layer("velocity", velocity_envelope=1.5)  # limit 2 rad/s: envelope 3 rad/s
+    assert not layer.beyond_envelope(_state([0.0, 0.0], [2.9, -2.9]))
+    assert layer.beyond_envelope(_state([0.0, 0.0], [0.0, -3.1]))
+    assert not _layer("velocity").beyond_envelope(_state([0.0, 0.0], [0.0, -30.0]))
 
 
 def test_a_velocity_pushing_past_a_position_limit_is_stopped_but_moving_back_is_not() -> None:
@@ -78,6 +105,21 @@ def test_a_command_leaving_the_workspace_box_holds_the_robot() -> None:
     outside = _state([0.7, 0.0])
     np.testing.assert_allclose(layer.filter(np.array([-1.0, 0.0]), outside), [-1.0, 0.0])
     np.testing.assert_allclose(layer.filter(np.array([1.0, 0.0]), outside), [0.0, 0.0])
+
+
+def test_the_workspace_is_checked_over_the_whole_standing_time() -> None:
+    def end_effector(state: JointSample) -> np.ndarray:
+        return np.array([state.position[0], state.position[1], 0.0])
+
+    box = ((-0.5, -0.5, -1.0), (0.5, 0.5, 1.0))
+    # 0.3 rad/s from 0.4: one period (0.1 s) stays inside, the 0.5 s deadline does not.
+    one_period = _layer("velocity", end_effector=end_effector, workspace=box)
+    np.testing.assert_allclose(one_period.filter(np.array([0.3, 0.0]), _state([0.4, 0.0])),
+                               [0.3, 0.0])
+    deadline = _layer("velocity", end_effector=end_effector, workspace=box, standing_time=0.5)
+    np.testing.assert_allclose(deadline.filter(np.array([0.3, 0.0]), _state([0.4, 0.0])),
+                               [0.0, 0.0])
+    assert deadline.interventions[WORKSPACE] == 1
 
 
 def test_counted_holds_and_bad_commands() -> None:

@@ -249,6 +249,18 @@ class BoundaryConfig:
                                    "success a program cannot see. Anyone on the domain can then "
                                    "end episodes: use it on a trusted network or with SROS2.",
                                    read_only=True)
+    limits_urdf: str = param("", "URDF file whose joint limits the safety layer enforces ('' = "
+                             "the task's urdf_path; a task without one is refused unless this "
+                             "names the robot's).", read_only=True)
+    ramp_in_time: float = param(0.1, "Seconds over which commands blend in from the hold when "
+                                "acting starts or resumes (after an e-stop, a pause or a "
+                                "deadline; 0 = at once).", 0.0, 10.0, 0.0, read_only=True)
+    velocity_envelope: float = param(1.5, "A commanded joint faster than this multiple of its "
+                                     "URDF velocity limit engages the e-stop (0 = no check).",
+                                     0.0, 100.0, 0.0, read_only=True)
+    estop_dir: str = param("", "Directory where the e-stop's state is kept, so that it "
+                           "survives a restart of the simulator (rl-bringup gives "
+                           "<output_dir>/estop; '' = memory only).", read_only=True)
 
     def __post_init__(self) -> None:
         _check_ranges(self)

@@ -183,14 +183,17 @@ class RLNode(ManagedNode):
 
     def subscription(self, topic: graph.Topic | str, callback: Callable[[T], None],
                      topic_type: TopicType[T] | None = None, qos: QoSProfile | None = None,
-                     stepping: bool | None = None) -> IntraProcessSubscription[T]:
+                     stepping: bool | None = None,
+                     with_sender: bool = False) -> IntraProcessSubscription[T]:
         """A subscription to ``topic`` (as :meth:`publisher`); ``callback`` runs on the dispatch
         thread, and a malformed message is counted and logged as a rejection instead;
-        ``stepping`` as for :meth:`publisher`."""
+        ``stepping`` as for :meth:`publisher`; ``with_sender``: the callback also takes the
+        sender's publisher GID (rl_nodes.intra_process)."""
         name, qos = _name_and_qos(topic, qos)
         return self.ipc.create_subscription(self, _topic_type(topic, topic_type), name, callback,
                                             qos, on_reject=lambda reason: self.reject(name, reason),
-                                            stepping=_stepping(topic, stepping))
+                                            stepping=_stepping(topic, stepping),
+                                            with_sender=with_sender)
 
     def timer(self, period_s: float, callback: Callable[[], None]) -> Any:
         """A timer whose callback runs on the dispatch thread."""

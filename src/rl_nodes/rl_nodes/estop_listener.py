@@ -1,5 +1,6 @@
 """The e-stop's own listener: a node ``<simulator>_estop`` on ``<namespace>/estop``
-(``std_msgs/Bool``), spun on a thread of its own.
+(``std_msgs/Bool``) and ``<namespace>/estop/release`` (``std_msgs/String``, a signed release:
+rl_core.robot.estop), spun on a thread of its own.
 
 In one process with the learner the dispatch thread may be inside a gradient step, and the
 hold must go out within one control period all the same (rl_nodes.robot_boundary).
@@ -15,7 +16,7 @@ from collections.abc import Callable
 import rclpy
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
-from std_msgs.msg import Bool
+from std_msgs.msg import Bool, String
 
 from rl_nodes import graph
 
@@ -49,19 +50,24 @@ def raise_priority() -> str:
 
 class EStopListener:
     """Calls ``on_estop(engaged)`` on its own thread for each e-stop message to ``node``'s
-    namespace.
+    namespace, and ``on_release(text)`` for each release.
 
     :param node: the node whose name and namespace the listener takes.
     :param on_estop: called with the message's value.
+    :param on_release: called with a release message's text.
     """
 
-    def __init__(self, node: Node, on_estop: Callable[[bool], None]) -> None:
+    def __init__(self, node: Node, on_estop: Callable[[bool], None],
+                 on_release: Callable[[str], None]) -> None:
         sys.setswitchinterval(min(sys.getswitchinterval(), ESTOP_SWITCH_INTERVAL_S))
         self.node = rclpy.create_node(f"{node.get_name()}_estop",
                                       namespace=node.get_namespace(), context=node.context)
         self.node.create_subscription(Bool, graph.ESTOP.name,
                                       lambda msg: on_estop(bool(msg.data)),
                                       graph.ESTOP.qos.profile())
+        self.node.create_subscription(String, graph.ESTOP_RELEASE.name,
+                                      lambda msg: on_release(str(msg.data)),
+                                      graph.ESTOP_RELEASE.qos.profile())
         self.executor = SingleThreadedExecutor(context=node.context)
         self.executor.add_node(self.node)
         threading.Thread(target=self._spin, name="estop", daemon=True).start()

@@ -118,15 +118,19 @@ class IntraProcessManager:
     def create_subscription(self, node: Node, topic_type: TopicType[T], topic: str,
                             callback: Callable[[T], None], qos: QoSProfile | int,
                             on_reject: Callable[[str], None] | None = None,
-                            stepping: bool = False) -> IntraProcessSubscription[T]:
+                            stepping: bool = False,
+                            with_sender: bool = False) -> IntraProcessSubscription[T]:
         """A subscription fed by local publishers (same object) and by DDS (decoded).
 
         :param on_reject: called with the reason when a message from DDS fails to decode
             (malformed shapes, bad checksum); the subscription keeps running.
         :param stepping: a stepping topic: waited on alone while a step's reply is due
             (rl_nodes.stepping_wait).
+        :param with_sender: ``callback(obj, sender)`` with the DDS publisher's GID (bytes), or
+            ``None`` for a publisher of this process.
         """
-        ipc_sub = IntraProcessSubscription(self, node, callback, topic_type, on_reject, stepping)
+        ipc_sub = IntraProcessSubscription(self, node, callback, topic_type, on_reject, stepping,
+                                           with_sender)
         subscription = node.create_subscription(topic_type.msg_type, topic, ipc_sub._on_dds, qos)
         ipc_sub.topic_name = subscription.topic_name
         ipc_sub.rcl_subscription = subscription

@@ -133,7 +133,7 @@ class IntraProcessSubscription(Generic[T]):
 
     def __init__(self, manager: IntraProcessManager, node: Node, callback: Callable[[T], None],
                  topic_type: TopicType[T], on_reject: Callable[[str], None] | None,
-                 stepping: bool = False) -> None:
+                 stepping: bool = False, with_sender: bool = False) -> None:
         self.manager = manager
         self.node = node
         self.callback = callback
@@ -141,10 +141,15 @@ class IntraProcessSubscription(Generic[T]):
         self.on_reject = on_reject
         #: A stepping topic: a message of it is a step's reply.
         self.stepping = stepping
+        #: The callback also takes the sender: its DDS publisher GID (bytes), None when local.
+        self.with_sender = with_sender
 
-    def deliver(self, obj: T) -> None:
+    def deliver(self, obj: T, sender: bytes | None = None) -> None:
         """Called on the dispatch thread with a local or decoded object."""
-        self.callback(obj)
+        if self.with_sender:
+            self.callback(obj, sender)  # type: ignore[call-arg]
+        else:
+            self.callback(obj)
 
     def _on_dds(self, msg: Any, info: dict[str, Any]) -> None:
         """Rclpy callback (executor thread): receive ``msg``, then up to
@@ -189,4 +194,4 @@ class IntraProcessSubscription(Generic[T]):
                                "dropped")
             return
         self.manager.stats["dds_receptions"] += 1
-        self.manager.post(self.deliver, obj)
+        self.manager.post(self.deliver, obj, bytes(gid["data"]) if gid else None)

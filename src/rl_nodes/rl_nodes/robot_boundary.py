@@ -5,7 +5,8 @@ ROS wiring around :class:`rl_core.robot.driver.RobotDriver` (which runs
 joint_state_broadcaster's), commands out (``<namespace>/<controller>/commands`` as
 ``std_msgs/Float64MultiArray`` for a forward command controller, or
 ``<namespace>/<controller>/joint_trajectory`` for joint_trajectory_controller), the e-stop
-(``<namespace>/estop``, ``std_msgs/Bool``), with ``operator_success`` an operator's verdict
+(``<namespace>/estop``, ``std_msgs/Bool``; its signed release on ``estop/release`` and its
+state on ``estop/state``: rl_core.robot.estop), with ``operator_success`` an operator's verdict
 (``<namespace>/operator_success``, ``std_msgs/Bool``) and the robot's reset service. The command deadline
 runs on a steady-clock timer, so it keeps watching when simulated time stops.
 """
@@ -23,13 +24,15 @@ import numpy as np
 from builtin_interfaces.msg import Duration
 from rclpy.clock import Clock, ClockType
 from sensor_msgs.msg import JointState
-from std_msgs.msg import Bool, Float64MultiArray
+from std_msgs.msg import Bool, Float64MultiArray, String
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from rl_core.config import BoundaryConfig, ConfigError
 from rl_core.robot import JointTarget
 from rl_core.robot.boundary import EpisodeEnd, Transition
+from rl_core.robot import estop
 from rl_core.robot.driver import RobotDriver
+from rl_core.robot.joint_io import StateSource
 from rl_core.robot.sim_robot_config import TRAJECTORY_FIELDS
 from rl_core.robot.task import Task
 from rl_core.stepping import check_actions
@@ -66,18 +69,26 @@ class RobotBoundary:
     def __init__(self, node: SimulatorNode, task: Task, config: BoundaryConfig, seed: int) -> None:
         self.node = node
         self.task = task
-        self.driver = RobotDriver(task, config, seed, self)
+        namespace = node.get_namespace()
+        self.estop_pub = node.create_publisher(String, graph.ESTOP_STATE.name,
+                                               graph.ESTOP_STATE.qos.profile())
+        self.driver = RobotDriver(
+            task, config, seed, self,
+            release=estop.ReleaseCheck(namespace, node.public_key, node.config.allow_unsigned),
+            latch=estop.EStopLatch.for_robot(config.estop_dir, namespace))
         self.interface = self.driver.interface
         self.controller = config.controller or f"{self.interface}_controller"
         topic = graph.command_topic(self.controller, config.command_topic)
         message_type = Float64MultiArray if config.command_topic == "commands" else JointTrajectory
         self.command_pub = node.publisher(topic, plain(message_type))
-        node.subscription(graph.ROBOT_JOINT_STATES, self._on_joint_state)
+        joint_states = node.subscription(graph.ROBOT_JOINT_STATES, self._on_joint_state,
+                                         with_sender=True)
+        self.source = StateSource(lambda gid: self._publishing(joint_states.topic_name, gid))
         self._lock = threading.RLock()
         #: The newest observation published (what the next action answers).
         self.observation: np.ndarray | None = None
         self._warned_at: dict[str, float] = {}  # when each warning text was last logged
-        self._estop = EStopListener(node, self._on_estop)
+        self._estop = EStopListener(node, self._on_estop, self._on_release)
         if config.operator_success:
             node.create_subscription(Bool, graph.OPERATOR_SUCCESS.name,
                                      self._on_operator_success, 10)
@@ -125,6 +136,9 @@ class RobotBoundary:
         return self.driver.observation_step
 
     def close(self) -> None:
+        """Hold the robot (acting ends with the process) and keep the e-stop's state."""
+        with self._lock:
+            self.driver.close()
         self._estop.close()
 
     # --- callbacks: each hands its input to the driver, under the lock ---------------------
@@ -134,9 +148,19 @@ class RobotBoundary:
         self.driver.start()
 
     @_locked
-    def _on_joint_state(self, msg: JointState) -> None:
+    def _on_joint_state(self, msg: JointState, sender: bytes | None) -> None:
+        if not self.source.accepts(sender):
+            self.node.reject("joint states", "from a second publisher: the robot's state comes "
+                             "from the first one heard while it is on the topic")
+            return
         stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
-        self.driver.on_joint_state(stamp, msg.name, msg.position, msg.velocity, msg.effort)
+        self.driver.on_joint_state(stamp, msg.name, msg.position, msg.velocity, msg.effort,
+                                   self.node.get_clock().now().nanoseconds * 1e-9)
+
+    def _publishing(self, topic: str, gid: bytes) -> bool:
+        """Whether the publisher ``gid`` is still on ``topic``."""
+        return any(bytes(info.endpoint_gid)[:len(gid)] == gid[:len(info.endpoint_gid)]
+                   for info in self.node.get_publishers_info_by_topic(topic))
 
     def on_actions(self, msg: Actions) -> None:
         """The policy's answer (a batch of one) to an observation of this robot."""
@@ -163,6 +187,17 @@ class RobotBoundary:
         """On the e-stop thread: hold at once; a release resumes on the dispatch thread."""
         if self.driver.on_estop(engaged):
             self.node.ipc.post(self.resume)
+
+    @_locked
+    def _on_release(self, text: str) -> None:
+        """On the e-stop thread: a signed release resumes acting on the dispatch thread."""
+        if self.driver.release(text):
+            self.node.ipc.post(self.resume)
+
+    @_locked
+    def stop_acting(self) -> None:
+        """Acting pauses or ends (the learner's pause, the run's end): hold the robot now."""
+        self.driver.stop_acting()
 
     @_locked
     def resume(self) -> None:
@@ -212,7 +247,8 @@ class RobotBoundary:
 
     def publish_observation(self, obs: np.ndarray, step: int) -> None:
         self.observation = obs
-        self.node.observations_pub.publish(Observations(
+        # (send_observations: the simulator steps only with an answer to this observation)
+        self.node.send_observations(Observations(
             self.node.robot_id, step, obs[None].astype(np.float32), self._stamp_ns()))
 
     def publish_transition(self, transition: Transition) -> None:
@@ -242,6 +278,9 @@ class RobotBoundary:
     def info(self, text: str) -> None:
         self.node.get_logger().info(text)
 
+    def publish_estop(self, engaged: bool, challenge: str, reason: str) -> None:
+        self.estop_pub.publish(String(data=estop.state_text(engaged, challenge, reason)))
+
     # --- reporting ----------------------------------------------------------------------------
 
     def diagnose(self, values: dict[str, object]) -> str | None:
@@ -256,6 +295,7 @@ class RobotBoundary:
             graph.LATENCY_P50_KEY: f"{1e3 * latency[0]:.2f}",
             graph.LATENCY_P99_KEY: f"{1e3 * latency[1]:.2f}",
             "phase": driver.loop.phase, "e-stop": driver.loop.estopped,
+            "joint states from other publishers": self.source.refused,
             **{f"{graph.SAFETY_KEY_PREFIX}{kind}": count
                for kind, count in driver.safety.interventions.items()},
         })

@@ -7,8 +7,12 @@
   state answers a command, within ``command_timeout``;
 * resets through the robot's reset service, asked again when the service is not there yet, when
   it refuses, or when it does not answer within :data:`RESET_TIMEOUT_S`;
-* the e-stop (hold at once, acting resumes on release) and the learner's pause (observations
-  withheld, the robot held once the deadline passes);
+* the e-stop (rl_core.robot.estop: anyone engages it, it holds at once and latches on disk; only
+  a release signed with the run's key resumes acting), the learner's pause and every other end
+  of acting (the robot held at once), and the velocity envelope (a joint faster than it allows
+  engages the e-stop);
+* the robot's state from the robot only: one publisher (rl_core.robot.joint_io.StateSource),
+  plausible states (``StateCheck``; an implausible one holds the robot);
 * a robot whose clock goes back (restarted) ends the episode in progress;
 * a transition is published only once the command for the next state is out, so the learner's
   work on it cannot delay that command;
@@ -28,10 +32,12 @@ from typing import Any, Protocol
 import numpy as np
 
 from rl_core.config import BoundaryConfig, ConfigError
-from rl_core.robot import JointTarget
+from rl_core.robot import JointSample, JointTarget
 from rl_core.robot.boundary import ACTING, RESETTING, STEPPING, WAITING, EpisodeEnd, RobotLoop, Transition
-from rl_core.robot.joint_io import ControlStats, JointStateError, JointStateReader, command_limits
-from rl_core.robot.safety import SafetyLayer
+from rl_core.robot import estop
+from rl_core.robot.joint_io import (ControlStats, JointStateError, JointStateReader, StateCheck,
+                                    command_limits, task_limits)
+from rl_core.robot.safety import ENVELOPE, IMPLAUSIBLE, STOPPED, SafetyLayer
 from rl_core.robot.task import Task
 
 #: A reset service call unanswered this long is made again (the robot may have restarted).
@@ -41,6 +47,10 @@ RESET_TIMEOUT_S = 5.0
 FROZEN_CLOCK_S = 2.0
 #: The reset asked for while the reset service is not there: the deadline check asks again.
 WAITING_FOR_SERVICE = "waiting"
+#: Commands after which the achieved control rate is compared with the task's.
+RATE_CHECK_COMMANDS = 100
+#: The achieved control rate may differ from the task's by this fraction without a warning.
+RATE_TOLERANCE = 0.2
 
 
 class ResetRequest(Protocol):
@@ -77,6 +87,9 @@ class DriverHost(Protocol):
 
     def info(self, text: str) -> None: ...
 
+    def publish_estop(self, engaged: bool, challenge: str, reason: str) -> None:
+        """Publish the e-stop's state (latched): what a release must answer."""
+
 
 class RobotDriver:
     """One robot driven for one task (see the module docstring).
@@ -87,11 +100,15 @@ class RobotDriver:
     :param seed: the robot's seed (start states and goals).
     :param host: the node the driver acts through.
     :param clock: a steady clock, seconds.
-    :raises ConfigError: when ``command_interface`` is not the task's.
+    :param release: checks e-stop releases (the robot's namespace and the run's public key).
+    :param latch: the e-stop's state on disk (default: none).
+    :raises ConfigError: when ``command_interface`` is not the task's, or the task has no URDF.
     """
 
     def __init__(self, task: Task, config: BoundaryConfig, seed: int, host: DriverHost,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 release: estop.ReleaseCheck | None = None,
+                 latch: estop.EStopLatch | None = None) -> None:
         self.task, self.config, self.host, self.clock = task, config, host, clock
         self.interface = config.command_interface or task.command_interface
         if self.interface != task.command_interface:
@@ -106,9 +123,18 @@ class RobotDriver:
         scale = (np.full(len(task.commanded), config.action_scale) if config.action_scale
                  else np.asarray(task.action_scale, dtype=np.float64))
         indices = np.asarray([task.joint_names.index(name) for name in task.commanded])
-        self.safety = SafetyLayer(self.interface, command_limits(task), indices, self.period,
+        limits = command_limits(task, config.limits_urdf)
+        self.safety = SafetyLayer(self.interface, limits, indices, self.period,
                                   config.max_command_change * scale,
-                                  task.end_effector if task.workspace else None, task.workspace)
+                                  task.end_effector if task.workspace else None, task.workspace,
+                                  standing_time=config.command_timeout,
+                                  ramp_periods=round(config.ramp_in_time / self.period),
+                                  velocity_envelope=config.velocity_envelope)
+        self.state_check = StateCheck(task_limits(task, config.limits_urdf))
+        self.release_check = release or estop.ReleaseCheck("/", None)
+        self.latch = latch or estop.EStopLatch(None)
+        self.estop_reason = ""
+        self._hold_due = False  # an e-stop engaged before any joint state: hold at the first
         self.loop = RobotLoop(task, self.safety, np.random.default_rng(seed), config.reset,
                               action_scale=scale)
         self.resets_by_service = config.reset == "service"
@@ -128,11 +154,16 @@ class RobotDriver:
         self._pending_transition: Transition | None = None  # published once the command is out
         self._withheld = False  # an observation held back while acting is paused
         self._held_for_pause = False
+        self._rate_checked = False
 
     # --- episodes -----------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Begin the first episode; joint states before this are read, not acted on."""
+        """Begin the first episode; joint states before this are read, not acted on. An e-stop
+        the latch kept (or a restart after a fault) is engaged before anything is sent."""
+        latched = self.latch.start()
+        if latched.engaged:
+            self.engage(latched.reason)
         self._started = True
         self._begin_episode()
 
@@ -173,9 +204,11 @@ class RobotDriver:
     # --- inputs -------------------------------------------------------------------------------
 
     def on_joint_state(self, stamp: float, names: Sequence[str], position: Sequence[float],
-                       velocity: Sequence[float], effort: Sequence[float]) -> None:
-        """A ``sensor_msgs/JointState`` arrived (``stamp`` in seconds); one that cannot be read
-        is rejected."""
+                       velocity: Sequence[float], effort: Sequence[float],
+                       clock_now: float = float("inf")) -> None:
+        """A ``sensor_msgs/JointState`` of the robot's arrived (``stamp`` in seconds,
+        ``clock_now`` the boundary's clock in the same base); one that cannot be read or is
+        implausible is rejected, and an implausible one holds the robot."""
         try:
             sample = self.reader.read(stamp, names, position, velocity, effort)
         except JointStateError as error:
@@ -183,12 +216,15 @@ class RobotDriver:
             return
         if not self._started:
             return
+        if not self._plausible(sample, clock_now):
+            return
         now = self.clock()
         self._last_state_at = now
         if sample.stamp < self._last_stamp and self.loop.phase != RESETTING:
             self.host.warn(
                 f"the robot's clock went back ({self._last_stamp:.3f} -> {sample.stamp:.3f} s: "
                 "restarted?); the episode in progress ends here, a new one begins")
+            self.state_check.restart()
             self._flush_transition()
             self._begin_episode()
         if sample.stamp != self._last_stamp:
@@ -229,19 +265,86 @@ class RobotDriver:
                            throttle_s=1.0)
 
     def on_estop(self, engaged: bool) -> bool:
-        """The e-stop topic said ``engaged``: hold at once when it engages. True when it was
-        released: the host then calls :meth:`resume` (on the thread that acts)."""
+        """The e-stop topic said ``engaged``: hold at once when it engages; ``false`` is an
+        unsigned release (refused unless the run allows unsigned input). True when released:
+        the host then calls :meth:`resume` (on the thread that acts)."""
+        if engaged:
+            self.engage(estop.BY_OPERATOR)
+            return False
+        return self.release(None)
+
+    def engage(self, reason: str) -> None:
+        """Engage the e-stop: hold at once (or at the first joint state), then latch it on
+        disk and publish a fresh challenge for its release."""
         was = self.loop.estopped
-        hold = self.loop.set_estop(engaged)
+        hold = self.loop.set_estop(True)
         if hold is not None:
             self._send(hold)
             self._flush_transition()
-        if engaged and not was:
-            self.host.warn("e-stop: robot held, acting paused until released")
-        elif was and not engaged:
-            self.host.info("e-stop released: acting resumes")
-            return True
-        return False
+        elif self.loop.latest is None:
+            self._hold_due = True
+        if was:
+            return
+        self.estop_reason = reason
+        self.latch.engaged(reason)
+        self.host.publish_estop(True, self.release_check.new_challenge(), reason)
+        self.host.warn(f"e-stop ({reason}): robot held, acting paused until a release signed "
+                       "with the run's key (rl-bringup estop release)")
+
+    def release(self, text: str | None) -> bool:
+        """An e-stop release (the ``estop/release`` text; ``None``: a plain ``false``): True
+        when it releases; a release that does not prove the operator is refused and counted."""
+        if not self.loop.estopped:
+            return False
+        refusal = self.release_check.refusal(text)
+        if refusal is not None:
+            self.host.reject("e-stop release", refusal)
+            return False
+        self.loop.set_estop(False)
+        self.estop_reason = ""
+        self.latch.released()
+        self.host.publish_estop(False, "", "")
+        self.host.info("e-stop released: acting resumes")
+        return True
+
+    def stop_acting(self) -> None:
+        """Acting ends or pauses (run end, budget, shutdown, a lost peer, a deactivation, the
+        rate limiter): hold the robot now, unless it is held already."""
+        if self._held_for_pause or self.loop.latest is None or self.loop.estopped:
+            return
+        self._held_for_pause = True
+        self.safety.count(STOPPED)
+        self._send(self.safety.hold(self.loop.latest))
+        self._flush_transition()
+
+    def close(self) -> None:
+        """The boundary closes (the process ends): hold the robot, keep the e-stop's state."""
+        self._held_for_pause = False
+        if self.loop.latest is not None:
+            self.safety.count(STOPPED)
+            self._send(self.safety.hold(self.loop.latest))
+        self.latch.close(self.loop.estopped, self.estop_reason)
+
+    def _plausible(self, sample: JointSample, clock_now: float) -> bool:
+        """Refuse (and hold for) an implausible state; engage the e-stop beyond the envelope."""
+        problem = self.state_check.problem(sample, clock_now)
+        if problem is not None:
+            self.host.reject("joint states", f"implausible: {problem}; robot held")
+            if self.loop.latest is not None and not self.loop.estopped:
+                self.safety.count(IMPLAUSIBLE)
+                if self.loop.phase in (ACTING, STEPPING):
+                    self.loop.phase = WAITING  # the step in flight is dropped
+                self._send(self.safety.hold(self.loop.latest))
+                self._flush_transition()
+            return False
+        if self._hold_due:
+            self._hold_due = False
+            self._send(self.safety.hold(sample))
+        if self.safety.beyond_envelope(sample) and not self.loop.estopped:
+            self.loop.latest = sample
+            self.safety.count(ENVELOPE)
+            self.engage(estop.BY_ENVELOPE)
+        return True
 
     def resume(self) -> None:
         """Acting may go on (pause over, e-stop released): observe the newest state."""
@@ -271,6 +374,7 @@ class RobotDriver:
         if self.host.acting_paused():
             self._withheld = True  # resume() observes again when the pause ends
             self._flush_transition()
+            self.stop_acting()
             return
         self._observed_at = received_at if received_at is not None else self.clock()
         self.host.publish_observation(obs, self.observation_step)
@@ -282,6 +386,14 @@ class RobotDriver:
         now = self.clock()
         self.stats.command_sent(now)
         self._last_command_at = now
+        if not self._rate_checked and self.stats.commands_sent >= RATE_CHECK_COMMANDS:
+            self._rate_checked = True
+            rate, target = self.stats.rate_hz, 1.0 / self.period
+            if rate > 0 and abs(rate / target - 1.0) > RATE_TOLERANCE:
+                self.host.warn(f"the robot is driven at {rate:.0f} Hz, the task's control rate "
+                               f"is {target:.0f} Hz: the boundary acts on every new joint "
+                               "state, so set the robot's joint_states rate (or "
+                               "control_rate_hz) to the task's")
 
     # --- time ---------------------------------------------------------------------------------
 
@@ -291,6 +403,8 @@ class RobotDriver:
         came within ``command_timeout``."""
         now = self.clock()
         if self._reset_pending == WAITING_FOR_SERVICE:
+            self.host.warn(f"no reset service {self.config.reset_service} yet: the robot waits "
+                           "for it; a robot without one needs reset:=homing", throttle_s=10.0)
             self._begin_episode()
         elif (self._reset_pending is not None
               and now - self._reset_asked_at > RESET_TIMEOUT_S):
@@ -338,7 +452,7 @@ class RobotDriver:
         """What ``/diagnostics`` warns about (most urgent first), or None."""
         now = self.clock()
         if self.loop.estopped:
-            return "e-stop engaged: robot held, acting paused"
+            return f"e-stop engaged ({self.estop_reason}): robot held, acting paused"
         if self._last_state_at is None:
             return f"no joint_states from the robot yet (is it running in {namespace}?)"
         if self._reset_pending == WAITING_FOR_SERVICE:

@@ -2,17 +2,21 @@
 
 :class:`JointStateReader` turns the fields of a ``sensor_msgs/JointState`` (any joint order,
 more joints than the task's, velocities or efforts left out) into a :class:`JointSample` of the
-task's joints; :class:`ControlStats` keeps the latency from a state to its command and the
-achieved command rate with pauses left out.
+task's joints; :class:`StateSource` accepts states from one publisher only (anyone on the
+domain can publish ``joint_states``); :class:`StateCheck` refuses states no robot can be in
+(outside the URDF's limits, moving faster than the positions change, stamps that go back or
+come from the future); :class:`ControlStats` keeps the latency from a state to its command and
+the achieved command rate with pauses left out.
 """
 
 from __future__ import annotations
 
 import collections
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from rl_core.config import ConfigError
 from rl_core.robot import JointLimits, JointSample
 from rl_core.robot.task import Task
 
@@ -21,6 +25,17 @@ from rl_core.robot.task import Task
 PAUSE_PERIODS = 5
 #: Latencies kept for the percentiles.
 LATENCY_WINDOW = 1000
+#: Distinct joint name orders a reader remembers (a robot has one; a forger may send many).
+MAX_NAME_ORDERS = 8
+#: A joint state's position may lie this far outside the URDF's limits (rad or m): encoders and
+#: simulators overshoot a hard stop a little.
+POSITION_MARGIN = 0.05
+#: Stamps up to this far ahead of the boundary's clock are taken (seconds).
+FUTURE_TOLERANCE_S = 1.0
+#: Between two states, positions may move :data:`SPEED_SLACK` times the velocity limit times
+#: the time between them, plus this much (rad or m); velocities up to that multiple are taken.
+MOTION_SLACK = 0.05
+SPEED_SLACK = 3.0
 
 
 class JointStateError(ValueError):
@@ -49,6 +64,8 @@ class JointStateReader:
                 raise JointStateError(f"joint_states lacks {missing} (it has {list(names)}); set "
                                       "joints:= to the robot's joint names")
             index = np.asarray([names.index(name) for name in self.joints])
+            if len(self._index_of) >= MAX_NAME_ORDERS:
+                self._index_of.clear()  # bounded: a forger's many orders cost lookups, not memory
             self._index_of[names] = index
         count = len(names)
         positions = np.asarray(position, dtype=np.float64)
@@ -63,6 +80,71 @@ class JointStateReader:
         if not (np.all(np.isfinite(sample.position)) and np.all(np.isfinite(sample.velocity))):
             raise JointStateError("non-finite joint positions or velocities")
         return sample
+
+
+class StateSource:
+    """Which publisher the robot's state comes from: the first one heard is pinned, and
+    states from any other are refused until the pinned one has left the graph (a robot driver
+    that restarts gets a new identity).
+
+    :param alive: whether a publisher (its DDS GID) is still on the joint_states topic.
+    """
+
+    def __init__(self, alive: Callable[[bytes], bool]) -> None:
+        self.alive = alive
+        self.pinned: bytes | None = None
+        self.refused = 0
+
+    def accepts(self, gid: bytes | None) -> bool:
+        """Whether a state from ``gid`` (``None``: from this process) is the robot's."""
+        if gid is None or gid == self.pinned:
+            return True
+        if self.pinned is None or not self.alive(self.pinned):
+            self.pinned = gid
+            return True
+        self.refused += 1
+        return False
+
+
+class StateCheck:
+    """Refuses joint states that no robot with these limits can be in.
+
+    :param limits: limits of the task's joints, in the task's order (``inf`` where the URDF
+        has none: continuous joints).
+    """
+
+    def __init__(self, limits: JointLimits) -> None:
+        self.lower = limits.lower - POSITION_MARGIN
+        self.upper = limits.upper + POSITION_MARGIN
+        self.speed = limits.velocity
+        self._last: JointSample | None = None
+
+    def restart(self) -> None:
+        """Forget the last state (the robot was reset or restarted: positions jump)."""
+        self._last = None
+
+    def problem(self, sample: JointSample, now: float) -> str | None:
+        """Why ``sample`` is implausible (``now``: the boundary's clock, same base as the
+        stamps), or ``None``; a plausible sample becomes the reference for the next."""
+        position = np.asarray(sample.position, dtype=np.float64)
+        velocity = np.asarray(sample.velocity, dtype=np.float64)
+        if np.any(position < self.lower) or np.any(position > self.upper):
+            return (f"positions {np.round(position, 3).tolist()} outside the URDF limits "
+                    "(+ margin)")
+        if np.any(np.abs(velocity) > SPEED_SLACK * self.speed):
+            return f"velocities {np.round(velocity, 3).tolist()} beyond the velocity limits"
+        if sample.stamp > now + FUTURE_TOLERANCE_S:
+            return (f"stamp {sample.stamp:.3f} s is {sample.stamp - now:.1f} s ahead of this "
+                    "clock")
+        last = self._last
+        if last is not None and sample.stamp >= last.stamp:
+            elapsed = sample.stamp - last.stamp
+            moved = np.abs(position - np.asarray(last.position, dtype=np.float64))
+            if np.any(moved > SPEED_SLACK * self.speed * elapsed + MOTION_SLACK):
+                return (f"positions moved {np.round(moved, 3).tolist()} in {elapsed:.3f} s, "
+                        "faster than the velocity limits allow")
+        self._last = sample
+        return None
 
 
 class ControlStats:
@@ -105,12 +187,22 @@ class ControlStats:
         return float(p50), float(p99)
 
 
-def command_limits(task: Task) -> JointLimits:
-    """The commanded joints' limits from the task's URDF (unbounded without one)."""
-    names = tuple(task.commanded)
-    if task.urdf_path:
-        from rl_core.robot.urdf import UrdfModel
+def task_limits(task: Task, urdf_path: str = "") -> JointLimits:
+    """The limits of the task's joints from ``urdf_path`` or else the task's URDF.
 
-        return UrdfModel.from_file(task.urdf_path).limits(list(names))
-    inf = np.full(len(names), np.inf)
-    return JointLimits(names, -inf, inf.copy(), inf.copy(), inf.copy())
+    :raises ConfigError: when neither names a URDF: a robot without limits is refused."""
+    path = urdf_path or task.urdf_path
+    if not path:
+        raise ConfigError(f"task {type(task).__name__} names no URDF, so the safety layer would "
+                          "have no joint limits: give the robot's with limits_urdf:=FILE")
+    from rl_core.robot.urdf import UrdfModel
+
+    return UrdfModel.from_file(path).limits(list(task.joint_names))
+
+
+def command_limits(task: Task, urdf_path: str = "") -> JointLimits:
+    """The commanded joints' limits, in command order (:func:`task_limits`)."""
+    limits = task_limits(task, urdf_path)
+    index = [task.joint_names.index(name) for name in task.commanded]
+    return JointLimits(tuple(task.commanded), limits.lower[index], limits.upper[index],
+                       limits.velocity[index], limits.effort[index])

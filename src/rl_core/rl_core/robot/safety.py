@@ -1,13 +1,18 @@
 """The safety layer between a policy's actions and a robot's controllers.
 
-Every command the boundary sends passes :meth:`SafetyLayer.filter`: it is clipped to the joint
-limits of the robot model (position, velocity or effort, by the command interface), to a change
-per control period, kept from driving a joint past its position limits, and held when it would
-take the end effector out of the task's workspace box. :meth:`SafetyLayer.hold` is the command
-that stops the robot where it is (the current positions for the position interface, zero
-velocity or effort otherwise), sent on an e-stop and when no fresh action came within the
-command deadline. Each intervention is counted by kind (:attr:`SafetyLayer.interventions`), so
-none is silent: the simulator node reports the counts on ``/diagnostics``.
+Every command the boundary sends passes :meth:`SafetyLayer.filter`: it changes by at most
+``max_change`` from the last command sent (across episode starts and holds too), ramps in from a
+hold over ``ramp_periods`` (Isaac ROS Deploy's blend from the previous controller), is clipped to
+the joint limits of the robot model (position, velocity or effort, by the command interface)
+after the change limit so that it never leaves them, is kept from driving a joint past its
+position limits, and is held when, standing for the whole command deadline, it would take the
+end effector further out of the task's workspace box. :meth:`SafetyLayer.hold` is the command
+that stops the robot where it is (the current positions, inside the limits, for the position
+interface; zero velocity or effort otherwise), sent on an e-stop, at every end of acting and
+when no fresh action came within the command deadline; :meth:`SafetyLayer.beyond_envelope` tells
+when a joint moves faster than the velocity envelope allows. Each intervention is counted by
+kind (:attr:`SafetyLayer.interventions`), so none is silent: the simulator node reports the
+counts on ``/diagnostics``.
 """
 
 from __future__ import annotations
@@ -25,7 +30,14 @@ POSITION_LIMIT = "stopped at a position limit"
 WORKSPACE = "held at the workspace box"
 TIMEOUT = "held: command deadline"
 ESTOP = "held: e-stop"
-INTERVENTIONS = (CLIPPED, CHANGE_LIMITED, POSITION_LIMIT, WORKSPACE, TIMEOUT, ESTOP)
+RAMPED = "ramped in from a hold"
+ENVELOPE = "held: velocity envelope"
+IMPLAUSIBLE = "held: implausible joint state"
+STOPPED = "held: acting stopped"
+INTERVENTIONS = (CLIPPED, CHANGE_LIMITED, POSITION_LIMIT, WORKSPACE, TIMEOUT, ESTOP, RAMPED,
+                 ENVELOPE, IMPLAUSIBLE, STOPPED)
+#: Points along a command's standing time at which the workspace is checked (fractions of it).
+WORKSPACE_CHECKS = (0.25, 0.5, 0.75, 1.0)
 
 
 class SafetyLayer:
@@ -41,13 +53,21 @@ class SafetyLayer:
     :param end_effector: the end effector's position (m) for joint positions of a sample, with
         ``workspace``; ``None`` when the task has no workspace box.
     :param workspace: ``(low xyz, high xyz)`` in m.
+    :param standing_time: the longest a command may stand (the command deadline, s): the
+        workspace and position limits are checked over it (at least one control period).
+    :param ramp_periods: commands after a hold (and the first one) blend from the hold to the
+        filtered command over this many periods (0 = no ramp).
+    :param velocity_envelope: a joint whose speed exceeds this multiple of its velocity limit
+        is out of the envelope (0 = no check).
     """
 
     def __init__(self, interface: str, limits: JointLimits, indices: np.ndarray,
                  control_period: float, max_change: np.ndarray,
                  end_effector: Callable[[JointSample], np.ndarray | None] | None = None,
                  workspace: tuple[tuple[float, float, float],
-                                  tuple[float, float, float]] | None = None) -> None:
+                                  tuple[float, float, float]] | None = None,
+                 standing_time: float = 0.0, ramp_periods: int = 0,
+                 velocity_envelope: float = 0.0) -> None:
         if interface not in COMMAND_INTERFACES:
             raise ValueError(f"command interface must be one of {', '.join(COMMAND_INTERFACES)}, "
                              f"got {interface!r}")
@@ -65,25 +85,37 @@ class SafetyLayer:
         self.workspace = (None if workspace is None else
                           (np.asarray(workspace[0], dtype=np.float64),
                            np.asarray(workspace[1], dtype=np.float64)))
+        self.standing_time = max(float(standing_time), self.period)
+        self.ramp_periods = int(ramp_periods)
+        self.velocity_envelope = float(velocity_envelope)
         self.interventions: dict[str, int] = {kind: 0 for kind in INTERVENTIONS}
-        self._last: np.ndarray | None = None  # the last command sent
+        self._last: np.ndarray | None = None  # the last command sent, across episodes
+        self._held: np.ndarray | None = None  # the hold a ramp starts from (None: the state's)
+        self._ramp_step = 0  # commands since the last hold
 
     def count(self, kind: str) -> None:
         """Count an intervention the boundary made itself (timeout, e-stop)."""
         self.interventions[kind] += 1
 
-    def reset(self) -> None:
-        """Forget the last command (a new episode starts from a held robot)."""
-        self._last = None
-
     def hold(self, state: JointSample) -> np.ndarray:
-        """The command that keeps the robot where it is; remembered as the last command."""
-        if self.interface == "position":
-            command = np.asarray(state.position, dtype=np.float64)[self.indices].copy()
-        else:
-            command = np.zeros(len(self.indices))
-        self._last = command
+        """The command that keeps the robot where it is (inside the limits); remembered as the
+        last command, and the next commands ramp in from it."""
+        command = self._hold_command(state)
+        self._last, self._held, self._ramp_step = command, command, 0
         return command.copy()
+
+    def _hold_command(self, state: JointSample) -> np.ndarray:
+        if self.interface == "position":
+            position = np.asarray(state.position, dtype=np.float64)[self.indices]
+            return np.clip(position, self.limits.lower, self.limits.upper)
+        return np.zeros(len(self.indices))
+
+    def beyond_envelope(self, state: JointSample) -> bool:
+        """Whether a commanded joint moves faster than ``velocity_envelope`` times its limit."""
+        if not self.velocity_envelope > 0:
+            return False
+        speed = np.abs(np.asarray(state.velocity, dtype=np.float64)[self.indices])
+        return bool(np.any(speed > self.velocity_envelope * self.limits.velocity))
 
     def filter(self, command: np.ndarray, state: JointSample) -> np.ndarray:
         """The safe version of ``command`` (physical units, command order) in ``state``."""
@@ -93,22 +125,34 @@ class SafetyLayer:
                              f"{command.shape}")
         if not np.all(np.isfinite(command)):
             raise ValueError("command values must be finite")
-        low, high = self._range()
-        clipped = np.clip(command, low, high)
-        if np.any(clipped != command):
-            self.count(CLIPPED)
-        command = clipped
+        command = self._ramp(command, state)
         if self._last is not None:
             changed = np.clip(command, self._last - self.max_change, self._last + self.max_change)
             if np.any(changed != command):
                 self.count(CHANGE_LIMITED)
             command = changed
-        command = self._keep_inside_position_limits(command, state)
+        # The range last, so that no command leaves it (a hold or a change limit outside it).
+        low, high = self._range()
+        clipped = np.clip(command, low, high)
+        if np.any(clipped != command):
+            self.count(CLIPPED)
+        command = self._keep_inside_position_limits(clipped, state)
         if self.workspace is not None and self._leaves_workspace(command, state):
             self.count(WORKSPACE)
             return self.hold(state)
         self._last = command
         return command.copy()
+
+    def _ramp(self, command: np.ndarray, state: JointSample) -> np.ndarray:
+        """Blend from the hold towards ``command`` over the periods after a hold."""
+        if self._ramp_step >= self.ramp_periods:
+            return command
+        self._ramp_step += 1
+        held = self._held if self._held is not None else self._hold_command(state)
+        blended = held + (command - held) * (self._ramp_step / self.ramp_periods)
+        if np.any(blended != command):
+            self.count(RAMPED)
+        return blended
 
     def _range(self) -> tuple[np.ndarray, np.ndarray]:
         limits = self.limits
@@ -126,7 +170,7 @@ class SafetyLayer:
         position = np.asarray(state.position, dtype=np.float64)[self.indices]
         velocity = np.asarray(state.velocity, dtype=np.float64)[self.indices]
         moving = command if self.interface == "velocity" else velocity
-        ahead = position + moving * self.period
+        ahead = position + moving * self.period  # within a period the next command corrects it
         outward = (((ahead > self.limits.upper) & (command > 0))
                    | ((ahead < self.limits.lower) & (command < 0)))
         if np.any(outward):
@@ -135,22 +179,32 @@ class SafetyLayer:
         return command
 
     def _leaves_workspace(self, command: np.ndarray, state: JointSample) -> bool:
-        """Whether the command moves the end effector further outside the box than it is."""
+        """Whether the command, standing for up to :attr:`standing_time` (the deadline after
+        which the boundary holds the robot), moves the end effector further outside the box
+        than it is, at any of :data:`WORKSPACE_CHECKS` along the way."""
         assert self.end_effector is not None and self.workspace is not None
+        if self.interface == "effort":
+            return False  # an effort command's motion is not predictable without dynamics
         now = self.end_effector(state)
         if now is None:
             return False
-        position = np.asarray(state.position, dtype=np.float64).copy()
+        start = np.asarray(state.position, dtype=np.float64)
         if self.interface == "position":
-            position[self.indices] = command
-        elif self.interface == "velocity":
-            position[self.indices] += command * self.period
+            checks: tuple[float, ...] = (1.0,)
         else:
-            return False  # an effort command's motion is not predictable without dynamics
-        ahead_state = JointSample(state.stamp, position, state.velocity, state.effort)
-        ahead = self.end_effector(ahead_state)
-        return bool(ahead is not None and _outside(ahead, *self.workspace)
-                    > _outside(now, *self.workspace) + 1e-12)
+            checks = tuple(sorted({self.period / self.standing_time, *WORKSPACE_CHECKS}))
+        for fraction in checks:
+            position = start.copy()
+            if self.interface == "position":
+                position[self.indices] = command
+            else:
+                position[self.indices] += command * self.standing_time * fraction
+            ahead = self.end_effector(JointSample(state.stamp, position, state.velocity,
+                                                  state.effort))
+            if ahead is not None and (_outside(ahead, *self.workspace)
+                                      > _outside(now, *self.workspace) + 1e-12):
+                return True
+        return False
 
 
 def _outside(point: np.ndarray, low: np.ndarray, high: np.ndarray) -> float:
