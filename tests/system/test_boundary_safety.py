@@ -1,6 +1,9 @@
 """The robot boundary's safety behaviour in real runs (``rl-bringup launch ... robot_interface:=
 ros2_control``), probed from a test node over DDS: the e-stop holds the robot within one control
-period in every mode, a killed policy makes the boundary hold the robot within
+period in every mode and only a release signed with the run's key lifts it (the probe, a second
+participant, also tries a plain ``false`` and a release signed with another key), a simulator
+killed while the e-stop is engaged comes back holding, a second publisher's joint states are
+refused, a killed policy makes the boundary hold the robot within
 ``command_timeout`` (and the respawned policy drives it again), nodes under ``use_sim_time``
 follow ``/clock`` and keep reporting when it stops, a respawned sim_robot is driven again, and
 the real ``ros2`` command line sees ros2_control's topics.
@@ -37,11 +40,14 @@ from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.subscription import MessageInfo
 from rosgraph_msgs.msg import Clock
-from std_msgs.msg import Bool, Float64MultiArray
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Bool, Float64MultiArray, String
 
 from rl_core.robot.safety import ESTOP as ESTOP_HOLD
 from rl_core.robot.safety import TIMEOUT as DEADLINE_HOLD
+from rl_core.robot import estop as estop_release
 from rl_core.robot.tasks import CartPoleBalanceTask
+from rl_core.weights_auth import KEY_FILE_NAME, SigningKey
 from rl_interfaces.msg import EpisodeStatistics, ObservationBatch, ReplayStatus
 from rl_nodes import graph
 from rl_nodes.estop_listener import raise_priority
@@ -58,6 +64,8 @@ TASK = CartPoleBalanceTask
 CONTROLLER = f"{TASK.command_interface}_controller"
 COMMANDS = graph.resolve(graph.command_topic(CONTROLLER).name, NAMESPACE)
 ESTOP_TOPIC = graph.resolve(graph.ESTOP.name, NAMESPACE)
+ESTOP_STATE_TOPIC = graph.resolve(graph.ESTOP_STATE.name, NAMESPACE)
+ESTOP_RELEASE_TOPIC = graph.resolve(graph.ESTOP_RELEASE.name, NAMESPACE)
 OBSERVATIONS = graph.resolve(graph.OBSERVATIONS.name, NAMESPACE)
 JOINT_STATES = graph.resolve(graph.ROBOT_JOINT_STATES.name, NAMESPACE)
 SIMULATOR = graph.node_name(graph.SIMULATOR, NAMESPACE)
@@ -76,6 +84,14 @@ RUN_ARGUMENTS = ("robot_interface:=ros2_control", "total_env_steps:=1000000000",
 START_TIMEOUT_S = 150.0
 #: E-stop engagements per mode: the first checks everything, the others add latency samples.
 ESTOP_TRIALS = 5
+#: How long the robot is watched after forged releases (it must only be held).
+FORGED_RELEASE_WINDOW_S = 0.5
+#: How long the respawn of a simulator killed while the e-stop was engaged is watched.
+RESPAWN_WINDOW_S = 2.0
+#: Forged joint states a second publisher sends.
+FORGED_STATES = 20
+#: The count of joint states from publishers other than the robot (robot_boundary.diagnose).
+REJECTED_JOINT_STATES = "joint states from other publishers"
 #: How long "nothing arrives" is watched while the e-stop is engaged (first trial; then shorter).
 ENGAGED_WINDOW_S = 1.0
 SHORT_ENGAGED_WINDOW_S = 0.3
@@ -177,7 +193,11 @@ class Probe:
     run: Child
     domain_id: int
     clock: bool = False
+    #: The run's directory: its weights.key signs e-stop releases.
+    output_dir: Path | None = None
     commands: list[Command] = field(default_factory=list)
+    #: (receipt time, engaged, challenge, reason) of each estop/state.
+    estop_states: list[tuple[float, bool, str, str]] = field(default_factory=list)
     observations: list[Observation] = field(default_factory=list)
     statuses: list[Status] = field(default_factory=list)
     #: (receipt time, total_sampled) of each /replay_status.
@@ -207,6 +227,10 @@ class Probe:
                                      graph.CLOCK.qos.profile())
         # The e-stop as an operator's panel would send it: reliable, volatile, depth 10.
         self.estop_pub = node.create_publisher(Bool, ESTOP_TOPIC, graph.ESTOP.qos.profile())
+        node.create_subscription(String, ESTOP_STATE_TOPIC, self._on_estop_state,
+                                 graph.ESTOP_STATE.qos.profile())
+        self.release_pub = node.create_publisher(String, ESTOP_RELEASE_TOPIC,
+                                                 graph.ESTOP_RELEASE.qos.profile())
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(node)
 
@@ -225,6 +249,9 @@ class Probe:
             self._estop_at_episode_end = False
             self.episode_estop = (time.monotonic(), len(self.commands))
             self.estop_pub.publish(Bool(data=True))
+
+    def _on_estop_state(self, msg: String) -> None:
+        self.estop_states.append((time.monotonic(), *estop_release.parse_state(msg.data)))
 
     def _on_replay_status(self, msg: ReplayStatus) -> None:
         self.replay_statuses.append((time.monotonic(), msg.total_sampled))
@@ -316,6 +343,24 @@ class Probe:
         self.estop_pub.publish(Bool(data=engaged))
         return sent_at
 
+    def engaged_challenge(self, after: float = -1.0) -> str:
+        """The challenge of the e-stop's engagement, once the robot reports it engaged."""
+        state = self.spin_until(
+            lambda: next((s for s in reversed(self.estop_states) if s[0] > after and s[1]), None),
+            "estop/state to say engaged", 10.0)
+        return state[2]
+
+    def release(self, key: SigningKey | None = None, after: float = -1.0) -> float:
+        """Release the e-stop as the operator does (signed with the run's key, or ``key``);
+        returns the monotonic time of the publish."""
+        assert self.output_dir is not None
+        key = key or SigningKey(bytes.fromhex((self.output_dir / KEY_FILE_NAME).read_text().strip()))
+        text = estop_release.release_text(key, NAMESPACE, self.engaged_challenge(after))
+        self.spin_until(lambda: self.release_pub.get_subscription_count() > 0,
+                        f"the simulator's subscription to {ESTOP_RELEASE_TOPIC}", 30.0)
+        self.release_pub.publish(String(data=text))
+        return time.monotonic()
+
     def estop_at_episode_end(self, timeout_s: float) -> tuple[float, int]:
         """Publish the e-stop from the callback of the next /episodes message: it then reaches
         the boundary while that waits for the robot's reset of the next episode (or just
@@ -379,7 +424,7 @@ class Deployments:
         run = Child([RL_BRINGUP, "launch", mode, *RUN_ARGUMENTS, *arguments,
                      f"output_dir:={output_dir}", f"domain_id:={self.domain_id}"], env=self.env)
         try:
-            probe = Probe(run, self.domain_id, clock=clock)
+            probe = Probe(run, self.domain_id, clock=clock, output_dir=output_dir)
         except BaseException:
             run.stop(grace_s=15.0)
             raise
@@ -490,7 +535,17 @@ def engage_and_release(probe: Probe, window_s: float, check_diagnostics: bool,
         "pause): " + "; ".join(f"{(o.stamp_ns - hold_wall_ns) * 1e-6:.1f} ms after the hold, "
                                f"obs {[round(v, 3) for v in o.obs]}" for o in published))
 
-    released_at = probe.estop(False)
+    if check_diagnostics:
+        # A second participant tries to release: a plain false, and a release signed with a key
+        # that is not the run's. Neither lifts the e-stop.
+        probe.estop(False)
+        probe.release(SigningKey(os.urandom(32)), after=sent_at)
+        probe.spin_for(FORGED_RELEASE_WINDOW_S)
+        forged = probe.commands[index + 1:]
+        assert all(is_hold(c.values) for c in forged), (
+            f"a forged release moved the robot: {[c.values for c in forged if not is_hold(c.values)]}")
+        assert probe.estop_states[-1][1], "a forged release was taken"
+    released_at = probe.release(after=sent_at)
     resumed = probe.next_command(len(probe.commands), lambda c: not is_hold(c.values),
                                  "commands after the e-stop's release", 30.0)
     assert probe.commands[resumed].received > released_at
@@ -512,8 +567,8 @@ def test_estop_holds_the_robot_within_one_control_period(deployments: Deployment
                                         SHORT_ENGAGED_WINDOW_S, check_diagnostics=trial == 0)
                      for trial in range(ESTOP_TRIALS)]
     finally:
-        if probe.context.ok():
-            probe.estop_pub.publish(Bool(data=False))  # leave the shared run stepping
+        if probe.context.ok() and probe.estop_states and probe.estop_states[-1][1]:
+            probe.release()  # leave the shared run stepping
     figures = ", ".join(f"{1e3 * latency:.1f}" for latency in latencies)
     MEASURED[f"e-stop to hold, {mode}"] = (f"{figures} ms (median "
                                            f"{1e3 * statistics.median(latencies):.1f} ms)")
@@ -532,10 +587,74 @@ def test_estop_as_an_episode_ends_keeps_acting_paused(deployments: Deployments) 
                                         at_episode_end=True)
                      for _ in range(ESTOP_TRIALS)]
     finally:
-        if probe.context.ok():
-            probe.estop_pub.publish(Bool(data=False))
+        if probe.context.ok() and probe.estop_states and probe.estop_states[-1][1]:
+            probe.release()
     MEASURED["e-stop to hold as an episode ends, decoupled"] = ", ".join(
         f"{1e3 * latency:.1f}" for latency in latencies) + " ms"
+
+
+def test_a_simulator_killed_while_engaged_holds_after_its_respawn_until_a_signed_release(
+        deployments: Deployments) -> None:
+    """The e-stop latches in the run directory: SIGKILL of the simulator while it is engaged
+    (an OOM kill, a crash), and the respawned simulator holds the robot and publishes no
+    observation until the operator's signed release; a forged one is refused. About 15 s."""
+    deployment = deployments.get("decoupled")
+    probe = deployment.probe
+    probe.next_command(len(probe.commands), lambda c: not is_hold(c.values),
+                       "a command before the e-stop", 30.0)
+    sent_at = probe.estop(True)
+    probe.next_command(len(probe.commands), lambda c: is_hold(c.values), "the e-stop's hold", 5.0)
+    probe.engaged_challenge(after=sent_at)
+    pid = deployment.pid_of("simulator_robot_0")
+    os.kill(pid, signal.SIGKILL)  # a process this test's run started, by its PID
+    killed_at = time.monotonic()
+    respawned = re.compile(r"started simulator_robot_0 \(pid (\d+)\)")
+    probe.spin_until(lambda: any((m := respawned.search(line)) and int(m.group(1)) != pid
+                                 for line in deployment.run.lines),
+                     "the supervisor to respawn simulator_robot_0", 60.0)
+    state = probe.spin_until(
+        lambda: next((s for s in reversed(probe.estop_states) if s[0] > killed_at), None),
+        "the respawned simulator's estop/state", 60.0)
+    assert state[1] and state[3] == estop_release.BY_OPERATOR, state
+    mark = len(probe.commands)
+    probe.estop(False)  # a second participant's release attempts
+    probe.release(SigningKey(os.urandom(32)), after=killed_at)
+    probe.spin_for(RESPAWN_WINDOW_S)
+    after_respawn = probe.commands[mark:]
+    assert all(is_hold(c.values) for c in after_respawn), (
+        f"the respawned simulator moved the robot while engaged: {after_respawn}")
+    assert not [o for o in probe.observations if o.received > killed_at], \
+        "the respawned simulator observed (acted) while the e-stop was engaged"
+    released_at = probe.release(after=killed_at)
+    probe.next_command(len(probe.commands), lambda c: not is_hold(c.values),
+                       "commands after the signed release", 60.0)
+    MEASURED["simulator killed while engaged: release to commands"] = (
+        f"{time.monotonic() - released_at:.1f} s")
+
+
+def test_joint_states_from_a_second_publisher_are_refused(deployments: Deployments) -> None:
+    """A second participant publishes forged joint states (a position past the limits, a
+    future stamp): the boundary keeps to sim_robot's and counts the rest. About 5 s."""
+    deployment = deployments.get("decoupled")
+    probe = deployment.probe
+    forger = probe.node.create_publisher(JointState, JOINT_STATES, graph.STREAM.profile())
+    probe.spin_until(lambda: forger.get_subscription_count() > 0,
+                     "the simulator's subscription to the forged joint_states", 30.0)
+    mark, forged_at = len(probe.commands), time.monotonic()
+    for _ in range(FORGED_STATES):
+        msg = JointState(name=list(TASK.joint_names), position=[14.0, 0.0], velocity=[0.0, 0.0])
+        msg.header.stamp.sec = 2**31 - 1  # from the far future
+        forger.publish(msg)
+        probe.spin_for(0.01)
+    rejected = probe.wait_for_status(
+        SIMULATOR, "the forged joint states counted on /diagnostics", 10.0, after=forged_at,
+        predicate=lambda s: int(s.values.get(REJECTED_JOINT_STATES, "0")) > 0)
+    assert int(rejected.values[REJECTED_JOINT_STATES]) >= 1, rejected.values
+    probe.next_command(mark, lambda c: not is_hold(c.values),
+                       "commands going on from sim_robot's states", 10.0)
+    assert not [o for o in probe.observations if o.received > forged_at
+                and abs(o.obs[0]) > 10.0], "a forged state reached an observation"
+    probe.node.destroy_publisher(forger)
 
 
 # ------------------------------------------------------------------------- a killed policy

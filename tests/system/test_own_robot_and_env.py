@@ -4,7 +4,8 @@ Everything user-side lives outside the project's packages, in ``tests/system/use
 which the tests put on the run's ``PYTHONPATH`` (nothing is installed):
 
 * ``point_reach:PointReach``: a robot task (two velocity-commanded joints, no URDF, no in-process
-  twin), trained on ``point_robot.py``, a few lines of rclpy that this test starts as the robot;
+  twin), trained on ``point_robot.py``, a few lines of rclpy that this test starts as the robot,
+  whose limits ``point_robot.urdf`` gives (``limits_urdf:=``);
 * ``user_env_module:UserEnv-v0`` and ``user_env_module:Broken-v0``: gymnasium environments
   registered when their module is imported (gymnasium's ``module:Id`` convention).
 """
@@ -15,6 +16,7 @@ import json
 import math
 import os
 import re
+import signal
 import sys
 from pathlib import Path
 
@@ -78,6 +80,7 @@ def test_own_robot_and_task_train_by_launch_arguments(tmp_path: Path, ros_env) -
             robot.output()
         run = launch("colocated", tmp_path, env, "robot_interface:=ros2_control",
                      "sim_robot:=false", "task:=point_reach:PointReach", "reset:=homing",
+                     f"limits_urdf:={USER_PACKAGES / 'point_robot.urdf'}",
                      *POINT_REACH_ARGUMENTS)
         code = finish(run, 600.0)
     finally:
@@ -97,6 +100,16 @@ def test_own_robot_and_task_train_by_launch_arguments(tmp_path: Path, ros_env) -
     # The test's robot is the one that was driven: homing and acting commands, one per period.
     stopped = next(line for line in robot.lines if "point robot stopping after" in line)
     assert int(stopped.split("after ")[1].split()[0]) >= result["env_steps"], stopped
+    # What the robot saw at the edges of the run: no change beyond the limit at any time
+    # (max_command_change 1.0 x 1 m/s, episode starts included), and a hold once acting ended,
+    # within one control period (0.05 s) of the last moving command.
+    figures_line = next(line for line in robot.lines if "point robot: largest change" in line)
+    match = re.search(r"largest change (\S+), last command \[(.*)\], held after (\S+) s",
+                      figures_line)
+    assert match, figures_line
+    assert float(match[1]) <= 1.0 + 1e-9, figures_line
+    assert all(float(value) == 0.0 for value in match[2].split(",")), figures_line
+    assert match[3] != "never" and float(match[3]) <= 0.05, figures_line
 
     returns = progress(run.lines)
     full = [mean for _, window, mean in returns if window == RETURN_WINDOW]
@@ -149,3 +162,56 @@ def test_a_run_whose_every_robot_gave_up_ends_with_the_reason(tmp_path: Path, ro
         output[-4000:]
     # The reason is in the run's output, as the supervisor's message promises.
     assert "BrokenEnv.reset: this environment is broken on purpose" in output
+
+
+#: A hold must reach the user's robot within one control period of the last moving command
+#: (PointReach's period) at every end of acting.
+HOLD_WITHIN_S = 0.05
+HELD = re.compile(r"point robot: held (\S+) s after the last moving command \(step (\d+)\)")
+
+
+def holds_after(robot: Child, start: int) -> list[float]:
+    """The delays of the holds the point robot reported in its lines from ``start`` on."""
+    return [float(match[1]) for line in robot.lines[start:] if (match := HELD.search(line))]
+
+
+def test_own_robot_is_held_at_every_end_of_acting(tmp_path: Path, ros_env) -> None:
+    """The user's robot (point_robot.py, hybrid, learner in its own process) is held within one
+    control period when the learner is SIGKILLed (acting pauses when the replay buffer falls
+    silent) and when the run is stopped with SIGINT; between them the change per period never
+    exceeds the limit. About 60 s."""
+    env = user_env(ros_env)
+    robot = Child([sys.executable, str(USER_PACKAGES / "point_robot.py"), "/robot_0"], env=env)
+    run = None
+    try:
+        assert robot.wait_for_line(lambda line: "point robot ready" in line, 60.0), \
+            robot.output()
+        run = launch("hybrid", tmp_path, env, "robot_interface:=ros2_control",
+                     "sim_robot:=false", "task:=point_reach:PointReach", "reset:=homing",
+                     f"limits_urdf:={USER_PACKAGES / 'point_robot.urdf'}",
+                     "total_env_steps:=1000000", "learning_starts:=200", "random_steps:=200")
+        assert run.wait_for_line(lambda line: "[trainer]: steps" in line
+                                 and " updates 0 " not in line, 240.0), run.output()[-4000:]
+        learner = re.compile(r"started learner \(pid (\d+)\)")
+        pid = next(int(m[1]) for line in run.lines if (m := learner.search(line)))
+        mark = len(robot.lines)
+        os.kill(pid, signal.SIGKILL)  # a process this test's run started, by its PID
+        assert robot.wait_for_line(lambda line: HELD.search(line) is not None
+                                   and robot.lines.index(line) >= mark, 60.0), robot.output()
+        killed = holds_after(robot, mark)
+        mark = len(robot.lines)
+        run.process.send_signal(signal.SIGINT)
+        assert run.wait(60.0) is not None, run.output()[-4000:]
+        ended = holds_after(robot, mark)
+    finally:
+        if run is not None:
+            run.stop(grace_s=20.0)
+        robot.stop(grace_s=10.0)
+    print(f"holds after a killed learner: {killed} s; after SIGINT: {ended} s")
+    assert killed and killed[0] <= HOLD_WITHIN_S, (killed, run.output()[-3000:])
+    # SIGINT: acting may already have paused (the respawned learner not yet back): then the
+    # robot is held already, and the close sends a hold again, which is no new moving command.
+    assert all(delay <= HOLD_WITHIN_S for delay in ended), ended
+    figures = next(line for line in robot.lines if "point robot: largest change" in line)
+    assert float(re.search(r"largest change (\S+),", figures)[1]) <= 1.0 + 1e-9, figures
+    assert re.search(r"last command \[0\.0, 0\.0\]", figures), figures

@@ -412,3 +412,19 @@ def test_a_lost_first_joint_state_asks_for_the_reset_again() -> None:
     state(driver, 0.0, [1.0, -1.0])
     driver.reset_answered(answer(host))
     assert host.of("observation")[0][0] == 0  # the robot acts
+
+
+def test_homing_stops_while_acting_is_paused_and_goes_on_after() -> None:
+    driver, host, _ = make(reset="homing")
+    driver.start()
+    state(driver, 0.0, [0.0, 0.0])  # homing towards (1, -1) begins
+    assert host.of("send") and np.any(host.of("send")[-1] != 0.0)
+    host.paused = True  # e.g. the run's end
+    state(driver, 0.1, [0.1, -0.1])
+    np.testing.assert_allclose(host.of("send")[-1], [0.0, 0.0])
+    count = len(host.of("send"))
+    state(driver, 0.2, [0.1, -0.1])  # a lockstep robot answers the hold: no homing command
+    assert len(host.of("send")) == count
+    host.paused = False
+    driver.resume()
+    assert len(host.of("send")) == count + 1 and np.any(host.of("send")[-1] != 0.0)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 
 from rl_bringup.arguments import plan_from_arguments
@@ -47,9 +50,37 @@ def test_kuka_reach_robots_take_velocity_commands() -> None:
 def test_in_process_and_bring_your_own_robot_start_no_sim_robot() -> None:
     assert not _sim_robots(make_plan("colocated", 1, domain_id=5))
     plan = make_plan("colocated", 1, domain_id=5, robot_interface="ros2_control",
-                     sim_robot="false")
+                     sim_robot="false", extra_parameters={"reset": "homing"})
     assert not _sim_robots(plan)
     assert plan.processes[0].parameters["robot_interface"] == "ros2_control"
+
+
+def test_your_own_robot_must_say_how_it_resets_and_give_limits_before_anything_starts(
+        ) -> None:
+    """The default reset service is sim_robot's: a robot of your own would wait for it at
+    "steps 0" for good. A task without a URDF has no limits for the safety layer."""
+    with pytest.raises(PlanError, match="reset:=homing .* or reset_service:=NAME"):
+        make_plan("colocated", 1, domain_id=5, robot_interface="ros2_control", sim_robot="false")
+    make_plan("colocated", 1, domain_id=5, robot_interface="ros2_control", sim_robot="false",
+              extra_parameters={"reset_service": "my_driver/reset"})
+    user_packages = str(Path(__file__).parents[1] / "system" / "user_packages")
+    sys.path.insert(0, user_packages)
+    try:
+        with pytest.raises(PlanError, match="limits_urdf:=FILE"):
+            make_plan("colocated", 1, domain_id=5, robot_interface="ros2_control",
+                      sim_robot="false", task="point_reach:PointReach",
+                      extra_parameters={"reset": "homing"})
+        make_plan("colocated", 1, domain_id=5, robot_interface="ros2_control",
+                  sim_robot="false", task="point_reach:PointReach",
+                  extra_parameters={"reset": "homing", "limits_urdf": "robot.urdf"})
+    finally:
+        sys.path.remove(user_packages)
+
+
+def test_a_simulator_keeps_its_estop_state_in_the_run_directory(tmp_path: Path) -> None:
+    plan = make_plan("decoupled", 1, domain_id=5, output_dir=tmp_path)
+    simulator = next(process for process in plan.processes if "simulator" in process.name)
+    assert simulator.parameters["estop_dir"] == str(tmp_path / "estop")
 
 
 def test_deployment_arguments_reach_the_plan() -> None:

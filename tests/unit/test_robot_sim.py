@@ -107,3 +107,21 @@ def test_a_robot_that_cannot_be_built_is_a_configuration_error(tmp_path: Path) -
     urdf.write_text("not a urdf")
     with pytest.raises(ConfigError, match="robot '.*broken.urdf'"):
         SimRobot(config(robot=str(urdf)))
+
+
+def test_free_run_holds_once_no_command_came_within_its_timeout(clock) -> None:
+    robot = make(clock, mode="free_run", command_timeout=0.5)
+    try:
+        robot.command([1.0])
+        clock[0] += 0.4
+        robot.step()
+        assert robot.timeouts == 0 and robot.physics.command_values[0] == 1.0
+        clock[0] += 0.2  # the boundary fell silent: the robot side's own deadline holds
+        robot.step()
+        robot.step()
+        assert robot.timeouts == 1 and robot.physics.command_values[0] == 0.0
+        robot.command([0.5])  # a new command drives it again
+        robot.step()
+        assert robot.timeouts == 1 and robot.physics.command_values[0] == 0.5
+    finally:
+        robot.close()

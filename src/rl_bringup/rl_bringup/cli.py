@@ -41,7 +41,7 @@ from rl_bringup.layouts import MODES
 from rl_bringup.plan import DEFAULT_CONFIG, Plan, ProcessSpec
 from rl_bringup.run_key import with_weights_key
 from rl_bringup.supervisor import Supervisor
-from rl_bringup.tools import advise, compare, compose, doctor, evaluate, export, k8s, record, status
+from rl_bringup.tools import advise, compare, compose, doctor, estop, evaluate, export, k8s, record, status
 from rl_bringup.tools.subcommand import (
     EXIT_FAILURE,
     PROGRAM,
@@ -328,6 +328,7 @@ SUBCOMMANDS: list[Callable[[SubparsersAction], None]] = [
     compare.register,
     k8s.register,
     compose.register,
+    estop.register,
 ]
 
 

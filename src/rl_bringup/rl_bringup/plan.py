@@ -425,6 +425,14 @@ def _config_file(config: str | os.PathLike[str]) -> str:
 ROBOT_DEFAULTS: dict[str, Any] = {"await_replay_status": True}
 
 
+def estop_parameters(learning_parameters: Mapping[str, Any]) -> dict[str, Any]:
+    """A simulator keeps its e-stop's state in the run directory, so that it survives a
+    respawn (rl_core.robot.estop)."""
+    if "output_dir" not in learning_parameters:
+        return {}
+    return {"estop_dir": os.path.join(str(learning_parameters["output_dir"]), "estop")}
+
+
 def _configure_processes(processes: list[ProcessSpec], config_file: str,
                          shared_parameters: Mapping[str, Any],
                          output_dir: str | os.PathLike[str] | None, robot_count: int,
@@ -442,6 +450,7 @@ def _configure_processes(processes: list[ProcessSpec], config_file: str,
         hosts_simulator = any(kind == "simulator" for kind, _ in process.hosted_nodes())
         process.parameters = {
             **(ROBOT_DEFAULTS if hosts_simulator else {}),
+            **(estop_parameters(learning_parameters) if hosts_simulator else {}),
             **(learning_parameters if hosts_learning else shared_parameters),
             **({"deployment_robots": robot_count} if hosts_learning else {}),
             **process.parameters,

@@ -14,11 +14,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rl_core.config import ROBOT_INTERFACES, ConfigError, load_yaml, node_parameters
+from rl_core.config import ROBOT_INTERFACES, BoundaryConfig, ConfigError, load_yaml, node_parameters
 
 #: sim_robot's built-in robot models, by the URDF file a task names (rl_core.robot.tasks).
 _BUILT_IN_MODELS = {"cartpole.urdf": "cartpole", "kuka_iiwa/model.urdf": "kuka_iiwa"}
 DEFAULT_ROBOT_INTERFACE = ROBOT_INTERFACES[0]
+#: sim_robot's reset service, the boundary's default.
+DEFAULT_RESET_SERVICE = BoundaryConfig().reset_service
 #: How sim_robot advances: one control period per command (as fast as the learner acts).
 SIM_ROBOT_MODE = "lockstep"
 
@@ -105,12 +107,44 @@ def sim_robots(config_file: str, shared_parameters: Mapping[str, Any], robots: i
 
     :raises ConfigError: for a bad ``sim_robot`` flag or a task sim_robot cannot simulate.
     """
-    if not parse_flag("sim_robot", start):
-        return []
     interface = effective_simulator_parameter("robot_interface", config_file, shared_parameters,
                                               DEFAULT_ROBOT_INTERFACE)
     if interface != "ros2_control":
         return []
+    if not parse_flag("sim_robot", start):
+        check_own_robots(config_file, shared_parameters)
+        return []
     env_id = effective_simulator_parameter("env_id", config_file, shared_parameters, "")
     return [sim_robot_parameters(env_id, robot, publish_clock=robot == 0)
             for robot in range(robots)]
+
+
+def check_own_robots(config_file: str, shared_parameters: Mapping[str, Any]) -> None:
+    """Robots of the user's own (``sim_robot:=false``) must say how an episode starts (the
+    default reset service is sim_robot's, which such a robot does not serve: the run would wait
+    for it at "steps 0" for good) and must have joint limits (a task without a URDF needs
+    ``limits_urdf``), checked here once rather than by simulators that fail at every respawn.
+
+    :raises ConfigError: with the arguments that fix it.
+    """
+    reset = effective_simulator_parameter("reset", config_file, shared_parameters, "service")
+    service = effective_simulator_parameter("reset_service", config_file, shared_parameters,
+                                            DEFAULT_RESET_SERVICE)
+    if reset == "service" and service == DEFAULT_RESET_SERVICE:
+        raise ConfigError(
+            f"sim_robot:=false: your robots serve no {DEFAULT_RESET_SERVICE}, the default reset "
+            "service; pass reset:=homing (the boundary commands each robot to its start state) "
+            "or reset_service:=NAME (your robot's rl_interfaces/srv/ResetRobot service)")
+    if effective_simulator_parameter("limits_urdf", config_file, shared_parameters, ""):
+        return
+    from rl_core.robot.tasks import load_task
+
+    env_id = effective_simulator_parameter("env_id", config_file, shared_parameters, "")
+    try:
+        task = load_task(env_id)
+    except (ValueError, ImportError):
+        return  # each simulator reports a task it cannot load
+    if not task.urdf_path:
+        raise ConfigError(f"task {type(task).__name__} names no URDF, so the safety layer would "
+                          "have no joint limits for your robot: pass limits_urdf:=FILE (your "
+                          "robot's URDF)")

@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable
 
 import rclpy
+from rclpy.clock import Clock, ClockType
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from std_msgs.msg import Bool, String
@@ -55,10 +56,13 @@ class EStopListener:
     :param node: the node whose name and namespace the listener takes.
     :param on_estop: called with the message's value.
     :param on_release: called with a release message's text.
+    :param watchdog: ``(period_s, callback)``: called on this thread every period of a steady
+        clock (the boundary's command deadline: it must not run on the thread it guards).
     """
 
     def __init__(self, node: Node, on_estop: Callable[[bool], None],
-                 on_release: Callable[[str], None]) -> None:
+                 on_release: Callable[[str], None],
+                 watchdog: tuple[float, Callable[[], None]] | None = None) -> None:
         sys.setswitchinterval(min(sys.getswitchinterval(), ESTOP_SWITCH_INTERVAL_S))
         self.node = rclpy.create_node(f"{node.get_name()}_estop",
                                       namespace=node.get_namespace(), context=node.context)
@@ -68,6 +72,9 @@ class EStopListener:
         self.node.create_subscription(String, graph.ESTOP_RELEASE.name,
                                       lambda msg: on_release(str(msg.data)),
                                       graph.ESTOP_RELEASE.qos.profile())
+        if watchdog is not None:
+            self.node.create_timer(watchdog[0], watchdog[1],
+                                   clock=Clock(clock_type=ClockType.STEADY_TIME))
         self.executor = SingleThreadedExecutor(context=node.context)
         self.executor.add_node(self.node)
         threading.Thread(target=self._spin, name="estop", daemon=True).start()

@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from builtin_interfaces.msg import Duration
-from rclpy.clock import Clock, ClockType
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, Float64MultiArray, String
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
@@ -88,7 +87,10 @@ class RobotBoundary:
         #: The newest observation published (what the next action answers).
         self.observation: np.ndarray | None = None
         self._warned_at: dict[str, float] = {}  # when each warning text was last logged
-        self._estop = EStopListener(node, self._on_estop, self._on_release)
+        # The command deadline on the e-stop's thread, not the dispatch thread it guards (a
+        # gradient step or the run's final checkpoint there must not leave a command standing).
+        self._estop = EStopListener(node, self._on_estop, self._on_release,
+                                    (min(self.driver.period, 0.05), self._check_deadline))
         if config.operator_success:
             node.create_subscription(Bool, graph.OPERATOR_SUCCESS.name,
                                      self._on_operator_success, 10)
@@ -97,9 +99,6 @@ class RobotBoundary:
         self._reset_type = ResetRobot
         self.reset_client = (node.create_client(ResetRobot, config.reset_service)
                              if config.reset == "service" else None)
-        # Steady clock: the command deadline must hold when simulated time stops.
-        self._timer = node.create_timer(min(self.driver.period, 0.05), self._tick,
-                                        clock=Clock(clock_type=ClockType.STEADY_TIME))
 
     @classmethod
     def for_simulator(cls, node: SimulatorNode, seed: int) -> RobotBoundary:
@@ -207,9 +206,6 @@ class RobotBoundary:
     @_locked
     def _on_reset(self, future: Any) -> None:
         self.driver.reset_answered(future)
-
-    def _tick(self) -> None:
-        self.node.ipc.post(self._check_deadline)
 
     @_locked
     def _check_deadline(self) -> None:

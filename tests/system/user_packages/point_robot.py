@@ -6,7 +6,11 @@ joint_state_broadcaster and a velocity forward command controller.
 ``NAMESPACE/velocity_controller/commands``. Lockstep: each command advances the robot one control
 period, then the joint state is published (stamped with the robot's own time). One state goes
 out at start, and again every 0.5 s while no command comes, so a late subscriber gets one. No
-reset service: the run homes the robot with velocity commands (reset:=homing).
+reset service: the run homes the robot with velocity commands (reset:=homing). Its limits are in
+``point_robot.urdf`` beside it.
+
+At its end it reports what a robot's owner would check: the largest change between two
+commands, and how long after the last moving command the robot was told to hold.
 """
 
 from __future__ import annotations
@@ -33,6 +37,9 @@ class PointRobot(Node):
         self.velocity = np.zeros(2)
         self.steps = 0  # control periods done: the robot's clock
         self.last_command_at = time.monotonic()
+        self.largest_change = 0.0
+        self.moving_at: float | None = None  # the last command that moved the robot
+        self.held_after: float | None = None  # from it to the first hold after it
         self.state_pub = self.create_publisher(JointState, "joint_states", 10)
         self.create_subscription(Float64MultiArray, "velocity_controller/commands",
                                  self.on_command, 10)
@@ -44,7 +51,18 @@ class PointRobot(Node):
         if len(msg.data) != 2 or not np.all(np.isfinite(msg.data)):
             self.get_logger().error(f"rejected command {list(msg.data)}")
             return
-        self.velocity = np.asarray(msg.data, dtype=np.float64)
+        command = np.asarray(msg.data, dtype=np.float64)
+        if self.steps:
+            self.largest_change = max(self.largest_change,
+                                      float(np.max(np.abs(command - self.velocity))))
+        now = time.monotonic()
+        if np.any(command != 0.0):
+            self.moving_at, self.held_after = now, None
+        elif self.held_after is None and self.moving_at is not None:
+            self.held_after = now - self.moving_at
+            self.get_logger().info(f"point robot: held {self.held_after:.4f} s after the last "
+                                   f"moving command (step {self.steps})")
+        self.velocity = command
         self.position = self.position + self.velocity * CONTROL_PERIOD
         self.steps += 1
         self.last_command_at = time.monotonic()
@@ -71,6 +89,9 @@ def main() -> None:
         pass
     finally:
         node.get_logger().info(f"point robot stopping after {node.steps} commands")
+        held = "never" if node.held_after is None else f"{node.held_after:.4f}"
+        node.get_logger().info(f"point robot: largest change {node.largest_change:.4f}, last "
+                               f"command {node.velocity.tolist()}, held after {held} s")
         node.destroy_node()
         rclpy.try_shutdown()
 

@@ -238,7 +238,11 @@ class RobotDriver:
             self._begin_episode()
         elif (self.loop.phase == RESETTING and not self.resets_by_service
               and not self.loop.estopped):
-            self._home()
+            if self.host.acting_paused():
+                self._withheld = True  # homing moves the robot too: resume() homes on
+                self.stop_acting()
+            else:
+                self._home()
         self._publish_observation(obs, now)
         if self.loop.phase != ACTING:
             self._flush_transition()
@@ -350,7 +354,7 @@ class RobotDriver:
         """Acting may go on (pause over, e-stop released): observe the newest state."""
         if self.loop.estopped:
             return
-        if self._withheld or self.loop.phase == ACTING:
+        if self.loop.phase == ACTING or (self._withheld and self.loop.phase != RESETTING):
             self.loop.phase = WAITING
         self._withheld = self._held_for_pause = False
         if self.loop.phase == RESETTING and not self.resets_by_service and self.loop.latest:
@@ -427,8 +431,8 @@ class RobotDriver:
                 if self.loop.latest is not None:
                     self._send(self.safety.hold(self.loop.latest))
             return
-        if self.loop.estopped or self.loop.latest is None:
-            return
+        if self.loop.estopped or self.loop.latest is None or self._held_for_pause:
+            return  # held already
         if self.loop.phase == ACTING:
             late, what = now - self._last_command_at, "no action"
         elif self.loop.phase in (STEPPING, WAITING):

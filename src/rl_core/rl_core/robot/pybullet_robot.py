@@ -224,6 +224,10 @@ class PybulletRobot:
         self._world.reset_joints(indices, position, velocity)
         self._hold()
 
+    def hold(self) -> None:
+        """Command "hold": velocity and effort 0, position where each joint is now."""
+        self._hold()
+
     def _hold(self) -> None:
         if self._mode == pybullet.POSITION_CONTROL:
             states = self._world.joint_states(self._command_indices)

@@ -50,6 +50,9 @@ class SimRobot:
         #: The JointTrajectoryPoint field a trajectory's values are read from.
         self.trajectory_field = TRAJECTORY_FIELDS[config.command_interface]
         self._rate_steps, self._rate_since = 0, clock()
+        self._commanded_at = clock()
+        #: Times the command timeout held the robot (free_run).
+        self.timeouts = 0
 
     # --- inputs -------------------------------------------------------------------------------
 
@@ -59,6 +62,7 @@ class SimRobot:
         :raises ValueError: for a wrong number of values or non-finite ones.
         """
         self.physics.command(values)
+        self._commanded_at = self.clock()
         if self.config.mode != "lockstep":
             return False
         self.step()
@@ -85,7 +89,15 @@ class SimRobot:
         return f"reset {len(names)} joint(s)" if names else "reset every joint to its home"
 
     def step(self) -> None:
-        """One control period under the current command."""
+        """One control period under the current command; in free_run, a command older than
+        ``command_timeout`` is replaced by a hold first (the robot side's own deadline, as a
+        real robot's driver should have: the boundary's may be dead)."""
+        timeout = self.config.command_timeout
+        if (self.config.mode != "lockstep" and timeout > 0
+                and self.clock() - self._commanded_at > timeout):
+            self.physics.hold()
+            self.timeouts += 1
+            self._commanded_at = float("inf")  # held until the next command
         self.physics.step()
         self._rate_steps += 1
 

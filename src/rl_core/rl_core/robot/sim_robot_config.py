@@ -57,6 +57,9 @@ PARAMETERS: dict[str, tuple[object, str, tuple[float, float] | None]] = {
     "publish_clock": (False, "Publish the simulated time on /clock (one robot of a graph).", None),
     "seed": (0, "Seed of the run (recorded; pybullet's dynamics are deterministic).",
              (0, 2**31 - 1)),
+    "command_timeout": (0.5, "free_run: seconds without a command after which the robot holds "
+                        "(ros2_control's forward controllers keep the last command; a real "
+                        "robot's side needs its own timeout; 0: none).", (0.0, 60.0)),
     "rate_report_period": (10.0, "free_run: seconds between reports of the achieved step rate "
                            "(0: none).", (0.0, 3600.0)),
 }
@@ -96,6 +99,7 @@ class SimRobotConfig:
     publish_clock: bool
     seed: int
     rate_report_period: float
+    command_timeout: float = 0.5
 
 
 def sim_robot_config(values: Mapping[str, Any]) -> SimRobotConfig:
@@ -139,7 +143,8 @@ def sim_robot_config(values: Mapping[str, Any]) -> SimRobotConfig:
         physics_substeps=given_or_default("physics_substeps"),
         max_motor_force=given_or_default("max_motor_force"),
         mode=values["mode"], publish_clock=values["publish_clock"], seed=values["seed"],
-        rate_report_period=values["rate_report_period"])
+        rate_report_period=values["rate_report_period"],
+        command_timeout=values.get("command_timeout", 0.5))
 
 
 def known_robot_joints(model: RobotModel, joints: tuple[str, ...] | None,
