@@ -291,12 +291,14 @@ def topic_probes(injector: Injector, key: Any) -> list[tuple[Probe, Callable[[],
     import torch
 
     from rl_core.checkpoint import checksum
+    from rl_core.replay.admission import MAX_SEQUENCE_JUMP
     from rl_interfaces.msg import ActionBatch, EpisodeStatistics, ObservationBatch
 
     genuine = injector.captured_experience
     old_weights = injector.captured_weights[0]
-    # Bad values in a stream and sequence that would otherwise be accepted.
-    ahead = {"stream": genuine.stream, "sequence": genuine.sequence + 10**9}
+    # Bad values in a stream and sequence that would otherwise be accepted: ahead of the robot,
+    # within the jump the buffer admits (further is refused as a jump before values are checked).
+    ahead = {"stream": genuine.stream, "sequence": genuine.sequence + MAX_SEQUENCE_JUMP // 2}
     bad_shape = experience_msg(0)
     bad_shape.obs = array.array("f", [0.0] * 3)
     non_finite = experience_msg(0, value=float("nan"), **ahead)

@@ -143,8 +143,10 @@ def test_replay_buffer_rejects_bad_experience_and_saves_and_loads(colocated) -> 
     ok, message, _, _ = loader.call("missing.npz")
     assert not ok and "no file" in message
     assert len(replay.buffer) >= size, "a failed load must keep the contents"
-    ok, message, loaded, _ = loader.call("buffer.npz")
-    assert ok and loaded == saved
+    # Issue 41: a live run's experience is never replaced, nor its counters moved back.
+    total = replay.replay.total_inserted
+    ok, message, _, _ = loader.call("buffer.npz")
+    assert not ok and "active" in message and replay.replay.total_inserted >= total
 
 
 def test_live_parameters_take_effect_and_invalid_values_are_refused(colocated) -> None:

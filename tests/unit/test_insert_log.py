@@ -241,18 +241,28 @@ def test_a_torn_log_restores_what_came_before_the_tear(tmp_path: Path) -> None:
 
 def test_a_loaded_file_is_snapshotted_at_once_so_the_old_log_no_longer_applies(
         tmp_path: Path) -> None:
+    other = Run(tmp_path / "other").service()  # a saved buffer of another run, 20 inserts
+    for sequence in range(5):
+        other.insert(experience(sequence))
+    assert other.save("kept.npz")[0]
+    other.close()
+    (tmp_path / "replay").mkdir()
+    os.replace(tmp_path / "other" / "replay" / "kept.npz", tmp_path / "replay" / "kept.npz")
     run = Run(tmp_path)
     service = run.service()
     service.recover()
     for sequence in range(3):
         service.insert(experience(sequence))
-    assert service.save("kept.npz")[0]
-    service.insert(experience(3))
-    assert service.load("kept.npz")[:3] == (True, "loaded", 12)
+    service.insert_log.flush()
     killed(service)
+    # A respawned buffer that has not stored anything yet is not active: it may load.
     respawned = run.service()
     assert respawned.recover()[0] and len(respawned.buffer) == 12
-    respawned.close()
+    assert respawned.load("kept.npz")[:3] == (True, "loaded", 20)
+    killed(respawned)
+    again = run.service()
+    assert again.recover()[0] and len(again.buffer) == 20, "the old log was replayed"
+    again.close()
 
 
 def test_a_write_error_is_reported_not_raised(tmp_path: Path) -> None:
@@ -263,6 +273,70 @@ def test_a_write_error_is_reported_not_raised(tmp_path: Path) -> None:
     assert "Bad file descriptor" in log.error and log.chunks == 0
     log.close()
     assert read_segment(tmp_path / segment_name(0)) == ([], "")
+
+
+def refuse_to_open(log: InsertLog, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The next segment cannot be opened (a full disk; tests run as root, so no chmod)."""
+    def fail(segment: int) -> int:
+        raise OSError(28, "No space left on device", segment_name(segment))
+    monkeypatch.setattr(log, "_open", fail)
+
+
+def test_a_segment_that_cannot_be_opened_leaves_the_log_writing_the_current_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 41, item 8: rotate closed the segment before opening the next, so a failed open
+    left a closed descriptor and every later chunk was lost."""
+    log = InsertLog(tmp_path, 0, chunk, flush_period_s=60.0)
+    refuse_to_open(log, monkeypatch)
+    with pytest.raises(OSError, match="No space"):
+        log.rotate()
+    assert log.segment == 0 and "segment 1 not opened" in log.error
+    log.flush()
+    assert log.chunks == 1 and len(read_segment(tmp_path / segment_name(0))[0]) == 1
+    monkeypatch.undo()
+    assert log.rotate() == 1 and log.error == ""
+    log.close()
+
+
+def test_a_snapshot_whose_segment_cannot_be_opened_is_skipped_and_nothing_is_lost(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = Run(tmp_path)
+    service = run.service()
+    service.recover()
+    for sequence in range(3):
+        service.insert(experience(sequence))
+    refuse_to_open(service.insert_log, monkeypatch)
+    service.snapshot(wait=True)  # the periodic snapshot: skipped, not raised
+    healthy, message, _ = service.diagnostics()
+    assert not healthy and "segment 1 not opened" in message, message
+    assert not (tmp_path / "replay" / "snapshot.npz").exists()
+    service.insert(experience(3))
+    service.insert_log.flush()
+    killed(service)
+    respawned = run.service()
+    restored, message = respawned.recover()
+    assert restored and len(respawned.buffer) == 16 and "then 1 logged chunks" in message, message
+    respawned.close()
+
+
+def test_a_lockout_in_an_older_buffers_log_is_not_restored(tmp_path: Path) -> None:
+    """Issue 41, item 4: a buffer before the fix stored a replayed batch with sequence
+    2**64 - 1 and logged it; its respawn refused every later genuine batch."""
+    run = Run(tmp_path)
+    service = run.service()
+    service.recover()
+    service.insert(experience(0))
+    service.admission.refusal = lambda *_: None  # as the older buffer admitted it
+    service.insert(SimpleNamespace(**{**vars(experience(0)), "sequence": 2**64 - 1}))
+    service.insert_log.flush()
+    killed(service)
+    respawned = run.service()
+    assert respawned.recover()[0] and len(respawned.buffer) == 8
+    respawned.insert(experience(1))
+    respawned.insert(experience(0))  # a duplicate still is one
+    assert len(respawned.buffer) == 12 and run.rejected == [
+        ("experience (duplicate)", "robot 0: sequence 0 of stream 7 was already stored")]
+    respawned.close()
 
 
 def test_a_chunk_collected_before_a_snapshot_but_written_after_it_is_skipped(

@@ -9,7 +9,15 @@ import numpy as np
 import pytest
 
 from rl_core.replay import ReplayBuffer
-from rl_core.replay.admission import ExperienceAdmission
+from rl_core.replay.admission import (
+    JUMP_CONFIRMATIONS,
+    MAX_SEQUENCE,
+    MAX_SEQUENCE_JUMP,
+    NEW_STREAMS,
+    PROVEN_BATCHES,
+    RUNS_PER_STREAM,
+    ExperienceAdmission,
+)
 from rl_core.replay.files import LIMITER_FILE, SNAPSHOT_FILE, SnapshotWriter, confined_path
 
 pytestmark = pytest.mark.unit
@@ -43,15 +51,90 @@ def test_no_forged_batch_locks_a_robot_out() -> None:
     assert admission.lost_messages == 0
 
 
-def test_a_flood_of_streams_is_bounded_and_forgets_the_oldest() -> None:
+def test_a_replayed_batch_with_the_largest_sequence_locks_nothing_out() -> None:
+    """Issue 41, item 4: a sniffed batch of the robot's own stream sent again with
+    ``sequence = 2**64 - 1`` is refused as a jump; even stored (a log written before the fix),
+    it refuses only its own sequence."""
+    admission = ExperienceAdmission(robots=1)
+    for sequence in range(10):
+        admission.stored(0, 7, sequence)
+    refusal = admission.refusal(0, 7, MAX_SEQUENCE)
+    assert refusal is not None and refusal.kind == "experience (sequence jump)"
+    assert admission.refusal(0, 7, 10) is None
+    admission.stored(0, 7, MAX_SEQUENCE)  # as the insert log of an older buffer replays it
+    for sequence in range(10, 20):
+        assert admission.refusal(0, 7, sequence) is None, sequence
+        admission.stored(0, 7, sequence)
+    assert admission.refusal(0, 7, 5).kind == "experience (duplicate)"
+    assert admission.refusal(0, 7, MAX_SEQUENCE).kind == "experience (duplicate)"
+    assert admission.lost_messages == 0 and admission.jumps_adopted == 1
+
+
+def test_sequence_jumps_past_the_bound_are_refused_unless_consecutive_batches_confirm_them(
+        ) -> None:
+    admission = ExperienceAdmission()
+    admission.stored(0, 7, 100)
+    assert admission.refusal(0, 7, 100 + MAX_SEQUENCE_JUMP) is None  # at the bound: a gap
+    far = 101 + MAX_SEQUENCE_JUMP
+    for _ in range(2 * JUMP_CONFIRMATIONS):  # the same forged sequence again and again
+        assert admission.refusal(0, 7, far).kind == "experience (sequence jump)"
+    # A robot back after a long outage: its next consecutive batches are taken after a few.
+    back = 10 * MAX_SEQUENCE_JUMP
+    answers = [admission.refusal(0, 7, back + offset) for offset in range(JUMP_CONFIRMATIONS)]
+    assert all(answer is not None for answer in answers[:-1]) and answers[-1] is None
+    admission.stored(0, 7, back + JUMP_CONFIRMATIONS - 1)
+    assert admission.refusal(0, 7, back + JUMP_CONFIRMATIONS) is None
+    assert admission.jumps_adopted == 1 and admission.lost_messages == 0
+    assert admission.refusal(0, 7, 101) is None  # an adopted jump refuses nothing below it
+
+
+def test_a_flood_of_new_streams_never_pushes_out_the_robots_streams() -> None:
     admission = ExperienceAdmission(robots=2)
-    admission.stored(1, stream=1, sequence=5)
-    for stream in range(2, admission.max_streams + 10):
+    for sequence in range(PROVEN_BATCHES):
+        admission.stored(1, 1, sequence)
+    for stream in range(2, admission.max_streams + 2 * NEW_STREAMS):
         admission.stored(0, stream, 0)
-    assert len(admission._last) == admission.max_streams
-    assert admission.refusal(1, 1, 5) is None  # forgotten: stored afresh, never refused
-    admission.stored(1, 1, 9)
-    assert admission.lost_messages == 0
+    assert admission.streams == (1, NEW_STREAMS)
+    assert admission.refusal(1, 1, 3).kind == "experience (duplicate)", "robot 1 forgotten"
+    # Proven streams are bounded too, the least recently stored forgotten first.
+    for stream in range(admission.max_streams + 5):
+        for sequence in range(PROVEN_BATCHES):
+            admission.stored(1, 1, PROVEN_BATCHES + stream * PROVEN_BATCHES + sequence)
+            admission.stored(0, 10**6 + stream, sequence)
+    assert admission.streams[0] == admission.max_streams
+    assert admission.refusal(1, 1, 3).kind == "experience (duplicate)", "stored recently"
+    assert admission.refusal(0, 10**6, 3) is None, "the least recently stored is forgotten"
+
+
+def test_forged_points_are_forgotten_before_the_robots_runs() -> None:
+    admission = ExperienceAdmission()
+    for sequence in range(100):
+        admission.stored(0, 7, sequence)
+    for point in range(2 * RUNS_PER_STREAM):
+        admission.stored(0, 7, 1000 + 10 * point)
+    assert admission.refusal(0, 7, 50).kind == "experience (duplicate)"
+    assert admission.refusal(0, 7, 100) is None
+
+
+def test_a_lockout_saved_before_the_fix_is_not_restored_and_the_state_round_trips() -> None:
+    """A snapshot of the old format kept only each stream's last sequence; 2**64 - 1 there
+    refused every later genuine batch after each respawn."""
+    admission = ExperienceAdmission(robots=1)
+    admission.load_state_dict({"streams": [[0, 7, 9], [0, 8, MAX_SEQUENCE]], "lost_messages": 3})
+    assert admission.refusal(0, 8, 12) is None and admission.refusal(0, 7, 10) is None
+    assert admission.refusal(0, 7, 9).kind == "experience (duplicate)"
+    for sequence in range(10, 10 + PROVEN_BATCHES):
+        admission.stored(0, 7, sequence)
+    restored = ExperienceAdmission(robots=1)
+    restored.load_state_dict(admission.state_dict())
+    assert restored.streams == admission.streams == (1, 1)
+    assert restored.state_dict() == admission.state_dict()
+    assert restored.refusal(0, 7, 20).kind == "experience (duplicate)"
+    assert restored.lost_messages == 3
+    for bad in ({"streams": [[0, 7, 9, 1, [[5, 9], [1, 2]]]], "lost_messages": 0},
+                {"streams": [[0, 7, -1]], "lost_messages": 0}, {"streams": [[0]]}):
+        with pytest.raises(ValueError, match="malformed"):
+            restored.load_state_dict(bad)
 
 
 def test_paths_stay_inside_the_directory(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ priorities, files, snapshots and its figures, without ROS."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -29,12 +30,13 @@ class Node:
         self.rejected: list[tuple[str, str]] = []
         self.pause_changes = 0
 
-    def service(self, output_dir: Path | str = "", **overrides: Any) -> ReplayService:
+    def service(self, output_dir: Path | str = "", clock: Callable[[], float] = time.monotonic,
+                **overrides: Any) -> ReplayService:
         settings: dict[str, Any] = {"capacity": 100, "learning_starts": 4, "error_buffer": 8,
                                     "output_dir": str(output_dir), **overrides}
         return ReplayService(ReplayConfig(**settings), (3,), (1,),
                              lambda kind, reason: self.rejected.append((kind, reason)),
-                             self.on_pause_change, MAX_ROWS)
+                             self.on_pause_change, MAX_ROWS, clock=clock)
 
     def on_pause_change(self) -> None:
         self.pause_changes += 1
@@ -194,16 +196,16 @@ def test_files_stay_in_output_dir_and_a_failed_load_keeps_the_contents(tmp_path:
     small.add(rows, np.zeros((2, 1), np.float32), np.zeros(2, np.float32), rows, np.zeros(2, bool),
               np.zeros(2, bool))
     small.save(tmp_path / "replay" / "small.npz")
-    ok, message, _, _ = service.load("small.npz")
-    assert not ok and "it holds obs (2,)" in message and len(service.buffer) == 6
     fresh = node.service(tmp_path)
+    ok, message, _, _ = fresh.load("small.npz")
+    assert not ok and "it holds obs (2,)" in message and len(fresh.buffer) == 0
     assert fresh.load("")[:3] == (True, "loaded", 6)
     assert fresh.replay.limiter.stats().inserts == 6, "the stored data counts as inserted"
 
 
 def test_save_never_touches_the_buffers_own_files_and_keeps_a_quota(tmp_path: Path) -> None:
     node = Node()
-    service = node.service(tmp_path)
+    service = node.service(tmp_path, save_interval=0.0)
     service.insert(experience(0, rows=4))
     service.snapshot(wait=True)
     snapshot = (tmp_path / "replay" / SNAPSHOT_FILE).read_bytes()
@@ -217,6 +219,72 @@ def test_save_never_touches_the_buffers_own_files_and_keeps_a_quota(tmp_path: Pa
     assert not ok and "the most it keeps" in message
     assert service.save("copy0.npz")[0], "an existing name may be saved again"
     service.close()
+
+
+def test_saves_come_at_most_once_per_save_interval(tmp_path: Path) -> None:
+    """Issue 41, item 6: a save writes the whole buffer and holds up inserts meanwhile."""
+    node, now = Node(), [100.0]
+    service = node.service(tmp_path, clock=lambda: now[0])
+    assert service.config.save_interval == 60.0
+    service.insert(experience(0))
+    assert service.save("a.npz")[:2] == (True, "saved")
+    now[0] += 59.0
+    ok, message, _, _ = service.save("b.npz")
+    assert not ok and "save_interval 60 s" in message and node.kinds == ["save request"]
+    assert not (tmp_path / "replay" / "b.npz").exists()
+    now[0] += 1.0
+    assert service.save("b.npz")[0]
+    service.close()
+
+
+def test_load_is_refused_once_the_run_is_active_and_never_moves_counters_back(
+        tmp_path: Path) -> None:
+    """Issue 41, item 6: ``save`` then ``load`` took a live buffer from 6,706 rows back to
+    3,916 and moved ``total_inserted`` back."""
+    node = Node()
+    service = node.service(tmp_path, save_interval=0.0)
+    for sequence in range(3):
+        service.insert(experience(sequence, rows=8))
+    assert service.save("early.npz")[0] and service.run_active
+    service.insert(experience(3, rows=8))
+    ok, message, _, _ = service.load("early.npz")
+    assert not ok and "active" in message and node.kinds[-1] == "load request"
+    assert service.sizes() == (32, 32)
+    assert service.save("late.npz")[0]
+    service.close()
+    # A fresh buffer (nothing stored or granted since it started) loads; the counters only
+    # move forward: a file of fewer inserts than the buffer holds is refused.
+    fresh = node.service(tmp_path)
+    assert fresh.load("late.npz")[:3] == (True, "loaded", 32) and not fresh.run_active
+    ok, message, _, _ = fresh.load("early.npz")
+    assert not ok and "roll the run back" in message and fresh.sizes() == (32, 32)
+    assert fresh.replay.limiter.stats().inserts == 32
+    # Granting a batch makes the run active as storing does.
+    assert fresh.sample(request(batch_size=4)).batches and fresh.run_active
+    assert not fresh.load("late.npz")[0] and fresh.sizes() == (32, 32)
+    fresh.close()
+    # A respawned buffer that restored its snapshot is not active, and keeps its counters.
+    respawned = node.service(tmp_path)
+    assert respawned.recover()[0] and respawned.replay.stats().samples == 1
+    assert respawned.load("late.npz")[:3] == (True, "loaded", 32)
+    assert respawned.replay.stats().samples == 1 and respawned.sizes() == (32, 32)
+    respawned.close()
+
+
+def test_priorities_over_value_bound_are_clipped_and_counted() -> None:
+    """Issue 41, item 8: one ``3e38`` priority took nearly every draw, and every later insert
+    inherited it as the largest priority seen."""
+    node = Node()
+    service = node.service(prioritized=True, priority_alpha=1.0, value_bound=100.0)
+    service.insert(experience(0, rows=4))
+    update = PriorityUpdate(np.array([0, 1]), np.array([3e38, 2.0], np.float32), 4)
+    assert service.update_priorities(update) == (True, "", 2, 0)
+    assert service.priorities_clipped == 1 and node.kinds == ["priorities (clipped)"]
+    priorities = service.buffer.state_dict()["priorities"]
+    assert priorities.max() == pytest.approx(100.0) and priorities[1] == pytest.approx(2.0)
+    service.insert(experience(1, rows=4))  # a new row gets the largest priority seen
+    assert service.buffer.state_dict()["priorities"].max() == pytest.approx(100.0)
+    assert service.diagnostics()[2]["priorities clipped (over value_bound)"] == 1
 
 
 def test_a_snapshot_restores_the_buffer_and_its_counters(tmp_path: Path) -> None:

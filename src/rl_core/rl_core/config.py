@@ -386,9 +386,16 @@ class ReplayConfig:
                                    "kill loses at most about that; each snapshot compacts the "
                                    "log, which grows until the next one.", 0.0, 86400.0, 0.0,
                                    read_only=True)
+    save_interval: float = param(60.0, "Least seconds between two writes of the save service: "
+                                 "one asked sooner is refused and counted (a save writes the "
+                                 "whole buffer, up to ~300 MB for a pixel task, and holds up "
+                                 "inserts meanwhile). 0 = no limit.", 0.0, 86400.0, 0.0,
+                                 read_only=True)
     value_bound: float = param(1e6, "Largest absolute value accepted in stored observations, "
                                "actions and rewards; batches beyond it are rejected (a reward of "
-                               "1e20 would make every critic loss infinite).", 1.0, 1e30, 0.0,
+                               "1e20 would make every critic loss infinite). Also the largest "
+                               "priority a learner may set (larger ones are clipped and counted).",
+                               1.0, 1e30, 0.0,
                                read_only=True)
     demos: str = param("", "Demonstrations: MCAP files or folders of them, comma-separated, as "
                        "rl-bringup record topics:=/experience writes them; loaded into a buffer "

@@ -13,7 +13,10 @@ With ``prioritized`` the answers say so, and the trainer sends the TD errors of 
 learned on through ``update_priorities`` before its next ``sample``; they are checked (equal
 lengths, at most ``MAX_REQUEST_ROWS``, slots in range, values finite and >= 0). A bad update is
 refused with the reason and counted per reason; slots overwritten since they were drawn are
-skipped.
+skipped, and priorities over ``value_bound`` are clipped to it and counted.
+
+``save`` writes at most once per ``save_interval``; ``load`` replaces the contents only before
+the run is active and never moves ``total_inserted`` back (:mod:`rl_core.replay.service`).
 
 What is stored and answered, the files and the figures are :mod:`rl_core.replay.service`'s; this
 node connects it to the topics, services and timers.
@@ -111,11 +114,13 @@ class ReplayBufferNode(RLNode):
         return self.service.sample(request)
 
     def save(self, path: str) -> FileAnswer:
-        """Write the buffer to ``output_dir/replay/<path>`` (.npz); thread-safe."""
+        """Write the buffer to ``output_dir/replay/<path>`` (.npz), at most once per
+        ``save_interval``; thread-safe."""
         return self.service.save(path)
 
     def load(self, path: str) -> FileAnswer:
-        """Replace the contents with ``output_dir/replay/<path>``; on failure nothing changes."""
+        """Replace the contents with ``output_dir/replay/<path>`` before the run is active
+        (nothing stored or granted since start); on failure or refusal nothing changes."""
         return self.service.load(path)
 
     def _recover(self) -> None:
@@ -131,6 +136,9 @@ class ReplayBufferNode(RLNode):
                 f"interventions: {self.replay.intervened_rows} transitions an operator drove "
                 "were stored online and among the demonstrations")
         self.service.close()
+        if self.service.snapshot_error:
+            self.get_logger().error(f"last snapshot not written: {self.service.snapshot_error}; "
+                                    "a respawn restores the one before and the insert log")
 
     def diagnose(self) -> tuple[int, str, dict[str, object]]:
         healthy, message, values = self.service.diagnostics()

@@ -179,7 +179,8 @@ class ReplayBuffer:
         via ``set_beta`` during training.
     :param epsilon: Added to every priority so no transition gets probability 0.
     :param seed: Seed of the buffer's own ``np.random.Generator``.
-    :param value_bound: Largest absolute value ``add`` accepts in the float fields (None: any
+    :param value_bound: Largest absolute value ``add`` accepts in the float fields, and the
+        largest priority ``update_priorities`` sets (larger ones are clipped to it; None: any
         finite value).
     :param obs_dtype: ``np.float32`` (state vectors) or ``np.uint8`` (images, stored as they
         are, 4x smaller; ``add`` then requires ``uint8`` observations).
@@ -611,7 +612,9 @@ class ReplayBuffer:
         slots written since then are skipped.
 
         :param indices: 1-D ``int`` slots from ``Batch.indices``.
-        :param priorities: Non-negative finite values, one per index. With
+        :param priorities: Non-negative finite values, one per index, clipped to
+            ``value_bound`` (issue 41: one ``3e38`` would take nearly every draw, and
+            every later insert would inherit it as the largest priority seen). With
             duplicate indices the last value wins.
         :param drawn_at: ``total_inserted`` when the indices were sampled (the oldest
             such count, when they come from several draws).
@@ -646,6 +649,8 @@ class ReplayBuffer:
             raise InvalidPriorities(
                 "negative", f"priorities must be >= 0, got min {priority_array.min()}"
             )
+        if self.value_bound is not None:
+            priority_array = np.minimum(priority_array, self.value_bound)
         shifted = priority_array + self._epsilon
         if shifted.min() <= 0.0:
             raise InvalidPriorities(
@@ -671,7 +676,7 @@ class ReplayBuffer:
 
         The ring writes slot after slot, so the last ``total_inserted - drawn_at``
         writes are the slots just before ``_position``. A ``drawn_at`` beyond
-        ``total_inserted`` (the buffer was reloaded since) marks every slot.
+        ``total_inserted`` (a respawned buffer restored fewer inserts) marks every slot.
         """
         written = self._total_inserted - int(drawn_at)
         if written < 0 or written >= self._capacity:

@@ -218,13 +218,27 @@ class InsertLog:
     def rotate(self) -> int:
         """Start a new segment and return its number (a snapshot is copying the state now: it
         holds every chunk collected before). A chunk collected before and written after lands
-        in the new segment; its segment number says the snapshot holds it."""
+        in the new segment; its segment number says the snapshot holds it.
+
+        :raises OSError: when the new segment cannot be opened (a full disk, a directory made
+            read-only). The log then goes on writing the current segment, which still holds
+            everything since the last snapshot, so the caller must not take this snapshot
+            (issue 41, item 8: the old segment used to be closed first, and every later
+            write went to a closed descriptor).
+        """
         with self._io_lock:
+            try:
+                fd = self._open(self.segment + 1)
+            except OSError as error:
+                self.error = (f"segment {self.segment + 1} not opened ({type(error).__name__}: "
+                              f"{error}); writing on in segment {self.segment}")
+                raise
             if self._fd >= 0:
                 os.close(self._fd)
+            self._fd = fd
             self.segment += 1
-            self._fd = self._open(self.segment)
-            self.chunks = 0
+            # The snapshot being copied holds whatever an earlier failed write left out.
+            self.chunks, self.error = 0, ""
             return self.segment
 
     def compact(self, kept_from: int) -> None:

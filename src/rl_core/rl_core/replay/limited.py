@@ -94,6 +94,7 @@ class RateLimitedReplay:
         self._resume_headroom = max(1.0, error_buffer / 2)
         self._lock = threading.Lock()
         self.acting_paused = False
+        self._done_reported = False  # the done the last status change saw
         self.newest_weights_version = 0
         self.acting_weights_version = 0
 
@@ -158,6 +159,23 @@ class RateLimitedReplay:
                 self.acting_weights_version = max(self.acting_weights_version,
                                                   int(chunk.senders["policy_version"].max()))
             self._update_pause()
+
+    def replace_buffer(self, buffer: ReplayBuffer) -> bool:
+        """Put ``buffer`` (a loaded file) in place of the storage. Counters only move forward:
+        the limiter counts the file's inserts beyond its own, and keeps its samples.
+
+        :returns: whether :attr:`acting_paused` changed.
+        :raises ValueError: when ``buffer`` made fewer inserts than the storage it replaces
+            (``total_inserted`` would move back: a rollback).
+        """
+        with self._lock:
+            if buffer.total_inserted < self.buffer.total_inserted:
+                raise ValueError(f"it holds {buffer.total_inserted} inserts, fewer than the "
+                                 f"{self.buffer.total_inserted} this buffer made: loading it "
+                                 "would roll the run back")
+            self.buffer = buffer
+            self.limiter.insert(max(0, buffer.total_inserted - self.limiter.inserts))
+            return self._update_pause()
 
     @property
     def done(self) -> bool:
@@ -224,8 +242,10 @@ class RateLimitedReplay:
             paused = True
         elif headroom >= self._resume_headroom:
             paused = False
-        changed = paused != self.acting_paused
-        self.acting_paused = paused
+        # The run's end is a change too: robots stop acting (and hold) at once.
+        done = self.done
+        changed = paused != self.acting_paused or done != self._done_reported
+        self.acting_paused, self._done_reported = paused, done
         return changed
 
     def stats(self) -> RateLimiterStats:

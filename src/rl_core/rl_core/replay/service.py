@@ -14,6 +14,14 @@ With ``output_dir`` the service survives a kill: snapshots every ``snapshot_peri
 them, an append-only log of every stored batch and every grant of samples
 (:mod:`rl_core.replay.insert_log`). :meth:`ReplayService.recover` (at start) loads the snapshot,
 replays the log after it and opens a new log segment.
+
+No request rolls a run back (issue 41, item 6). ``save`` writes at most once per
+``save_interval`` seconds. ``load`` replaces the contents only before the run is *active*
+(:attr:`ReplayService.run_active`: this service has stored an experience batch or granted a
+batch since it started), and only with a file that made at least as many inserts as the
+buffer it replaces, so ``total_inserted`` and the rate limiter's counters never move back (a
+respawned buffer that restored its snapshot counts as not yet active). Loading is for
+starting a run from saved experience; a live run's stored experience is never replaced.
 """
 
 from __future__ import annotations
@@ -153,13 +161,16 @@ class ReplayService:
     :param status_period_s: period of the node's status (the window of the rates it reports).
     :param signer: signs the node's statuses; its epoch is kept in snapshots, so a respawned
         buffer's statuses stay newer than its predecessor's (rl_core.signed_status).
+    :param clock: monotonic seconds (``save_interval`` is measured with it; tests inject one).
     """
 
     def __init__(self, config: ReplayConfig, obs_shape: tuple[int, ...],
                  action_shape: tuple[int, ...], reject: Callable[[str, str], None],
                  on_pause_change: Callable[[], None], max_rows: int,
-                 status_period_s: float = 1.0, signer: StatusSigner | None = None) -> None:
+                 status_period_s: float = 1.0, signer: StatusSigner | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.config = config
+        self._clock = clock
         self.signer = signer or StatusSigner(None)
         self.obs_shape, self.action_shape = obs_shape, action_shape
         self._reject = reject
@@ -173,8 +184,15 @@ class ReplayService:
         self.lock = threading.Lock()
         self.rates = RateMeter(status_period_s, time.monotonic())
         self.admission = ExperienceAdmission(config.deployment_robots)
-        #: Priorities applied, and those skipped because their slot was written since the draw.
-        self.priorities_applied = self.priorities_stale = 0
+        #: Priorities applied, those skipped because their slot was written since the draw, and
+        #: those clipped to ``value_bound``.
+        self.priorities_applied = self.priorities_stale = self.priorities_clipped = 0
+        #: Whether this service stored an experience batch or granted a batch since it started
+        #: (then ``load`` is refused: it would replace what the run learns from).
+        self.run_active = False
+        self._last_save: float | None = None  # when the save service last wrote
+        #: Why the last snapshot was skipped ("" = it was not).
+        self.snapshot_error = ""
         self.run_lock = (RunLock(self.files_dir / LOCK_FILE, "replay buffer")
                          if self.files_dir is not None else None)
         self.snapshot_writer = (SnapshotWriter(self.files_dir, self._copy_state,
@@ -226,6 +244,7 @@ class ReplayService:
                 self._reject("experience (malformed)", f"robot {msg.robot_id}: {error}")
                 return
             self.admission.stored(msg.robot_id, msg.stream, msg.sequence)
+            self.run_active = True
             if self.insert_log is not None:  # its thread copies the rows twice a second
                 self._log_senders.append((msg.robot_id, msg.stream, msg.sequence,
                                           msg.policy_version, len(msg.rewards)))
@@ -262,6 +281,7 @@ class ReplayService:
             draw, changed = self.replay.take(request.batch_size, max_batches,
                                              request.weights_version, insert_budget)
             self._log_sampled += len(draw.batches)
+            self.run_active = self.run_active or bool(draw.batches)
         if changed:
             self._on_pause_change()
         message = ("run done: the budget is in and its updates were granted" if draw.done else
@@ -285,6 +305,12 @@ class ReplayService:
                 return self._refuse_priorities(error.kind, str(error))
             self.priorities_applied += applied
             self.priorities_stale += len(update) - applied
+            bound = self.buffer.value_bound
+            clipped = 0 if bound is None else int(np.count_nonzero(update.priorities > bound))
+            self.priorities_clipped += clipped
+        if clipped:  # applied, at the bound: counted and logged like a rejection
+            self._reject("priorities (clipped)", f"{clipped} of {len(update)} priorities over "
+                         f"value_bound {bound:g} were set to it")
         return PriorityAnswer(True, "", applied, len(update) - applied)
 
     def _refuse_priorities(self, kind: str, message: str) -> PriorityAnswer:
@@ -308,44 +334,73 @@ class ReplayService:
 
     def save(self, path: str) -> FileAnswer:
         """Write the buffer to ``output_dir/replay/<path>`` (.npz): never over the buffer's own
-        state files, and at most :data:`MAX_SAVED_FILES` files in all."""
+        state files, at most :data:`MAX_SAVED_FILES` files in all, and at most once per
+        ``save_interval`` seconds (a save holds up inserts while it writes)."""
         target = self._target(path, "save request")
         if not isinstance(target, Path):
             return target
-        refusal = save_refusal(target)
-        if refusal:
-            self._reject("save request", refusal)
-            return False, refusal, 0, str(target)
-        with self.lock:
+        with self.lock:  # one save at a time, however many threads ask
+            refusal = save_refusal(target) or self._save_too_soon()
+            if refusal:
+                self._reject("save request", refusal)
+                return False, refusal, 0, str(target)
             if len(self.buffer) == 0:
                 return False, "buffer is empty; nothing to save", 0, str(target)
+            self._last_save = self._clock()
             try:
                 self.buffer.save(target)
             except OSError as error:
                 return False, f"could not write {target}: {error}", 0, str(target)
             return True, "saved", len(self.buffer), str(target)
 
+    def _save_too_soon(self) -> str:
+        """Why a save now comes too soon after the last one, or ``""``."""
+        interval = self.config.save_interval
+        if self._last_save is None or not interval:
+            return ""
+        wait_s = self._last_save + interval - self._clock()
+        return (f"the last save was less than save_interval {interval:g} s ago; try again in "
+                f"{wait_s:.0f} s") if wait_s > 0 else ""
+
     def load(self, path: str) -> FileAnswer:
-        """Replace the contents with ``output_dir/replay/<path>``; on failure nothing changes."""
+        """Replace the contents with ``output_dir/replay/<path>``, before the run is active
+        (:attr:`run_active`) and only with a file of at least as many inserts: counters never
+        move back. On failure or refusal nothing changes."""
         target = self._target(path, "load request")
         if not isinstance(target, Path):
             return target
         if not target.is_file():
             return False, f"no file {target}; pass the name of a saved buffer", 0, str(target)
         with self.lock:
+            if self.run_active:
+                return self._refuse_load(target, "this run is active (experience stored or "
+                                         "batches granted since the buffer started); load a "
+                                         "saved buffer into a fresh one, before robots and "
+                                         "learner run")
             try:
                 loaded = self._read_matching(target)
             except (OSError, ValueError) as error:
                 return False, f"could not load {target}: {error}", 0, str(target)
-            self.replay = new_replay(self.config, loaded)
-            self.replay.limiter.insert(loaded.total_inserted)  # the stored data counts as inserted
+            try:
+                changed = self.replay.replace_buffer(loaded)
+            except ValueError as error:
+                return self._refuse_load(target, f"{target.name}: {error}")
             self._restart_log_chunk()
+        if changed:
+            self._on_pause_change()
         # The log after the last snapshot no longer applies to this content: snapshot it now
         # (after one still being written, which would make this one wait its turn).
         if self.snapshot_writer is not None:
             self.snapshot_writer.join(timeout_s=30.0)
         self.snapshot(wait=True)
-        return True, "loaded", len(loaded), str(target)
+        message = "loaded" if not self.snapshot_error else (
+            f"loaded, but not snapshotted ({self.snapshot_error}): a kill before the next "
+            "snapshot brings the previous contents back")
+        return True, message, len(loaded), str(target)
+
+    def _refuse_load(self, target: Path, reason: str) -> FileAnswer:
+        self._reject("load request", reason)
+        return False, reason, 0, str(target)
 
     def _read_matching(self, path: Path) -> ReplayBuffer:
         """A saved buffer that fits this service's shapes and capacity (ValueError otherwise)."""
@@ -517,9 +572,18 @@ class ReplayService:
 
     def snapshot(self, wait: bool = False) -> None:
         """Write the buffer and its rate-limiter counters to ``output_dir/replay`` (by a
-        background thread unless ``wait``; inserts wait only while the state is copied)."""
-        if self.snapshot_writer is not None:
-            self.snapshot_writer.write(wait)
+        background thread unless ``wait``; inserts wait only while the state is copied).
+
+        One that cannot start a new log segment (or, waiting, cannot be written) is skipped and
+        said on /diagnostics: the log's current segment still holds everything since the last
+        snapshot, and the next period tries again."""
+        if self.snapshot_writer is None:
+            return
+        try:
+            if self.snapshot_writer.write(wait):
+                self.snapshot_error = ""
+        except OSError as error:
+            self.snapshot_error = f"{type(error).__name__}: {error}"
 
     def close(self) -> None:
         """Finish a snapshot being written, then write the last one."""
@@ -547,8 +611,11 @@ class ReplayService:
                   "learner blocked s": f"{stats.sample_blocked_s:.1f}",
                   "policy lag (versions)": self.replay.policy_lag,
                   "lost experience messages": self.admission.lost_messages,
+                  "experience streams (proven, new)": ", ".join(map(str, self.admission.streams)),
+                  "sequence jumps adopted": self.admission.jumps_adopted,
                   "priorities applied": self.priorities_applied,
                   "priorities skipped (slot overwritten)": self.priorities_stale,
+                  "priorities clipped (over value_bound)": self.priorities_clipped,
                   "snapshots": writer.snapshots if writer else 0,
                   "snapshot hold ms": f"{1000 * writer.hold_s if writer else 0.0:.1f}",
                   "demonstrations": len(self.replay.demos) if self.replay.demos else 0,
@@ -556,6 +623,8 @@ class ReplayService:
                   **self._log_figures()}
         if self.insert_log is not None and self.insert_log.error:
             return False, f"insert log not written: {self.insert_log.error}", values
+        if self.snapshot_error:
+            return False, f"snapshot skipped: {self.snapshot_error}", values
         if size == 0:
             return False, "empty: no experience received yet", values
         if self.replay.acting_paused:
