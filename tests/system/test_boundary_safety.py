@@ -43,9 +43,9 @@ from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, Float64MultiArray, String
 
+from rl_core.robot import estop as estop_release
 from rl_core.robot.safety import ESTOP as ESTOP_HOLD
 from rl_core.robot.safety import TIMEOUT as DEADLINE_HOLD
-from rl_core.robot import estop as estop_release
 from rl_core.robot.tasks import CartPoleBalanceTask
 from rl_core.weights_auth import KEY_FILE_NAME, SigningKey
 from rl_interfaces.msg import EpisodeStatistics, ObservationBatch, ReplayStatus

@@ -257,10 +257,13 @@ def test_services_of_one_robot_share_the_run_action_key_and_the_learner_gets_non
     simulator = action_auth.ActionCheck(action_keys_in(services["simulator"], secrets))
     policy = action_keys_in(services["policy"], secrets)
     actions = np.zeros((2, 1), dtype=np.float32)
+    seen = action_auth.observation_digest(np.zeros((2, 4), dtype=np.float32))
     for robot in (0, 5):
-        assert simulator.refusal(robot, 7, actions, 3, policy.mac(robot, 7, actions, 3)) is None
+        simulator.expect(robot, 7, [seen])  # the observations it published
+        assert simulator.refusal(robot, 7, actions, 3, policy.mac(robot, 7, actions, 3, seen)) \
+            is None
     forged = action_auth.ActionKeys(run_key=os.urandom(action_auth.KEY_BYTES))
-    assert simulator.refusal(0, 7, actions, 3, forged.mac(0, 7, actions, 3)) is not None
+    assert simulator.refusal(0, 7, actions, 3, forged.mac(0, 7, actions, 3, seen)) is not None
     before = key_file.read_text()
     code, out, err = run_cli("compose", mode, "robots:=3", f"output:={output}")
     assert code == 0 and f"action key {key_file}" in out, err

@@ -444,8 +444,10 @@ def test_containers_of_one_robot_share_the_run_action_key_and_the_learner_gets_n
     # What the policy container signs, the simulator container steps with.
     simulator = action_auth.ActionCheck(given["simulator"])
     actions = np.zeros((2, 1), dtype=np.float32)
+    seen = action_auth.observation_digest(np.zeros((2, 4), dtype=np.float32))
     for robot in (0, 5):
-        mac = given["policy"].mac(robot, 7, actions, 3)
+        simulator.expect(robot, 7, [seen])  # the observations it published
+        mac = given["policy"].mac(robot, 7, actions, 3, seen)
         assert simulator.refusal(robot, 7, actions, 3, mac) is None
     before = key_file.read_text()
     code, _, err = run_cli("k8s", mode, "robots:=3", f"output:={directory}")

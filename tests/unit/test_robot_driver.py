@@ -14,10 +14,9 @@ import numpy as np
 import pytest
 
 from rl_core.config import BoundaryConfig, ConfigError
-from rl_core.robot import JointTarget
+from rl_core.robot import JointTarget, estop
 from rl_core.robot.boundary import ACTING, RESETTING, STEPPING, WAITING
 from rl_core.robot.driver import RESET_TIMEOUT_S, RobotDriver
-from rl_core.robot import estop
 from rl_core.robot.safety import ENVELOPE, ESTOP, IMPLAUSIBLE, STOPPED, TIMEOUT
 from rl_core.weights_auth import SigningKey
 from tests.unit import test_robot_boundary as robot_boundary_tests

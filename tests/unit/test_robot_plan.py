@@ -78,7 +78,8 @@ def test_your_own_robot_must_say_how_it_resets_and_give_limits_before_anything_s
 
 
 def test_a_simulator_keeps_its_estop_state_in_the_run_directory(tmp_path: Path) -> None:
-    plan = make_plan("decoupled", 1, domain_id=5, output_dir=tmp_path)
+    plan = make_plan("decoupled", 1, domain_id=5, output_dir=tmp_path,
+                     robot_interface="ros2_control")
     simulator = next(process for process in plan.processes if "simulator" in process.name)
     assert simulator.parameters["estop_dir"] == str(tmp_path / "estop")
 

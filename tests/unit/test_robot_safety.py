@@ -7,8 +7,15 @@ import numpy as np
 import pytest
 
 from rl_core.robot import JointLimits, JointSample
-from rl_core.robot.safety import (CHANGE_LIMITED, CLIPPED, ESTOP, POSITION_LIMIT, RAMPED, WORKSPACE,
-                                  SafetyLayer)
+from rl_core.robot.safety import (
+    CHANGE_LIMITED,
+    CLIPPED,
+    ESTOP,
+    POSITION_LIMIT,
+    RAMPED,
+    WORKSPACE,
+    SafetyLayer,
+)
 
 pytestmark = pytest.mark.unit
 

@@ -38,7 +38,7 @@ from typing import Any
 
 import yaml
 
-from rl_bringup import paths
+from rl_bringup import paths, robot_plan
 from rl_bringup.autoscale import AutoscaleSettings, settings_from_text
 from rl_bringup.cpu_sets import DEFAULT_CPUS, assign_cpus, choose_cpus, cpu_environment
 from rl_bringup.discovery import (
@@ -425,10 +425,12 @@ def _config_file(config: str | os.PathLike[str]) -> str:
 ROBOT_DEFAULTS: dict[str, Any] = {"await_replay_status": True}
 
 
-def estop_parameters(learning_parameters: Mapping[str, Any]) -> dict[str, Any]:
-    """A simulator keeps its e-stop's state in the run directory, so that it survives a
-    respawn (rl_core.robot.estop)."""
-    if "output_dir" not in learning_parameters:
+def estop_parameters(config_file: str, learning_parameters: Mapping[str, Any]) -> dict[str, Any]:
+    """A simulator that drives a robot (ros2_control) keeps its e-stop's state in the run
+    directory, so that it survives a respawn (rl_core.robot.estop)."""
+    interface = robot_plan.effective_simulator_parameter(
+        "robot_interface", config_file, learning_parameters, robot_plan.DEFAULT_ROBOT_INTERFACE)
+    if "output_dir" not in learning_parameters or interface != "ros2_control":
         return {}
     return {"estop_dir": os.path.join(str(learning_parameters["output_dir"]), "estop")}
 
@@ -450,7 +452,7 @@ def _configure_processes(processes: list[ProcessSpec], config_file: str,
         hosts_simulator = any(kind == "simulator" for kind, _ in process.hosted_nodes())
         process.parameters = {
             **(ROBOT_DEFAULTS if hosts_simulator else {}),
-            **(estop_parameters(learning_parameters) if hosts_simulator else {}),
+            **(estop_parameters(config_file, learning_parameters) if hosts_simulator else {}),
             **(learning_parameters if hosts_learning else shared_parameters),
             **({"deployment_robots": robot_count} if hosts_learning else {}),
             **process.parameters,

@@ -4,9 +4,12 @@ several robots answered by one forward pass, and the figures of that batching.
 The central policy node (``rl_nodes.policy`` with ``robots: N``) adds each robot's batch as it
 comes and runs :meth:`CentralBatcher.forward` once every robot has one pending, or when the oldest
 has waited the batch window; the actions are then split and published per robot with each batch's
-own ``robot_id`` and ``step``. The window's timer and the publishing stay in the node. Robots per
-forward pass and the latency batching adds are kept in :attr:`CentralBatcher.stats` and reported
-by :meth:`CentralBatcher.diagnostics`.
+own ``robot_id`` and ``step``, MAC'd over the digest of that batch's own observations
+(rl_core.action_auth.answer: a simulator steps only with an answer to what it published, so
+:meth:`CentralBatcher.forward` hands each batch back with its message as it came, never the
+concatenation). The window's timer and the publishing stay in the node. Robots per forward pass
+and the latency batching adds are kept in :attr:`CentralBatcher.stats` and reported by
+:meth:`CentralBatcher.diagnostics`.
 """
 
 from __future__ import annotations

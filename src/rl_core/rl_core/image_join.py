@@ -63,6 +63,8 @@ class Frames:
     frame_id: str
     stamp_ns: int
     pixels: np.ndarray  # uint8 (rows, width, 3)
+    #: SHA-256 of the encoded image (b"": raw pixels), for rl_core.action_auth.
+    payload_digest: bytes = b""
 
 
 class AwaitsImage(Protocol[T_co]):

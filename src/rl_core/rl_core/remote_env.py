@@ -13,7 +13,9 @@ How a simulator's protocol maps onto gymnasium:
   batch, then waits for the next batch and for the experience rows those actions produced
   (matched by the simulator's message counter, which equals the step of a simulator with one
   lane). A batch republished by the simulator's watchdog (our answer was lost) is answered again
-  with the same actions, at most every ``REPUBLISH_AFTER_S``.
+  with the same actions, at most every ``REPUBLISH_AFTER_S``. Each answer's MAC binds the
+  digest of the batch it answers (:attr:`RemoteRobot.sent_digest`, rl_core.action_auth): the
+  simulator steps only with an answer to observations it published.
 * **Autoreset.** A simulator resets a finished environment inside the same step, so the vector
   env uses ``AutoresetMode.SAME_STEP``: ``step`` returns the reset observation and puts the final
   one in ``info["final_obs"]`` (masked by ``info["_final_obs"]``), as gymnasium's own vector
@@ -40,6 +42,8 @@ from typing import Any, Protocol
 import gymnasium
 import numpy as np
 from gymnasium.vector import AutoresetMode
+
+from rl_core.action_auth import batch_digest
 
 #: A pending batch still unanswered this long after our answer was answered again.
 REPUBLISH_AFTER_S = 0.5
@@ -77,7 +81,8 @@ class ExperienceRows(Protocol):
     truncated: np.ndarray
 
 
-#: Sends an action batch: ``(step, actions, stamp_ns)``.
+#: Sends an action batch: ``(step, actions, stamp_ns)``; the batch it answers has the digest
+#: :attr:`RemoteRobot.sent_digest`.
 Publish = Callable[[int, np.ndarray, int], None]
 
 
@@ -123,6 +128,9 @@ class RemoteRobot:
         self.stream = 0
         self.sent: np.ndarray | None = None  # the answer to ``sent_step``, to answer a republish
         self.sent_step = -1
+        #: The digest of the batch ``sent`` answers (rl_core.action_auth.batch_digest).
+        self.sent_digest = b""
+        self._answering: ObservationBatch | None = None  # the batch acted on next
         self._sent_at_ns = 0
 
     @property
@@ -149,11 +157,14 @@ class RemoteRobot:
         """Act next on the pending observations."""
         assert self.latest is not None
         self.step, self.sent = self.latest.step, None
+        self._answering = self.latest
 
     def send(self, actions: np.ndarray, now_ns: int) -> None:
         """Answer the pending observations with ``actions``."""
+        assert self._answering is not None and self._answering.step == self.step
         self.sent = np.ascontiguousarray(actions, np.float32)
         self.sent_step, self._sent_at_ns = self.step, now_ns
+        self.sent_digest = batch_digest(self._answering)
         self.publish(self.step, self.sent, now_ns)
         self.step += 1
 
@@ -198,7 +209,7 @@ class RemoteRobot:
                 f"the simulator of {self.namespace} applied other actions than the bridge sent: "
                 "start it with random_steps:=0 (it replaces the first random_steps actions with "
                 "random ones) and run no policy node for this robot")
-        self.sent = None
+        self.sent, self._answering = None, self.latest
         return self.latest, experience
 
     def silence_cause(self, topic: str, publishers: int) -> str:

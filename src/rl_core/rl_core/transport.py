@@ -29,6 +29,9 @@ class Observations:
     step: int
     obs: np.ndarray
     stamp_ns: int = 0
+    #: SHA-256 of the encoded image ``obs`` were decoded from, b"" for values that came as they
+    #: are: what an answer's MAC binds (rl_core.action_auth.batch_digest).
+    payload_digest: bytes = b""
 
 
 @dataclass

@@ -197,9 +197,14 @@ def command_topic(controller: str, kind: str = "commands") -> Topic:
 #: makes the boundary's next observation.
 ROBOT_JOINT_STATES = Topic("joint_states", "sensor_msgs/msg/JointState", (SIM_ROBOT,),
                            (SIMULATOR,), stepping=True)
-#: Emergency stop: ``true`` holds the robot within one control period and pauses acting until
-#: ``false`` comes.
+#: Emergency stop: ``true`` holds the robot within one control period and pauses acting until a
+#: signed release comes on :data:`ESTOP_RELEASE` (a plain ``false`` releases nothing).
 ESTOP = Topic("estop", "std_msgs/msg/Bool", (), (SIMULATOR,))
+#: The e-stop's state (JSON: engaged, the challenge a release must sign, the reason), latched.
+ESTOP_STATE = Topic("estop/state", "std_msgs/msg/String", (SIMULATOR,), qos=LATCHED)
+#: A release of the e-stop: JSON with the challenge and the run key's signature of it
+#: (rl_core.robot.estop; ``rl-bringup estop release``).
+ESTOP_RELEASE = Topic("estop/release", "std_msgs/msg/String", (), (SIMULATOR,))
 #: An operator's commands (simulator parameter ``teleop``): actions in [-1, 1], and a gamepad's
 #: readings through the ``teleop_mapping`` file (rl_core.teleop).
 TELEOP_COMMAND = Topic("teleop_command", "std_msgs/msg/Float64MultiArray", (), (SIMULATOR,))
@@ -216,7 +221,8 @@ CLOCK = Topic("/clock", "rosgraph_msgs/msg/Clock", (SIM_ROBOT,))
 #: name (``{controller}`` in the docs).
 def boundary_topics(controller: str) -> tuple[Topic, ...]:
     return (ROBOT_JOINT_STATES, command_topic(controller),
-            command_topic(controller, "joint_trajectory"), ESTOP, CLOCK)
+            command_topic(controller, "joint_trajectory"), ESTOP, ESTOP_STATE, ESTOP_RELEASE,
+            CLOCK)
 
 
 #: sim_robot's reset: put the joints in a state (the task's start state).

@@ -124,7 +124,9 @@ class _Link:
 
     def _publish_actions(self, publisher: Any, robot_id: int, step: int, actions: np.ndarray,
                          stamp_ns: int) -> None:
-        mac = self.action_keys.mac(robot_id, step, actions, 0)
+        # The MAC binds the digest of the batch answered: the simulator takes only an answer to
+        # observations it published (rl_core.action_auth).
+        mac = self.action_keys.mac(robot_id, step, actions, 0, self._by_id[robot_id].sent_digest)
         publisher.publish(ACTIONS.to_msg(Actions(robot_id, step, actions, 0, stamp_ns, mac)))
 
     def _subscribe(self, topic: graph.Topic, name: str, camera: Camera | None,

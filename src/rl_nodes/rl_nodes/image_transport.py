@@ -26,12 +26,14 @@ from __future__ import annotations
 import array
 import functools
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import numpy as np
 from sensor_msgs.msg import CompressedImage, Image
 
 from rl_core import wire
+from rl_core.action_auth import payload_digest
 from rl_core.image_codecs import (
     Camera,
     compressed_format,
@@ -114,8 +116,9 @@ def _raw_from_msg(msg: Image, camera: Camera | None) -> Frames:
 
 
 def _compressed_from_msg(msg: CompressedImage, camera: Camera | None) -> Frames:
+    data = bytes(msg.data)
     return Frames(msg.header.frame_id, stamp_to_ns(msg.header.stamp),
-                  decode_tall(bytes(msg.data), format_codec(msg.format), camera))
+                  decode_tall(data, format_codec(msg.format), camera), payload_digest(data))
 
 
 def image_receivers(topic: str, camera: Camera | None = None
@@ -143,6 +146,13 @@ class ImageJoin(HalfJoin[T]):
     def on_frames(self, frames: Frames | Any) -> None:
         if isinstance(frames, Frames):  # only over DDS (publish(local=False)); nothing local
             super().on_frames(frames)
+
+    def _join(self, item: Any, frames: Frames) -> None:
+        # Observations keep the digest of the encoded image they came in: an answer's MAC binds
+        # it (rl_core.action_auth), and a lossy decoder need not give the sender's pixels back.
+        if frames.payload_digest and isinstance(item.batch, Observations):
+            item = replace(item, batch=replace(item.batch, payload_digest=frames.payload_digest))
+        super()._join(item, frames)
 
 
 def subscribe_with_images(node: Any, topic_type: TopicType[Any], topic: str, qos: Any,

@@ -79,7 +79,8 @@ class PolicyNode(RLNode):
                                    self.config.allow_unsigned)
         self.robots = self.config.robots
         # The MAC that lets a simulator step with our actions (rl_core.action_auth); per robot,
-        # for the robot this node serves, never for one an observation names.
+        # for the robot this node serves, never for one an observation names, and over the
+        # digest of the observations answered: a simulator takes it only for its own.
         self.action_keys = load_action_keys(self.get_logger())
         self.robot_id = robot_id_from_namespace(self.get_namespace())
         #: ``actions`` of this node's namespace (per robot), or ``/robot_k/actions`` at index k.

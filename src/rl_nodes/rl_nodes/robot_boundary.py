@@ -27,9 +27,8 @@ from std_msgs.msg import Bool, Float64MultiArray, String
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from rl_core.config import BoundaryConfig, ConfigError
-from rl_core.robot import JointTarget
+from rl_core.robot import JointTarget, estop
 from rl_core.robot.boundary import EpisodeEnd, Transition
-from rl_core.robot import estop
 from rl_core.robot.driver import RobotDriver
 from rl_core.robot.joint_io import StateSource
 from rl_core.robot.sim_robot_config import TRAJECTORY_FIELDS

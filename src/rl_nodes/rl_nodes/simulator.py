@@ -18,7 +18,7 @@ import numpy as np
 
 from rl_core import stepping, variables
 from rl_core.acting import ActingGate, Pacer
-from rl_core.action_auth import ActionCheck
+from rl_core.action_auth import ActionCheck, observation_digest
 from rl_core.config import BoundaryConfig, SimulatorConfig
 from rl_core.envs import VectorEnv
 from rl_core.signed_status import StatusCheck
@@ -69,7 +69,8 @@ class SimulatorNode(RLNode):
                                time.monotonic())
         self.public_key = load_public_key(self.get_logger(), self.config.allow_unsigned)
         self.status_check = StatusCheck(self.public_key, self.config.allow_unsigned)
-        # Only the robot's own policy (or a central one serving it) can make the actions' MAC.
+        # Only the robot's own policy (or a central one serving it) can make the actions' MAC,
+        # and only for the observations this node published (send_observations).
         self.action_check = ActionCheck(load_action_keys(self.get_logger(),
                                                          self.config.allow_unsigned),
                                         self.config.allow_unsigned)
@@ -196,13 +197,25 @@ class SimulatorNode(RLNode):
             return
         lane.held = False
         lane.sent_at = time.monotonic()
-        data = Observations(self.robot_id, self.stepper.batch_step(lane), obs, time.time_ns())
+        self.send_observations(Observations(self.robot_id, self.stepper.batch_step(lane), obs,
+                                            time.time_ns()))
+
+    def send_observations(self, data: Observations) -> None:
+        """Publish an observation batch (and its images), and expect answers to it alone: the
+        action check remembers the digests a receiver may compute of what it gets (the values,
+        or the encoded image that crossed DDS; rl_core.action_auth)."""
         self.observations_pub.publish(data)
-        self.images.publish_observations(data)
+        payload = self.images.publish_observations(data)
+        digests = [observation_digest(data.obs, payload)] if payload else []
+        if not payload or self.observations_pub.entry.subscriptions:  # values: local, or DDS
+            digests.append(observation_digest(data.obs))
+        self.action_check.expect(self.robot_id, data.step, digests)
 
     def _watchdog(self) -> None:
         now = time.monotonic()
         if self.gate.on_tick(now):
+            if self.boundary is not None:
+                self.boundary.stop_acting()  # the learner is lost: acting stops here
             self.get_logger().warning(
                 f"no /replay_status for {self.gate.silent_for(now):.1f} s: the replay buffer is "
                 "unreachable, and experience sent now would be lost; acting paused until it "
@@ -263,6 +276,13 @@ class SimulatorNode(RLNode):
                                    "limiter")
         if change.resumed:
             self.resume()
+        elif self.boundary is not None and self.acting_paused:
+            self.boundary.stop_acting()  # a pause or the run's end: the robot is held now
+
+    def pause(self) -> None:
+        """Deactivated (lifecycle): acting stops, and a robot is held now."""
+        if self.boundary is not None:
+            self.boundary.stop_acting()
 
     def resume(self) -> None:
         """Acting goes on (the rate limiter or a lifecycle activation): send what was held."""

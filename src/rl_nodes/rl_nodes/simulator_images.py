@@ -10,16 +10,18 @@ another process, and its experience as png (the learner trains its encoder on th
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
+from rl_core.action_auth import payload_digest
 from rl_core.config import SimulatorConfig
 from rl_core.image_codecs import is_image_shape
 from rl_nodes import graph
 from rl_nodes.base import EXPERIENCE_QOS, STREAM_QOS
-from rl_nodes.conversions import Experience, Observations, Weights
-from rl_nodes.image_transport import LatentEncoder, image_publisher
+from rl_nodes.conversions import Experience, Observations, TopicType, Weights
+from rl_nodes.image_transport import LatentEncoder, image_publisher, image_topic_type, side_topic
 from rl_nodes.intra_process_endpoints import IntraProcessPublisher
 
 
@@ -42,6 +44,7 @@ class SimulatorImages:
         self.observations_pub: IntraProcessPublisher[Any] | None = None
         self.experience_pub: IntraProcessPublisher[Any] | None = None
         self.latent: LatentEncoder | None = None
+        self._sent_digest = b""  # of the encoded image last sent (rl_core.action_auth)
         if obs_shape is None:
             return
         if not self.pixels:
@@ -54,8 +57,9 @@ class SimulatorImages:
             self.latent = LatentEncoder(node, obs_shape, node.public_key, config.allow_unsigned)
             node.subscription(graph.WEIGHTS, self._on_weights)
         else:
-            self.observations_pub = image_publisher(node, graph.OBSERVATIONS.name, self.codec,
-                                                    quality, STREAM_QOS)
+            self.observations_pub = node.publisher(
+                side_topic(graph.OBSERVATIONS.name, self.codec),
+                self._digesting(image_topic_type(self.codec, quality)), STREAM_QOS)
         self.experience_pub = image_publisher(
             node, graph.EXPERIENCE.name, "png" if self.codec == "latent" else self.codec,
             quality, EXPERIENCE_QOS)
@@ -73,9 +77,26 @@ class SimulatorImages:
             return obs
         return self.latent.encode(obs) if self.latent.ready else None
 
-    def publish_observations(self, data: Observations) -> None:
+    def publish_observations(self, data: Observations) -> bytes:
+        """Send the images of ``data`` over DDS if a receiver outside listens; the digest of the
+        encoded image sent (rl_core.action_auth.payload_digest), b"" when none (or raw) was."""
+        self._sent_digest = b""
         if self.observations_pub is not None:
             self.observations_pub.publish(data, local=False)
+        return self._sent_digest
+
+    def _digesting(self, topic_type: TopicType[Any]) -> TopicType[Any]:
+        """``topic_type`` whose encoded images leave their digest for
+        :meth:`publish_observations`: a receiver's answer binds it, not its decoded pixels."""
+        if self.codec == "raw":
+            return topic_type  # the pixels cross as they are: receivers digest them
+
+        def to_msg(data: Observations) -> Any:
+            msg = topic_type.to_msg(data)
+            self._sent_digest = payload_digest(msg.data)
+            return msg
+
+        return replace(topic_type, to_msg=to_msg)
 
     def publish_experience(self, data: Experience) -> None:
         if self.experience_pub is not None:

@@ -32,11 +32,16 @@ from typing import Any, Protocol
 import numpy as np
 
 from rl_core.config import BoundaryConfig, ConfigError
-from rl_core.robot import JointSample, JointTarget
+from rl_core.robot import JointSample, JointTarget, estop
 from rl_core.robot.boundary import ACTING, RESETTING, STEPPING, WAITING, EpisodeEnd, RobotLoop, Transition
-from rl_core.robot import estop
-from rl_core.robot.joint_io import (ControlStats, JointStateError, JointStateReader, StateCheck,
-                                    command_limits, task_limits)
+from rl_core.robot.joint_io import (
+    ControlStats,
+    JointStateError,
+    JointStateReader,
+    StateCheck,
+    command_limits,
+    task_limits,
+)
 from rl_core.robot.safety import ENVELOPE, IMPLAUSIBLE, STOPPED, SafetyLayer
 from rl_core.robot.task import Task
 

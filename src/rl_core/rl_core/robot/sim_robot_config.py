@@ -144,7 +144,7 @@ def sim_robot_config(values: Mapping[str, Any]) -> SimRobotConfig:
         max_motor_force=given_or_default("max_motor_force"),
         mode=values["mode"], publish_clock=values["publish_clock"], seed=values["seed"],
         rate_report_period=values["rate_report_period"],
-        command_timeout=values.get("command_timeout", 0.5))
+        command_timeout=values["command_timeout"])
 
 
 def known_robot_joints(model: RobotModel, joints: tuple[str, ...] | None,
