@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -216,11 +217,11 @@ def extra_pids() -> Iterator[list[int]]:
 
 
 def make_supervisor(
-    made: list[Supervisor], commands: list[Command], **options: float
+    made: list[Supervisor], commands: list[Command], **options: Any
 ) -> tuple[Supervisor, LineCollector]:
     """A supervisor writing to a collector, with short timeouts for tests."""
     output = LineCollector()
-    defaults: dict[str, float] = {
+    defaults: dict[str, Any] = {
         "grace_period": 3.0,
         "terminate_timeout": 2.0,
         "kill_timeout": 2.0,
@@ -325,6 +326,24 @@ def test_required_success_stops_the_rest_and_exits_zero(
     assert "[simulator] stopping on SIGINT" in output.lines
     assert "simulator exited with code 0" in output.text()
     assert all(gone(pid) for pid in supervisor.started_pids)
+
+
+def test_a_required_clean_exit_before_the_run_finished_ends_it_with_the_reason(
+    supervisors: list[Supervisor], tmp_path: Path
+) -> None:
+    """A required container stopped from outside exits 0 (rclpy's clean shutdown) although the
+    run did not finish: the run ends with 1 and says why, not with 0 and no result."""
+    ready = tmp_path / "ready"
+    commands = [
+        Command("simulator", PYTHON + [SLEEPER, str(ready)], respawn=True),
+        Command("trainer", PYTHON + [WAIT_FOR_FILE_THEN_EXIT, str(ready), "0", "0"], required=True),
+    ]
+    supervisor, output = make_supervisor(
+        supervisors, commands,
+        unfinished=lambda name: "no result.json" if name == "trainer" else None)
+    assert run_with_deadline(supervisor) == 1
+    assert ("trainer exited with code 0 before the run finished (no result.json); it is "
+            "required, stopping everything") in output.text()
 
 
 def test_required_respawned_process_is_restarted_after_a_crash_and_ends_the_run_on_a_clean_exit(

@@ -30,7 +30,9 @@ import argparse
 import dataclasses
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TextIO
 
 import yaml
@@ -118,6 +120,7 @@ def _run_plan(plan: Plan, arguments: argparse.Namespace, key_file: str | None = 
         heartbeat_timeout=arguments.heartbeat_timeout,
         label=PROGRAM,
         standby=plan.standby_processes(),
+        unfinished=_unfinished_check(plan),
     )
     if plan.autoscale is None:
         return supervisor.run()
@@ -126,6 +129,26 @@ def _run_plan(plan: Plan, arguments: argparse.Namespace, key_file: str | None = 
 
     with ElasticRobots(supervisor, plan):
         return supervisor.run()
+
+
+def _unfinished_check(plan: Plan) -> Callable[[str], str | None]:
+    """Why a clean exit of the process hosting the trainer came before the run's end: the
+    trainer writes ``result.json`` when it finishes, so a container stopped from outside
+    (``docker stop``, a SIGTERM) leaves none."""
+    started = time.time()
+    learners = {process.name: process.parameters.get("output_dir") for process in plan.processes
+                if any(kind == "trainer" for kind, _ in process.hosted_nodes())}
+
+    def unfinished(name: str) -> str | None:
+        output_dir = learners.get(name)
+        if not output_dir:
+            return None
+        result = Path(output_dir) / "result.json"
+        if result.is_file() and result.stat().st_mtime >= started - 1.0:
+            return None
+        return f"no {result} from this run: was it stopped from outside?"
+
+    return unfinished
 
 
 def _weights_key_file(tokens: Sequence[str]) -> str | None:

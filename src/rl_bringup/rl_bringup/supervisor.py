@@ -9,7 +9,9 @@ It does what the launch front end does for this project, with the standard libra
 * respawns a crashed ``respawn`` process after a delay that doubles per consecutive restart, up to
   a bounded number of restarts (the count resets after a stable run);
 * stops everything when a ``required`` process exits (the run's exit code is that process's code,
-  so a trainer that finishes with 0 ends the run with 0) or when the user interrupts
+  so a trainer that finishes with 0 ends the run with 0; a clean exit that ``unfinished`` says
+  came before the run's end, such as a container stopped from outside, ends it with 1 and the
+  reason) or when the user interrupts
   (exit code 128 + signal number); a process both ``required`` and ``respawn`` ends the run only
   with a clean exit (0) or when it is given up, and is respawned after a crash;
 * stops in phases: the forwarded signal (SIGINT by default, which rclpy turns into a clean
@@ -44,7 +46,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -213,6 +215,8 @@ class Supervisor:
     :param label: prefix of the supervisor's own lines.
     :param standby: names of processes not to start with the others; they start when
         :meth:`start_standby` asks for them.
+    :param unfinished: for a required process that exited 0, why the run is not finished
+        (e.g. no ``result.json``: it was stopped from outside), or ``None`` when it is.
     :param heartbeat_timeout: a process whose heartbeat file (``RL_ROS2_HEARTBEAT_FILE``,
         touched by rl_nodes' dispatch threads) is older than this is hung: it is killed, then
         respawned like a crashed one (0: not watched; a process is watched once it has beaten,
@@ -239,6 +243,7 @@ class Supervisor:
         label: str = "rl-bringup",
         standby: Collection[str] = (),
         heartbeat_timeout: float = heartbeat.HEARTBEAT_TIMEOUT_S,
+        unfinished: Callable[[str], str | None] | None = None,
     ) -> None:
         names = [process.name for process in processes]
         if not names:
@@ -255,6 +260,7 @@ class Supervisor:
         self._children = [_Child(spec=process, standby=process.name in standby)
                           for process in processes]
         self._by_name = {child.spec.name: child for child in self._children}
+        self._unfinished = unfinished
         # start_standby / retire requests from other threads, served by the supervising loop.
         self._requests: queue.SimpleQueue[tuple[str, str]] = queue.SimpleQueue()
         self._environment = dict(environment or {})
@@ -544,6 +550,11 @@ class Supervisor:
             self._log(f"{spec.name} retired: it {words}")
             return None
         if spec.required and (returncode == 0 or not spec.respawn):
+            why = self._unfinished(spec.name) if returncode == 0 and self._unfinished else None
+            if why is not None and not self._stopping:
+                self._log(f"{spec.name} {words} before the run finished ({why}); it is "
+                          "required, stopping everything")
+                return 1
             self._log(f"{spec.name} {words}; it is required, stopping everything")
             return exit_status(returncode)
         if not spec.respawn:
