@@ -70,6 +70,7 @@ def measure(env_id: str, width: int, hidden: tuple[int, ...], repeats: int = 200
     from rl_core.envs import make_env
     from rl_core.networks import SquashedGaussianActor
     from rl_core.replay import ReplayBuffer
+    from rl_core.replay.admission import ExperienceAdmission
 
     torch.set_num_threads(1)  # as the nodes run (torch_threads: 1 in the shipped configs)
     env = make_env(env_id)
@@ -94,11 +95,25 @@ def measure(env_id: str, width: int, hidden: tuple[int, ...], repeats: int = 200
         action_auth.ActionKeys(robot_keys={0: policy_keys.key(0)}))
 
     def authenticate() -> None:
-        mac = policy_keys.mac(0, 12_345, actions, 7)
+        # Both sides digest the observations (issue 41): the simulator what it published, the
+        # policy what it received; the MAC binds the digest.
+        simulator_check.expect(0, 12_345, [action_auth.observation_digest(obs)])
+        mac = policy_keys.mac(0, 12_345, actions, 7, action_auth.observation_digest(obs))
         assert simulator_check.refusal(0, 12_345, actions, 7, mac) is None
 
-    costs.append(Cost("action MAC + verify (HMAC-SHA256)", "policy + simulator",
-                      _median_time(authenticate, repeats), 0.0, "one action batch, every mode",
+    costs.append(Cost("observation digests + action MAC + verify (SHA-256, HMAC-SHA256)",
+                      "policy + simulator", _median_time(authenticate, repeats), 0.0,
+                      "one action batch, every mode", nodes_only=True))
+    admission = ExperienceAdmission(2)
+    sequence = iter(range(10**9))
+
+    def admit() -> None:
+        number = next(sequence)
+        assert admission.refusal(0, 1, number) is None
+        admission.stored(0, 1, number)
+
+    costs.append(Cost("admission: stream and sequence (issue 41)", "replay buffer",
+                      _median_time(admit, repeats), 0.0, "one experience batch, every mode",
                       nodes_only=True))
     senders: list[tuple[int, int, int, int, int]] = []
     costs.append(Cost("insert log: note the batch's sender", "replay buffer",
@@ -146,6 +161,8 @@ def measure(env_id: str, width: int, hidden: tuple[int, ...], repeats: int = 200
     costs.append(Cost("check replay status", "each simulator", _median_time(check, repeats),
                       statuses, f"every {STATUS_PERIOD_S:g} s"))
 
+    costs.append(_boundary_cost(repeats))
+
     rows = replay.capacity
     full = ReplayBuffer(obs_shape, action_shape, rows)
     chunk = 10_000
@@ -165,6 +182,39 @@ def measure(env_id: str, width: int, hidden: tuple[int, ...], repeats: int = 200
                       f"every {period:g} s"))
     costs.append(_insert_log_cost(full))
     return costs
+
+
+def _boundary_cost(repeats: int, rate_hz: float = 50.0) -> Cost:
+    """A ros2_control robot's joint state (issue 41): the one-publisher check, the plausibility
+    check and the safety layer's filter of the command for it (ramp, change limit, range,
+    position limits), for KukaReach (7 joints, workspace box over the command deadline)."""
+    import numpy as np
+
+    from rl_core.config import BoundaryConfig
+    from rl_core.robot import JointSample
+    from rl_core.robot.joint_io import StateCheck, StateSource, command_limits, task_limits
+    from rl_core.robot.safety import SafetyLayer
+    from rl_core.robot.tasks import KukaReachTask
+
+    task, config = KukaReachTask(), BoundaryConfig()
+    indices = np.asarray([task.joint_names.index(name) for name in task.commanded])
+    layer = SafetyLayer(task.command_interface, command_limits(task), indices,
+                        task.control_period, config.max_command_change * task.action_scale,
+                        task.end_effector, task.workspace, standing_time=config.command_timeout,
+                        ramp_periods=2)
+    source, check = StateSource(lambda gid: True), StateCheck(task_limits(task))
+    position = np.full(len(task.joint_names), 0.1)
+    stamps = iter(range(1, 10**9))
+
+    def one_state() -> None:
+        sample = JointSample(next(stamps) * task.control_period, position, position * 0,
+                             position * 0)
+        assert source.accepts(b"robot")
+        assert check.problem(sample, float("inf")) is None
+        layer.filter(np.full(len(indices), 0.01), sample)
+
+    return Cost("joint-state checks + safety filter (ros2_control only)", "simulator",
+                _median_time(one_state, repeats), rate_hz, f"per joint state at {rate_hz:g} Hz")
 
 
 def _insert_log_cost(buffer: object, chunk_rows: int = 2000) -> Cost:
@@ -189,7 +239,7 @@ def _insert_log_cost(buffer: object, chunk_rows: int = 2000) -> Cost:
                 "per transition stored", nodes_only=True, per_transition=True)
 
 
-PER_BATCH = 4  # the first costs of measure() are per batch
+PER_BATCH = 5  # the first costs of measure() are per batch
 
 
 def _applies(cost: Cost, mode: str) -> bool:

@@ -93,6 +93,7 @@ def test_own_robot_and_task_train_by_launch_arguments(tmp_path: Path, ros_env) -
     assert result["updates"] > 0 and result["episodes"] > 0, result
     # No in-process twin (env_id None): the final evaluation is skipped, not failed.
     assert result["eval_returns"] == [], result
+    assert len(result["train_returns_recent"]) == RETURN_WINDOW, result  # what it is judged by
     figures = result["robots"]["/robot_0"]
     assert 0.0 < float(figures["command latency p50 ms"]) <= float(
         figures["command latency p99 ms"]), figures

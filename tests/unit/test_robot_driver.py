@@ -16,7 +16,7 @@ import pytest
 from rl_core.config import BoundaryConfig, ConfigError
 from rl_core.robot import JointTarget, estop
 from rl_core.robot.boundary import ACTING, RESETTING, STEPPING, WAITING
-from rl_core.robot.driver import RESET_TIMEOUT_S, RobotDriver
+from rl_core.robot.driver import RATE_CHECK_COMMANDS, RESET_TIMEOUT_S, RobotDriver
 from rl_core.robot.safety import ENVELOPE, ESTOP, IMPLAUSIBLE, STOPPED, TIMEOUT
 from rl_core.weights_auth import SigningKey
 from tests.unit import test_robot_boundary as robot_boundary_tests
@@ -427,3 +427,15 @@ def test_homing_stops_while_acting_is_paused_and_goes_on_after() -> None:
     host.paused = False
     driver.resume()
     assert len(host.of("send")) == count + 1 and np.any(host.of("send")[-1] != 0.0)
+
+
+def test_a_control_rate_off_the_tasks_is_warned_about_once() -> None:
+    driver, host, clock = started()  # ReachZero: 0.1 s, 10 Hz
+    for step in range(2 * RATE_CHECK_COMMANDS):
+        clock.now += 0.05  # the robot publishes at 20 Hz, and the boundary acts on each state
+        driver.on_action(np.zeros(2))
+        state(driver, 0.05 * (step + 1), [1.0, -1.0])
+        if driver.loop.phase == RESETTING:  # an episode ended: its reset is answered at once
+            driver.reset_answered(answer(host))
+    warnings = [text for text, _ in host.of("warn") if "the task's control rate" in text]
+    assert len(warnings) == 1 and warnings[0].startswith("the robot is driven at 1")

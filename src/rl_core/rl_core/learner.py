@@ -321,7 +321,11 @@ class Learner:
         if self.evaluator is not None:
             self._finish_best(result, evaluation, env_steps, counters, eval_episodes, seed)
         if output_dir is not None:
-            document = {**asdict(result), **(extra or {})}
+            document = {**asdict(result), **(extra or {}),
+                        # What a task without an in-process twin is judged by (docs/robots.md).
+                        "train_returns_recent": list(self.recent_returns),
+                        "train_return_mean_recent": (float(np.mean(self.recent_returns))
+                                                     if self.recent_returns else None)}
             # No evaluation episodes (a task with no in-process twin): null, not NaN (strict JSON).
             for key in ("eval_mean_return", "eval_std_return"):
                 if not math.isfinite(document[key]):
