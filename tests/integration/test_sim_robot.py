@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,6 +22,7 @@ from std_msgs.msg import Float64MultiArray, String
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from rl_core.robot.description import parse_ros2_control
+from rl_core.variables import HEARTBEAT_FILE
 from rl_interfaces.srv import ResetRobot
 from rl_nodes import graph
 from tests.processes import Child
@@ -40,10 +42,16 @@ def robot_env() -> dict[str, str]:
     return {**os.environ, "ROS_DOMAIN_ID": str(DOMAIN_ID), "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST"}
 
 
+def heartbeat_file(namespace: str) -> Path:
+    """Where the sim_robot of ``namespace`` started by this test process beats."""
+    return Path(tempfile.gettempdir()) / f"sim_robot_beat_{os.getpid()}_{namespace.strip('/')}"
+
+
 def start(namespace: str, *parameters: str) -> Child:
     arguments = [argument for parameter in parameters for argument in ("-p", parameter)]
+    heartbeat_file(namespace).unlink(missing_ok=True)
     return Child([SIM_ROBOT, "--ros-args", "-r", f"__ns:={namespace}", *arguments],
-                 env=robot_env())
+                 env={**robot_env(), HEARTBEAT_FILE: str(heartbeat_file(namespace))})
 
 
 def stamp_ns(msg: JointState | Clock) -> int:
@@ -56,7 +64,7 @@ class Probe:
 
     def __init__(self, namespace: str, controller: str, child: Child) -> None:
         assert os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "LOCALHOST"
-        self.child = child
+        self.child, self.namespace = child, namespace
         self.context = rclpy.Context()
         rclpy.init(args=[], context=self.context, domain_id=DOMAIN_ID)
         self.node = rclpy.create_node("sim_robot_probe", namespace=namespace,
@@ -221,6 +229,13 @@ def test_free_run_steps_on_the_wall_clock_under_the_latest_command(robot: Probe)
                      "/clock following the steps")
     report = robot.child.wait_for_line(lambda line: "free_run:" in line, TIMEOUT_S)
     assert report is not None and "target 50.0" in report, robot.child.output()
+    # No command for command_timeout (0.5 s): the robot side holds by itself.
+    held = robot.state_where(lambda m: m.effort[0] == 0.0 and stamp_ns(m) > stamp_ns(first),
+                             "a hold once no command came within command_timeout")
+    assert stamp_ns(held) - stamp_ns(first) >= 400_000_000, "held before the command timeout"
+    # It beats its heartbeat file, so the supervisor would notice a hang (rl_core.heartbeat).
+    beat = heartbeat_file(robot.namespace)
+    assert beat.is_file() and time.time() - beat.stat().st_mtime < 3.0
 
 
 CARTPOLE_URDF = os.path.join(pybullet_data.getDataPath(), "cartpole.urdf")

@@ -439,3 +439,27 @@ def test_a_control_rate_off_the_tasks_is_warned_about_once() -> None:
             driver.reset_answered(answer(host))
     warnings = [text for text, _ in host.of("warn") if "the task's control rate" in text]
     assert len(warnings) == 1 and warnings[0].startswith("the robot is driven at 1")
+
+
+def test_a_joint_state_unanswered_for_a_control_period_holds_the_robot() -> None:
+    """The deadline's thread sees each state before the loop does: a stalled loop (a learner's
+    work on its thread, a blocked publish) or a policy slower than the control rate must not
+    leave the last command standing for longer than a period (ReachZero: 0.1 s)."""
+    driver, host, clock = started()
+    driver.on_action(np.ones(2))  # a moving command
+    driver.state_seen(0.1)  # the robot's answer, not yet taken by the stalled loop
+    clock.now += 0.09
+    driver.check_deadline()
+    assert len(host.of("send")) == 1
+    clock.now += 0.02
+    driver.check_deadline()
+    np.testing.assert_allclose(host.of("send")[-1], [0.0, 0.0])
+    assert driver.safety.interventions[TIMEOUT] == 1 and driver.loop.phase == WAITING
+    # Answered in time, nothing happens: the state is observed and its command sent.
+    state(driver, 0.1, [1.0, -1.0])
+    driver.state_seen(0.2)
+    state(driver, 0.2, [1.0, -1.0])
+    driver.on_action(np.ones(2))
+    clock.now += 0.5
+    driver.check_deadline()
+    assert driver.safety.interventions[TIMEOUT] == 1

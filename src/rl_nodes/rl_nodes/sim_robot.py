@@ -20,7 +20,10 @@ In the robot's namespace (``/robot_k``; names from :mod:`rl_nodes.graph`):
 * publishes ``/clock`` (rosgraph_msgs/Clock, simulated time) with ``publish_clock`` (one robot
   per ROS graph should, as one Gazebo does);
 * serves ``~/reset`` (rl_interfaces/srv/ResetRobot): places joints (no names: every joint at 0),
-  makes the commands "hold" and publishes a joint state, without stepping.
+  makes the commands "hold" and publishes a joint state, without stepping;
+* beats its heartbeat file every second (``RL_ROS2_HEARTBEAT_FILE``), so that the supervisor
+  kills and respawns a hung one; in ``free_run`` it holds once no command came within
+  ``command_timeout`` (the boundary's own deadline cannot stop a robot whose boundary died).
 
 Modes: ``lockstep`` (default, fastest training) steps one control period per command received
 (a "hold" command is just a command), then publishes the joint state; ``free_run`` steps on a
@@ -46,6 +49,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, String
 from trajectory_msgs.msg import JointTrajectory
 
+from rl_core import heartbeat
 from rl_core.config import ConfigError
 from rl_core.robot.sim_robot import SimRobot
 from rl_core.robot.sim_robot_config import PARAMETERS, SimRobotConfig, sim_robot_config
@@ -56,6 +60,8 @@ from rl_nodes.runtime import spin_plain_node
 
 #: The reset service (type graph.RESET_ROBOT_TYPE), under the node: /robot_k/sim_robot/reset.
 RESET_SERVICE = graph.RESET_ROBOT.name
+#: Seconds between heartbeats (the nodes beat with their diagnostics, every second).
+HEARTBEAT_PERIOD_S = 1.0
 
 
 def _descriptor(description: str, default: object, bounds: tuple[float, float] | None
@@ -97,10 +103,13 @@ class SimRobotNode(Node):
         self.create_subscription(JointTrajectory, trajectory.name, self._on_trajectory,
                                  trajectory.qos.profile())
         self.create_service(ResetRobot, RESET_SERVICE, self._on_reset)
+        # Wall-clock timers even with use_sim_time: this node makes the simulated time, so a
+        # timer on /clock would wait for a step that only it could make.
+        wall = RosClock(clock_type=ClockType.STEADY_TIME)
+        # The supervisor watches this thread's heartbeat file, as it does the nodes': a hung
+        # sim_robot is killed and respawned (rl_core.heartbeat).
+        self.create_timer(HEARTBEAT_PERIOD_S, heartbeat.beat_from_here, clock=wall)
         if config.mode == "free_run":
-            # Wall-clock timers even with use_sim_time: this node makes the simulated time, so
-            # a timer on /clock would wait for a step that only it could make.
-            wall = RosClock(clock_type=ClockType.STEADY_TIME)
             self.create_timer(config.control_period, self._on_timer, clock=wall)
             if config.rate_report_period > 0.0:
                 self.create_timer(config.rate_report_period, self._report_rate, clock=wall)

@@ -57,6 +57,8 @@ class PointRobot(Node):
                                       float(np.max(np.abs(command - self.velocity))))
         now = time.monotonic()
         if np.any(command != 0.0):
+            if self.held_after is not None:
+                self.get_logger().info(f"point robot: moving again (step {self.steps})")
             self.moving_at, self.held_after = now, None
         elif self.held_after is None and self.moving_at is not None:
             self.held_after = now - self.moving_at

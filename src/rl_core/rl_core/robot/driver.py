@@ -3,8 +3,11 @@
 :class:`rl_core.robot.boundary.RobotLoop` says what a joint state or an action means;
 :class:`RobotDriver` adds what depends on time and on the node around it, in plain Python:
 
-* the command deadline: the robot is held when no action follows an observation, or no joint
-  state answers a command, within ``command_timeout``;
+* the command deadlines: the robot is held when a joint state newer than its last command goes
+  unanswered for one control period (a stalled loop, a dead or slow policy: the robot must not
+  go on with a stale command; :meth:`RobotDriver.state_seen` is told of each state on the
+  deadline's own thread), and when no action follows an observation, or no joint state answers
+  a command, within ``command_timeout``;
 * resets through the robot's reset service, asked again when the service is not there yet, when
   it refuses, or when it does not answer within :data:`RESET_TIMEOUT_S`;
 * the e-stop (rl_core.robot.estop: anyone engages it, it holds at once and latches on disk; only
@@ -157,6 +160,10 @@ class RobotDriver:
         self._last_stamp = -1.0
         self._started = False
         self._pending_transition: Transition | None = None  # published once the command is out
+        #: When a joint state newer than the one the last command answered was first seen
+        #: (None: every state seen is answered), and that state's stamp bound.
+        self._unanswered_since: float | None = None
+        self._answered_stamp = -float("inf")
         self._withheld = False  # an observation held back while acting is paused
         self._held_for_pause = False
         self._rate_checked = False
@@ -173,6 +180,7 @@ class RobotDriver:
         self._begin_episode()
 
     def _begin_episode(self) -> None:
+        self._unanswered_since = None  # a reset is no command: the deadline starts after it
         target = self.loop.begin_episode()
         if not self.resets_by_service:
             return  # homing: driven by the joint states that come
@@ -386,6 +394,8 @@ class RobotDriver:
             self.stop_acting()
             return
         self._observed_at = received_at if received_at is not None else self.clock()
+        if self._unanswered_since is not None:
+            self._unanswered_since = self.clock()  # the policy's period starts now
         self.host.publish_observation(obs, self.observation_step)
         self.observation_step += 1
         self._last_command_at = self.clock()  # the deadline runs from the observation
@@ -393,6 +403,9 @@ class RobotDriver:
     def _send(self, command: np.ndarray) -> None:
         self.host.send(command)
         now = self.clock()
+        self._unanswered_since = None
+        if self.loop.latest is not None:
+            self._answered_stamp = self.loop.latest.stamp
         self.stats.command_sent(now)
         self._last_command_at = now
         if not self._rate_checked and self.stats.commands_sent >= RATE_CHECK_COMMANDS:
@@ -406,10 +419,18 @@ class RobotDriver:
 
     # --- time ---------------------------------------------------------------------------------
 
+    def state_seen(self, stamp: float) -> None:
+        """The robot published a state stamped ``stamp`` (seen on the deadline's thread, before
+        the loop may get to it): a newer one than the last command answered must be answered
+        within a control period."""
+        if stamp > self._answered_stamp and self._unanswered_since is None:
+            self._unanswered_since = self.clock()
+
     def check_deadline(self) -> None:
-        """Called every control period (or 50 ms) on a steady clock: ask for a reset again
-        when due, hold the robot while acting is paused, and when no action or no joint state
-        came within ``command_timeout``."""
+        """Called four times a control period (at most every 50 ms) on a steady clock, on a
+        thread of its own: ask for a reset again when due, hold the robot while acting is
+        paused, when a newer joint state went unanswered for a period, and when no action or no
+        joint state came within ``command_timeout``."""
         now = self.clock()
         if self._reset_pending == WAITING_FOR_SERVICE:
             self.host.warn(f"no reset service {self.config.reset_service} yet: the robot waits "
@@ -438,6 +459,16 @@ class RobotDriver:
             return
         if self.loop.estopped or self.loop.latest is None or self._held_for_pause:
             return  # held already
+        if (self._unanswered_since is not None
+                and not (self.loop.phase == RESETTING and self.resets_by_service)
+                and now - self._unanswered_since > self.period):
+            hold = self.loop.timed_out()  # None while homing: hold all the same
+            self._send(self.safety.hold(self.loop.latest) if hold is None else hold)
+            self._flush_transition()
+            self.host.warn("a joint state went unanswered for a control period: robot held (a "
+                           "stalled loop, or a policy slower than the control rate)",
+                           throttle_s=5.0)
+            return
         if self.loop.phase == ACTING:
             late, what = now - self._last_command_at, "no action"
         elif self.loop.phase in (STEPPING, WAITING):
