@@ -16,7 +16,7 @@ import pytest
 from rl_core.config import BoundaryConfig, ConfigError
 from rl_core.robot import JointTarget, estop
 from rl_core.robot.boundary import ACTING, RESETTING, STEPPING, WAITING
-from rl_core.robot.driver import RATE_CHECK_COMMANDS, RESET_TIMEOUT_S, RobotDriver
+from rl_core.robot.driver import RATE_CHECK_TRANSITIONS, RESET_TIMEOUT_S, RobotDriver
 from rl_core.robot.safety import ENVELOPE, ESTOP, IMPLAUSIBLE, STOPPED, TIMEOUT
 from rl_core.weights_auth import SigningKey
 from tests.unit import test_robot_boundary as robot_boundary_tests
@@ -431,14 +431,22 @@ def test_homing_stops_while_acting_is_paused_and_goes_on_after() -> None:
 
 def test_a_control_rate_off_the_tasks_is_warned_about_once() -> None:
     driver, host, clock = started()  # ReachZero: 0.1 s, 10 Hz
-    for step in range(2 * RATE_CHECK_COMMANDS):
-        clock.now += 0.05  # the robot publishes at 20 Hz, and the boundary acts on each state
+    for step in range(2 * RATE_CHECK_TRANSITIONS):
         driver.on_action(np.zeros(2))
-        state(driver, 0.05 * (step + 1), [1.0, -1.0])
+        state(driver, 0.05 * (step + 1), [1.0, -1.0])  # states every 0.05 s of the robot's clock
         if driver.loop.phase == RESETTING:  # an episode ended: its reset is answered at once
             driver.reset_answered(answer(host))
-    warnings = [text for text, _ in host.of("warn") if "the task's control rate" in text]
-    assert len(warnings) == 1 and warnings[0].startswith("the robot is driven at 1")
+    warnings = [text for text, _ in host.of("warn") if "the task's control period" in text]
+    assert len(warnings) == 1 and warnings[0].startswith("the robot's joint states come every 50 ms")
+    # A lockstep robot (one period of its clock per command) runs as fast as it is driven: no
+    # warning, however many commands a second.
+    driver, host, clock = started()
+    for step in range(2 * RATE_CHECK_TRANSITIONS):
+        driver.on_action(np.zeros(2))
+        state(driver, 0.1 * (step + 1), [1.0, -1.0])
+        if driver.loop.phase == RESETTING:
+            driver.reset_answered(answer(host))
+    assert not [text for text, _ in host.of("warn") if "the task's control period" in text]
 
 
 def test_a_joint_state_unanswered_for_a_control_period_holds_the_robot() -> None:

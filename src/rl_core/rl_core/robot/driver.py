@@ -55,8 +55,8 @@ RESET_TIMEOUT_S = 5.0
 FROZEN_CLOCK_S = 2.0
 #: The reset asked for while the reset service is not there: the deadline check asks again.
 WAITING_FOR_SERVICE = "waiting"
-#: Commands after which the achieved control rate is compared with the task's.
-RATE_CHECK_COMMANDS = 100
+#: Transitions after which the robot time they span is compared with the control period.
+RATE_CHECK_TRANSITIONS = 100
 #: The achieved control rate may differ from the task's by this fraction without a warning.
 RATE_TOLERANCE = 0.2
 
@@ -167,6 +167,7 @@ class RobotDriver:
         self._withheld = False  # an observation held back while acting is paused
         self._held_for_pause = False
         self._rate_checked = False
+        self._spans: list[float] = []  # robot time each transition spans, until checked
 
     # --- episodes -----------------------------------------------------------------------------
 
@@ -242,7 +243,10 @@ class RobotDriver:
             self._begin_episode()
         if sample.stamp != self._last_stamp:
             self._last_stamp, self._last_stamp_change_at = sample.stamp, now
+        answered = self._answered_stamp
         obs, transition, episode = self.loop.on_state(sample)
+        if transition is not None:
+            self._check_rate(sample.stamp - answered)
         self._flush_transition()
         self._pending_transition = transition
         if episode is not None:
@@ -408,14 +412,23 @@ class RobotDriver:
             self._answered_stamp = self.loop.latest.stamp
         self.stats.command_sent(now)
         self._last_command_at = now
-        if not self._rate_checked and self.stats.commands_sent >= RATE_CHECK_COMMANDS:
-            self._rate_checked = True
-            rate, target = self.stats.rate_hz, 1.0 / self.period
-            if rate > 0 and abs(rate / target - 1.0) > RATE_TOLERANCE:
-                self.host.warn(f"the robot is driven at {rate:.0f} Hz, the task's control rate "
-                               f"is {target:.0f} Hz: the boundary acts on every new joint "
-                               "state, so set the robot's joint_states rate (or "
-                               "control_rate_hz) to the task's")
+
+    def _check_rate(self, span: float) -> None:
+        """Warn once when transitions span another time of the robot's clock than the task's
+        control period: the boundary acts on every new joint state, so a robot that publishes
+        them faster (or slower) makes the task run at its rate."""
+        if self._rate_checked:
+            return
+        self._spans.append(span)
+        if len(self._spans) < RATE_CHECK_TRANSITIONS:
+            return
+        self._rate_checked = True
+        median = float(np.median(self._spans))
+        if abs(median / self.period - 1.0) > RATE_TOLERANCE:
+            self.host.warn(f"the robot's joint states come every {1e3 * median:.0f} ms of its "
+                           f"clock, the task's control period is {1e3 * self.period:.0f} ms: "
+                           "the boundary acts on every new joint state, so set the robot's "
+                           "joint_states rate to the task's control rate")
 
     # --- time ---------------------------------------------------------------------------------
 
