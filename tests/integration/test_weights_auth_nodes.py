@@ -1,26 +1,43 @@
 """A policy node with a run key loads only weights signed with that key, newest (epoch, version)
-first, finite only: in-process through ``_on_weights`` and over DDS from a forging publisher."""
+first, finite only: in-process through ``_on_weights`` and over DDS from a forging publisher. A
+robot of one run obeys neither the weights nor the statuses that the learner of another run
+signed with the same key (the run identity, issue 41 item 7)."""
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, NamedTuple
 
 import pytest
 import rclpy
 import rclpy.parameter
 import torch
 from rclpy.executors import SingleThreadedExecutor
+from rclpy.serialization import serialize_message
 
-from rl_core.weights_auth import KEY_FILE_VARIABLE, KEY_VARIABLE, PUBLIC_KEY_VARIABLE, SigningKey
-from rl_interfaces.msg import PolicyWeights
+from rl_core.signed_status import StatusSigner, sign_status
+from rl_core.weights_auth import (
+    KEY_FILE_VARIABLE,
+    KEY_VARIABLE,
+    PUBLIC_KEY_FILE_VARIABLE,
+    PUBLIC_KEY_VARIABLE,
+    RUN_ID_VARIABLE,
+    SigningKey,
+)
+from rl_interfaces.msg import PolicyWeights, ReplayStatus
 from rl_nodes import graph
 from rl_nodes.base import LATCHED_QOS
 from rl_nodes.conversions import Weights, weights_from_msg, weights_to_msg
 from rl_nodes.intra_process import IntraProcessManager
 from rl_nodes.policy import PolicyNode
-from tests.processes import REPO
+from rl_nodes.simulator import SimulatorNode
+from tests.integration.in_process import overrides_file, spinning
+from tests.processes import REPO, Child
 
 pytestmark = pytest.mark.integration
 CONFIG = REPO / "config" / "cartpole.yaml"
@@ -166,3 +183,134 @@ def test_a_policy_without_a_public_key_refuses_weights_unless_unsigned_ones_are_
     finally:
         policy.destroy_node()
         rclpy.try_shutdown()
+
+
+# --- another run's learner, holding the same key (issue 41 item 7) --------------------------------
+
+RUN_A, RUN_B = "aaaa0000aaaa0000aaaa0000aaaa0000@/", "bbbb1111bbbb1111bbbb1111bbbb1111@/"
+#: Run B's learner process: reads the key and its run identity from its environment as a trainer
+#: and a replay buffer do, publishes the weights of the file it is given signed (latched), then
+#: signed statuses that pause acting, 10 a second (a replay buffer's rate), until stopped.
+RUN_B_LEARNER = """
+import sys, time
+import rclpy
+from rclpy.serialization import deserialize_message
+from rl_core import weights_auth
+from rl_core.signed_status import StatusSigner, sign_status
+from rl_interfaces.msg import PolicyWeights, ReplayStatus
+from rl_nodes import graph
+from rl_nodes.conversions import weights_from_msg, weights_to_msg
+
+rclpy.init()
+node = rclpy.create_node("run_b_learner")
+key = weights_auth.load_key()
+with open(sys.argv[1], "rb") as file:
+    weights = weights_from_msg(deserialize_message(file.read(), PolicyWeights))
+weights.sign(key)
+latched = node.create_publisher(PolicyWeights, graph.WEIGHTS.name, graph.WEIGHTS.qos.profile())
+latched.publish(weights_to_msg(weights))
+status = node.create_publisher(ReplayStatus, graph.REPLAY_STATUS.name,
+                               graph.REPLAY_STATUS.qos.profile())
+signer = StatusSigner(key)
+print("run", key.run_id, "publishing", flush=True)
+try:
+    while True:
+        msg = ReplayStatus(rate_limited=True, acting_paused=True)
+        sign_status(msg, signer)
+        status.publish(msg)
+        time.sleep(0.1)
+except KeyboardInterrupt:
+    pass
+"""
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return condition()
+
+
+class RunARobot(NamedTuple):
+    sim: SimulatorNode
+    policy: PolicyNode
+    status: Any  # a /replay_status publisher of this process
+    reasons: list[tuple[str, str]]  # (what, why) of every refusal of the robot's nodes
+
+
+@pytest.fixture
+def run_a_robot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RunARobot]:
+    """robot_0's simulator and policy of run A (its identity, :data:`KEY`'s public half alone)
+    spinning in this process as a container runs them, every refusal's reason recorded, and a
+    probe that publishes /replay_status."""
+    for variable, value in {KEY_VARIABLE: "", KEY_FILE_VARIABLE: "", PUBLIC_KEY_FILE_VARIABLE: "",
+                            PUBLIC_KEY_VARIABLE: KEY.public.hex(), RUN_ID_VARIABLE: RUN_A}.items():
+        monkeypatch.setenv(variable, value)
+    overrides = overrides_file(tmp_path, {"simulator": {"random_steps": 0}})
+    rclpy.init(args=["--ros-args", "--params-file", str(CONFIG), "--params-file", str(overrides)])
+    sim, policy = SimulatorNode("/robot_0"), PolicyNode("/robot_0")
+    reasons: list[tuple[str, str]] = []
+    for node in (sim, policy):
+        def recording(what: str, reason: str, original: Callable[..., None] = node.reject) -> None:
+            reasons.append((what, reason))
+            original(what, reason)
+        monkeypatch.setattr(node, "reject", recording)
+    probe = rclpy.create_node("run_a_probe")
+    status = probe.create_publisher(ReplayStatus, graph.REPLAY_STATUS.name,
+                                    graph.REPLAY_STATUS.qos.profile())
+    with spinning([sim, policy], probe):
+        done = threading.Event()  # the container's main thread: intra-process and DDS hand-offs
+        ipc = IntraProcessManager.for_context(probe.context)
+        drain = threading.Thread(target=ipc.spin_until, args=(done.is_set, 120.0), daemon=True)
+        drain.start()
+        try:
+            yield RunARobot(sim, policy, status, reasons)
+        finally:
+            done.set()
+            drain.join(5.0)
+
+
+def test_a_robot_ignores_the_weights_and_statuses_another_run_signed_with_the_same_key(
+        run_a_robot: RunARobot, tmp_path: Path) -> None:
+    """Run B's learner (another process, the same key, another RL_ROS2_RUN_ID) latches signed
+    weights that fit the policy and pauses acting 10 times a second; run A's robot loads none,
+    obeys none, counts each and acts on; a status signed for run A does pause it. About 6 s
+    (the robot and run B's process starting, a second of its statuses)."""
+    sim, policy, status, reasons = run_a_robot
+    weights_file = tmp_path / "weights.cdr"
+    weights_file.write_bytes(serialize_message(weights_to_msg(
+        weights(policy, 5, key=None, scale=3.0))))
+    environment = {**os.environ, KEY_VARIABLE: KEY.raw.hex(), KEY_FILE_VARIABLE: "",
+                   PUBLIC_KEY_VARIABLE: "", RUN_ID_VARIABLE: RUN_B}
+    learner_b = Child([sys.executable, "-c", RUN_B_LEARNER, str(weights_file)], env=environment)
+    try:
+        def refused(what: str) -> int:
+            return sim.rejections.get(what, 0) + policy.rejections.get(what, 0)
+
+        assert wait_until(lambda: refused("replay status") >= 10 and
+                          refused("policy weights") >= 1, 30.0), learner_b.output()[-3000:]
+        assert f"run {RUN_B} publishing" in learner_b.output()
+        steps = sim.total_env_steps
+        assert wait_until(lambda: sim.total_env_steps > steps + 20, 5.0), "the robot stopped"
+        assert not sim.acting_paused and policy.version == 0
+        assert sim.status_check.last == (0, 0), "a status of run B was obeyed"
+        refusals = [(what, reason) for what, reason in reasons
+                    if what in ("replay status", "policy weights")]
+        assert {what for what, _ in refusals} == {"replay status", "policy weights"}
+        assert all("another run" in reason for _, reason in refusals), refusals
+
+        # The same status signed for run A pauses the robot: the refusals were the run's alone.
+        signer_a = StatusSigner(SigningKey(KEY.raw, RUN_A))
+
+        def paused_by_run_a() -> bool:
+            msg = ReplayStatus(rate_limited=True, acting_paused=True)
+            sign_status(msg, signer_a)
+            status.publish(msg)
+            return sim.acting_paused
+
+        assert wait_until(paused_by_run_a, 5.0), "run A's own pause was not obeyed"
+        assert learner_b.process.poll() is None, learner_b.output()[-3000:]
+    finally:
+        learner_b.stop(grace_s=3.0)

@@ -173,7 +173,7 @@ def test_the_schema_check_refuses_unknown_and_missing_fields(
 def test_scaling_the_robots_changes_only_the_statefulset_replicas(
         generate: Callable[..., Path], mode: str) -> None:
     first, second = generate(mode, "robots:=2"), generate(mode, "robots:=5")
-    for name in ("weights.key", "weights.pub", "action.key"):  # one run's keys
+    for name in ("weights.key", "weights.pub", "action.key", "run.id"):  # one run's keys
         if (first / name).is_file():
             shutil.copyfile(first / name, second / name)
     two, five = render(first), render(second)

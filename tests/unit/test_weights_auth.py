@@ -4,7 +4,9 @@ and the public key alone to the robots' (rl_bringup.run_key). No rclpy."""
 
 from __future__ import annotations
 
+import hashlib
 import stat
+import struct
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ from rl_core.weights_auth import (
     KEY_VARIABLE,
     PUBLIC_KEY_FILE_VARIABLE,
     PUBLIC_KEY_VARIABLE,
+    RUN_ID_VARIABLE,
     SigningKey,
     WeightsKeyError,
 )
@@ -195,6 +198,54 @@ def test_without_a_public_key_status_is_refused_unless_unsigned_is_allowed() -> 
     assert allowing.refusal(1, 1, "", b"status") is None
     assert "a replay" in allowing.refusal(1, 1, "", b"status")
     assert StatusSigner(None).sign(b"status") == ""
+
+
+# --- the run identity every signature binds (issue 41 item 7) -------------------------------------
+
+RUN_A, RUN_B = "a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1@/", "b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2@/"
+
+
+def test_the_run_identity_is_read_with_the_keys() -> None:
+    private = weights_auth.load_key({KEY_VARIABLE: RAW.hex(), RUN_ID_VARIABLE: f" {RUN_A}\n"})
+    assert private.run_id == private.public.run_id == RUN_A
+    public = weights_auth.load_public_key({PUBLIC_KEY_VARIABLE: KEY.public.hex(),
+                                           RUN_ID_VARIABLE: RUN_B})
+    assert public.run_id == RUN_B and public.raw == KEY.public.raw
+    assert weights_auth.load_key({KEY_VARIABLE: RAW.hex()}).run_id == ""  # hand-started
+
+
+def test_a_weights_signature_of_another_run_does_not_verify_under_the_same_key() -> None:
+    run_a, run_b = SigningKey(RAW, RUN_A), SigningKey(RAW, RUN_B)
+    signed_for_a = weights_auth.signature(run_a, **FIELDS)
+    assert weights_auth.verify(run_a.public, signed_for_a, **FIELDS)
+    assert not weights_auth.verify(run_b.public, signed_for_a, **FIELDS)
+    assert not weights_auth.verify(KEY.public, signed_for_a, **FIELDS)  # the unnamed run
+    assert not weights_auth.verify(run_a.public, weights_auth.signature(KEY, **FIELDS), **FIELDS)
+
+
+def test_the_unnamed_runs_weights_message_is_the_one_before_run_identities() -> None:
+    """A process without RL_ROS2_RUN_ID signs and checks exactly what it did before."""
+    architecture = FIELDS["architecture"].encode()
+    before = (b"rl_ros2 weights\0" + struct.pack("<QQQQ", FIELDS["epoch"], FIELDS["version"],
+                                                 FIELDS["update_step"], len(architecture))
+              + architecture + hashlib.sha256(FIELDS["data"]).digest())
+    assert weights_auth.weights_message(**FIELDS) == before
+    assert weights_auth.weights_message(**FIELDS, run_id=RUN_A) != before
+    assert KEY.public.verify(weights_auth.signature(KEY, **FIELDS), before)
+
+
+def test_a_status_signature_of_another_run_is_refused_and_counted() -> None:
+    signer = StatusSigner(SigningKey(RAW, RUN_B))
+    epoch, sequence = signer.next()
+    signature = signer.sign(b"acting paused")
+    check_a = StatusCheck(SigningKey(RAW, RUN_A).public)
+    refusal = check_a.refusal(epoch, sequence, signature, b"acting paused")
+    assert refusal is not None and "another run" in refusal and RUN_A in refusal
+    assert check_a.refused == 1 and check_a.last == (0, 0)
+    assert StatusCheck(KEY.public).refusal(epoch, sequence, signature, b"acting paused")
+    # The same status signed for run A is obeyed there.
+    assert check_a.refusal(epoch, sequence, StatusSigner(SigningKey(RAW, RUN_A)).sign(
+        b"acting paused"), b"acting paused") is None
 
 
 def test_a_respawned_signer_stays_after_its_snapshot_epoch() -> None:

@@ -13,6 +13,18 @@ public key alone, so that no robot process can sign weights or replay status:
 A caller that set only ``RL_ROS2_WEIGHTS_PUBLIC_KEY(_FILE)`` (a robot host of a multi-host run)
 keeps it, and its robot processes get no private key.
 
+Every process of the deployment also gets the same run identity (``RL_ROS2_RUN_ID``), which each
+weights and status signature binds, so that runs sharing a key cannot replay each other's
+(rl_core.weights_auth):
+
+* the caller's ``RL_ROS2_RUN_ID`` wins (a multi-host run exports the learner host's on every
+  host);
+* else, on a host that signs, it is a random token kept in the run directory (``run.id`` beside
+  ``weights.key``; a run restarted in the same ``output_dir`` keeps it) and the deployment's
+  namespace: ``TOKEN@/NAMESPACE``; without an ``output_dir`` the token is fresh for each launch;
+* a host with only a public key and no ``RL_ROS2_RUN_ID`` checks for the unnamed run (''), as a
+  hand-started process does, and the plan notes it.
+
 It also hands out the robots' action keys (:func:`with_action_keys`, rl_core.action_auth): a
 process that serves one robot (its simulator, its policy, or both) gets that robot's key alone
 (``RL_ROS2_ROBOT_ACTION_KEYS``), so a robot that is taken over cannot drive another one; a
@@ -48,6 +60,10 @@ ACTING_KINDS = frozenset({"simulator", "policy"})
 _NO_ACTION_KEYS = {action_auth.KEY_VARIABLE: "", action_auth.KEY_FILE_VARIABLE: "",
                    action_auth.ROBOT_KEYS_VARIABLE: ""}
 _ROBOT_NAMESPACE = re.compile(r"^/robot_(\d+)/?$")
+#: The file in the run directory that keeps its run identity's token.
+RUN_ID_FILE_NAME = "run.id"
+#: Random bytes of a token.
+RUN_TOKEN_BYTES = 16
 
 
 def served_robots(process: ProcessSpec) -> frozenset[int] | None:
@@ -100,6 +116,12 @@ def signs(process: ProcessSpec) -> bool:
     return any(kind in SIGNING_KINDS for kind, _ in process.hosted_nodes())
 
 
+def _output_dir(plan: Plan) -> str | None:
+    """The run directory: the learning processes' ``output_dir``; None without one."""
+    return next((str(process.parameters["output_dir"]) for process in plan.processes
+                 if process.parameters.get("output_dir")), None)
+
+
 def _private_key(plan: Plan, key_file: str | None,
                  environ: Mapping[str, str]) -> tuple[dict[str, str], str] | None:
     """The signers' key variables and a note; None when the caller gave only a public key."""
@@ -116,9 +138,7 @@ def _private_key(plan: Plan, key_file: str | None,
     if environ.get(weights_auth.PUBLIC_KEY_VARIABLE) or \
             environ.get(weights_auth.PUBLIC_KEY_FILE_VARIABLE):
         return None
-    directory = next((process.parameters["output_dir"] for process in plan.processes
-                      if "output_dir" in process.parameters), None)
-    directory = directory or tempfile.mkdtemp(prefix="rl_ros2_run_")
+    directory = _output_dir(plan) or tempfile.mkdtemp(prefix="rl_ros2_run_")
     path = weights_auth.create_key_file(directory)
     return ({weights_auth.KEY_VARIABLE: "", weights_auth.KEY_FILE_VARIABLE: str(path)},
             f"weights and replay status are signed with a per-run key ({path}; robots get "
@@ -126,19 +146,70 @@ def _private_key(plan: Plan, key_file: str | None,
             f"hosts weights_key:={path}, robot hosts {weights_auth.PUBLIC_KEY_VARIABLE}")
 
 
+def run_token(directory: str | os.PathLike[str]) -> str:
+    """The run directory's token (``directory/run.id``): written once (random, mode 0644), then
+    read, so that a restarted run keeps its identity.
+
+    :raises OSError: when it can be neither read nor written.
+    """
+    path = Path(directory) / RUN_ID_FILE_NAME
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:  # a restart, or another front end of the same run was first
+        return path.read_text().strip()
+    token = os.urandom(RUN_TOKEN_BYTES).hex()
+    with os.fdopen(descriptor, "w") as file:
+        file.write(token + "\n")
+    return token
+
+
+def run_identity(token: str, namespace: str) -> str:
+    """The run identity of a run directory's ``token`` deployed in ``namespace``."""
+    return f"{token}@{namespace}"
+
+
+def _run_id(plan: Plan, environ: Mapping[str, str], signs_here: bool) -> tuple[str, str]:
+    """The deployment's run identity (:data:`weights_auth.RUN_ID_VARIABLE`) and a note.
+
+    :raises PlanError: when the run directory's token can be neither read nor written.
+    """
+    variable = weights_auth.RUN_ID_VARIABLE
+    given = weights_auth.run_identity(environ)
+    if given:
+        return given, f"weights and replay status are signed for run {given} ({variable})"
+    if not signs_here:
+        return "", (f"no {variable}: this host's robots check signatures for the unnamed run; "
+                    f"export the {variable} that the learner host's run header prints")
+    directory = _output_dir(plan)
+    try:
+        token = run_token(directory) if directory else os.urandom(RUN_TOKEN_BYTES).hex()
+    except OSError as error:
+        raise PlanError(f"cannot keep the run identity in {directory}: {error}") from None
+    identity = run_identity(token, plan.namespace)
+    kept = f"{directory}/{RUN_ID_FILE_NAME}" if directory else "fresh: no output_dir"
+    return identity, (f"weights and replay status are signed for run {identity} (token {kept}); "
+                      f"processes of this run on other hosts need {variable}={identity}")
+
+
 def with_weights_key(plan: Plan, key_file: str | None = None,
                      environ: Mapping[str, str] | None = None) -> Plan:
     """The plan with the private key in its signers' environment and the public key in
-    everyone's, and the robots' action keys (:func:`with_action_keys`).
+    everyone's, the run identity in everyone's, and the robots' action keys
+    (:func:`with_action_keys`).
 
     :raises PlanError: when ``key_file`` or the environment's key is not usable.
     """
     environ = os.environ if environ is None else environ
     private = _private_key(plan, key_file, environ)
+    run_id, run_note = _run_id(plan, environ, signs_here=private is not None)
+    run = {weights_auth.RUN_ID_VARIABLE: run_id}
     if private is None:  # a robot host: the caller's public key reaches every process
-        processes = [dataclasses.replace(process, env={**process.env, **_NO_PRIVATE_KEY})
+        processes = [dataclasses.replace(process, env={**process.env, **_NO_PRIVATE_KEY, **run})
                      for process in plan.processes]
-        return with_action_keys(dataclasses.replace(plan, processes=processes), environ)
+        return with_action_keys(dataclasses.replace(
+            plan, environment={**plan.environment, **run}, processes=processes,
+            notes=[*plan.notes, run_note]), environ)
     signer_env, note = private
     try:
         key = weights_auth.load_key({**environ, **signer_env})
@@ -148,8 +219,8 @@ def with_weights_key(plan: Plan, key_file: str | None = None,
     public = {weights_auth.PUBLIC_KEY_VARIABLE: key.public.hex(),
               weights_auth.PUBLIC_KEY_FILE_VARIABLE: ""}
     processes = [dataclasses.replace(process, env={
-        **process.env, **public, **(signer_env if signs(process) else _NO_PRIVATE_KEY)})
+        **process.env, **public, **run, **(signer_env if signs(process) else _NO_PRIVATE_KEY)})
         for process in plan.processes]
-    return with_action_keys(dataclasses.replace(plan, environment={**plan.environment, **public},
-                                                processes=processes, notes=[*plan.notes, note]),
-                            environ)
+    return with_action_keys(dataclasses.replace(
+        plan, environment={**plan.environment, **public, **run}, processes=processes,
+        notes=[*plan.notes, note, run_note]), environ)

@@ -2,8 +2,9 @@
 
 A policy node (``rl_nodes.policy``) offers every ``/policy_weights`` message to a
 :class:`WeightsGate`. The latched copy of the current weights is skipped without a word; weights
-whose signature does not verify under the learner's public key (:mod:`rl_core.weights_auth`), or
-that come to a policy without a public key unless it allows unsigned weights, that are older
+whose signature does not verify under the learner's public key for this policy's run
+(:mod:`rl_core.weights_auth`: weights another run signed with the same key do not), or that
+come to a policy without a public key unless it allows unsigned weights, that are older
 than the current ones (a replay), hold NaN, or were built for another architecture are refused
 with the reason, which the node logs and counts. torch is imported only when weights are
 checked, so an ONNX policy that follows no weights runs without it.
@@ -35,7 +36,7 @@ def weights_refusal(msg: Any, key: VerifyKey | None, current: tuple[int, int],
     """Why received weights ``msg`` (``rl_nodes.conversions.Weights``) must not replace the
     weights of ``current`` ``(epoch, version)``: more bytes than ``max_bytes`` (what the
     receiver's architecture takes), a signature that does not verify under the learner's public
-    ``key``, no ``key`` at all unless ``allow_unsigned``, an
+    ``key`` for its run, no ``key`` at all unless ``allow_unsigned``, an
     older version (a replay), bytes that do not decode, or NaN; None when they may be loaded
     (architecture not checked). The checks run cheapest first: nothing is hashed before the
     size is known to fit, nothing decoded before the signature verifies."""
@@ -48,7 +49,7 @@ def weights_refusal(msg: Any, key: VerifyKey | None, current: tuple[int, int],
         return f"version {msg.version}: {NO_PUBLIC_KEY}; ignored"
     if key is not None and not msg.verify(key):
         return (f"version {msg.version}: the signature does not verify (unsigned, or signed with "
-                "another run's key); ignored")
+                "another key or for another run); ignored")
     if (msg.epoch, msg.version) < current:
         return (f"epoch {msg.epoch} version {msg.version} is older than the current epoch "
                 f"{current[0]} version {current[1]} (a replay); ignored")

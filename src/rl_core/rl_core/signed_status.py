@@ -6,8 +6,10 @@ the private key of :mod:`rl_core.weights_auth`) signs each status it publishes, 
 its epoch; robots, the gym bridge and the autoscaler obey a status only when it verifies under
 the learner's public key and is newer than the last one they obeyed (a recorded status replayed
 later is refused). Every field but the signature is encoded canonically
-(:func:`status_payload`, duck-typed on the generated message: no rclpy here); those bytes are
-what is signed and checked.
+(:func:`status_payload`, duck-typed on the generated message: no rclpy here); those bytes, after
+the run identity of the key (:func:`rl_core.weights_auth.message_head`), are what is signed and
+checked: a status that another run's replay buffer signed with the same key is refused too (a
+robot of run A does not pause for run B). The identity is not sent; both sides know it.
 """
 
 from __future__ import annotations
@@ -26,15 +28,15 @@ NO_PUBLIC_KEY = (f"no public key to check the learner's signature ({weights_auth
                  "give one), and allow_unsigned is false")
 
 
-def _message(payload: bytes) -> bytes:
-    return b"rl_ros2 replay status\0" + payload
+def _message(payload: bytes, run_id: str) -> bytes:
+    return weights_auth.message_head(b"rl_ros2 replay status", run_id) + payload
 
 
 class StatusSigner:
     """The replay buffer's side: the ``(epoch, sequence)`` of each status and its signature.
 
-    :param key: the learner's private key (None: statuses go out unsigned, which robots refuse
-        unless they allow unsigned ones).
+    :param key: the learner's private key, for this run (:attr:`SigningKey.run_id`; None:
+        statuses go out unsigned, which robots refuse unless they allow unsigned ones).
     :param saved_epoch: the epoch of this run's buffer before a respawn (from its snapshot): the
         new epoch is later even if the clock went back.
     """
@@ -56,13 +58,13 @@ class StatusSigner:
 
     def sign(self, payload: bytes) -> str:
         """The signature of an encoded status (all fields but the signature); '' without a key."""
-        return self.key.sign(_message(payload)) if self.key is not None else ""
+        return self.key.sign(_message(payload, self.key.run_id)) if self.key is not None else ""
 
 
 class StatusCheck:
     """A receiver's side: whether a status comes from the learner and is newer than the last.
 
-    :param key: the learner's public key.
+    :param key: the learner's public key, for this receiver's run (:attr:`VerifyKey.run_id`).
     :param allow_unsigned: without a key, obey every status (development only).
     """
 
@@ -79,8 +81,9 @@ class StatusCheck:
         if self.key is None:
             if not self.allow_unsigned:
                 reason = NO_PUBLIC_KEY
-        elif not self.key.verify(signature, _message(payload)):
-            reason = "not signed by the learner (a forged or foreign status)"
+        elif not self.key.verify(signature, _message(payload, self.key.run_id)):
+            reason = ("not signed by the learner of this run (a forged status, or one of another "
+                      f"run: this is run {self.key.run_id!r})")
         if reason is None and (epoch, sequence) <= self.last:
             reason = (f"epoch {epoch} sequence {sequence} is not newer than the last obeyed "
                       f"{self.last[0]} {self.last[1]} (a replay)")

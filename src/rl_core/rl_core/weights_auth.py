@@ -22,6 +22,14 @@ Where the public key comes from (first match): ``RL_ROS2_WEIGHTS_PUBLIC_KEY`` (h
 process holds that. A receiver without a public key refuses signed and unsigned messages alike,
 unless it was started with ``allow_unsigned:=true`` (development without ``rl-bringup``).
 
+Every signature also binds the **run identity** (``RL_ROS2_RUN_ID``, read with the key into
+:attr:`SigningKey.run_id` and :attr:`VerifyKey.run_id`): runs that share a key (one key across
+hosts, several ``namespace:=`` deployments on one domain) cannot replay each other's weights or
+statuses, as a signature made for another run does not verify. The identity is not sent: both
+sides know it (``rl-bringup`` and the launch files give every process of a deployment the same
+one, :mod:`rl_bringup.run_key`). A process without it signs and checks for the unnamed run,
+whose messages are byte for byte those of releases before run identities.
+
 This authenticates what robots load and obey from the learner; it does not authenticate
 observations, actions or experience (use SROS2 for those, see docs/reliability.md).
 """
@@ -46,6 +54,7 @@ KEY_VARIABLE = variables.WEIGHTS_KEY
 KEY_FILE_VARIABLE = variables.WEIGHTS_KEY_FILE
 PUBLIC_KEY_VARIABLE = variables.WEIGHTS_PUBLIC_KEY
 PUBLIC_KEY_FILE_VARIABLE = variables.WEIGHTS_PUBLIC_KEY_FILE
+RUN_ID_VARIABLE = variables.RUN_ID
 KEY_FILE_NAME = "weights.key"
 PUBLIC_KEY_FILE_NAME = "weights.pub"
 #: Bytes of an Ed25519 private key (its seed) and of a public key.
@@ -59,11 +68,15 @@ class WeightsKeyError(ValueError):
 
 
 class VerifyKey:
-    """An Ed25519 public key: checks the learner's signatures."""
+    """An Ed25519 public key: checks the learner's signatures made for run ``run_id``.
 
-    def __init__(self, raw: bytes) -> None:
+    :param run_id: the run identity the signatures it checks must bind ('' for the unnamed run).
+    """
+
+    def __init__(self, raw: bytes, run_id: str = "") -> None:
         self._key = Ed25519PublicKey.from_public_bytes(raw)
         self.raw = raw
+        self.run_id = run_id
 
     def hex(self) -> str:
         return self.raw.hex()
@@ -80,12 +93,18 @@ class VerifyKey:
 
 
 class SigningKey:
-    """An Ed25519 private key: the learner signs weights and status with it."""
+    """An Ed25519 private key: the learner signs weights and status of run ``run_id`` with it.
 
-    def __init__(self, raw: bytes) -> None:
+    :param run_id: the run identity its weights and status signatures bind ('' for the unnamed
+        run); its :attr:`public` half checks for the same run.
+    """
+
+    def __init__(self, raw: bytes, run_id: str = "") -> None:
         self._key = Ed25519PrivateKey.from_private_bytes(raw)
         self.raw = raw
-        self.public = VerifyKey(self._key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw))
+        self.run_id = run_id
+        self.public = VerifyKey(self._key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw),
+                                run_id)
 
     def sign(self, message: bytes) -> str:
         """The hex signature of ``message``."""
@@ -117,18 +136,26 @@ def _read(environ: Mapping[str, str], variable: str, file_variable: str) -> byte
     return _decode(text, f"{file_variable}={path}")
 
 
+def run_identity(environ: Mapping[str, str] | None = None) -> str:
+    """The run identity of the environment (``RL_ROS2_RUN_ID``); '' for the unnamed run."""
+    return (os.environ if environ is None else environ).get(RUN_ID_VARIABLE, "").strip()
+
+
 def load_key(environ: Mapping[str, str] | None = None) -> SigningKey | None:
-    """The learner's private key from the environment, or None when none is configured.
+    """The learner's private key from the environment, for the environment's run identity, or
+    None when none is configured.
 
     :raises WeightsKeyError: when a configured key cannot be read or is malformed.
     """
-    raw = _read(os.environ if environ is None else environ, KEY_VARIABLE, KEY_FILE_VARIABLE)
-    return SigningKey(raw) if raw is not None else None
+    environ = os.environ if environ is None else environ
+    raw = _read(environ, KEY_VARIABLE, KEY_FILE_VARIABLE)
+    return SigningKey(raw, run_identity(environ)) if raw is not None else None
 
 
 def load_public_key(environ: Mapping[str, str] | None = None) -> VerifyKey | None:
-    """The public key that checks the learner's signatures: configured, or the private key's
-    where this process holds that; None when neither is configured.
+    """The public key that checks the learner's signatures for the environment's run identity:
+    configured, or the private key's where this process holds that; None when neither is
+    configured.
 
     :raises WeightsKeyError: when a configured key cannot be read or is malformed.
     """
@@ -136,7 +163,7 @@ def load_public_key(environ: Mapping[str, str] | None = None) -> VerifyKey | Non
     raw = _read(environ, PUBLIC_KEY_VARIABLE, PUBLIC_KEY_FILE_VARIABLE)
     if raw is not None:
         try:
-            return VerifyKey(raw)
+            return VerifyKey(raw, run_identity(environ))
         except ValueError as error:
             raise WeightsKeyError(f"the public key is not an Ed25519 key: {error}") from None
     private = load_key(environ)
@@ -165,26 +192,38 @@ def create_key_file(directory: str | os.PathLike[str]) -> Path:
     return path
 
 
+def message_head(kind: bytes, run_id: str) -> bytes:
+    """The start of a signed message of ``kind`` (``b"rl_ros2 weights"``) for run ``run_id``.
+
+    The unnamed run's head is ``kind`` and a NUL, as before run identities; a named run's is
+    ``kind``, `` of run``, a NUL and the length-prefixed identity. The two differ in the byte
+    after ``kind``, so no message of one run is a message of another."""
+    if not run_id:
+        return kind + b"\0"
+    encoded = run_id.encode()
+    return kind + b" of run\0" + struct.pack("<Q", len(encoded)) + encoded
+
+
 def weights_message(epoch: int, version: int, update_step: int, architecture: str,
-                    data: bytes) -> bytes:
-    """What a weights signature covers: the run epoch, version, update step, architecture and
-    the SHA-256 of the tensor bytes (hashed once, however large)."""
+                    data: bytes, run_id: str = "") -> bytes:
+    """What a weights signature covers: the run identity, the run epoch, version, update step,
+    architecture and the SHA-256 of the tensor bytes (hashed once, however large)."""
     encoded = architecture.encode()
-    return b"rl_ros2 weights\0" + struct.pack("<QQQQ", epoch, version, update_step,
-                                               len(encoded)) + encoded + hashlib.sha256(data).digest()
+    return message_head(b"rl_ros2 weights", run_id) + struct.pack(
+        "<QQQQ", epoch, version, update_step, len(encoded)) + encoded + hashlib.sha256(data).digest()
 
 
 def signature(key: SigningKey, epoch: int, version: int, update_step: int, architecture: str,
               data: bytes) -> str:
-    """The hex Ed25519 signature of one weights publication."""
-    return key.sign(weights_message(epoch, version, update_step, architecture, data))
+    """The hex Ed25519 signature of one weights publication of the key's run."""
+    return key.sign(weights_message(epoch, version, update_step, architecture, data, key.run_id))
 
 
 def verify(key: VerifyKey, signature_hex: str, epoch: int, version: int, update_step: int,
            architecture: str, data: bytes) -> bool:
-    """Whether ``signature_hex`` is the learner's signature of these weights."""
+    """Whether ``signature_hex`` is the learner's signature of these weights for the key's run."""
     return key.verify(signature_hex, weights_message(epoch, version, update_step, architecture,
-                                                     data))
+                                                     data, key.run_id))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -26,7 +26,11 @@ file is the image's installed copy, chosen at run time by ``RL_CONFIG`` (default
 (docker compose >= 2.23.1). The learner's private key is the secret ``weights_key`` from
 ``weights.key`` beside the compose file, which this command writes (mode 0600) unless it exists,
 given only to the services that sign (trainer, replay buffer); the robot services get its
-public half alone, the secret ``weights_public_key`` from ``weights.pub``. Where a robot's
+public half alone, the secret ``weights_public_key`` from ``weights.pub``. Every service gets
+the same ``RL_ROS2_RUN_ID``, the run identity the weights and status signatures bind
+(rl_bringup.run_key), from the variable of that name at ``up`` time: the printed ``run:`` line
+sets it from a token kept in ``run.id`` beside the compose file (written here, kept when it
+exists); unset, the services sign and check for the unnamed run. Where a robot's
 simulator and policy are services of their own (decoupled), both get the run's action key as
 the secret ``action_key`` from ``action.key`` (written the same way), read through
 ``RL_ROS2_ACTION_KEY_FILE``; no other service gets it (see
@@ -55,7 +59,7 @@ import yaml
 from rl_bringup import paths
 from rl_bringup.discovery import DOMAIN_ID_VARIABLE
 from rl_bringup.plan import MAX_ROBOTS
-from rl_bringup.run_key import SIGNING_KINDS
+from rl_bringup.run_key import RUN_ID_FILE_NAME, SIGNING_KINDS, run_identity, run_token
 from rl_bringup.tools.containers import (
     CONTAINER_ENVIRONMENT,
     DEFAULT_DOMAIN_ID,
@@ -141,6 +145,9 @@ def _environment(container: Container) -> dict[str, str]:
     # One domain for every service, chosen when the project starts.
     default = environment[DOMAIN_ID_VARIABLE]
     environment[DOMAIN_ID_VARIABLE] = f"${{{DOMAIN_ID_VARIABLE}:-{default}}}"
+    # One run identity for every service, given when the project starts (the file is committed:
+    # no token of one folder in it).
+    environment[weights_auth.RUN_ID_VARIABLE] = f"${{{weights_auth.RUN_ID_VARIABLE}:-}}"
     key = ({weights_auth.KEY_FILE_VARIABLE: SECRET_PATH} if _signs(container) else
            {weights_auth.KEY_FILE_VARIABLE: "",
             weights_auth.PUBLIC_KEY_FILE_VARIABLE: PUBLIC_SECRET_PATH})
@@ -249,6 +256,9 @@ def _header(layout: ContainerLayout, regenerate: str) -> str:
         "writes it); without rl-bringup create it once:",
         "  python3 -c 'import secrets; print(secrets.token_hex(32))' > weights.key "
         "&& chmod 600 weights.key",
+        f"{weights_auth.RUN_ID_VARIABLE}=ID at up time binds those signatures to this run "
+        "(rl-bringup compose",
+        f"prints one, kept in {RUN_ID_FILE_NAME}); unset, they bind none.",
     ]
     acting = [container.name for container in layout.containers if needs_action_key(container)]
     if acting:
@@ -315,10 +325,16 @@ def compose(values: dict[str, str]) -> int:
     key = weights_key_file(output.parent)
     action_key = f"; action key {action_key_file(output.parent)}" \
         if layout.needs_action_key else ""
+    try:
+        run_id = run_identity(run_token(output.parent), layout.plan.namespace)
+    except OSError as error:
+        raise ToolError(f"cannot write {output.parent / RUN_ID_FILE_NAME}: {error}",
+                        EXIT_FAILURE) from None
     print(f"wrote {output}; weights key {key}{action_key}")
     scale = " ".join(f"--scale {container.name}={layout.plan.robots}"
                      for container in layout.robots)
-    print(f"run:  ROS_DOMAIN_ID={DEFAULT_DOMAIN_ID} docker compose -f {output} up --build "
+    print(f"run:  {weights_auth.RUN_ID_VARIABLE}={run_id} "
+          f"ROS_DOMAIN_ID={DEFAULT_DOMAIN_ID} docker compose -f {output} up --build "
           f"--abort-on-container-exit --exit-code-from {layout.main.name} {scale}".rstrip())
     return 0
 

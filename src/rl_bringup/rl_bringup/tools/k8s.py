@@ -29,6 +29,10 @@ models, which check field names and types as they are built:
   alone, for its trainer and replay buffer, as ``RL_ROS2_WEIGHTS_KEY_FILE``;
 * ``rl-weights-public-key``: a ConfigMap from ``DIR/weights.pub``, mounted everywhere else (the
   robots) as ``RL_ROS2_WEIGHTS_PUBLIC_KEY_FILE``: robots check signatures but cannot sign;
+* ``DIR/run.id``, a random token written here and kept when it exists, goes into that ConfigMap
+  too: every node container reads it as ``RL_ROS2_RUN_ID``, the run identity that the weights
+  and status signatures bind (rl_bringup.run_key), so that deployments sharing a key cannot
+  replay each other's;
 * ``rl-action-key`` (decoupled only): a Secret from ``DIR/action.key``, the run's action key
   (written here, mode 0600, and kept when it exists), mounted for the robot pod's ``simulator``
   and ``policy`` containers as ``RL_ROS2_ACTION_KEY_FILE``, so that the policy's action MACs
@@ -55,6 +59,7 @@ from typing import Any
 import yaml
 
 from rl_bringup.discovery import parse_domain_id
+from rl_bringup.run_key import RUN_ID_FILE_NAME, run_token
 from rl_bringup.tools.containers import (
     DEFAULT_DOMAIN_ID,
     DEFAULT_IMAGE,
@@ -122,8 +127,8 @@ def kustomization(resources: list[str], parameters: list[str], namespace: str,
     document["configMapGenerator"] = [
         {"name": PARAMETERS_NAME, "files": [f"{CONFIG_FOLDER}/{name}" for name in parameters],
          "options": options},
-        {"name": WEIGHTS_PUBLIC_KEY_NAME, "files": [weights_auth.PUBLIC_KEY_FILE_NAME],
-         "options": options}]
+        {"name": WEIGHTS_PUBLIC_KEY_NAME,
+         "files": [weights_auth.PUBLIC_KEY_FILE_NAME, RUN_ID_FILE_NAME], "options": options}]
     document["secretGenerator"] = [
         {"name": WEIGHTS_KEY_NAME, "files": [weights_auth.KEY_FILE_NAME], "type": "Opaque",
          "options": options}]
@@ -143,7 +148,8 @@ def _yaml_documents(objects: list[Any]) -> str:
 
 
 def write_kustomize(layout: ContainerLayout, directory: Path, options: K8sOptions) -> list[Path]:
-    """Write the kustomize directory; returns the files written (the key only when new).
+    """Write the kustomize directory; returns the files written (the key and the run's token
+    only when new).
 
     :raises ToolError: when the directory cannot be written.
     """
@@ -154,6 +160,10 @@ def write_kustomize(layout: ContainerLayout, directory: Path, options: K8sOption
         key = weights_key_file(directory)
         if key_is_new:
             written += [key, key.parent / weights_auth.PUBLIC_KEY_FILE_NAME]
+        run_is_new = not (directory / RUN_ID_FILE_NAME).is_file()
+        run_token(directory)
+        if run_is_new:
+            written.append(directory / RUN_ID_FILE_NAME)
         if layout.needs_action_key:
             action_key_is_new = not (directory / action_auth.KEY_FILE_NAME).is_file()
             action_key = action_key_file(directory)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from rl_bringup import replica
 from rl_bringup.discovery import discovery_server_argv
 from rl_bringup.plan import MAX_RESPAWNS
-from rl_bringup.run_key import SIGNING_KINDS
+from rl_bringup.run_key import RUN_ID_FILE_NAME, SIGNING_KINDS
 from rl_bringup.tools.containers import (
     CONTAINER_ENVIRONMENT,
     DEFAULT_IMAGE,
@@ -161,7 +161,8 @@ def _signs(container: Container) -> bool:
 def _environment(container: Container) -> list[client.V1EnvVar]:
     """The plan's environment, the container additions, the learner's key (the private key for
     the learner's signers, the public key for everyone else), the run's action key where
-    :func:`needs_action_key` and torch threads."""
+    :func:`needs_action_key`, torch threads, and the run identity (``run.id`` of the public key's
+    ConfigMap, like the keys a file of the kustomize directory: rl_bringup.tools.k8s)."""
     from kubernetes import client
 
     trainer = NODE_RESOURCES[graph.TRAINER].cpus if graph.TRAINER in container.kinds else 1
@@ -181,7 +182,11 @@ def _environment(container: Container) -> list[client.V1EnvVar]:
         TORCH_THREADS_VARIABLE: str(trainer),
         OMP_THREADS_VARIABLE: str(trainer),
     }
+    values.pop(weights_auth.RUN_ID_VARIABLE, None)  # the ConfigMap's, below
     environment = [client.V1EnvVar(name=name, value=value) for name, value in values.items()]
+    run_id = client.V1EnvVarSource(config_map_key_ref=client.V1ConfigMapKeySelector(
+        name=WEIGHTS_PUBLIC_KEY_NAME, key=RUN_ID_FILE_NAME))
+    environment.append(client.V1EnvVar(name=weights_auth.RUN_ID_VARIABLE, value_from=run_id))
     if container.robot:
         pod_name = client.V1EnvVarSource(
             field_ref=client.V1ObjectFieldSelector(field_path="metadata.name"))
