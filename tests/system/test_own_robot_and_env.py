@@ -166,8 +166,9 @@ def test_a_run_whose_every_robot_gave_up_ends_with_the_reason(tmp_path: Path, ro
 
 
 #: A hold must reach the user's robot within one control period of the last moving command
-#: (PointReach's period) at every end of acting.
-HOLD_WITHIN_S = 0.05
+#: (PointReach's period) at every end of acting, plus its delivery over DDS to the robot's
+#: process on a busy 2-core machine.
+HOLD_WITHIN_S = 0.05 + 0.01
 HELD = re.compile(r"point robot: held (\S+) s after the last moving command \(step (\d+)\)")
 
 

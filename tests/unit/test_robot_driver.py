@@ -449,25 +449,24 @@ def test_a_control_rate_off_the_tasks_is_warned_about_once() -> None:
     assert not [text for text, _ in host.of("warn") if "the task's control period" in text]
 
 
-def test_a_joint_state_unanswered_for_a_control_period_holds_the_robot() -> None:
+def test_a_joint_state_the_loop_does_not_take_holds_the_robot_within_a_period() -> None:
     """The deadline's thread sees each state before the loop does: a stalled loop (a learner's
-    work on its thread, a blocked publish) or a policy slower than the control rate must not
-    leave the last command standing for longer than a period (ReachZero: 0.1 s)."""
+    work on its thread, a blocked publish) must not leave the last command standing for longer
+    than a control period (ReachZero: 0.1 s; held after STALL_PERIODS of it)."""
     driver, host, clock = started()
     driver.on_action(np.ones(2))  # a moving command
     driver.state_seen(0.1)  # the robot's answer, not yet taken by the stalled loop
-    clock.now += 0.09
+    clock.now += 0.07
     driver.check_deadline()
     assert len(host.of("send")) == 1
-    clock.now += 0.02
+    clock.now += 0.01
     driver.check_deadline()
     np.testing.assert_allclose(host.of("send")[-1], [0.0, 0.0])
     assert driver.safety.interventions[TIMEOUT] == 1 and driver.loop.phase == WAITING
-    # Answered in time, nothing happens: the state is observed and its command sent.
+    # Taken in time, nothing happens, however slow the policy (command_timeout covers it).
     state(driver, 0.1, [1.0, -1.0])
     driver.state_seen(0.2)
     state(driver, 0.2, [1.0, -1.0])
-    driver.on_action(np.ones(2))
-    clock.now += 0.5
+    clock.now += 0.3
     driver.check_deadline()
     assert driver.safety.interventions[TIMEOUT] == 1

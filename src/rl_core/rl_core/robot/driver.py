@@ -3,11 +3,11 @@
 :class:`rl_core.robot.boundary.RobotLoop` says what a joint state or an action means;
 :class:`RobotDriver` adds what depends on time and on the node around it, in plain Python:
 
-* the command deadlines: the robot is held when a joint state newer than its last command goes
-  unanswered for one control period (a stalled loop, a dead or slow policy: the robot must not
-  go on with a stale command; :meth:`RobotDriver.state_seen` is told of each state on the
-  deadline's own thread), and when no action follows an observation, or no joint state answers
-  a command, within ``command_timeout``;
+* the command deadlines: the robot is held when a joint state is not taken by the loop within
+  :data:`STALL_PERIODS` control periods (the loop's thread is stalled: a learner's work beside
+  it, a blocked publish; :meth:`RobotDriver.state_seen` is told of each state on the deadline's
+  own thread), and when no action follows an observation, or no joint state answers a command,
+  within ``command_timeout``;
 * resets through the robot's reset service, asked again when the service is not there yet, when
   it refuses, or when it does not answer within :data:`RESET_TIMEOUT_S`;
 * the e-stop (rl_core.robot.estop: anyone engages it, it holds at once and latches on disk; only
@@ -55,6 +55,9 @@ RESET_TIMEOUT_S = 5.0
 FROZEN_CLOCK_S = 2.0
 #: The reset asked for while the reset service is not there: the deadline check asks again.
 WAITING_FOR_SERVICE = "waiting"
+#: A joint state the loop has not taken this many control periods after it came holds the
+#: robot: with the hold's delivery, within one period of the last command (a stalled loop).
+STALL_PERIODS = 0.75
 #: Transitions after which the robot time they span is compared with the control period.
 RATE_CHECK_TRANSITIONS = 100
 #: The achieved control rate may differ from the task's by this fraction without a warning.
@@ -160,10 +163,11 @@ class RobotDriver:
         self._last_stamp = -1.0
         self._started = False
         self._pending_transition: Transition | None = None  # published once the command is out
-        #: When a joint state newer than the one the last command answered was first seen
-        #: (None: every state seen is answered), and that state's stamp bound.
-        self._unanswered_since: float | None = None
-        self._answered_stamp = -float("inf")
+        #: When a joint state newer than the loop's newest was first seen on the deadline's
+        #: thread (None: the loop took every state seen), and the loop's newest stamp.
+        self._untaken_since: float | None = None
+        self._taken_stamp = -float("inf")
+        self._answered_stamp = -float("inf")  # the state the last command answered
         self._withheld = False  # an observation held back while acting is paused
         self._held_for_pause = False
         self._rate_checked = False
@@ -181,7 +185,6 @@ class RobotDriver:
         self._begin_episode()
 
     def _begin_episode(self) -> None:
-        self._unanswered_since = None  # a reset is no command: the deadline starts after it
         target = self.loop.begin_episode()
         if not self.resets_by_service:
             return  # homing: driven by the joint states that come
@@ -230,6 +233,7 @@ class RobotDriver:
             return
         if not self._started:
             return
+        self._taken_stamp, self._untaken_since = max(self._taken_stamp, sample.stamp), None
         if not self._plausible(sample, clock_now):
             return
         now = self.clock()
@@ -398,8 +402,6 @@ class RobotDriver:
             self.stop_acting()
             return
         self._observed_at = received_at if received_at is not None else self.clock()
-        if self._unanswered_since is not None:
-            self._unanswered_since = self.clock()  # the policy's period starts now
         self.host.publish_observation(obs, self.observation_step)
         self.observation_step += 1
         self._last_command_at = self.clock()  # the deadline runs from the observation
@@ -407,7 +409,6 @@ class RobotDriver:
     def _send(self, command: np.ndarray) -> None:
         self.host.send(command)
         now = self.clock()
-        self._unanswered_since = None
         if self.loop.latest is not None:
             self._answered_stamp = self.loop.latest.stamp
         self.stats.command_sent(now)
@@ -434,16 +435,15 @@ class RobotDriver:
 
     def state_seen(self, stamp: float) -> None:
         """The robot published a state stamped ``stamp`` (seen on the deadline's thread, before
-        the loop may get to it): a newer one than the last command answered must be answered
-        within a control period."""
-        if stamp > self._answered_stamp and self._unanswered_since is None:
-            self._unanswered_since = self.clock()
+        the loop may get to it): a newer one than the loop's newest must be taken soon."""
+        if stamp > self._taken_stamp and self._untaken_since is None:
+            self._untaken_since = self.clock()
 
     def check_deadline(self) -> None:
         """Called four times a control period (at most every 50 ms) on a steady clock, on a
         thread of its own: ask for a reset again when due, hold the robot while acting is
-        paused, when a newer joint state went unanswered for a period, and when no action or no
-        joint state came within ``command_timeout``."""
+        paused, when the loop has not taken a joint state for :data:`STALL_PERIODS` periods, and
+        when no action or no joint state came within ``command_timeout``."""
         now = self.clock()
         if self._reset_pending == WAITING_FOR_SERVICE:
             self.host.warn(f"no reset service {self.config.reset_service} yet: the robot waits "
@@ -472,14 +472,15 @@ class RobotDriver:
             return
         if self.loop.estopped or self.loop.latest is None or self._held_for_pause:
             return  # held already
-        if (self._unanswered_since is not None
+        if (self._untaken_since is not None
                 and not (self.loop.phase == RESETTING and self.resets_by_service)
-                and now - self._unanswered_since > self.period):
+                and now - self._untaken_since > STALL_PERIODS * self.period):
             hold = self.loop.timed_out()  # None while homing: hold all the same
             self._send(self.safety.hold(self.loop.latest) if hold is None else hold)
             self._flush_transition()
-            self.host.warn("a joint state went unanswered for a control period: robot held (a "
-                           "stalled loop, or a policy slower than the control rate)",
+            self.host.warn("the loop has not taken the robot's newest joint state within "
+                           f"{STALL_PERIODS:g} control periods: robot held (its thread is "
+                           "stalled: a learner's work beside it, a blocked publish?)",
                            throttle_s=5.0)
             return
         if self.loop.phase == ACTING:
