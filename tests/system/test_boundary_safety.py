@@ -47,7 +47,7 @@ from rl_core.robot import estop as estop_release
 from rl_core.robot.safety import ESTOP as ESTOP_HOLD
 from rl_core.robot.safety import TIMEOUT as DEADLINE_HOLD
 from rl_core.robot.tasks import CartPoleBalanceTask
-from rl_core.weights_auth import KEY_FILE_NAME, SigningKey
+from rl_core.weights_auth import KEY_FILE_NAME, KEY_FILE_VARIABLE, SigningKey, load_key
 from rl_interfaces.msg import EpisodeStatistics, ObservationBatch, ReplayStatus
 from rl_nodes import graph
 from rl_nodes.estop_listener import raise_priority
@@ -350,11 +350,20 @@ class Probe:
             "estop/state to say engaged", 10.0)
         return state[2]
 
+    def run_key(self) -> SigningKey:
+        """The run's private key: the environment's where the test run gives one (rl-bringup
+        then signs with it), else the one rl-bringup wrote into the run directory."""
+        key = load_key(run_environment())
+        if key is None:
+            assert self.output_dir is not None
+            key = load_key({KEY_FILE_VARIABLE: str(self.output_dir / KEY_FILE_NAME)})
+        assert key is not None
+        return key
+
     def release(self, key: SigningKey | None = None, after: float = -1.0) -> float:
         """Release the e-stop as the operator does (signed with the run's key, or ``key``);
         returns the monotonic time of the publish."""
-        assert self.output_dir is not None
-        key = key or SigningKey(bytes.fromhex((self.output_dir / KEY_FILE_NAME).read_text().strip()))
+        key = key or self.run_key()
         text = estop_release.release_text(key, NAMESPACE, self.engaged_challenge(after))
         self.spin_until(lambda: self.release_pub.get_subscription_count() > 0,
                         f"the simulator's subscription to {ESTOP_RELEASE_TOPIC}", 30.0)

@@ -452,9 +452,10 @@ def test_a_run_under_ros2_lifecycle_and_ros2_component(
 ) -> None:
     """One colocated run, started with autostart:=false: an orchestrator's configure and
     activate bring it up; ``ros2 lifecycle`` pauses and resumes the trainer with nothing lost;
-    ``ros2 component`` lists the container, loads a second robot that steps, and unloads it."""
+    ``ros2 component`` lists the container, loads a second robot that steps, and unloads it
+    (remote composition switched on: off by default, issue 41)."""
     launched = launch(ros2_env, "colocated.launch.py", *ENDLESS, "autostart:=false",
-                      f"output_dir:={tmp_path / 'run'}")
+                      "remote_composition:=true", f"output_dir:={tmp_path / 'run'}")
     try:
         nodes = ("/replay_buffer", "/trainer", "/robot_0/policy", "/robot_0/simulator")
 

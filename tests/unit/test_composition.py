@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from rl_core.composition import PLUGINS, LoadRequestError, check_load_request, plugin_of
+from rl_core.composition import (
+    LOAD_REFUSED_PARAMETERS,
+    PLUGINS,
+    LoadRequestError,
+    check_load_request,
+    plugin_of,
+)
+from rl_core.config import NODE_CONFIGS
 from rl_core.node_kinds import NODE_CLASSES
 
 pytestmark = pytest.mark.unit
@@ -43,3 +52,29 @@ def test_what_a_container_cannot_load_is_refused_with_the_reason(
     # use_intra_process_comms: true is what the container does anyway.
     check_load_request("rl_nodes", "rl_nodes::Policy", "", "/", [],
                        {"use_intra_process_comms": True})
+
+
+@pytest.mark.parametrize("name", ["allow_unsigned", "output_dir", "checkpoint", "onnx_model",
+                                  "resume", "demos", "teleop", "analyzers_file", "action_scale",
+                                  "robot_interface", "use_sim_time"])
+def test_a_load_request_may_not_set_a_launch_only_parameter(name: str) -> None:
+    """A loaded node runs in a process holding the run's signing key (issue 41): its paths,
+    signature switches and robot boundary come from the deployment, not from a request."""
+    with pytest.raises(LoadRequestError, match=f"may not set {name} \\(.*parameter file"):
+        check_load_request("rl_nodes", "rl_nodes::Policy", "", "/robot_1", [], {},
+                           ["deterministic", name])
+
+
+def test_a_load_request_may_set_the_other_parameters() -> None:
+    spec = check_load_request("rl_nodes", "rl_nodes::Policy", "", "/robot_1", [], {},
+                              ["deterministic", "autostart", "hidden_sizes"])
+    assert spec.kind == "policy"
+
+
+def test_every_refused_parameter_is_one_a_node_declares() -> None:
+    """The list names real parameters (a renamed one would slip through unnoticed)."""
+    declared = {field.name for classes in NODE_CONFIGS.values() for cls in classes
+                for field in dataclasses.fields(cls)}
+    assert set(LOAD_REFUSED_PARAMETERS) <= declared | {"analyzers_file", "use_sim_time"}
+    for name, reason in LOAD_REFUSED_PARAMETERS.items():
+        assert len(reason) > 20, name

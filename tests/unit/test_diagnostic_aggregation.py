@@ -10,6 +10,9 @@ import yaml
 
 from rl_core.diagnostic_aggregation import (
     ERROR,
+    MAX_ITEMS,
+    MAX_TEXT_CHARS,
+    MAX_VALUES,
     OK,
     STALE,
     WARN,
@@ -190,3 +193,46 @@ def test_bad_files_name_the_file(tmp_path: Path) -> None:
     wrong.write_text("/**/trainer:\n  ros__parameters:\n    seed: 1\n")
     with pytest.raises(AnalyzerConfigError, match=f"{wrong}.*'analyzers: ros__parameters:'"):
         Aggregator.from_file(wrong)
+
+
+def test_a_flood_of_forged_names_is_bounded_and_evicts_the_least_recent_first() -> None:
+    """Anyone can publish /diagnostics (issue 41): names that match an analyzer that keeps its
+    statuses (the Learner's '/trainer' prefix) must not grow the tree without bound. The least
+    recently heard go first, counted as dropped; the deployment's own come back with their next
+    status (1 Hz), in place of forged ones."""
+    aggregator = shipped()
+    aggregator.update([Status("/trainer_old", OK)], now=0.0)
+    aggregator.update([Status(name, OK) for name in RUN], now=1.0)  # 2 of them in Learner
+    flood = 3 * MAX_ITEMS
+    aggregator.update([Status(f"/trainer_forged_{k}", OK) for k in range(flood)], now=2.0)
+    aggregator.update([Status(f"/elsewhere_{k}", OK) for k in range(flood)], now=2.0)
+    assert aggregator.dropped == (3 + flood - MAX_ITEMS) + (flood - MAX_ITEMS)
+    aggregator.update([Status(name, OK) for name in RUN], now=3.0)
+    tree = aggregator.report(now=3.5)
+    learner = [s.name for s in tree if s.name.startswith("/rl_ros2/Learner/")]
+    other = [s.name for s in tree if s.name.startswith("/rl_ros2/Other/")]
+    assert len(learner) == MAX_ITEMS and len(other) == MAX_ITEMS
+    assert "/rl_ros2/Learner/trainer_old" not in learner
+    assert {"/rl_ros2/Learner/trainer", "/rl_ros2/Learner/replay_buffer"} <= set(learner)
+    assert len(tree) < 3 * MAX_ITEMS
+
+
+def test_expected_names_are_never_evicted() -> None:
+    aggregator = Aggregator({"path": "x", "robots": {
+        "type": "diagnostic_aggregator/GenericAnalyzer", "path": "R", "expected": ["/a", "/b"],
+        "startswith": ["/r"]}})
+    analyzer = aggregator.root.analyzers[0]
+    analyzer.max_items = 3
+    aggregator.update([Status(name, OK) for name in ("/a", "/b", "/r1", "/r2", "/r3")], now=1.0)
+    assert list(analyzer.heard) == ["/a", "/b", "/r3"] and aggregator.dropped == 2
+
+
+def test_oversized_statuses_are_clipped_and_counted() -> None:
+    aggregator = shipped()
+    huge = Status("/trainer", OK, "m" * 10 * MAX_TEXT_CHARS,
+                  values=tuple((f"k{k}", "v" * 10 * MAX_TEXT_CHARS) for k in range(10 * MAX_VALUES)))
+    aggregator.update([huge, Status("/replay_buffer", 7)], now=1.0)
+    trainer = next(s for s in aggregator.report(now=1.0) if s.name == "/rl_ros2/Learner/trainer")
+    assert len(trainer.values) == MAX_VALUES and len(trainer.message) == MAX_TEXT_CHARS
+    assert all(len(value) == MAX_TEXT_CHARS for _, value in trainer.values)
+    assert aggregator.clipped == 1 and aggregator.dropped == 0

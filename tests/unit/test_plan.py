@@ -596,7 +596,8 @@ def test_launch_arguments_are_declared_with_descriptions(fake_launch: None, file
     parameters -= deployment | {"deployment_robots"}
     # Former names keep working for a release (rl_core.config.RENAMED_PARAMETERS).
     expected = deployment | parameters | set(RENAMED_PARAMETERS)
-    expected.add("use_composition")  # ros2 launch's alone (rl_bringup.launch_helpers)
+    # ros2 launch's alone (rl_bringup.launch_helpers)
+    expected |= {"use_composition", "remote_composition"}
     if LAUNCH_FILES[file_name] is None:
         expected.add("mode")
     assert {argument.name for argument in declared} == expected
@@ -1251,9 +1252,10 @@ def test_use_composition_makes_each_container_a_composable_node_container(
     assert [(c.kwargs["name"], c.kwargs["namespace"]) for c in containers] == \
         [("container", "/robot_0"), ("container", "/robot_1"), ("container", "/")]
     learner = containers[-1].kwargs
-    # Started empty, not respawned (launch_ros would not load its nodes again); its clean
-    # exit or crash ends the launch; the nodes load learning side first, the trainer last.
-    assert learner["arguments"] == [] and learner["respawn"] is False
+    # Started empty with load_node served, not respawned (launch_ros would not load its nodes
+    # again); its clean exit or crash ends the launch; the nodes load learning side first, the
+    # trainer last.
+    assert learner["arguments"] == ["--remote-composition"] and learner["respawn"] is False
     assert "respawn_delay" not in learner
     (shutdown,) = learner["on_exit"]
     assert isinstance(shutdown, FakeShutdown)
@@ -1267,3 +1269,17 @@ def test_use_composition_makes_each_container_a_composable_node_container(
     assert learner["parameters"][0].endswith("cartpole.yaml")
     with pytest.raises(PlanError, match="use_composition must be true or false"):
         run_launch_file("colocated.launch.py", {"domain_id": "11", "use_composition": "maybe"})
+
+
+@pytest.mark.parametrize(("given", "flagged"), [({}, False), ({"remote_composition": "true"}, True)])
+def test_remote_composition_is_off_unless_asked_for(fake_launch: None, given: dict[str, str],
+                                                    flagged: bool) -> None:
+    """Containers serve load_node and unload_node only with remote_composition:=true (issue 41):
+    anyone on the domain could call them; single-node processes never get the switch."""
+    for file_name in ("hybrid.launch.py", "decoupled.launch.py"):
+        _, actions = run_launch_file(file_name, {"robots": "1", "domain_id": "11", **given})
+        for node in (action for action in actions if isinstance(action, FakeNode)):
+            expect = flagged and node.kwargs["executable"] == "container"
+            assert ("--remote-composition" in node.kwargs["arguments"]) is expect, node.kwargs
+    with pytest.raises(PlanError, match="remote_composition must be true or false"):
+        run_launch_file("colocated.launch.py", {"domain_id": "11", "remote_composition": "maybe"})

@@ -45,9 +45,18 @@ LAUNCH_ONLY_ARGUMENTS: dict[str, tuple[str, str]] = {
         "ComposableNodeContainers whose nodes LoadComposableNodes loads (plugins rl_nodes::"
         "Simulator, ...), as ROS composition does; a crashed container is then not respawned "
         "(launch_ros does not reload its nodes). false (default): the container starts its "
-        "nodes itself and respawns with them. Either way it serves ros2 component.",
+        "nodes itself and respawns with them. true switches remote_composition on.",
+    ),
+    "remote_composition": (
+        "false",
+        "Containers serve ROS composition's load_node and unload_node, so ros2 component "
+        "load|unload work against them (a robot added to a running run). false (default): "
+        "they serve list_nodes alone, since anyone on the domain could call the others; "
+        "use_composition:=true needs them and switches them on.",
     ),
 }
+#: The container's command-line switch for remote composition (rl_nodes.container).
+REMOTE_COMPOSITION_FLAG = "--remote-composition"
 MODE_ARGUMENT_DESCRIPTION = (
     "Deployment mode: colocated (one process), decoupled (one process per node) or hybrid "
     "(a process per robot plus one learner process)."
@@ -114,9 +123,12 @@ def plan_from_context(context: Any, mode: str | None) -> Plan:
     return plan
 
 
-def node_action(process: ProcessSpec, composable: bool = False) -> Any:
+def node_action(process: ProcessSpec, composable: bool = False,
+                remote_composition: bool = False) -> Any:
     """The ``launch_ros.actions.Node`` of one planned process, or with ``composable`` and a
-    container process its ``ComposableNodeContainer`` (:func:`composable_options`).
+    container process its ``ComposableNodeContainer`` (:func:`composable_options`). With
+    ``remote_composition`` a container serves load_node and unload_node (a composable one
+    always does: LoadComposableNodes calls them).
 
     Containers get no ``namespace`` (a ``__ns`` remap would move every node in the process);
     their nodes' namespaces travel in the ``--node KIND@NAMESPACE`` arguments. A required process
@@ -139,7 +151,9 @@ def node_action(process: ProcessSpec, composable: bool = False) -> Any:
         "executable": process.executable,
         "namespace": process.namespace if single_node_namespace else None,
         "parameters": parameters,
-        "arguments": list(process.arguments),
+        "arguments": [*process.arguments,
+                      *([REMOTE_COMPOSITION_FLAG] if remote_composition and process.is_container
+                        else [])],
         "remappings": list(process.remaps),
         "ros_arguments": ["--log-level", process.log_level] if process.log_level else [],
         "additional_env": dict(process.env),
@@ -174,7 +188,8 @@ def composable_options(process: ProcessSpec, options: dict[str, Any]) -> dict[st
     publishers it finds in the process). Parameters, remaps and log level stay the process'
     (the loaded nodes read the process' arguments, as ``--node`` ones do), so each
     ComposableNode names only its plugin, name and namespace. Not respawned: launch_ros
-    would not load the nodes again."""
+    would not load the nodes again. Started with remote composition on: LoadComposableNodes
+    calls load_node."""
     from launch.actions import Shutdown
     from launch_ros.descriptions import ComposableNode
 
@@ -187,7 +202,8 @@ def composable_options(process: ProcessSpec, options: dict[str, Any]) -> dict[st
                                    extra_arguments=[{INTRA_PROCESS_ARGUMENT: True}])
                     for kind, namespace in nodes]
     shared = os.path.commonpath([namespace for _, namespace in process.nodes])
-    composed = {**options, "name": COMPONENT_MANAGER, "namespace": shared, "arguments": [],
+    composed = {**options, "name": COMPONENT_MANAGER, "namespace": shared,
+                "arguments": [REMOTE_COMPOSITION_FLAG],
                 "respawn": False, "composable_node_descriptions": descriptions}
     for respawn_option in ("respawn_delay", "respawn_max_retries", "on_exit"):
         composed.pop(respawn_option, None)
@@ -212,16 +228,25 @@ def launch_setup(context: Any, mode: str | None = None) -> list[Any]:
     # full namespace: launch_ros must not add the pushed one again, least of all to a container
     # (a __ns remap would move all of its nodes into one namespace). Scoped: the including file
     # keeps its namespace.
-    try:
-        composable = parse_flag("use_composition",
-                                context.launch_configurations.get("use_composition", "false"))
-    except ConfigError as error:
-        raise PlanError(str(error)) from None
+    composable, remote = (_launch_flag(context, name)
+                          for name in ("use_composition", "remote_composition"))
     actions.append(GroupAction(scoped=True, actions=[
         OpaqueFunction(function=_forget_pushed_namespace),
-        *(node_action(process, composable) for process in plan.processes),
+        *(node_action(process, composable, remote) for process in plan.processes),
     ]))
     return actions
+
+
+def _launch_flag(context: Any, name: str) -> bool:
+    """The true/false launch argument ``name`` (its declared default when not given).
+
+    :raises PlanError: for a value other than true or false.
+    """
+    default = LAUNCH_ONLY_ARGUMENTS[name][0]
+    try:
+        return parse_flag(name, context.launch_configurations.get(name, default))
+    except ConfigError as error:
+        raise PlanError(str(error)) from None
 
 
 def _forget_pushed_namespace(context: Any) -> None:

@@ -5,14 +5,22 @@ and the checks of a ``composition_interfaces/srv/LoadNode`` request (plain value
 ``--node-namespace /robot_1``) asks a running container for another simulator; the container
 (rl_nodes.component_manager) builds it in its process, where it shares the zero-copy channel with
 the nodes already there.
+
+A request's parameters override the process' own for the loaded node, and the process holds the
+run's private signing key. So a request may not set :data:`LOAD_REFUSED_PARAMETERS`: the
+files a node reads or writes, the switches that open a robot to anyone on the domain, and the
+robot boundary's physical settings (issue 41). They come from the deployment's parameter files
+and launch arguments, which the loaded node reads like the container's other nodes.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from rl_core import node_kinds
+from rl_core.config import RENAMED_PARAMETERS, BoundaryConfig
 
 #: The package whose plugins a container loads.
 PACKAGE = "rl_nodes"
@@ -23,6 +31,26 @@ PLUGINS: dict[str, str] = {
 }
 #: ``extra_arguments`` a request may carry, as rclcpp's container reads them.
 INTRA_PROCESS_ARGUMENT = "use_intra_process_comms"
+
+_PATH = "a file or folder the node reads or writes"
+_OPENS = "development switch: anyone on the domain could then"
+#: Parameters a load request may not set, with the reason: every one of the robot boundary's
+#: (physical units, controllers and limits of a real robot) and these.
+LOAD_REFUSED_PARAMETERS: dict[str, str] = {
+    **{field.name: "a robot boundary setting (physical units, controller, limits)"
+       for field in dataclasses.fields(BoundaryConfig)},
+    "output_dir": f"{_PATH} (checkpoints, snapshots, results)",
+    "resume": f"{_PATH} (a checkpoint to load)",
+    "checkpoint": f"{_PATH} (a checkpoint to load)",
+    "onnx_model": f"{_PATH} (a model to act with)",
+    "demos": f"{_PATH} (demonstrations to learn from)",
+    "teleop_mapping": f"{_PATH} (a joystick mapping)",
+    "analyzers_file": f"{_PATH} (diagnostic analyzers)",
+    "allow_unsigned": f"{_OPENS} reprogram, pause or drive the robot",
+    "teleop": f"{_OPENS} drive the robot",
+    "operator_success": f"{_OPENS} end its episodes",
+    "use_sim_time": "hands the node's timers to whoever publishes /clock",
+}
 
 
 class LoadRequestError(ValueError):
@@ -43,15 +71,17 @@ def plugin_of(kind: str) -> str:
 
 
 def check_load_request(package: str, plugin: str, node_name: str, namespace: str,
-                       remap_rules: Sequence[str], extra_arguments: Mapping[str, object]
-                       ) -> LoadSpec:
+                       remap_rules: Sequence[str], extra_arguments: Mapping[str, object],
+                       parameter_names: Sequence[str] = ()) -> LoadSpec:
     """The node a LoadNode request asks for.
 
     :param remap_rules: ``from:=to`` rules; ``__ns:=`` sets the namespace (as ``ros2 component
         load -r __ns:=/robot_1`` sends it), ``__node:=`` must keep the kind's name.
     :param extra_arguments: by name; ``use_intra_process_comms`` must not be false.
+    :param parameter_names: the request's parameters; none of :data:`LOAD_REFUSED_PARAMETERS`.
     :raises LoadRequestError: naming what is wrong and the valid choices.
     """
+    check_load_parameters(parameter_names)
     if package != PACKAGE:
         raise LoadRequestError(f"this container loads {PACKAGE}'s nodes, not {package!r}")
     if plugin not in PLUGINS:
@@ -73,3 +103,20 @@ def check_load_request(package: str, plugin: str, node_name: str, namespace: str
             f"its own (ros2 run {PACKAGE} {kind}, or mode decoupled)")
     namespace = "/" + namespace.strip().strip("/") if namespace.strip("/ ") else "/"
     return LoadSpec(kind, namespace)
+
+
+def check_load_parameters(names: Sequence[str]) -> None:
+    """Refuse a load request that sets any of :data:`LOAD_REFUSED_PARAMETERS` (a renamed
+    parameter's former name counts as the new one).
+
+    :raises LoadRequestError: naming each refused parameter and why.
+    """
+    refused = sorted({name for name in names
+                      if RENAMED_PARAMETERS.get(name, name) in LOAD_REFUSED_PARAMETERS})
+    if refused:
+        reasons = "; ".join(f"{name}: {LOAD_REFUSED_PARAMETERS[RENAMED_PARAMETERS.get(name, name)]}"
+                            for name in refused)
+        raise LoadRequestError(
+            f"a load request may not set {', '.join(refused)} ({reasons}); set them in the "
+            "deployment's parameter file or launch arguments, which the loaded node reads like "
+            "the container's other nodes, and restart the container")

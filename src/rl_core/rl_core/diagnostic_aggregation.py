@@ -28,6 +28,13 @@ one source. This module follows the upstream analyzers' documented behaviour:
 
 Times are the caller's seconds (a monotonic clock: staleness must not jump with wall-clock
 changes); every call passes ``now``.
+
+Bounded, unlike upstream, since anyone on the domain can publish ``/diagnostics`` (issue 41):
+an analyzer holds at most :data:`MAX_ITEMS` statuses (the tree at most that many per analyzer
+of the file); a new name beyond it evicts the status heard least recently that is not an
+``expected`` one, and a status carries at most :data:`MAX_VALUES` values and
+:data:`MAX_TEXT_CHARS` characters per text. :attr:`Aggregator.dropped` and
+:attr:`Aggregator.clipped` count what was evicted or cut.
 """
 
 from __future__ import annotations
@@ -56,6 +63,10 @@ OTHER = "Other"
 MISSING = "Missing"
 GENERIC, GROUP = "diagnostic_aggregator/GenericAnalyzer", "diagnostic_aggregator/AnalyzerGroup"
 DISCARD, IGNORE = "diagnostic_aggregator/DiscardAnalyzer", "diagnostic_aggregator/IgnoreAnalyzer"
+#: Statuses one analyzer holds: a 64-robot fleet sends about 200.
+MAX_ITEMS = 512
+#: Values a status keeps (rl_ros2's nodes send about 20), and characters per text.
+MAX_VALUES, MAX_TEXT_CHARS = 64, 512
 #: The ways a GenericAnalyzer picks statuses (upstream reads no ``name`` list, so neither do we).
 _NAME_LISTS = ("startswith", "contains", "expected", "regex", "find_and_remove_prefix")
 _GENERIC_KEYS = {"type", "path", "timeout", "num_items", "discard_stale", "remove_prefix",
@@ -89,6 +100,24 @@ class Status:
 def level_of(value: int) -> int:
     """A received level as one of the four; anything else counts as ERROR (as upstream)."""
     return value if value in LEVEL_WORDS else ERROR
+
+
+def oversized(status: Status) -> bool:
+    """Whether :func:`clipped` cuts anything of ``status``."""
+    texts = (status.name, status.message, status.hardware_id,
+             *(text for pair in status.values for text in pair))
+    return len(status.values) > MAX_VALUES or any(len(text) > MAX_TEXT_CHARS for text in texts)
+
+
+def clipped(status: Status) -> Status:
+    """``status`` with its level one of the four, at most :data:`MAX_VALUES` values and
+    :data:`MAX_TEXT_CHARS` characters per text."""
+    def cut(text: str) -> str:
+        return text[:MAX_TEXT_CHARS]
+
+    return Status(cut(status.name), level_of(status.level), cut(status.message),
+                  cut(status.hardware_id),
+                  tuple((cut(key), cut(value)) for key, value in status.values[:MAX_VALUES]))
 
 
 def output_name(status_name: str) -> str:
@@ -125,6 +154,11 @@ class Analyzer(Protocol):
 
     def report(self, now: float) -> list[Status]: ...
 
+    @property
+    def dropped(self) -> int:
+        """Statuses left out for room (:data:`MAX_ITEMS`)."""
+        ...
+
 
 @dataclass
 class _Heard:
@@ -153,7 +187,11 @@ class GenericAnalyzer:
     discard_stale: bool = False
     report_items: bool = True
     expected: tuple[str, ...] = ()
+    max_items: int = MAX_ITEMS
+    #: By name, heard least recently first (:meth:`analyze` moves a name to the end).
     heard: dict[str, _Heard] = field(default_factory=dict)
+    #: Statuses evicted, or refused where only ``expected`` ones were left to evict.
+    dropped: int = 0
 
     def __post_init__(self) -> None:
         for name in self.expected:
@@ -166,6 +204,12 @@ class GenericAnalyzer:
                 or any(regex.fullmatch(name) for regex in self.regexes))
 
     def analyze(self, status: Status, now: float) -> None:
+        if self.heard.pop(status.name, None) is None and len(self.heard) >= self.max_items:
+            self.dropped += 1
+            victim = next((name for name in self.heard if name not in self.expected), None)
+            if victim is None:  # only expected names: they stay
+                return
+            del self.heard[victim]
         self.heard[status.name] = _Heard(status, now)
 
     def _stale(self, heard: _Heard, now: float) -> bool:
@@ -238,6 +282,10 @@ class IgnoreAnalyzer:
     def report(self, now: float) -> list[Status]:
         return []
 
+    @property
+    def dropped(self) -> int:
+        return 0
+
 
 @dataclass
 class AnalyzerGroup:
@@ -254,6 +302,10 @@ class AnalyzerGroup:
         for analyzer in self.analyzers:
             if analyzer.matches(status.name):
                 analyzer.analyze(status, now)
+
+    @property
+    def dropped(self) -> int:
+        return sum(analyzer.dropped for analyzer in self.analyzers)
 
     def report(self, now: float) -> list[Status]:
         output: list[Status] = []
@@ -298,6 +350,8 @@ class Aggregator:
         self.other = OtherAnalyzer(f"{self.base_path}/{OTHER}", OTHER, discard_stale=True,
                                    other_as_errors=_flag(parameters.get("other_as_errors", False),
                                                          "other_as_errors"))
+        #: Statuses whose values or texts were cut (:func:`clipped`).
+        self.clipped = 0
 
     @classmethod
     def from_document(cls, document: Any) -> Aggregator:
@@ -324,11 +378,16 @@ class Aggregator:
         except AnalyzerConfigError as error:
             raise AnalyzerConfigError(f"{path}: {error}") from error
 
+    @property
+    def dropped(self) -> int:
+        """Statuses left out for room, over every analyzer (:data:`MAX_ITEMS` each)."""
+        return self.root.dropped + self.other.dropped
+
     def update(self, statuses: Iterable[Status], now: float) -> None:
         """Take statuses that arrived at ``now``: to every analyzer that matches, else Other."""
         for status in statuses:
-            status = Status(status.name, level_of(status.level), status.message,
-                            status.hardware_id, status.values)
+            self.clipped += oversized(status)
+            status = clipped(status)
             if self.root.matches(status.name):
                 self.root.analyze(status, now)
             else:

@@ -2,14 +2,17 @@
 
 The bare loop and the trainer node report through these, so a run reads the same whichever
 mode made it, and tools that parse the progress line (tests, ``rl-bringup status``) see one
-format.
+format. :class:`RobotFigures` keeps the robots' boundary figures the trainer hears on
+``/diagnostics`` (for result.json and TensorBoard), bounded and checked: any peer on the domain
+can publish there (issue 41).
 """
 
 from __future__ import annotations
 
 import math
+import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +25,102 @@ if TYPE_CHECKING:  # this module stays light: the graph imports the names of the
 TRAINER_SCALARS = ("critic_loss", "actor_loss", "bc_loss", "alpha", "q_mean", "entropy",
                    "mean_return", "updates_per_s", "env_steps_per_s", "updates_per_transition",
                    "policy_lag", "acting_blocked_s", "learner_blocked_s")
+
+
+#: Robots whose boundary figures :class:`RobotFigures` keeps: twice rl_bringup's largest fleet.
+MAX_FIGURE_ROBOTS = 128
+#: Figures kept per robot: the boundary's four and the safety layer's counts (about ten kinds).
+MAX_FIGURES_PER_ROBOT = 32
+#: Longest figure text kept: a number never needs more.
+MAX_FIGURE_CHARS = 32
+
+
+def is_deployment_robot(hardware_id: str, robots: int) -> bool:
+    """Whether ``hardware_id`` (a node's namespace, as it sends on ``/diagnostics``) is one of
+    a deployment's ``robots`` (``.../robot_<k>``, k < robots; 0 robots: any ``robot_<k>``)."""
+    match = re.fullmatch(r"(?:/[\w/]*)?/robot_(\d+)/?", hardware_id)
+    return match is not None and (robots <= 0 or int(match.group(1)) < robots)
+
+
+class RobotFigures:
+    """Each robot's latest boundary figures, by hardware id, as the strings they came in.
+
+    Bounded, since anyone on the domain can publish ``/diagnostics``: at most ``max_robots`` ids
+    and ``max_figures`` figures each. A new id beyond the bound evicts the one heard least
+    recently among those ``known`` says are not the deployment's, else (when the new one is
+    known) the least recent of all; an unknown id never pushes out a known one, it is dropped.
+    Only finite numbers are kept: a figure whose text is none is skipped, so reading the table
+    never raises. :attr:`dropped` counts ids and figures left out for room, :attr:`malformed` the
+    figures skipped.
+
+    :param keys: the figures kept by name; ``prefixes``: and those starting with one of these.
+    :param known: whether a hardware id is one of the deployment's robots.
+    """
+
+    def __init__(self, keys: tuple[str, ...], prefixes: tuple[str, ...] = (),
+                 known: Callable[[str], bool] = lambda _hardware_id: True,
+                 max_robots: int = MAX_FIGURE_ROBOTS,
+                 max_figures: int = MAX_FIGURES_PER_ROBOT) -> None:
+        if max_robots < 1 or max_figures < 1:
+            raise ValueError(f"max_robots and max_figures must be >= 1, got {max_robots}, "
+                             f"{max_figures}")
+        self.keys, self.prefixes, self.known = keys, prefixes, known
+        self.max_robots, self.max_figures = max_robots, max_figures
+        self.dropped = self.malformed = 0
+        #: Oldest heard first (an update moves its id to the end).
+        self._figures: dict[str, dict[str, str]] = {}
+
+    def __len__(self) -> int:
+        return len(self._figures)
+
+    def update(self, hardware_id: str, values: Mapping[str, str]) -> None:
+        """Take one status' ``values``: its figures replace what ``hardware_id`` had."""
+        figures = {key: value for key, value in values.items()
+                   if self._kept(key) and self._number(value)}
+        if len(figures) > self.max_figures:
+            self.dropped += len(figures) - self.max_figures
+            figures = dict(list(figures.items())[:self.max_figures])
+        if not figures:
+            return
+        if self._figures.pop(hardware_id, None) is None and not self._make_room(hardware_id):
+            self.dropped += 1
+            return
+        self._figures[hardware_id] = figures
+
+    def numbers(self, key: str) -> dict[str, float]:
+        """Figure ``key`` of every robot that has it, as a number."""
+        return {robot: float(figures[key]) for robot, figures in self._figures.items()
+                if key in figures}
+
+    def table(self) -> dict[str, dict[str, str]]:
+        """Every robot's figures, sorted by hardware id (result.json's ``robots``)."""
+        return {robot: dict(self._figures[robot]) for robot in sorted(self._figures)}
+
+    def _kept(self, key: str) -> bool:
+        return key in self.keys or key.startswith(self.prefixes)
+
+    def _number(self, text: str) -> bool:
+        try:
+            number = float(text) if len(text) <= MAX_FIGURE_CHARS else math.nan
+        except (TypeError, ValueError):
+            number = math.nan
+        if not math.isfinite(number):
+            self.malformed += 1
+            return False
+        return True
+
+    def _make_room(self, hardware_id: str) -> bool:
+        """Evict one robot where the table is full; False when ``hardware_id`` must go instead."""
+        if len(self._figures) < self.max_robots:
+            return True
+        victim = next((robot for robot in self._figures if not self.known(robot)), None)
+        if victim is None:
+            if not self.known(hardware_id):
+                return False
+            victim = next(iter(self._figures))
+        del self._figures[victim]
+        self.dropped += 1
+        return True
 
 
 class RateMeter:

@@ -9,6 +9,18 @@ hand-offs of the nodes already there, and is configured and activated unless its
 parameter is false; unloading closes it (checkpoint, snapshot) and removes it. Where
 composition_interfaces is not installed (a pip install without ROS), the container runs its
 nodes without these services.
+
+Remote composition is off unless the container was started with ``--remote-composition``
+(``ros2 launch ... use_composition:=true`` or ``remote_composition:=true``): anyone on the
+domain can call these services (issue 41), and a loaded node runs in a process that holds the
+run's private signing key. Off, the container serves ``list_nodes`` alone (``ros2 component
+list`` still shows it). On, a load request may not set the parameters
+:data:`rl_core.composition.LOAD_REFUSED_PARAMETERS` names (paths, signature and teleop
+switches, the robot boundary), and the learning nodes (replay buffer, trainer) cannot be
+unloaded: the process would keep beating its heartbeat with learning stopped, and every robot
+with it (the rate limiter), so its supervisor would never restart it. A lifecycle shutdown
+restarts their process instead (rl_nodes.lifecycle), and the run resumes from its checkpoint and
+snapshot.
 """
 
 from __future__ import annotations
@@ -27,6 +39,7 @@ from rl_core.node_kinds import LEARNING_KINDS
 from rl_nodes import graph
 from rl_nodes.base import robot_id_from_namespace
 from rl_nodes.intra_process import IntraProcessManager
+from rl_nodes.lifecycle import EXIT_RESTART
 from rl_nodes.runtime import autostart, make_node
 
 DEPLOYMENT_ROBOTS = "deployment_robots"
@@ -38,9 +51,11 @@ class ComponentManager(Node):
     :param executor: the process' executor (loaded nodes join it).
     :param nodes: the process' nodes; loading appends, unloading removes (the process closes
         what is left when it ends).
+    :param remote: serve ``load_node`` and ``unload_node`` too (``list_nodes`` always).
     """
 
-    def __init__(self, executor: Executor, nodes: list[Any], namespace: str) -> None:
+    def __init__(self, executor: Executor, nodes: list[Any], namespace: str,
+                 remote: bool = False) -> None:
         from composition_interfaces.srv import ListNodes, LoadNode, UnloadNode
 
         super().__init__(graph.COMPONENT_MANAGER, namespace=namespace)
@@ -48,8 +63,9 @@ class ComponentManager(Node):
         self.nodes = nodes
         self._ids = itertools.count(1)
         self.components: dict[int, Any] = {next(self._ids): node for node in nodes}
-        self.create_service(LoadNode, "~/_container/load_node", self._load)
-        self.create_service(UnloadNode, "~/_container/unload_node", self._unload)
+        if remote:
+            self.create_service(LoadNode, "~/_container/load_node", self._load)
+            self.create_service(UnloadNode, "~/_container/unload_node", self._unload)
         self.create_service(ListNodes, "~/_container/list_nodes", self._list)
 
     def _load(self, request: Any, response: Any) -> Any:
@@ -58,7 +74,8 @@ class ComponentManager(Node):
                 request.package_name, request.plugin_name, request.node_name,
                 request.node_namespace, list(request.remap_rules),
                 {argument.name: Parameter.from_parameter_msg(argument).value
-                 for argument in request.extra_arguments})
+                 for argument in request.extra_arguments},
+                [parameter.name for parameter in request.parameters])
             node = self._build(spec.kind, spec.namespace, request)
         except (LoadRequestError, ConfigError, RuntimeError) as error:
             response.success, response.error_message = False, str(error)
@@ -120,13 +137,22 @@ class ComponentManager(Node):
                 f"experience")
 
     def _unload(self, request: Any, response: Any) -> Any:
-        node = self.components.pop(request.unique_id, None)
+        node = self.components.get(request.unique_id)
+        response.success = False
         if node is None:
-            response.success = False
             response.error_message = (f"no node with id {request.unique_id}; "
                                       f"ids: {sorted(self.components)}")
             return response
         name = node.get_fully_qualified_name()
+        if node.get_name() in LEARNING_KINDS:
+            response.error_message = (
+                f"{name} is not unloaded: the run would stop learning, and its robots with it, "
+                f"while this process lives on; to restart it, ros2 lifecycle set {name} "
+                f"shutdown (the process exits with code {EXIT_RESTART} and is restarted, and the "
+                "run resumes from its checkpoint and replay snapshot)")
+            self.get_logger().error(f"unload of {name} refused")
+            return response
+        del self.components[request.unique_id]
         self._remove(node)
         response.success = True
         self.get_logger().info(f"unloaded {name} (id {request.unique_id})")
@@ -146,9 +172,13 @@ class ComponentManager(Node):
         return response
 
 
-def serve_composition(executor: Executor, nodes: list[Any]) -> Node | None:
+def serve_composition(executor: Executor, nodes: list[Any], remote: bool = False
+                      ) -> Node | None:
     """A :class:`ComponentManager` for the process' ``nodes`` in the namespace they share, added
-    to ``executor``; ``None`` (with a note on stderr) where composition_interfaces is missing."""
+    to ``executor``; ``None`` (with a note on stderr) where composition_interfaces is missing.
+
+    :param remote: serve ``load_node`` and ``unload_node`` (remote composition).
+    """
     try:
         import composition_interfaces.srv  # noqa: F401
     except ImportError:
@@ -157,6 +187,6 @@ def serve_composition(executor: Executor, nodes: list[Any]) -> Node | None:
         return None
     namespaces = [node.get_namespace().rstrip("/").split("/") for node in nodes] or [[""]]
     shared = [parts[0] for parts in zip(*namespaces) if len(set(parts)) == 1]
-    manager = ComponentManager(executor, nodes, "/".join(shared) or "/")
+    manager = ComponentManager(executor, nodes, "/".join(shared) or "/", remote)
     executor.add_node(manager)
     return manager

@@ -3,6 +3,10 @@
 rclpy has no component container; this one instantiates the same node classes the single-node
 executables run. ``container --node simulator@/robot_0 --node policy@/robot_0 --node
 replay_buffer@/ --node trainer@/ --ros-args --params-file config/cartpole.yaml``
+
+``--remote-composition`` serves ROS composition's ``load_node`` and ``unload_node`` (off by
+default: anyone on the domain could call them; rl_nodes.component_manager). An empty container
+needs it: its nodes come only through ``load_node``.
 """
 
 from __future__ import annotations
@@ -35,9 +39,17 @@ def main(argv: list[str] | None = None) -> int:
                         metavar="KIND@NAMESPACE",
                         help=f"a node to run; KIND in {', '.join(NODE_CLASSES)}; none: an empty "
                              f"container, whose nodes ros2 component load or launch_ros's "
-                             f"LoadComposableNodes load")
+                             f"LoadComposableNodes load (with --remote-composition)")
+    parser.add_argument("--remote-composition", action="store_true",
+                        help="serve ROS composition's load_node and unload_node (ros2 component "
+                             "load|unload, LoadComposableNodes); off by default: anyone on the "
+                             "domain could load nodes into this process or unload its robots")
     args = parser.parse_args(remove_ros_args(argv)[1:])
-    return run_nodes(args.node, argv, composition=True)
+    if not args.node and not args.remote_composition:
+        parser.error("an empty container gets its nodes through load_node: give --node "
+                     "KIND@NAMESPACE or --remote-composition")
+    return run_nodes(args.node, argv, composition=True,
+                     remote_composition=args.remote_composition)
 
 
 if __name__ == "__main__":

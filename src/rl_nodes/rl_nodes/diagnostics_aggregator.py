@@ -13,8 +13,10 @@ image's aggregator_node reads (``config/robots/diagnostic_analyzers.yaml`` unles
     ros2 run rqt_robot_monitor rqt_robot_monitor
 
 Like every node of a deployment it reports itself on ``/diagnostics`` (how many statuses it
-holds, and how many are stale). Statuses are timed on arrival with a monotonic clock, so
-staleness follows the wall time a status has been silent, whatever ``use_sim_time`` says.
+holds, how many are stale, and how many it dropped or clipped: any peer can publish
+``/diagnostics``, so the tree is bounded, rl_core.diagnostic_aggregation). Statuses are timed
+on arrival with a monotonic clock, so staleness follows the wall time a status has been silent,
+whatever ``use_sim_time`` says.
 """
 
 from __future__ import annotations
@@ -110,7 +112,9 @@ class DiagnosticsAggregatorNode(Node):
             message=f"aggregating into {graph.DIAGNOSTICS_AGG.name}",
             hardware_id=self.get_namespace(),
             values=[KeyValue(key="entries", value=str(len(tree))),
-                    KeyValue(key="stale entries", value=str(stale))])
+                    KeyValue(key="stale entries", value=str(stale)),
+                    KeyValue(key="dropped statuses", value=str(self.aggregator.dropped)),
+                    KeyValue(key="clipped statuses", value=str(self.aggregator.clipped))])
         array = DiagnosticArray(status=[status])
         array.header.stamp = self.get_clock().now().to_msg()
         self._own_pub.publish(array)

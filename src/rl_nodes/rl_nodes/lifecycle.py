@@ -12,9 +12,9 @@ activate      the first time :meth:`ManagedNode.begin` (start acting, learning, 
 deactivate    :meth:`ManagedNode.pause`: the node stops its work and keeps its state (replay
               contents, optimiser, weights, episode counters); activate goes on from there.
 cleanup,      :meth:`ManagedNode.close`: write what must survive (checkpoint, replay snapshot) and
-shutdown      release the node's resources. A node cleaned up cannot be configured again in the
-              same process (its endpoints stay registered with the zero-copy manager); restart
-              the process (launch and rl-bringup respawn it).
+shutdown      release the node's resources, then end the process with :data:`EXIT_RESTART` so that
+              its supervisor (rl-bringup, launch's respawn, Kubernetes) starts it again: the run
+              resumes from that checkpoint and snapshot (see below).
 ============  =====================================================================================
 
 With ``autostart`` (a read-only parameter, default true) :mod:`rl_nodes.runtime` configures and
@@ -22,6 +22,22 @@ activates the nodes of a process itself, learning nodes first; false leaves them
 for an orchestrator (``ros2 lifecycle set``, nav2's lifecycle_manager, launch_ros's
 ``LifecycleNode`` events). Nodes built directly in Python (tests, embedding) are configured at
 construction unless ``configure=False``; :meth:`ManagedNode.start` activates them.
+
+Why cleanup and shutdown end the process (issue 41), rather than being refused while a run is
+active: anyone on the domain can call a node's ``~/change_state``. A node cleaned up or shut
+down in a process that lives on is a dead end: it cannot be configured again there (its
+endpoints stay registered with the zero-copy manager), while the process keeps beating its
+heartbeat (rl_core.heartbeat), so the supervisor never restarts it: a trainer finalized this
+way stopped learning, and the replay buffer's rate limiter then every robot, for good. Refusing
+is not open to us for shutdown: REP-2002's state machine (rcl_lifecycle) finalizes the node
+whether ``on_shutdown`` succeeds or fails. Ending the process with a non-zero code turns both
+transitions into a restart the supervisors already handle: the node's ``close`` writes its
+checkpoint and replay snapshot first, so the respawned process resumes from them, and a process
+started with ``autostart:=false`` comes back unconfigured, the state cleanup promises, ready for
+the orchestrator's next configure. An orchestrator that shuts nodes down to end a run stops the
+launch (or rl-bringup) instead. A run already ending (the trainer finished: exit code 0) keeps
+its code. Deactivate still pauses the node in place (the supervisor does not restart a paused
+node; activate resumes it).
 """
 
 from __future__ import annotations
@@ -34,6 +50,12 @@ from rclpy.exceptions import ParameterException
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 
 from rl_core.config import ConfigError
+from rl_nodes.intra_process import IntraProcessManager
+
+#: Exit code of a process one of whose nodes was cleaned up or shut down through its lifecycle
+#: services: sysexits' EX_TEMPFAIL ("try again"); not 0, so rl-bringup's supervisor, launch's
+#: respawn and Kubernetes start the process again (a clean exit 0 would end the run).
+EXIT_RESTART = 75
 
 #: Parameter: bring the node up to active when its process starts.
 AUTOSTART = "autostart"
@@ -136,10 +158,25 @@ class ManagedNode(LifecycleNode):
         return self._run(self.pause, active=False, what="deactivate")
 
     def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
-        return self._run(self.release, active=False, what="cleanup")
+        """Close the node (checkpoint, snapshot), then end the process to be restarted."""
+        return self._end_process(what="cleanup")
 
     def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
-        return self._run(self.release, active=False, what="shutdown")
+        """As cleanup: the node is finalized whatever this returns (rcl_lifecycle)."""
+        return self._end_process(what="shutdown")
+
+    def _end_process(self, what: str) -> TransitionCallbackReturn:
+        """Release the node, then have the process exit with :data:`EXIT_RESTART` after the
+        transition's answer went out (the dispatch loop ends once this callback returned)."""
+        result = self._run(self.release, active=False, what=what)
+        manager = IntraProcessManager.for_context(self.context)
+        if not manager.shutdown_requested:  # a run ending already keeps its exit code
+            self.get_logger().warning(
+                f"{what} through the lifecycle services: this process ends with exit code "
+                f"{EXIT_RESTART} so that its supervisor restarts it (a node cannot be configured "
+                "again in its process); the run resumes from its checkpoint and replay snapshot")
+            manager.request_shutdown(EXIT_RESTART)
+        return result
 
     def _begin_once(self) -> None:
         self._begun = True

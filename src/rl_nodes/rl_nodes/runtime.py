@@ -88,12 +88,14 @@ class CallbackErrors:
 
 
 def run_nodes(specs: Sequence[tuple[str, str | None]], args: Sequence[str] | None = None,
-              composition: bool = False) -> int:
+              composition: bool = False, remote_composition: bool = False) -> int:
     """Create the nodes ``[(kind, namespace or None)]`` in this process and run until shutdown.
 
     :param args: command line with ROS arguments (``--ros-args --params-file F -p k:=v``).
-    :param composition: serve ROS composition's services (a container: nodes can be loaded and
-        unloaded at run time; rl_nodes.component_manager).
+    :param composition: serve ROS composition's ``list_nodes`` (a container;
+        rl_nodes.component_manager).
+    :param remote_composition: with ``composition``, serve ``load_node`` and ``unload_node``
+        too: nodes can be loaded and unloaded at run time.
     :returns: the process exit code (0 normal, 2 bad configuration, 1 a node failed).
     """
     ensure_network_defaults()
@@ -123,7 +125,7 @@ def run_nodes(specs: Sequence[tuple[str, str | None]], args: Sequence[str] | Non
         if composition:
             from rl_nodes.component_manager import serve_composition
 
-            serve_composition(executor, nodes)
+            serve_composition(executor, nodes, remote=remote_composition)
         errors = CallbackErrors(nodes[0].get_logger() if nodes else None)
         code = manager.spin(on_error=errors.report, executor=executor)
     except ConfigError as error:

@@ -29,7 +29,13 @@ from rl_core.device import describe
 from rl_core.envs import space_shapes
 from rl_core.learner import GETTING_BATCHES, WEIGHTS_AND_CHECKPOINTS, Grant, PrefetchingSampler
 from rl_core.periodic_evaluation import Evaluation
-from rl_core.progress import TRAINER_SCALARS, evaluation_line, summary_line
+from rl_core.progress import (
+    TRAINER_SCALARS,
+    RobotFigures,
+    evaluation_line,
+    is_deployment_robot,
+    summary_line,
+)
 from rl_core.replay import UNLIMITED_BATCHES
 from rl_core.signed_status import StatusCheck
 from rl_core.training_run import INTERLEAVED, TrainingRun, batches_per_request, choose_update_mode
@@ -85,8 +91,10 @@ class TrainerNode(RLNode):
         self.subscription(graph.EPISODES, self._on_episodes)
         self.subscription(graph.REPLAY_STATUS, self._on_replay_status)
         self.subscription(graph.DIAGNOSTICS, self._on_diagnostics)
-        #: The latest boundary figures of each robot (robot_interface ros2_control), by namespace.
-        self.robot_figures: dict[str, dict[str, str]] = {}
+        #: The latest boundary figures of each robot (robot_interface ros2_control), by
+        #: namespace; bounded and checked, as anyone can publish /diagnostics.
+        self.robot_figures = RobotFigures(ROBOT_FIGURE_KEYS, (graph.SAFETY_KEY_PREFIX,), known=(
+            lambda robot: is_deployment_robot(robot, self.config.deployment_robots)))
         self.timer(PROGRESS_PERIOD_S, self._log_progress)
         self.replay_status: ReplayStatus | None = None
         self.metrics_pubs = {name: self.publisher(f"~/{name}", plain(Float64))
@@ -155,7 +163,9 @@ class TrainerNode(RLNode):
         with self.learner.timed(WEIGHTS_AND_CHECKPOINTS):
             self._periodic()
         if self.run.done:
-            self._finish()
+            # After what is queued: the replay buffer's last status first, so that robots in
+            # this process stop acting (and are held) before the final checkpoint is written.
+            self.ipc.post(self._finish)
 
     def _learner_thread_main(self) -> None:
         """Thread mode: the learner's loop over the local buffer or the prefetching client;
@@ -220,9 +230,7 @@ class TrainerNode(RLNode):
         for status in msg.status:
             values = {item.key: item.value for item in status.values}
             if graph.LATENCY_P50_KEY in values or graph.INTERVENTION_RATE_KEY in values:
-                self.robot_figures[status.hardware_id] = {
-                    key: value for key, value in values.items()
-                    if key in ROBOT_FIGURE_KEYS or key.startswith(graph.SAFETY_KEY_PREFIX)}
+                self.robot_figures.update(status.hardware_id, values)
 
     def _on_replay_status(self, msg: ReplayStatus) -> None:
         if self.status_obeyed(msg, self.status_check):
@@ -240,10 +248,7 @@ class TrainerNode(RLNode):
 
     def _log_progress(self) -> None:
         line, scalars = self.run.progress(self.replay_status)
-        self.run.intervention_rates({
-            robot: float(figures[graph.INTERVENTION_RATE_KEY])
-            for robot, figures in self.robot_figures.items()
-            if graph.INTERVENTION_RATE_KEY in figures})
+        self.run.intervention_rates(self.robot_figures.numbers(graph.INTERVENTION_RATE_KEY))
         for name, value in scalars.items():
             if name in self.metrics_pubs and np.isfinite(value):
                 self.metrics_pubs[name].publish(Float64(data=value))
@@ -257,7 +262,7 @@ class TrainerNode(RLNode):
         if self._prefetcher is not None:
             self._prefetcher.stop()  # joined in close(), once the executor turns again
         self._publish_weights()
-        robots = {"robots": dict(sorted(self.robot_figures.items()))} if self.robot_figures else {}
+        robots = {"robots": self.robot_figures.table()} if len(self.robot_figures) else {}
         result = self.run.finish(self.update_mode, self.replay_status, robots)
         self._last_checkpoint = time.monotonic()
         self.get_logger().info(f"{summary_line(result)} | output {self.run.output_dir}")
@@ -266,6 +271,8 @@ class TrainerNode(RLNode):
     def diagnose(self) -> tuple[int, str, dict[str, object]]:
         healthy, message, values = self.run.diagnosis(self.replay_status, self.update_mode,
                                                       self.finished)
+        values = {**values, "robot figures dropped": self.robot_figures.dropped,
+                  "robot figures malformed": self.robot_figures.malformed}
         return (OK if healthy else ERROR), message, values
 
     def close(self) -> None:
