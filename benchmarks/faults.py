@@ -20,6 +20,13 @@ while a node of this script's own (``_fault_injector``):
    respawned the process and the process is back at work (snapshot and log restored, checkpoint
    resumed, experience of the robot flowing again) before the next one.
 
+With ``--robot-interface ros2_control`` the simulators drive sim_robot processes through the
+robot boundary, and the bad input includes forged e-stop releases (a plain ``false`` and a
+release signed with a random key, while the e-stop is engaged: refused, counted as ``rejected
+e-stop release``, the robot held until the run's signed release) and joint states from a second
+publisher (counted as ``joint states from other publishers``); a simulator killed there comes
+back engaged (after a fault, by design), and the scenario releases it with the run's key.
+
 The run must then finish on its own. The tables list, per kill, what the replay buffer held
 before and restored after, and how long respawn and recovery took; per bad input, who refused it
 and how it was answered.
@@ -28,6 +35,7 @@ Usage::
 
     .venv/bin/python benchmarks/faults.py                     # random seed, printed
     .venv/bin/python benchmarks/faults.py --seed 7 --json faults.json
+    .venv/bin/python benchmarks/faults.py --robot-interface ros2_control
 
 ROS runs with ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`` and a ``ROS_DOMAIN_ID`` of its own.
 Processes are stopped by PID (the launch's process group), never by name.
@@ -55,12 +63,29 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from benchmarks.fuzz import FuzzReport, fuzz  # noqa: E402
+from benchmarks.fuzz import FuzzReport, Services, fuzz  # noqa: E402
 from tests.processes import Child  # noqa: E402  (the repository's process helper)
 
 RL_BRINGUP = str(Path(sys.executable).parent / "rl-bringup")
 KINDS = ("replay_buffer", "trainer", "simulator", "policy")
+#: What a kill may hit with robot_interface:=ros2_control: the robots' sim_robot too.
+BOUNDARY_KINDS = (*KINDS, "sim_robot")
 REPLAY, TRAINER = "/replay_buffer", "/trainer"
+ROS2_CONTROL = "ros2_control"
+#: The simulator's counts of refused e-stop releases and of joint states from a second
+#: publisher (rl_nodes.robot_boundary).
+REJECTED_RELEASE = "rejected e-stop release"
+OTHER_JOINT_STATES = "joint states from other publishers"
+#: Forged joint states sent per probe.
+FORGED_STATES = 20
+#: After an e-stop's engaged state arrived, experience of the transition in flight may still
+#: come this long; later experience from the robot means it was not held.
+HOLD_SETTLE_S = 0.5
+#: An e-stop message or release without the expected state is sent again after this long
+#: (a publisher not yet matched to a respawned simulator loses it).
+RESEND_S = 1.0
+#: A probe's input not counted after this long is sent again (Scenario.probe).
+PROBE_RESEND_S = 10.0
 #: Kills happen at random points within KILL_SPAN transitions after the kill phase begins: once
 #: the probes and the fuzzing are done, and no earlier than KILL_FROM inserted (late enough that
 #: the half second a kill can lose since the insert log's last write is well under 10 % of what
@@ -83,7 +108,6 @@ TOTAL_ENV_STEPS = 50000
 HEARTBEAT_TIMEOUT_S = 20.0
 #: Nodes whose parameters are fuzzed, and the processes that must outlive the fuzzing.
 FUZZED_NODES = (REPLAY, TRAINER, "/robot_0/policy", "/robot_1/simulator")
-FUZZED_PROCESSES = ("replay_buffer", "trainer", "policy_robot_0", "simulator_robot_1")
 
 
 @dataclass
@@ -96,8 +120,19 @@ class Kill:
     held_before: int
     signal: str = "SIGKILL"
     restored: int | None = None  # replay buffer only: transitions its snapshot brought back
+    #: replay buffer only: the insert count it restored (against ``inserted_at_kill``).
+    restored_inserted: int | None = None
     respawn_s: float = 0.0  # kill -> the supervisor started the new process
     recovery_s: float = 0.0  # kill -> the new process back at work (see the module docstring)
+    #: ros2_control: why e-stops the scenario released during the recovery were engaged.
+    estop_released: list[str] = field(default_factory=list)
+
+    @property
+    def lost_rows(self) -> int | None:
+        """Transitions inserted before the kill that the respawned buffer did not restore."""
+        if self.restored_inserted is None:
+            return None
+        return max(0, self.inserted_at_kill - self.restored_inserted)
 
 
 @dataclass
@@ -123,6 +158,10 @@ class Report:
     fuzz: FuzzReport | None = None
     #: Processes whose pid changed while they were fuzzed (they died of it).
     died_of_fuzzing: list[str] = field(default_factory=list)
+    #: ros2_control: whether the robot stayed held through the forged releases (None: not run).
+    held_under_forged_releases: bool | None = None
+    #: ros2_control: e-stops the scenario released with the run's key, by reason.
+    estop_releases: dict[str, int] = field(default_factory=dict)
     result: dict[str, Any] = field(default_factory=dict)
     lost_messages: int = 0
     output_dir: str = ""
@@ -130,9 +169,13 @@ class Report:
 
 
 class Injector:
-    """The scenario's own node: watches the graph and sends the bad input."""
+    """The scenario's own node: watches the graph and sends the bad input.
 
-    def __init__(self, domain_id: int) -> None:
+    :param boundary_robots: robots behind the ros2_control boundary whose e-stop state it
+        watches and whose e-stop, release and joint_states topics it publishes on (0: none).
+    """
+
+    def __init__(self, domain_id: int, boundary_robots: int = 0) -> None:
         import rclpy
         from diagnostic_msgs.msg import DiagnosticArray
         from rclpy.executors import SingleThreadedExecutor
@@ -157,8 +200,13 @@ class Injector:
         self.status: Any = None
         self.diagnostics: dict[str, dict[str, str]] = {}
         self.experience_seen: dict[int, float] = {}  # robot id -> monotonic time of the last
+        self.statuses = 0  # /replay_status messages received
         self.captured_experience: Any = None
+        #: The first weights heard and the newest (kept to two: a long run sends thousands).
         self.captured_weights: list[Any] = []
+        #: robot -> (monotonic receipt, engaged, challenge, reason) of its newest estop/state.
+        self.estop_states: dict[int, tuple[float, bool, str, str]] = {}
+        self.boundary: dict[int, dict[str, Any]] = {}  # robot -> its boundary publishers
         node = self.node
         node.create_subscription(ReplayStatus, "/replay_status", self._on_status, 10)
         node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 50)
@@ -175,22 +223,55 @@ class Injector:
                                                       STREAM_QOS),
             "/episodes": node.create_publisher(EpisodeStatistics, "/episodes", 10),
         }
+        for robot in range(boundary_robots):
+            self._watch_boundary(robot)
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(node)
         self.thread = threading.Thread(target=self.executor.spin, daemon=True)
         self.thread.start()
+
+    def _watch_boundary(self, robot: int) -> None:
+        from sensor_msgs.msg import JointState
+        from std_msgs.msg import Bool, String
+
+        from rl_nodes import graph
+
+        namespace = graph.robot_namespace(robot)
+
+        def publisher(message_type: Any, topic: Any) -> Any:
+            return self.node.create_publisher(message_type, graph.resolve(topic.name, namespace),
+                                              topic.qos.profile())
+
+        self.node.create_subscription(
+            String, graph.resolve(graph.ESTOP_STATE.name, namespace),
+            lambda msg: self._on_estop_state(robot, msg), graph.ESTOP_STATE.qos.profile())
+        self.boundary[robot] = {"estop": publisher(Bool, graph.ESTOP),
+                                "release": publisher(String, graph.ESTOP_RELEASE),
+                                "joint_states": publisher(JointState, graph.ROBOT_JOINT_STATES)}
 
     # --- watching ----------------------------------------------------------------------------
 
     def _on_status(self, msg: Any) -> None:
         with self.lock:
             self.status = msg
+            self.statuses += 1
 
     def _on_diagnostics(self, msg: Any) -> None:
         with self.lock:
+            # Replaced, not merged: a respawned node starts its counts again, and a count its
+            # predecessor reported must not stand in for one it has not reported yet.
             for status in msg.status:
-                values = self.diagnostics.setdefault(status.name, {})
-                values.update({item.key: item.value for item in status.values})
+                self.diagnostics[status.name] = {item.key: item.value for item in status.values}
+
+    def _on_estop_state(self, robot: int, msg: Any) -> None:
+        from rl_core.robot.estop import parse_state
+
+        try:
+            engaged, challenge, reason = parse_state(msg.data)
+        except (ValueError, KeyError, TypeError):
+            return
+        with self.lock:
+            self.estop_states[robot] = (time.monotonic(), engaged, challenge, reason)
 
     def _on_experience(self, msg: Any) -> None:
         with self.lock:
@@ -200,7 +281,7 @@ class Injector:
 
     def _on_weights(self, msg: Any) -> None:
         with self.lock:
-            self.captured_weights.append(msg)
+            self.captured_weights[1:] = [msg]
 
     def replay(self) -> tuple[int, int]:
         """(transitions held, transitions inserted in total) as last reported."""
@@ -216,6 +297,60 @@ class Injector:
         with self.lock:
             return {name: {k: v for k, v in values.items() if k.startswith("rejected")}
                     for name, values in self.diagnostics.items()}
+
+    def estop(self, robot: int) -> tuple[float, bool, str, str] | None:
+        """(receipt time, engaged, challenge, reason) of ``robot``'s newest e-stop state."""
+        with self.lock:
+            return self.estop_states.get(robot)
+
+    def services(self) -> Services:
+        """The graph's services as this node sees them."""
+        return self.node.get_service_names_and_types()
+
+    # --- the boundary's topics (robot_interface ros2_control) -----------------------------------
+
+    def _send(self, robot: int, topic: str, msg: Any, timeout_s: float = 10.0) -> bool:
+        """Publish ``msg`` once the robot's simulator listens (a message before is lost)."""
+        publisher = self.boundary[robot][topic]
+        deadline = time.monotonic() + timeout_s
+        while publisher.get_subscription_count() == 0:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.02)
+        publisher.publish(msg)
+        return True
+
+    def send_estop(self, robot: int, engaged: bool) -> bool:
+        from std_msgs.msg import Bool
+
+        return self._send(robot, "estop", Bool(data=engaged))
+
+    def send_release(self, robot: int, key: Any, challenge: str, timeout_s: float = 10.0
+                     ) -> bool:
+        """A release of ``challenge`` signed with ``key`` (the run's, or a forger's)."""
+        from std_msgs.msg import String
+
+        from rl_core.robot.estop import release_text
+        from rl_nodes import graph
+
+        text = release_text(key, graph.robot_namespace(robot), challenge)
+        return self._send(robot, "release", String(data=text), timeout_s)
+
+    def forge_joint_states(self, robot: int, joint_names: list[str], count: int) -> None:
+        """``count`` joint states from this second publisher: far past the limits, stamped in
+        2038. Sent only while the robot's own are flowing (its experience arrives), so that the
+        boundary has pinned sim_robot: after a restart it takes the first publisher heard."""
+        from sensor_msgs.msg import JointState
+
+        if time.monotonic() - self.experience_seen.get(robot, 0.0) > 2.0:
+            raise RuntimeError(f"robot {robot} is not at work: its joint states are not forged "
+                               "now (the boundary could take the forger's as the robot's)")
+        for _ in range(count):
+            msg = JointState(name=list(joint_names), position=[14.0] * len(joint_names),
+                             velocity=[0.0] * len(joint_names))
+            msg.header.stamp.sec = 2**31 - 1
+            self._send(robot, "joint_states", msg)
+            time.sleep(0.005)
 
     # --- calling --------------------------------------------------------------------------------
 
@@ -434,15 +569,188 @@ def service_probes(injector: Injector) -> list[tuple[Probe, Callable[[], str]]]:
     ]
 
 
+# --- the boundary (robot_interface ros2_control) ------------------------------------------------
+
+def engage_estop(scenario: Scenario, robot: int) -> tuple[float, str]:
+    """Engage ``robot``'s e-stop (the scenario's own: :class:`EStopReleases` leaves it);
+    ``(seconds until its engaged state arrived, the challenge)``."""
+    injector = scenario.injector
+    if scenario.releases is not None:
+        # An engagement of a fault's still standing (it would publish no new state): released
+        # first, by the waits' tending.
+        scenario.wait_until(lambda: not (injector.estop(robot) or (0, False))[1], 30.0,
+                            f"robot {robot}'s e-stop released before it is engaged")
+        scenario.releases.own.add(robot)
+    sent_at = time.monotonic()
+    resent = [0.0]
+
+    def engaged() -> bool:
+        state = injector.estop(robot)
+        if state is not None and state[1] and state[0] > sent_at:
+            return True
+        if time.monotonic() - resent[0] > RESEND_S:  # again: a publisher not yet matched
+            resent[0] = time.monotonic()
+            injector.send_estop(robot, True)
+        return False
+
+    scenario.wait_until(engaged, 30.0, f"robot {robot}'s e-stop to engage")
+    state = injector.estop(robot)
+    assert state is not None
+    return state[0] - sent_at, state[2]
+
+
+def release_estop(scenario: Scenario, robot: int, key: Any) -> float:
+    """Release ``robot``'s e-stop with the run's ``key``; seconds until experience from the
+    robot arrived again."""
+    injector = scenario.injector
+    sent_at = time.monotonic()
+    resent = [0.0]
+
+    def released() -> bool:
+        state = injector.estop(robot)
+        if state is not None and not state[1]:
+            return True
+        if state is not None and time.monotonic() - resent[0] > RESEND_S:
+            resent[0] = time.monotonic()
+            injector.send_release(robot, key, state[2])
+        return False
+
+    scenario.wait_until(released, 30.0, f"robot {robot}'s e-stop to release")
+    if scenario.releases is not None:
+        scenario.releases.own.discard(robot)
+    scenario.wait_until(lambda: injector.experience_seen.get(robot, 0.0) > sent_at, 60.0,
+                        f"experience from robot {robot} after its release")
+    return time.monotonic() - sent_at
+
+
+def forged_release_probes(scenario: Scenario, key: Any, robot: int) -> tuple[list[Probe], bool]:
+    """Engage ``robot``'s e-stop, then try to release it as a second participant: a plain
+    ``false`` and a release of the right challenge signed with a random key. Each must be
+    counted as a refused release; then the run's key releases it. Returns the probes and
+    whether the robot stayed held (still engaged, no experience after HOLD_SETTLE_S)."""
+    from rl_core.weights_auth import SigningKey
+    from rl_nodes import graph
+
+    injector = scenario.injector
+    namespace = graph.robot_namespace(robot)
+    simulator = graph.node_name(graph.SIMULATOR, namespace)
+    engage_estop(scenario, robot)
+    state = injector.estop(robot)
+    assert state is not None
+    engaged_at, challenge = state[0], state[2]
+    forger = SigningKey(os.urandom(32))
+    probes = [
+        (Probe(f"{namespace}/estop", "a plain false while engaged", REJECTED_RELEASE, simulator),
+         lambda: injector.send_estop(robot, False)),
+        (Probe(f"{namespace}/estop/release", "the challenge signed with a random key",
+               REJECTED_RELEASE, simulator),
+         lambda: injector.send_release(robot, forger, challenge)),
+    ]
+    for probe, send in probes:
+        scenario.probe(probe, send)
+    state = injector.estop(robot)
+    held = (state is not None and state[1] and state[2] == challenge
+            and injector.experience_seen.get(robot, 0.0) < engaged_at + HOLD_SETTLE_S)
+    release_estop(scenario, robot, key)
+    return [probe for probe, _ in probes], held
+
+
+def forged_joint_states_probe(robot: int) -> tuple[Probe, Callable[[Injector], None]]:
+    """Joint states from a second publisher, which the boundary refuses and counts."""
+    from rl_core.robot.tasks import CartPoleBalanceTask  # the scenario's task (cartpole.yaml)
+    from rl_nodes import graph
+
+    namespace = graph.robot_namespace(robot)
+    return (Probe(f"{namespace}/joint_states", f"{FORGED_STATES} states from a second "
+                  "publisher, past the limits", OTHER_JOINT_STATES,
+                  graph.node_name(graph.SIMULATOR, namespace)),
+            lambda injector: injector.forge_joint_states(
+                robot, list(CartPoleBalanceTask.joint_names), FORGED_STATES))
+
+
+def boundary_probes(scenario: Scenario, key: Any, robot: int) -> tuple[list[Probe], bool]:
+    """The boundary's probes on ``robot``: forged releases and forged joint states; returns
+    them and whether the robot stayed held through the forged releases."""
+    probes, held = forged_release_probes(scenario, key, robot)
+    probe, send = forged_joint_states_probe(robot)
+    scenario.probe(probe, lambda: send(scenario.injector))
+    return [*probes, probe], held
+
+
+def run_key(environ: dict[str, str], output_dir: Path) -> Any:
+    """The run's signing key: the caller's where it gave one (rl-bringup then writes none),
+    else the run's ``weights.key``."""
+    from rl_core.weights_auth import KEY_FILE_NAME, load_key
+
+    key = load_key(environ) or load_key({"RL_ROS2_WEIGHTS_KEY_FILE":
+                                         str(output_dir / KEY_FILE_NAME)})
+    if key is None:
+        raise RuntimeError(f"no signing key: neither the environment nor {output_dir} has one")
+    return key
+
+
 # --- the scenario -------------------------------------------------------------------------------
 
+class EStopReleases:
+    """Releases with the run's key every e-stop the scenario did not engage itself, and counts
+    them by reason: a simulator that comes back after a fault (a SIGKILL) starts engaged, by
+    design (rl_core.robot.estop), and waits for the operator.
+
+    :param key: the run's signing key.
+    :param robots: the robots behind the boundary.
+    """
+
+    def __init__(self, injector: Injector, key: Any, robots: int) -> None:
+        self.injector, self.key, self.robots = injector, key, robots
+        #: Robots whose e-stop the scenario engaged on purpose (left alone here).
+        self.own: set[int] = set()
+        #: Engagements released, by reason.
+        self.released: dict[str, int] = {}
+        self._sent: dict[int, tuple[str, float]] = {}  # robot -> (challenge, when)
+
+    def tend(self) -> list[str]:
+        """Send a release for each engaged e-stop not the scenario's (again after RESEND_S
+        without effect); the reasons of the engagements released for the first time."""
+        reasons = []
+        now = time.monotonic()
+        for robot in range(self.robots):
+            state = self.injector.estop(robot)
+            if robot in self.own or state is None or not state[1]:
+                continue
+            _, _, challenge, reason = state
+            sent = self._sent.get(robot)
+            if sent is not None and sent[0] == challenge and now - sent[1] < RESEND_S:
+                continue
+            if not self.injector.send_release(robot, self.key, challenge, timeout_s=0.0):
+                continue
+            if sent is None or sent[0] != challenge:
+                self.released[reason] = self.released.get(reason, 0) + 1
+                reasons.append(reason)
+            self._sent[robot] = (challenge, now)
+        return reasons
+
+
 class Scenario:
-    def __init__(self, run: Child, injector: Injector, log: Callable[[str], None]) -> None:
+    """The run, the scenario's node, and the waits between faults.
+
+    :param releases: ros2_control: releases the e-stops faults engaged, while any wait goes on.
+    """
+
+    def __init__(self, run: Child, injector: Injector, log: Callable[[str], None],
+                 releases: EStopReleases | None = None) -> None:
         self.run, self.injector, self.log = run, injector, log
+        self.releases = releases
+        #: Reasons of the e-stops ``releases`` released since the last kill began.
+        self.released_reasons: list[str] = []
+
+    def tend(self) -> None:
+        if self.releases is not None:
+            self.released_reasons += self.releases.tend()
 
     def wait_until(self, condition: Callable[[], Any], timeout_s: float, what: str) -> None:
         deadline = time.monotonic() + timeout_s
         while not condition():
+            self.tend()
             if self.run.process.poll() is not None:
                 raise RuntimeError(f"the run ended while waiting for {what}:\n"
                                    + self.run.output()[-4000:])
@@ -451,6 +759,11 @@ class Scenario:
                                    f"rejections {self.injector.rejections()}:\n"
                                    + self.run.output()[-4000:])
             time.sleep(0.1)
+
+    def processes(self) -> list[str]:
+        """Every process the run's supervisor started."""
+        found = re.findall(r"started (\S+) \(pid ", "\n".join(self.run.lines))
+        return sorted(set(found))
 
     def pid_of(self, process: str) -> int:
         lines = [line for line in self.run.lines if f"started {process} (pid " in line]
@@ -462,26 +775,43 @@ class Scenario:
         return sum(text in line for line in self.run.lines)
 
     def probe(self, probe: Probe, send: Callable[[], Any]) -> None:
+        """Send a bad input and wait until ``probe.node`` counted it. A message not counted
+        within PROBE_RESEND_S is sent again: a subscription that keeps one message (the
+        weights') may have had it replaced by a genuine one before its node took it."""
         before = self.injector.counter(probe.node, probe.counter)
+        sent_at = [time.monotonic()]
         answer = send()
         if isinstance(answer, str):
             probe.answer = answer
-        self.wait_until(lambda: self.injector.counter(probe.node, probe.counter) > before, 60.0,
+
+        def counted() -> bool:
+            if self.injector.counter(probe.node, probe.counter) > before:
+                return True
+            if time.monotonic() - sent_at[0] > PROBE_RESEND_S:
+                sent_at[0] = time.monotonic()
+                send()
+            return False
+
+        self.wait_until(counted, 60.0,
                         f"{probe.node} to count '{probe.counter}' after {probe.what}")
         probe.counted = self.injector.counter(probe.node, probe.counter) - before
         self.log(f"refused: {probe.target}: {probe.what} -> {probe.node} '{probe.counter}'"
                  + (f" ({probe.answer})" if probe.answer else ""))
 
     def kill(self, kind: str, robot: int, signal_number: int = signal.SIGKILL) -> Kill:
-        """Send ``signal_number`` (SIGKILL, or SIGSTOP: the supervisor must notice the hang)."""
-        process = {"simulator": f"simulator_robot_{robot}",
-                   "policy": f"policy_robot_{robot}"}.get(kind, kind)
-        held, inserted = self.injector.replay()
+        """Send ``signal_number`` (SIGKILL, or SIGSTOP: the supervisor must notice the hang)
+        right after a /replay_status arrived, so that the counts it says are those at the kill."""
+        process = (f"{kind}_robot_{robot}" if kind in ("simulator", "policy", "sim_robot")
+                   else kind)
         restored_lines = self.count_lines("restored ")
         resumed_lines = self.count_lines("resumed from")
         pid = self.pid_of(process)
+        statuses = self.injector.statuses
+        self.wait_until(lambda: self.injector.statuses > statuses, 10.0, "a /replay_status")
+        held, inserted = self.injector.replay()
         killed_at = time.monotonic()
         os.kill(pid, signal_number)  # a process the run's supervisor started, by PID
+        self.released_reasons = []
         record = Kill(kind, process, inserted, held, signal.Signals(signal_number).name)
         self.wait_until(lambda: self.pid_of(process) != pid, 60.0 + HEARTBEAT_TIMEOUT_S,
                         f"{process} to be respawned")
@@ -490,8 +820,9 @@ class Scenario:
             self.wait_until(lambda: self.count_lines("restored ") > restored_lines, 60.0,
                             "the replay buffer to restore its snapshot")
             last = [line for line in self.run.lines if "restored " in line][-1]
-            match = re.search(r"restored (\d+) transitions", last)
-            record.restored = int(match.group(1)) if match else None
+            match = re.search(r"restored (\d+) transitions \((\d+) inserted", last)
+            if match:
+                record.restored, record.restored_inserted = map(int, match.groups())
         elif kind == "trainer":
             self.wait_until(lambda: self.count_lines("resumed from") > resumed_lines, 60.0,
                             "the trainer to resume from its checkpoint")
@@ -499,43 +830,60 @@ class Scenario:
             self.wait_until(lambda: self.injector.experience_seen.get(robot, 0.0) > killed_at
                             + record.respawn_s, 60.0, f"experience from robot {robot} again")
         record.recovery_s = time.monotonic() - killed_at
+        record.estop_released = self.released_reasons
         self.log(f"{record.signal} {process} at {inserted} inserted ({held} held): respawned after "
                  f"{record.respawn_s:.1f} s, back at work after {record.recovery_s:.1f} s"
-                 + (f", restored {record.restored}" if record.restored is not None else ""))
+                 + (f", restored {record.restored} ({record.lost_rows} inserts lost)"
+                    if record.restored is not None else "")
+                 + (f", released its e-stop ({', '.join(record.estop_released)})"
+                    if record.estop_released else ""))
         return record
 
 
-def run_scenario(output_dir: Path, environ: dict[str, str], seed: int, kills_per_kind: int = 2,
-                 total_env_steps: int = TOTAL_ENV_STEPS, log: Callable[[str], None] = print
-                 ) -> Report:
-    """Train decoupled robots:=2 under faults; return what happened (raises if the scenario
-    could not be carried out, e.g. a process never came back)."""
-    from rl_core.weights_auth import KEY_FILE_NAME, load_key
+def launch_command(mode: str, robots: int, output_dir: Path, domain_id: int,
+                   total_env_steps: int, *arguments: str) -> list[str]:
+    """``rl-bringup launch`` of a fault scenario: its heartbeat timeout, 3 s checkpoints."""
+    return [RL_BRINGUP, "launch", "--heartbeat-timeout", f"{HEARTBEAT_TIMEOUT_S:g}", mode,
+            f"robots:={robots}", f"output_dir:={output_dir}", f"domain_id:={domain_id}",
+            f"total_env_steps:={total_env_steps}", "checkpoint_period:=3.0", *arguments]
 
+
+def run_scenario(output_dir: Path, environ: dict[str, str], seed: int, kills_per_kind: int = 2,
+                 total_env_steps: int = TOTAL_ENV_STEPS, log: Callable[[str], None] = print,
+                 robot_interface: str = "") -> Report:
+    """Train decoupled robots:=2 under faults; return what happened (raises if the scenario
+    could not be carried out, e.g. a process never came back).
+
+    :param robot_interface: ``ros2_control``: through the robot boundary (sim_robot), with the
+        boundary's probes and sim_robot among the kinds killed.
+    """
     rng = random.Random(seed)
     report = Report(seed=seed, output_dir=str(output_dir))
     domain_id = int(environ["ROS_DOMAIN_ID"])
+    boundary = robot_interface == ROS2_CONTROL
     started = time.monotonic()
-    run = Child([RL_BRINGUP, "launch", "--heartbeat-timeout", f"{HEARTBEAT_TIMEOUT_S:g}",
-                 "decoupled", "robots:=2", f"output_dir:={output_dir}",
-                 f"domain_id:={domain_id}", f"total_env_steps:={total_env_steps}",
-                 "checkpoint_period:=3.0"], env=environ)
-    injector = Injector(domain_id)
+    run = Child(launch_command("decoupled", 2, output_dir, domain_id, total_env_steps,
+                               *([f"robot_interface:={robot_interface}"] if robot_interface
+                                 else [])), env=environ)
+    injector = Injector(domain_id, boundary_robots=2 if boundary else 0)
     scenario = Scenario(run, injector, log)
     try:
         scenario.wait_until(lambda: injector.replay()[0] >= 1000 and injector.captured_experience
                             and injector.captured_weights, 180.0, "experience and weights")
-        # The caller's key where it gave one (rl-bringup then writes none), else the run's.
-        key = load_key(environ) or load_key({"RL_ROS2_WEIGHTS_KEY_FILE":
-                                             str(output_dir / KEY_FILE_NAME)})
-        assert key is not None
+        key = run_key(environ, output_dir)
+        if boundary:
+            scenario.releases = EStopReleases(injector, key, 2)
         for probe, send in [*topic_probes(injector, key), *service_probes(injector)]:
             scenario.probe(probe, send)
             report.probes.append(probe)
+        if boundary:
+            probes, report.held_under_forged_releases = boundary_probes(scenario, key, 0)
+            report.probes += probes
         report.fuzz = fuzz_run(scenario, rng.randrange(2**32), report)
 
-        events = [(kind, signal.SIGKILL) for kind in KINDS for _ in range(kills_per_kind)]
-        events.append((rng.choice(KINDS), signal.SIGSTOP))
+        kinds = BOUNDARY_KINDS if boundary else KINDS
+        events = [(kind, signal.SIGKILL) for kind in kinds for _ in range(kills_per_kind)]
+        events.append((rng.choice(kinds), signal.SIGSTOP))
         rng.shuffle(events)
         start = max(KILL_FROM, injector.replay()[1])
         if start + KILL_SPAN + KILL_RESERVE > total_env_steps:
@@ -551,6 +899,8 @@ def run_scenario(output_dir: Path, environ: dict[str, str], seed: int, kills_per
         report.exit_code = run.wait(600.0)
         report.lost_messages = injector.counter(REPLAY, "lost experience messages")
     finally:
+        if scenario.releases is not None:
+            report.estop_releases = dict(scenario.releases.released)
         injector.close()
         run.stop(grace_s=20.0)
         report.wall_s = time.monotonic() - started
@@ -561,18 +911,32 @@ def run_scenario(output_dir: Path, environ: dict[str, str], seed: int, kills_per
     return report
 
 
-def fuzz_run(scenario: Scenario, seed: int, report: Report) -> FuzzReport:
-    """Fuzz the services and parameters; note the fuzzed processes that did not survive it."""
+def fuzz_run(scenario: Scenario, seed: int, report: Report | None = None,
+             calls_per_service: int | None = None, changes_per_node: int | None = None
+             ) -> FuzzReport:
+    """Fuzz the services, parameters, lifecycle and composition services and the replay
+    buffer's files (benchmarks/fuzz.py); note the processes that did not survive it (in
+    ``report.died_of_fuzzing``, else in the log)."""
     from rl_nodes.base import LAUNCH_ONLY_PARAMETERS
 
-    pids = {process: scenario.pid_of(process) for process in FUZZED_PROCESSES}
-    result = fuzz(scenario.injector.call, seed, FUZZED_NODES, LAUNCH_ONLY_PARAMETERS)
-    report.died_of_fuzzing = [process for process, pid in pids.items()
-                              if scenario.pid_of(process) != pid]
+    injector = scenario.injector
+    pids = {process: scenario.pid_of(process) for process in scenario.processes()}
+    sizes = {name: value for name, value in (("calls_per_service", calls_per_service),
+                                             ("changes_per_node", changes_per_node))
+             if value is not None}
+    result = fuzz(injector.call, seed, FUZZED_NODES, LAUNCH_ONLY_PARAMETERS,
+                  services=injector.services(), counters=injector.replay, **sizes)
+    died = [process for process, pid in pids.items() if scenario.pid_of(process) != pid]
+    if report is not None:
+        report.died_of_fuzzing = died
     scenario.log(f"fuzzed: {result.service_calls} service calls ({len(result.unanswered)} "
                  f"unanswered), {result.parameter_changes} parameter changes "
-                 f"({result.refused_changes} refused); died of it: {report.died_of_fuzzing}; "
-                 f"asked twice: {scenario.injector.retried}")
+                 f"({result.refused_changes} refused), {result.lifecycle_calls} lifecycle "
+                 f"transitions to {len(result.managed_nodes)} managed nodes, "
+                 f"{result.composition_calls} composition calls to {result.containers or 'no'} "
+                 f"containers, {result.file_calls} save/load; accepted: {result.accepted}; "
+                 f"counters back: {result.counter_regressions}; died of it: {died}; "
+                 f"asked twice: {injector.retried}")
     return result
 
 
@@ -581,19 +945,28 @@ def print_tables(report: Report) -> None:
           f"evaluation {report.result.get('eval_mean_return', float('nan')):.1f}; env steps "
           f"{report.result.get('env_steps')}; lost experience messages {report.lost_messages}\n")
     print(f"{'killed':<20} {'signal':<8} {'inserted':>9} {'held':>6} {'restored':>9} "
-          f"{'kept':>6} {'respawn s':>10} {'back s':>7}")
+          f"{'kept':>6} {'lost':>5} {'respawn s':>10} {'back s':>7}")
     for kill in report.kills:
         kept = (f"{100 * kill.restored / kill.held_before:.0f} %"
                 if kill.restored is not None and kill.held_before else "")
+        lost = kill.lost_rows if kill.lost_rows is not None else ""
         print(f"{kill.process:<20} {kill.signal:<8} {kill.inserted_at_kill:>9} "
               f"{kill.held_before:>6} "
-              f"{kill.restored if kill.restored is not None else '':>9} {kept:>6} "
+              f"{kill.restored if kill.restored is not None else '':>9} {kept:>6} {lost:>5} "
               f"{kill.respawn_s:>10.1f} {kill.recovery_s:>7.1f}")
-    if report.fuzz is not None:
-        print(f"\nfuzzed: {report.fuzz.service_calls} service calls, "
-              f"{len(report.fuzz.unanswered)} unanswered; {report.fuzz.parameter_changes} "
-              f"parameter changes, {report.fuzz.refused_changes} refused; processes that died "
-              f"of it: {report.died_of_fuzzing or 'none'}")
+    fuzzed = report.fuzz
+    if fuzzed is not None:
+        print(f"\nfuzzed: {fuzzed.service_calls} service calls, {len(fuzzed.unanswered)} "
+              f"unanswered; {fuzzed.parameter_changes} parameter changes, "
+              f"{fuzzed.refused_changes} refused; {fuzzed.lifecycle_calls} lifecycle "
+              f"transitions to {len(fuzzed.managed_nodes)} managed nodes, "
+              f"{fuzzed.composition_calls} composition calls, {fuzzed.file_calls} save/load "
+              f"({len(fuzzed.counter_regressions)} counters back); accepted: "
+              f"{len(fuzzed.accepted)}; processes that died of it: "
+              f"{report.died_of_fuzzing or 'none'}")
+    if report.held_under_forged_releases is not None:
+        print(f"robot held through the forged releases: {report.held_under_forged_releases}; "
+              f"e-stops released after faults: {report.estop_releases or 'none'}")
     print(f"\n{'input':<24} {'what':<46} {'refused by':<18} counted")
     for probe in report.probes:
         print(f"{probe.target:<24} {probe.what:<46} {probe.node:<18} {probe.counted}")
@@ -605,6 +978,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kills-per-kind", type=int, default=2)
     parser.add_argument("--total-env-steps", type=int, default=TOTAL_ENV_STEPS)
     parser.add_argument("--domain-id", type=int, default=1 + os.getpid() % 100)
+    parser.add_argument("--robot-interface", choices=("", ROS2_CONTROL), default="",
+                        help="ros2_control: through the robot boundary (sim_robot), with its "
+                             "probes (forged e-stop releases and joint states)")
     parser.add_argument("--json", type=Path, help="also write the report as JSON")
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(10**6)
@@ -612,7 +988,7 @@ def main(argv: list[str] | None = None) -> int:
                    ROS_DOMAIN_ID=str(args.domain_id), PYTHONUNBUFFERED="1")
     with tempfile.TemporaryDirectory(prefix="rl_faults_") as folder:
         report = run_scenario(Path(folder) / "run", environ, seed, args.kills_per_kind,
-                              args.total_env_steps)
+                              args.total_env_steps, robot_interface=args.robot_interface)
     print_tables(report)
     if args.json:
         data = asdict(report)

@@ -6,8 +6,13 @@ random kind hung (SIGSTOP) at random points.
 Training must still complete and solve cart-pole, the replay buffer must come back with at least
 90 % of what it held before each kill, nothing non-finite may be stored, every bad input must
 be counted by the node that refused it, every fuzzed call answered and every fuzzed parameter
-change refused, and the hung node must be killed by the supervisor and respawned. The schedule's
-seed is random and printed; set ``RL_FAULTS_SEED`` to replay one."""
+change refused, every managed node must refuse lifecycle transitions its state does not offer
+and stay in its state, the replay buffer's counters must never go back over a save or load (two
+saves in a row and a load while the run is active are refused), no process may die of the
+fuzzing, and the hung node must be killed by the supervisor and respawned. The schedule's seed is
+random and printed; set ``RL_FAULTS_SEED`` to replay one. (Composition is fuzzed only where a
+container serves load_node: decoupled runs have none. The robot boundary's probes, forged e-stop
+releases and joint states, need robot_interface:=ros2_control: benchmarks/soak.py runs them.)"""
 
 from __future__ import annotations
 
@@ -18,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks.faults import KINDS, print_tables, run_scenario
+from benchmarks.faults import KINDS, REPLAY, TRAINER, print_tables, run_scenario
 from rl_core.replay import ReplayBuffer
 from tests.learning import report_outcome
 
@@ -52,6 +57,10 @@ def test_training_survives_kills_and_hostile_input(tmp_path: Path, ros_env) -> N
     assert fuzzed is not None and fuzzed.service_calls > 0 and fuzzed.parameter_changes > 0
     assert not fuzzed.unanswered and not fuzzed.accepted, (fuzzed, context)
     assert fuzzed.refused_changes == fuzzed.parameter_changes and not report.died_of_fuzzing
+    # Every node of the deployment is managed: learner, and a simulator and policy per robot.
+    assert {REPLAY, TRAINER, "/robot_0/simulator", "/robot_1/policy"} <= \
+        set(fuzzed.managed_nodes) and fuzzed.lifecycle_calls > 0, fuzzed.managed_nodes
+    assert fuzzed.file_calls > 0 and not fuzzed.counter_regressions, (fuzzed, context)
     for probe in report.probes:  # services and parameters answered with a refusal
         if probe.answer and probe.refusal_answer:
             assert "success=False" in probe.answer or "successful=False" in probe.answer, probe

@@ -191,6 +191,9 @@ def test_files_stay_in_output_dir_and_a_failed_load_keeps_the_contents(tmp_path:
     ok, message, _, _ = service.load("../outside.npz")
     assert not ok and "relative" in message and node.kinds[-1] == "load request"
     assert "no file" in service.load("missing.npz")[1]
+    # A name the file system refuses is a counted refusal, not an error (found by the fuzzing).
+    ok, message, _, _ = service.load("x" * 300)
+    assert not ok and "too long" in message and node.kinds[-1] == "load request"
     small = ReplayBuffer((2,), (1,), 100)
     rows = np.zeros((2, 2), np.float32)
     small.add(rows, np.zeros((2, 1), np.float32), np.zeros(2, np.float32), rows, np.zeros(2, bool),

@@ -470,3 +470,21 @@ def test_a_joint_state_the_loop_does_not_take_holds_the_robot_within_a_period() 
     clock.now += 0.3
     driver.check_deadline()
     assert driver.safety.interventions[TIMEOUT] == 1
+
+
+def test_a_reset_service_may_move_the_joints_at_once() -> None:
+    """sim_robot's reset places the joints without stepping: the same stamp, other positions.
+    That is no implausible state; after the reset, the motion check applies again."""
+    driver, host, _ = started()
+    driver.on_action(np.ones(2))
+    state(driver, 0.1, [0.0, 0.0])
+    for step in range(2, 5):  # to the end of the episode (three steps)
+        driver.on_action(np.ones(2))
+        state(driver, 0.1 * step, [0.0, 0.0])
+    assert driver.loop.phase == RESETTING
+    state(driver, 0.4, [9.0, -9.0])  # the reset's state: joints moved at once
+    driver.reset_answered(answer(host))
+    assert not [r for r in host.of("reject") if "implausible" in r]
+    driver.on_action(np.ones(2))
+    state(driver, 0.5, [-9.0, 9.0])  # 18 m in 0.1 s while acting: refused
+    assert "faster than the velocity limits" in host.of("reject")[-1]

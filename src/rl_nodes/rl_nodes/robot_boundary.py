@@ -189,9 +189,9 @@ class RobotBoundary:
     def _on_operator_success(self, msg: Bool) -> None:
         self.driver.on_operator_success(bool(msg.data))
 
-    @_locked
     def _seen_state(self, msg: JointState, info: dict[str, Any]) -> None:
-        """On the e-stop thread: the robot's state, before the dispatch thread may get to it."""
+        """On the e-stop thread: the robot's state, before the dispatch thread may get to it
+        (no lock: two fields are set, and the deadline check that reads them takes it)."""
         gid = info.get("publisher_gid") if info else None
         if gid is not None and self.source.pinned not in (None, bytes(gid["data"])):
             return
@@ -257,18 +257,22 @@ class RobotBoundary:
     def _stamp_ns(self) -> int:
         return self.node.get_clock().now().nanoseconds
 
+    # Publishing may block (a reliable writer whose reader died: a SIGKILLed learner): it is
+    # posted to run after the callback, outside the lock, so that the e-stop's thread (the
+    # e-stop, the deadlines) never waits for it.
+
     def publish_observation(self, obs: np.ndarray, step: int) -> None:
         self.observation = obs
         # (send_observations: the simulator steps only with an answer to this observation)
-        self.node.send_observations(Observations(
+        self.node.ipc.post(self.node.send_observations, Observations(
             self.node.robot_id, step, obs[None].astype(np.float32), self._stamp_ns()))
 
     def publish_transition(self, transition: Transition) -> None:
-        self.node.publish_experience(
-            self.node.stepper.boundary_transition(transition, self._stamp_ns()))
+        self.node.ipc.post(self.node.publish_experience,
+                           self.node.stepper.boundary_transition(transition, self._stamp_ns()))
 
     def publish_episode(self, episode: EpisodeEnd) -> None:
-        self.node.publish_experience(None, self.node.stepper.boundary_episode(
+        self.node.ipc.post(self.node.publish_experience, None, self.node.stepper.boundary_episode(
             episode, self._stamp_ns()))
 
     def acting_paused(self) -> bool:

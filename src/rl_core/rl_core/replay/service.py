@@ -327,8 +327,10 @@ class ReplayService:
     def _target(self, path: str, what: str) -> Path | FileAnswer:
         """The file of a ``what`` request, or the answer refusing a path outside the directory."""
         try:
-            return confined_path(self.files_dir, path, DEFAULT_FILE)
-        except ValueError as error:
+            target = confined_path(self.files_dir, path, DEFAULT_FILE)
+            target.is_file()  # a name the file system refuses (over 255 bytes) fails here
+            return target
+        except (OSError, ValueError) as error:
             self._reject(what, str(error))
             return False, str(error), 0, path
 

@@ -352,6 +352,8 @@ class RobotDriver:
 
     def _plausible(self, sample: JointSample, clock_now: float) -> bool:
         """Refuse (and hold for) an implausible state; engage the e-stop beyond the envelope."""
+        if self.loop.phase == RESETTING and self.resets_by_service:
+            self.state_check.restart()  # a reset service puts the joints anywhere, at once
         problem = self.state_check.problem(sample, clock_now)
         if problem is not None:
             self.host.reject("joint states", f"implausible: {problem}; robot held")

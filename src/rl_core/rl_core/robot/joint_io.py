@@ -140,7 +140,8 @@ class StateCheck:
         if last is not None and sample.stamp >= last.stamp:
             elapsed = sample.stamp - last.stamp
             moved = np.abs(position - np.asarray(last.position, dtype=np.float64))
-            if np.any(moved > SPEED_SLACK * self.speed * elapsed + MOTION_SLACK):
+            reach = np.where(np.isfinite(self.speed), SPEED_SLACK * self.speed * elapsed, np.inf)
+            if np.any(moved > reach + MOTION_SLACK):
                 return (f"positions moved {np.round(moved, 3).tolist()} in {elapsed:.3f} s, "
                         "faster than the velocity limits allow")
         self._last = sample
