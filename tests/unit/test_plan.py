@@ -505,6 +505,8 @@ def fake_launch(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """
     monkeypatch.setenv("RL_ROS2_WEIGHTS_KEY", "ab" * 32)
     monkeypatch.delenv("RL_ROS2_WEIGHTS_KEY_FILE", raising=False)
+    # The caller's run identity: no run.id is written into the fixed run directories below.
+    monkeypatch.setenv("RL_ROS2_RUN_ID", "fake-launch")
     # A launch without output_dir gets a run directory of its own; a fixed one here.
     monkeypatch.setattr(arguments, "default_output_dir", launch_output_dir)
     launch = types.ModuleType("launch")
