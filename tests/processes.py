@@ -81,3 +81,13 @@ class Child:
                 pass
         self._reader.join(timeout=2.0)
         return self.process.returncode
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float) -> bool:
+    """Whether ``condition()`` came true within ``timeout_s`` (polled every 50 ms)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return condition()

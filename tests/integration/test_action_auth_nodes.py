@@ -9,7 +9,6 @@ import array
 import os
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,7 @@ from rl_nodes.intra_process import IntraProcessManager
 from rl_nodes.policy import PolicyNode
 from rl_nodes.simulator import SimulatorNode
 from tests.integration.in_process import overrides_file, spinning
-from tests.processes import REPO, Child
+from tests.processes import REPO, Child, wait_until
 
 pytestmark = pytest.mark.integration
 CONFIG = REPO / "config" / "cartpole.yaml"
@@ -36,15 +35,6 @@ BIN = Path(sys.executable).parent
 RUN = ActionKeys(bytes(range(50, 82)))
 #: What the forger sends: no genuine action is ever exactly this.
 FORGED_VALUE = 0.8125
-
-
-def wait_until(condition: Callable[[], bool], timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return condition()
 
 
 def key_environment(robot_keys: str) -> dict[str, str]:

@@ -21,7 +21,9 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 CARTPOLE = str(REPO_ROOT / "config" / "cartpole.yaml")
 
 # A stand-in for the rl_nodes executables: robot nodes run until SIGINT; the trainer reports its
-# command line and domain, then finishes (exit 0) once every other node has announced itself.
+# command line and domain, then finishes (exit 0, with result.json in its output_dir, as a real
+# trainer's end leaves: rl-bringup takes a clean exit without it for a stop from outside) once
+# every other node has announced itself.
 FAKE_NODE = textwrap.dedent(
     """\
     #!{python} -S
@@ -34,6 +36,11 @@ FAKE_NODE = textwrap.dedent(
         deadline = time.monotonic() + 20
         while len(os.listdir(marker_dir)) < 3 and time.monotonic() < deadline:
             time.sleep(0.02)
+        for line in open(sys.argv[sys.argv.index("--params-file", 3) + 1]):
+            if line.strip().startswith("output_dir:"):
+                output_dir = line.split(":", 1)[1].strip().strip(chr(39) + chr(34))
+                os.makedirs(output_dir, exist_ok=True)
+                open(os.path.join(output_dir, "result.json"), "w").write("{{}}")
         sys.exit(0 if len(os.listdir(marker_dir)) >= 3 else 9)
     signal.signal(signal.SIGINT, lambda signum, frame: sys.exit(0))
     open(os.path.join(marker_dir, "%s-%d" % (name, os.getpid())), "w").close()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,22 +22,13 @@ from rl_nodes.intra_process import IntraProcessManager
 from rl_nodes.policy import PolicyNode
 from rl_nodes.simulator import SimulatorNode
 from tests.integration.in_process import overrides_file, spinning
-from tests.processes import REPO
+from tests.processes import REPO, wait_until
 
 pytestmark = pytest.mark.integration
 #: Signs statuses as the replay buffer does, with the suite's learner key (tests/conftest.py).
 SIGNER = StatusSigner(weights_auth.load_key())
 CONFIG = REPO / "config" / "cartpole.yaml"
 SILENCE_S = 1.0  # the simulator's STATUS_SILENCE_S, shortened for the test
-
-
-def wait_until(condition: Callable[[], bool], timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return condition()
 
 
 @pytest.fixture

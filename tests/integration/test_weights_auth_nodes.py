@@ -37,7 +37,7 @@ from rl_nodes.intra_process import IntraProcessManager
 from rl_nodes.policy import PolicyNode
 from rl_nodes.simulator import SimulatorNode
 from tests.integration.in_process import overrides_file, spinning
-from tests.processes import REPO, Child
+from tests.processes import REPO, Child, wait_until
 
 pytestmark = pytest.mark.integration
 CONFIG = REPO / "config" / "cartpole.yaml"
@@ -222,15 +222,6 @@ try:
 except KeyboardInterrupt:
     pass
 """
-
-
-def wait_until(condition: Callable[[], bool], timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return condition()
 
 
 class RunARobot(NamedTuple):
