@@ -356,3 +356,15 @@ def test_the_launchers_key_step_hands_out_action_keys_too(tmp_path: Path) -> Non
     assert not keys_of(processes["trainer"]).any_configured
     # The action keys stay out of the environment every process shares.
     assert not set(plan.environment) & {KEY_VARIABLE, ROBOT_KEYS_VARIABLE}
+
+
+def test_a_batch_handed_over_in_process_carries_its_digest_and_a_decoded_one_is_hashed() -> None:
+    """Zero-copy: the policy takes the digest the simulator computed for this very object;
+    a batch decoded from DDS has none (the field is not on the wire) and is hashed."""
+    obs = np.arange(8, dtype=np.float32).reshape(2, 4)
+    local = Observations(0, 3, obs)
+    local.values_digest = action_auth.observation_digest(obs)
+    assert action_auth.batch_digest(local) == local.values_digest
+    decoded = Observations(0, 3, obs.copy())
+    assert decoded.values_digest == b""
+    assert action_auth.batch_digest(decoded) == local.values_digest

@@ -126,8 +126,11 @@ def observation_digest(obs: np.ndarray, payload: bytes = b"") -> bytes:
 
 def batch_digest(batch: ObservedBatch) -> bytes:
     """:func:`observation_digest` of a received batch, with the payload digest it came with
-    (``payload_digest``, set where its frames were decoded from an encoded image)."""
-    return observation_digest(batch.obs, getattr(batch, "payload_digest", b""))
+    (``payload_digest``, set where its frames were decoded from an encoded image); a batch
+    handed over in this process carries the one its publisher computed (``values_digest``)."""
+    payload = getattr(batch, "payload_digest", b"")
+    known = getattr(batch, "values_digest", b"")
+    return known if known and not payload else observation_digest(batch.obs, payload)
 
 
 def action_header(robot_id: int, step: int, actions: np.ndarray, policy_version: int,

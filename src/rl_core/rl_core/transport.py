@@ -32,6 +32,10 @@ class Observations:
     #: SHA-256 of the encoded image ``obs`` were decoded from, b"" for values that came as they
     #: are: what an answer's MAC binds (rl_core.action_auth.batch_digest).
     payload_digest: bytes = b""
+    #: rl_core.action_auth.observation_digest of ``obs``, set by a publisher in this process
+    #: for the subscribers it hands this very object to (zero-copy), so that they need not
+    #: hash it again; never on the wire, so never set on a batch decoded from DDS.
+    values_digest: bytes = field(default=b"", compare=False, repr=False)
 
 
 @dataclass

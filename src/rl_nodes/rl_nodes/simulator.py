@@ -208,7 +208,10 @@ class SimulatorNode(RLNode):
         payload = self.images.publish_observations(data)
         digests = [observation_digest(data.obs, payload)] if payload else []
         if not payload or self.observations_pub.entry.subscriptions:  # values: local, or DDS
-            digests.append(observation_digest(data.obs))
+            # Once: a policy in this process is handed this very object and takes the digest
+            # from it; one across DDS hashes what it decoded.
+            data.values_digest = observation_digest(data.obs)
+            digests.append(data.values_digest)
         self.action_check.expect(self.robot_id, data.step, digests)
 
     def _watchdog(self) -> None:
