@@ -124,6 +124,19 @@ def observation_digest(obs: np.ndarray, payload: bytes = b"") -> bytes:
     return digest.digest()
 
 
+def published_digests(batch: Any, payload: bytes, values_received: bool) -> list[bytes]:
+    """The digests a receiver of ``batch`` may compute (what :meth:`ActionCheck.expect` takes):
+    of the encoded image ``payload`` it went out in, and of its values where someone receives
+    them (``values_received``: a subscriber in this process, or across DDS). The values' digest
+    is left on the batch (``values_digest``), which a subscriber in this process is handed as
+    it is: one hash per batch there, not two."""
+    digests = [observation_digest(batch.obs, payload)] if payload else []
+    if not payload or values_received:
+        batch.values_digest = observation_digest(batch.obs)
+        digests.append(batch.values_digest)
+    return digests
+
+
 def batch_digest(batch: ObservedBatch) -> bytes:
     """:func:`observation_digest` of a received batch, with the payload digest it came with
     (``payload_digest``, set where its frames were decoded from an encoded image); a batch

@@ -126,8 +126,7 @@ class IntraProcessManager:
             (malformed shapes, bad checksum); the subscription keeps running.
         :param stepping: a stepping topic: waited on alone while a step's reply is due
             (rl_nodes.stepping_wait).
-        :param with_sender: ``callback(obj, sender)`` with the DDS publisher's GID (bytes), or
-            ``None`` for a publisher of this process.
+        :param with_sender: ``callback(obj, sender)``: the DDS publisher's GID, None if local.
         """
         ipc_sub = IntraProcessSubscription(self, node, callback, topic_type, on_reject, stepping,
                                            with_sender)

@@ -42,10 +42,6 @@ if TYPE_CHECKING:
     from rl_nodes.simulator import SimulatorNode
 
 
-#: Bounds of the deadline checks' period (a quarter of the control period).
-DEADLINE_TICK_MIN_S, DEADLINE_TICK_MAX_S = 0.005, 0.05
-
-
 def _locked(method: Callable[..., Any]) -> Callable[..., Any]:
     """Run a method of RobotBoundary under its lock: the e-stop thread and the dispatch thread
     both drive the robot and send commands."""
@@ -93,9 +89,8 @@ class RobotBoundary:
         # The command deadlines on the e-stop's thread, not the dispatch thread they guard (a
         # gradient step or the run's final checkpoint there must not leave a command standing):
         # it sees each joint state too, and checks four times a control period.
-        tick = min(max(self.driver.period / 4, DEADLINE_TICK_MIN_S), DEADLINE_TICK_MAX_S)
         self._estop = EStopListener(node, self._on_estop, self._on_release,
-                                    (tick, self._check_deadline))
+                                    (self.driver.deadline_tick, self._check_deadline))
         self._estop.node.create_subscription(JointState, joint_states.topic_name,
                                              self._seen_state,
                                              graph.ROBOT_JOINT_STATES.qos.profile())
@@ -193,9 +188,8 @@ class RobotBoundary:
         """On the e-stop thread: the robot's state, before the dispatch thread may get to it
         (no lock: two fields are set, and the deadline check that reads them takes it)."""
         gid = info.get("publisher_gid") if info else None
-        if gid is not None and self.source.pinned not in (None, bytes(gid["data"])):
-            return
-        self.driver.state_seen(msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec)
+        if self.source.may_be(bytes(gid["data"]) if gid else None):
+                self.driver.state_seen(msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec)
 
     @_locked
     def _on_estop(self, engaged: bool) -> None:

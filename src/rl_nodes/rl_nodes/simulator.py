@@ -18,7 +18,7 @@ import numpy as np
 
 from rl_core import stepping, variables
 from rl_core.acting import ActingGate, Pacer
-from rl_core.action_auth import ActionCheck, observation_digest
+from rl_core.action_auth import ActionCheck, published_digests
 from rl_core.config import BoundaryConfig, SimulatorConfig
 from rl_core.envs import VectorEnv
 from rl_core.signed_status import StatusCheck
@@ -206,13 +206,8 @@ class SimulatorNode(RLNode):
         or the encoded image that crossed DDS; rl_core.action_auth)."""
         self.observations_pub.publish(data)
         payload = self.images.publish_observations(data)
-        digests = [observation_digest(data.obs, payload)] if payload else []
-        if not payload or self.observations_pub.entry.subscriptions:  # values: local, or DDS
-            # Once: a policy in this process is handed this very object and takes the digest
-            # from it; one across DDS hashes what it decoded.
-            data.values_digest = observation_digest(data.obs)
-            digests.append(data.values_digest)
-        self.action_check.expect(self.robot_id, data.step, digests)
+        self.action_check.expect(self.robot_id, data.step, published_digests(
+            data, payload, bool(self.observations_pub.entry.subscriptions)))
 
     def _watchdog(self) -> None:
         now = time.monotonic()

@@ -58,6 +58,8 @@ WAITING_FOR_SERVICE = "waiting"
 #: A joint state the loop has not taken this many control periods after it came holds the
 #: robot: with the hold's delivery, within one period of the last command (a stalled loop).
 STALL_PERIODS = 0.75
+#: Bounds of the deadline checks' period (seconds).
+DEADLINE_TICK_S = (0.005, 0.05)
 #: Transitions after which the robot time they span is compared with the control period.
 RATE_CHECK_TRANSITIONS = 100
 #: The achieved control rate may differ from the task's by this fraction without a warning.
@@ -434,6 +436,12 @@ class RobotDriver:
                            "joint_states rate to the task's control rate")
 
     # --- time ---------------------------------------------------------------------------------
+
+    @property
+    def deadline_tick(self) -> float:
+        """How often :meth:`check_deadline` must run: four times a control period, within
+        :data:`DEADLINE_TICK_S`."""
+        return min(max(self.period / 4, DEADLINE_TICK_S[0]), DEADLINE_TICK_S[1])
 
     def state_seen(self, stamp: float) -> None:
         """The robot published a state stamped ``stamp`` (seen on the deadline's thread, before

@@ -105,6 +105,11 @@ class StateSource:
         self.refused += 1
         return False
 
+    def may_be(self, gid: bytes | None) -> bool:
+        """Whether a state from ``gid`` may be the robot's, without pinning or counting (what
+        another thread that sees the states too asks)."""
+        return gid is None or self.pinned is None or gid == self.pinned
+
 
 class StateCheck:
     """Refuses joint states that no robot with these limits can be in.
