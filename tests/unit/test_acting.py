@@ -136,3 +136,14 @@ def test_acting_stops_when_the_run_is_done_and_goes_on_with_a_new_budget() -> No
     assert gate.on_status(False, False, now=3.0, done=True).resumed is False  # limiter off: still
     assert gate.on_status(True, False, now=4.0, done=False).resumed  # resumed with more budget
     assert not gate.paused and not gate.done
+
+
+def test_a_status_change_says_what_changed() -> None:
+    gate = ActingGate(2.0)
+    first = gate.on_status(True, False, 0.0)
+    assert first.lines(100, True) == ["the replay buffer reports; acting follows its rate limiter"]
+    assert gate.on_tick(3.0)  # silent: acting pauses
+    again = gate.on_status(True, False, 3.5, done=True)
+    assert again.lines(100, True) == [
+        "the replay buffer says the run is done (100 transitions): acting stops",
+        "the replay buffer reports again; acting follows its rate limiter"]

@@ -81,8 +81,8 @@ class Host:
     def reject(self, what: str, reason: str) -> None:
         self.events.append(("reject", f"{what}: {reason}"))
 
-    def warn(self, text: str, throttle_s: float = 0.0) -> None:
-        self.events.append(("warn", (text, throttle_s)))
+    def warn(self, text: str) -> None:
+        self.events.append(("warn", (text, 0.0)))
 
     def info(self, text: str) -> None:
         self.events.append(("info", text))
@@ -193,12 +193,16 @@ def test_no_action_within_the_deadline_holds_the_robot_and_observes_afresh() -> 
     clock.now += 0.2
     driver.check_deadline()
     np.testing.assert_allclose(host.of("send")[0], [0.0, 0.0])  # velocity hold
-    text, throttle_s = host.of("warn")[0]
+    text, _ = host.of("warn")[0]
     assert text.startswith("no action within command_timeout 0.5 s: robot held")
-    assert throttle_s > 0 and driver.loop.phase == WAITING
+    assert driver.loop.phase == WAITING
     assert driver.safety.interventions[TIMEOUT] == 1
     state(driver, 0.1, [1.0, -1.0])
     assert host.of("observation")[-1][0] == 1
+    # The warning is throttled: a second deadline within 5 s holds again without repeating it.
+    clock.now += 0.6
+    driver.check_deadline()
+    assert driver.safety.interventions[TIMEOUT] == 2 and len(host.of("warn")) == 1
 
 
 def test_a_lost_joint_state_after_a_command_holds_the_robot() -> None:

@@ -59,9 +59,11 @@ def stepper(sizes: list[int], random_steps: int = 0) -> Stepper:
     return Stepper(lanes, random_steps, np.random.default_rng(0), robot_id=4, stream=77)
 
 
-def test_seeds_and_lane_sizes() -> None:
+def test_seeds_and_lane_sizes(monkeypatch: pytest.MonkeyPatch) -> None:
     assert simulator_seed(7, 2, 0) == 2007
     assert simulator_seed(7, 2, 1) != simulator_seed(7, 2, 0)  # a respawn draws afresh
+    monkeypatch.setenv("RL_ROS2_RESTART_COUNT", "1")  # as the supervisor sets it on a respawn
+    assert simulator_seed(7, 2) == simulator_seed(7, 2, 1)
     assert lane_sizes(5, pipeline=True) == [2, 3]
     assert lane_sizes(5, pipeline=False) == [5]
     assert lane_sizes(1, pipeline=True) == [1]  # nothing to pipeline
@@ -254,6 +256,11 @@ def test_a_scripted_operator_takes_about_its_share_of_episodes() -> None:
         taken += bool(operator.driving[0])
         operator.episodes_ended(np.zeros(1, dtype=np.int64))
     assert 150 <= taken <= 250  # 10 % of 2000 episodes, +-5 standard deviations
+    assert operator.describe("Task-v0") == ("expert interventions: the scripted expert of "
+                                            "Task-v0 takes 10% of the episodes")
+    first_steps = ScriptedIntervention(Halving(), 2, 1, 0.5, 6, np.random.default_rng(3))
+    assert first_steps.describe("Task-v0").endswith("50% of the episodes that start in the first "
+                                                    "6 steps")
 
 
 def test_a_scripted_operator_drives_a_ros2_control_robot_from_its_observation() -> None:

@@ -25,6 +25,21 @@ class StatusChange(NamedTuple):
     #: The replay buffer has just said that the run is done: acting stops.
     finished: bool = False
 
+    def lines(self, total_env_steps: int, rate_limited: bool) -> list[str]:
+        """What a simulator logs of this change (``total_env_steps``, ``rate_limited``: the
+        status's)."""
+        lines = []
+        if self.finished:
+            lines.append(f"the replay buffer says the run is done ({total_env_steps} "
+                         "transitions): acting stops")
+        if self.first:
+            lines.append("the replay buffer reports; acting follows its rate limiter"
+                         if rate_limited else
+                         "the replay buffer reports; its rate limiter is off: acting runs free")
+        if self.heard_again:
+            lines.append("the replay buffer reports again; acting follows its rate limiter")
+        return lines
+
 
 class ActingGate:
     """Acting pauses while the replay buffer's rate limiter says so, while a rate-limited

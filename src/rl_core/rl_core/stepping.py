@@ -16,11 +16,13 @@ the random) actions while one drives; those rows are flagged ``intervened`` in t
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
+from rl_core import variables
 from rl_core.acting import ActingGate
 from rl_core.envs import VectorEnv
 from rl_core.robot.boundary import EpisodeEnd, Transition
@@ -33,10 +35,12 @@ RESTART_SEED_STRIDE = 1_000_003
 BOUNDARY_ENV_IDS = np.zeros(1, dtype=np.uint32)
 
 
-def simulator_seed(seed: int, robot_id: int, restarts: int) -> int:
+def simulator_seed(seed: int, robot_id: int, restarts: int | None = None) -> int:
     """The seed of robot ``robot_id``'s environments. A respawned simulator (the supervisor
-    counts ``restarts``) continues with a fresh seed stream instead of repeating the data of
-    its first run."""
+    counts ``restarts``; ``None``: its ``RL_ROS2_RESTART_COUNT`` in this process' environment)
+    continues with a fresh seed stream instead of repeating the data of its first run."""
+    if restarts is None:
+        restarts = int(os.environ.get(variables.RESTART_COUNT, "0") or 0)
     return seed + 1000 * robot_id + RESTART_SEED_STRIDE * restarts
 
 

@@ -243,6 +243,12 @@ class ScriptedIntervention(Intervention):
             raise ConfigError(f"expert_interventions: {error}") from None
         return cls(expert, action_size, envs, share, until_steps, np.random.default_rng(seed))
 
+    def describe(self, env_id: str) -> str:
+        """One line saying who takes over which episodes."""
+        first = f" that start in the first {self.until_steps} steps" if self.until_steps else ""
+        return (f"expert interventions: the scripted expert of {env_id} takes {self.share:.0%} "
+                f"of the episodes{first}")
+
     def episodes_ended(self, env_ids: np.ndarray) -> None:
         """Draw whether the expert takes each of the next episodes of ``env_ids``."""
         early = not self.until_steps or self.steps < self.until_steps

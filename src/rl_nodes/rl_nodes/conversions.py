@@ -14,11 +14,13 @@ from __future__ import annotations
 import array
 import functools
 import importlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, TypeVar
 
 import numpy as np
-from builtin_interfaces.msg import Time
+from builtin_interfaces.msg import Duration, Time
+from std_msgs.msg import Float64MultiArray
 
 from rl_core import wire
 from rl_core.transport import (
@@ -284,3 +286,25 @@ def topic_type(ros_type: str) -> TopicType[Any]:
         return plain(getattr(importlib.import_module(f"{package}.msg"), name))
     except (ImportError, AttributeError) as error:
         raise ValueError(f"message type {ros_type!r} cannot be imported: {error}") from error
+
+
+def command_message(command: Any, kind: str, joints: Sequence[str], interface: str,
+                    period: float, stamp: Any) -> Any:
+    """A robot command as its controller takes it: ``std_msgs/Float64MultiArray`` (``kind``
+    ``commands``), or a ``trajectory_msgs/JointTrajectory`` of one point one control period
+    ahead whose ``interface`` field holds the values."""
+    # Not at the top: the edge install (requirements-edge.txt) has no trajectory_msgs, nor
+    # what sim_robot_config imports.
+    from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+    from rl_core.robot.sim_robot_config import TRAJECTORY_FIELDS
+
+    values = [float(v) for v in command]
+    if kind == "commands":
+        return Float64MultiArray(data=values)
+    point = JointTrajectoryPoint(time_from_start=Duration(sec=int(period),
+                                                          nanosec=int(period % 1 * 1e9)))
+    setattr(point, TRAJECTORY_FIELDS[interface], values)
+    msg = JointTrajectory(joint_names=list(joints), points=[point])
+    msg.header.stamp = stamp
+    return msg

@@ -117,16 +117,13 @@ class IntraProcessManager:
 
     def create_subscription(self, node: Node, topic_type: TopicType[T], topic: str,
                             callback: Callable[[T], None], qos: QoSProfile | int,
-                            on_reject: Callable[[str], None] | None = None,
-                            stepping: bool = False,
+                            on_reject: Callable[[str], None] | None = None, stepping: bool = False,
                             with_sender: bool = False) -> IntraProcessSubscription[T]:
         """A subscription fed by local publishers (same object) and by DDS (decoded).
 
-        :param on_reject: called with the reason when a message from DDS fails to decode
-            (malformed shapes, bad checksum); the subscription keeps running.
-        :param stepping: a stepping topic: waited on alone while a step's reply is due
-            (rl_nodes.stepping_wait).
-        :param with_sender: ``callback(obj, sender)``: the DDS publisher's GID, None if local.
+        :param on_reject: told why a message from DDS failed to decode (it keeps running).
+        :param stepping: a stepping topic: waited on alone while a step's reply is due.
+        :param with_sender: call ``callback(obj, sender)``, the DDS publisher's GID or None.
         """
         ipc_sub = IntraProcessSubscription(self, node, callback, topic_type, on_reject, stepping,
                                            with_sender)

@@ -6,36 +6,32 @@ joint_state_broadcaster's), commands out (``<namespace>/<controller>/commands`` 
 ``std_msgs/Float64MultiArray`` for a forward command controller, or
 ``<namespace>/<controller>/joint_trajectory`` for joint_trajectory_controller), the e-stop
 (``<namespace>/estop``, ``std_msgs/Bool``; its signed release on ``estop/release`` and its
-state on ``estop/state``: rl_core.robot.estop), with ``operator_success`` an operator's verdict
-(``<namespace>/operator_success``, ``std_msgs/Bool``) and the robot's reset service. The command deadline
-runs on a steady-clock timer, so it keeps watching when simulated time stops.
+state on ``estop/state``: rl_core.robot.estop), an operator's verdict (``operator_success``,
+``std_msgs/Bool``) and the reset service. The e-stop and the deadlines run on a thread of their
+own, on a steady clock, so they hold the robot when the dispatch thread or simulated time stops.
 """
 
 from __future__ import annotations
 
 import functools
-import math
 import threading
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from builtin_interfaces.msg import Duration
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, Float64MultiArray, String
-from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+from trajectory_msgs.msg import JointTrajectory
 
 from rl_core.config import BoundaryConfig, ConfigError
 from rl_core.robot import JointTarget, estop
 from rl_core.robot.boundary import EpisodeEnd, Transition
 from rl_core.robot.driver import RobotDriver
 from rl_core.robot.joint_io import StateSource
-from rl_core.robot.sim_robot_config import TRAJECTORY_FIELDS
 from rl_core.robot.task import Task
 from rl_core.stepping import check_actions
 from rl_nodes import graph
-from rl_nodes.conversions import Actions, Observations, plain
+from rl_nodes.conversions import Actions, Observations, command_message, plain
 from rl_nodes.estop_listener import EStopListener
 
 if TYPE_CHECKING:
@@ -85,7 +81,6 @@ class RobotBoundary:
         self._lock = threading.RLock()
         #: The newest observation published (what the next action answers).
         self.observation: np.ndarray | None = None
-        self._warned_at: dict[str, float] = {}  # when each warning text was last logged
         # The command deadlines on the e-stop's thread, not the dispatch thread they guard (a
         # gradient step or the run's final checkpoint there must not leave a command standing):
         # it sees each joint state too, and checks four times a control period.
@@ -161,7 +156,7 @@ class RobotBoundary:
 
     def _publishing(self, topic: str, gid: bytes) -> bool:
         """Whether the publisher ``gid`` is still on ``topic``."""
-        return any(bytes(info.endpoint_gid)[:len(gid)] == gid[:len(info.endpoint_gid)]
+        return any(bytes(info.endpoint_gid)[:16] == gid[:16]
                    for info in self.node.get_publishers_info_by_topic(topic))
 
     def on_actions(self, msg: Actions) -> None:
@@ -224,18 +219,9 @@ class RobotBoundary:
     # --- the driver's host ---------------------------------------------------------------------
 
     def send(self, command: np.ndarray) -> None:
-        values = [float(v) for v in command]
-        if self.config.command_topic == "commands":
-            msg: Any = Float64MultiArray(data=values)
-        else:
-            msg = JointTrajectory(joint_names=list(self.driver.command_joints))
-            seconds = self.driver.period
-            point = JointTrajectoryPoint(time_from_start=Duration(
-                sec=int(seconds), nanosec=int(seconds % 1 * 1e9)))
-            setattr(point, TRAJECTORY_FIELDS[self.interface], values)
-            msg.points = [point]
-            msg.header.stamp = self.node.get_clock().now().to_msg()
-        self.command_pub.publish(msg)
+        self.command_pub.publish(command_message(
+            command, self.config.command_topic, self.driver.command_joints, self.interface,
+            self.driver.period, self.node.get_clock().now().to_msg()))
 
     def request_reset(self, target: JointTarget) -> Any:
         if self.reset_client is None or not self.reset_client.service_is_ready():
@@ -251,9 +237,8 @@ class RobotBoundary:
     def _stamp_ns(self) -> int:
         return self.node.get_clock().now().nanoseconds
 
-    # Publishing may block (a reliable writer whose reader died: a SIGKILLed learner): it is
-    # posted to run after the callback, outside the lock, so that the e-stop's thread (the
-    # e-stop, the deadlines) never waits for it.
+    # Publishing may block (a reliable writer whose reader died): it is posted to run after the
+    # callback, outside the lock, so that the e-stop's thread never waits for it.
 
     def publish_observation(self, obs: np.ndarray, step: int) -> None:
         self.observation = obs
@@ -275,14 +260,7 @@ class RobotBoundary:
     def reject(self, what: str, reason: str) -> None:
         self.node.reject(what, reason)
 
-    def warn(self, text: str, throttle_s: float = 0.0) -> None:
-        """Log a warning, one of the same text at most once per ``throttle_s`` (rclpy's own
-        throttle keys on the call site, which every warning shares here, and refuses a call
-        site whose throttle changes)."""
-        now = time.monotonic()
-        if throttle_s > 0 and now - self._warned_at.get(text, -math.inf) < throttle_s:
-            return
-        self._warned_at[text] = now
+    def warn(self, text: str) -> None:
         self.node.get_logger().warning(text)
 
     def info(self, text: str) -> None:

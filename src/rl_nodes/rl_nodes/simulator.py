@@ -11,12 +11,11 @@ rl_nodes.simulator_images says; the payload bytes sent over DDS are counted on `
 
 from __future__ import annotations
 
-import os
 import time
 
 import numpy as np
 
-from rl_core import stepping, variables
+from rl_core import stepping
 from rl_core.acting import ActingGate, Pacer
 from rl_core.action_auth import ActionCheck, published_digests
 from rl_core.config import BoundaryConfig, SimulatorConfig
@@ -39,7 +38,6 @@ RESEND_AFTER_S = 1.0  # watchdog: republish observations unanswered for this lon
 #: With the rate limiter on, acting pauses when no /replay_status came for this long: twice the
 #: longest interval between statuses that the graph accepts.
 STATUS_SILENCE_S = 2.0 / graph.REPLAY_STATUS.rate_hz[0]
-RESTART_VARIABLE = variables.RESTART_COUNT  # set by the rl-bringup supervisor on respawn
 
 
 class SimulatorNode(RLNode):
@@ -53,8 +51,7 @@ class SimulatorNode(RLNode):
         watch_config(self, lambda: self.config, self._apply_config)
         watch_config(self, lambda: self.boundary_config, self._apply_boundary_config)
         self.robot_id = robot_id_from_namespace(self.get_namespace())
-        seed = stepping.simulator_seed(self.config.seed, self.robot_id,
-                                       int(os.environ.get(RESTART_VARIABLE, "0") or 0))
+        seed = stepping.simulator_seed(self.config.seed, self.robot_id)
         self.boundary: RobotBoundary | None = None
         self.display: RvizDisplay | None = None
         ros2_control = self.boundary_config.robot_interface == "ros2_control"
@@ -104,14 +101,11 @@ class SimulatorNode(RLNode):
         if self.config.teleop:
             self.stepper.intervention = TeleopInput(self, int(np.prod(action_shape))).intervention
         elif self.config.expert_interventions:
-            self.stepper.intervention = ScriptedIntervention.for_task(
+            expert = ScriptedIntervention.for_task(
                 self.config.env_id, int(np.prod(action_shape)), envs,
                 self.config.expert_interventions, self.config.expert_interventions_steps, seed)
-            self.get_logger().info(
-                f"expert interventions: the scripted expert of {self.config.env_id} takes "
-                f"{self.config.expert_interventions:.0%} of the episodes"
-                + (f" that start in the first {self.config.expert_interventions_steps} steps"
-                   if self.config.expert_interventions_steps else ""))
+            self.stepper.intervention = expert
+            self.get_logger().info(expert.describe(self.config.env_id))
 
     @property
     def acting_paused(self) -> bool:
@@ -212,8 +206,7 @@ class SimulatorNode(RLNode):
     def _watchdog(self) -> None:
         now = time.monotonic()
         if self.gate.on_tick(now):
-            if self.boundary is not None:
-                self.boundary.stop_acting()  # the learner is lost: acting stops here
+            self.pause()  # the learner is lost
             self.get_logger().warning(
                 f"no /replay_status for {self.gate.silent_for(now):.1f} s: the replay buffer is "
                 "unreachable, and experience sent now would be lost; acting paused until it "
@@ -262,23 +255,15 @@ class SimulatorNode(RLNode):
             return
         change = self.gate.on_status(bool(msg.rate_limited), bool(msg.acting_paused),
                                      time.monotonic(), bool(msg.done))
-        if change.finished:
-            self.get_logger().info(f"the replay buffer says the run is done "
-                                   f"({msg.total_env_steps} transitions): acting stops")
-        if change.first:
-            self.get_logger().info(
-                "the replay buffer reports; acting follows its rate limiter" if msg.rate_limited
-                else "the replay buffer reports; its rate limiter is off: acting runs free")
-        if change.heard_again:
-            self.get_logger().info("the replay buffer reports again; acting follows its rate "
-                                   "limiter")
+        for line in change.lines(msg.total_env_steps, bool(msg.rate_limited)):
+            self.get_logger().info(line)
         if change.resumed:
             self.resume()
-        elif self.boundary is not None and self.acting_paused:
-            self.boundary.stop_acting()  # a pause or the run's end: the robot is held now
+        elif self.acting_paused:
+            self.pause()  # the rate limiter's pause or the run's end
 
     def pause(self) -> None:
-        """Deactivated (lifecycle): acting stops, and a robot is held now."""
+        """Acting stops (deactivated, paused, the run's end, no buffer): a robot is held now."""
         if self.boundary is not None:
             self.boundary.stop_acting()
 

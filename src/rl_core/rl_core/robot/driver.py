@@ -95,8 +95,8 @@ class DriverHost(Protocol):
     def reject(self, what: str, reason: str) -> None:
         """Count and log a rejected input."""
 
-    def warn(self, text: str, throttle_s: float = 0.0) -> None:
-        """Log a warning (at most once per ``throttle_s`` seconds when it is > 0)."""
+    def warn(self, text: str) -> None:
+        """Log a warning (the driver throttles repeated ones itself)."""
 
     def info(self, text: str) -> None: ...
 
@@ -173,6 +173,7 @@ class RobotDriver:
         self._withheld = False  # an observation held back while acting is paused
         self._held_for_pause = False
         self._rate_checked = False
+        self._warned_at: dict[str, float] = {}  # when each throttled warning was last given
         self._spans: list[float] = []  # robot time each transition spans, until checked
 
     # --- episodes -----------------------------------------------------------------------------
@@ -241,7 +242,7 @@ class RobotDriver:
         now = self.clock()
         self._last_state_at = now
         if sample.stamp < self._last_stamp and self.loop.phase != RESETTING:
-            self.host.warn(
+            self._warn(
                 f"the robot's clock went back ({self._last_stamp:.3f} -> {sample.stamp:.3f} s: "
                 "restarted?); the episode in progress ends here, a new one begins")
             self.state_check.restart()
@@ -288,7 +289,7 @@ class RobotDriver:
         if self.loop.declare_success():
             self.host.info(f"operator: episode {self.loop.episodes + 1} counts as a success")
         else:
-            self.host.warn("operator success between episodes (while resetting): ignored",
+            self._warn("operator success between episodes (while resetting): ignored",
                            throttle_s=1.0)
 
     def on_estop(self, engaged: bool) -> bool:
@@ -315,7 +316,7 @@ class RobotDriver:
         self.estop_reason = reason
         self.latch.engaged(reason)
         self.host.publish_estop(True, self.release_check.new_challenge(), reason)
-        self.host.warn(f"e-stop ({reason}): robot held, acting paused until a release signed "
+        self._warn(f"e-stop ({reason}): robot held, acting paused until a release signed "
                        "with the run's key (rl-bringup estop release)")
 
     def release(self, text: str | None) -> bool:
@@ -430,10 +431,19 @@ class RobotDriver:
         self._rate_checked = True
         median = float(np.median(self._spans))
         if abs(median / self.period - 1.0) > RATE_TOLERANCE:
-            self.host.warn(f"the robot's joint states come every {1e3 * median:.0f} ms of its "
+            self._warn(f"the robot's joint states come every {1e3 * median:.0f} ms of its "
                            f"clock, the task's control period is {1e3 * self.period:.0f} ms: "
                            "the boundary acts on every new joint state, so set the robot's "
                            "joint_states rate to the task's control rate")
+
+    def _warn(self, text: str, throttle_s: float = 0.0) -> None:
+        """Warn through the host, one of the same text at most once per ``throttle_s`` of the
+        steady clock (the host's logger keys its own throttle on the call site)."""
+        now = self.clock()
+        if throttle_s > 0 and now - self._warned_at.get(text, -float("inf")) < throttle_s:
+            return
+        self._warned_at[text] = now
+        self.host.warn(text)
 
     # --- time ---------------------------------------------------------------------------------
 
@@ -456,7 +466,7 @@ class RobotDriver:
         when no action or no joint state came within ``command_timeout``."""
         now = self.clock()
         if self._reset_pending == WAITING_FOR_SERVICE:
-            self.host.warn(f"no reset service {self.config.reset_service} yet: the robot waits "
+            self._warn(f"no reset service {self.config.reset_service} yet: the robot waits "
                            "for it; a robot without one needs reset:=homing", throttle_s=10.0)
             self._begin_episode()
         elif (self._reset_pending is not None
@@ -469,7 +479,7 @@ class RobotDriver:
                 and self.resets_by_service and now - self._reset_answered_at > timeout):
             # A lockstep robot publishes a state when reset or commanded: one lost on its way
             # (its first, before the subscription matched) would leave nothing to act on.
-            self.host.warn("no joint state from the robot since its reset; asking for the "
+            self._warn("no joint state from the robot since its reset; asking for the "
                            "reset again (is joint_states published?)", throttle_s=5.0)
             self._begin_episode()
             return
@@ -488,7 +498,7 @@ class RobotDriver:
             hold = self.loop.timed_out()  # None while homing: hold all the same
             self._send(self.safety.hold(self.loop.latest) if hold is None else hold)
             self._flush_transition()
-            self.host.warn("the loop has not taken the robot's newest joint state within "
+            self._warn("the loop has not taken the robot's newest joint state within "
                            f"{STALL_PERIODS:g} control periods: robot held (its thread is "
                            "stalled: a learner's work beside it, a blocked publish?)",
                            throttle_s=5.0)
@@ -507,7 +517,7 @@ class RobotDriver:
             if hold is not None:
                 self._send(hold)
                 self._flush_transition()
-                self.host.warn(f"{what} within command_timeout {timeout} s: robot held (are "
+                self._warn(f"{what} within command_timeout {timeout} s: robot held (are "
                                "the policy and the robot running?)", throttle_s=5.0)
 
     # --- reporting ----------------------------------------------------------------------------
