@@ -69,6 +69,21 @@ def test_local_subscriber_gets_the_same_object_without_serialisation(ros) -> Non
     assert manager.stats["dds_publications"] == 0
 
 
+def test_a_forgotten_node_gets_nothing_more_not_even_what_was_queued(ros) -> None:
+    """A node unloaded from a container (forget_node) has closed its state: deliveries queued
+    before the unload must not reach it (an unloaded simulator stepped closed envs)."""
+    node, manager = ros
+    topic_type, _ = counting(OBSERVATIONS)
+    received: list[Observations] = []
+    publisher = manager.create_publisher(node, topic_type, "/zc/forgotten", STREAM_QOS)
+    manager.create_subscription(node, topic_type, "/zc/forgotten", received.append, STREAM_QOS)
+    publisher.publish(sample(0))  # queued, not yet delivered
+    manager.forget_node(node)
+    publisher.publish(sample(1))
+    manager.spin_until(lambda: False, timeout_s=0.3)
+    assert received == []
+
+
 def test_publish_never_calls_subscribers_reentrantly(ros) -> None:
     node, manager = ros
     depth = [0]

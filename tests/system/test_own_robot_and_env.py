@@ -48,6 +48,21 @@ GYM_ARGUMENTS = ("total_env_steps:=2000", "learning_starts:=500", "random_steps:
                  "eval_episodes:=2")
 
 
+#: A run on point_robot.py: the user's task, no reset service (homed), its URDF's limits.
+OWN_ROBOT_ARGUMENTS = ("robot_interface:=ros2_control", "sim_robot:=false",
+                       "task:=point_reach:PointReach", "reset:=homing",
+                       f"limits_urdf:={USER_PACKAGES / 'point_robot.urdf'}")
+
+
+def start_point_robot(env: dict[str, str]) -> Child:
+    """point_robot.py in /robot_0, once it is ready (stopped by PID if it is not)."""
+    robot = Child([sys.executable, str(USER_PACKAGES / "point_robot.py"), "/robot_0"], env=env)
+    if robot.wait_for_line(lambda line: "point robot ready" in line, 60.0) is None:
+        robot.stop(grace_s=10.0)
+        pytest.fail(f"point_robot.py did not come up:\n{robot.output()}")
+    return robot
+
+
 def user_env(ros_env: dict[str, str]) -> dict[str, str]:
     """The fixture's environment (loopback discovery, the test's domain) with the user's
     packages importable."""
@@ -74,14 +89,9 @@ def test_own_robot_and_task_train_by_launch_arguments(tmp_path: Path, ros_env) -
     """A robot that is not sim_robot (point_robot.py, no reset service: the boundary homes it)
     and a task module outside src/ train a run end to end."""
     env = user_env(ros_env)
-    robot = Child([sys.executable, str(USER_PACKAGES / "point_robot.py"), "/robot_0"], env=env)
+    robot = start_point_robot(env)
     try:
-        assert robot.wait_for_line(lambda line: "point robot ready" in line, 60.0), \
-            robot.output()
-        run = launch("colocated", tmp_path, env, "robot_interface:=ros2_control",
-                     "sim_robot:=false", "task:=point_reach:PointReach", "reset:=homing",
-                     f"limits_urdf:={USER_PACKAGES / 'point_robot.urdf'}",
-                     *POINT_REACH_ARGUMENTS)
+        run = launch("colocated", tmp_path, env, *OWN_ROBOT_ARGUMENTS, *POINT_REACH_ARGUMENTS)
         code = finish(run, 600.0)
     finally:
         robot.stop(grace_s=10.0)
@@ -185,15 +195,11 @@ def test_own_robot_is_held_at_every_end_of_acting(tmp_path: Path, ros_env) -> No
     silent) and when the run is stopped with SIGINT; between them the change per period never
     exceeds the limit. About 60 s."""
     env = user_env(ros_env)
-    robot = Child([sys.executable, str(USER_PACKAGES / "point_robot.py"), "/robot_0"], env=env)
+    robot = start_point_robot(env)
     run = None
     try:
-        assert robot.wait_for_line(lambda line: "point robot ready" in line, 60.0), \
-            robot.output()
-        run = launch("hybrid", tmp_path, env, "robot_interface:=ros2_control",
-                     "sim_robot:=false", "task:=point_reach:PointReach", "reset:=homing",
-                     f"limits_urdf:={USER_PACKAGES / 'point_robot.urdf'}",
-                     "total_env_steps:=1000000", "learning_starts:=200", "random_steps:=200")
+        run = launch("hybrid", tmp_path, env, *OWN_ROBOT_ARGUMENTS, "total_env_steps:=1000000",
+                     "learning_starts:=200", "random_steps:=200")
         assert run.wait_for_line(lambda line: "[trainer]: steps" in line
                                  and " updates 0 " not in line, 240.0), run.output()[-4000:]
         learner = re.compile(r"started learner \(pid (\d+)\)")

@@ -28,7 +28,8 @@ def test_entries_services_and_forgetting_one_owner() -> None:
     registry.add_service("/replay_buffer/sample", gone.handle)
     registry.add_service("/robot_1/policy/get_action", kept.handle)
 
-    registry.forget(gone)
+    dropped = entry.subscriptions[0]
+    assert registry.forget(gone) == [dropped]  # its queued deliveries are dropped by the caller
     assert [item.node for item in entry.publishers] == [kept] and entry.subscriptions == []
     assert registry.service("/replay_buffer/sample") is None
     assert registry.service("/robot_1/policy/get_action") == kept.handle

@@ -51,13 +51,17 @@ class LocalRegistry:
     def service(self, name: str) -> Callable[[Any], Any] | None:
         return self._services.get(name)
 
-    def forget(self, owner: object) -> None:
-        """Drop ``owner``'s endpoints and the services bound to it."""
+    def forget(self, owner: object) -> list[Any]:
+        """Drop ``owner``'s endpoints and the services bound to it; returns its subscriptions
+        (deliveries already queued for them must be dropped too)."""
+        dropped: list[Any] = []
         with self.lock:
             for entry in self._topics.values():
                 entry.publishers[:] = [item for item in entry.publishers if item.node is not owner]
+                dropped += [item for item in entry.subscriptions if item.node is owner]
                 entry.subscriptions[:] = [item for item in entry.subscriptions
                                           if item.node is not owner]
             for name, handler in list(self._services.items()):
                 if getattr(handler, "__self__", None) is owner:
                     del self._services[name]
+        return dropped

@@ -140,9 +140,9 @@ class IntraProcessManager:
         return ipc_sub
 
     def forget_node(self, node: Node) -> None:
-        """Drop ``node``'s local endpoints and services (a node unloaded from a container):
-        nothing is handed to it any more."""
-        self._registry.forget(node)
+        """Drop ``node``'s local endpoints, services and queued deliveries (a node unloaded)."""
+        for subscription in self._registry.forget(node):
+            subscription.forgotten = True
 
     def create_timer(self, node: Node, period_s: float, callback: Callable[[], None]) -> Any:
         """An rclpy timer on the steady clock whose callback runs on the dispatch thread (no

@@ -143,9 +143,14 @@ class IntraProcessSubscription(Generic[T]):
         self.stepping = stepping
         #: The callback also takes the sender: its DDS publisher GID (bytes), None when local.
         self.with_sender = with_sender
+        #: The node was unloaded (IntraProcessManager.forget_node).
+        self.forgotten = False
 
     def deliver(self, obj: T, sender: bytes | None = None) -> None:
-        """Called on the dispatch thread with a local or decoded object."""
+        """Called on the dispatch thread with a local or decoded object (dropped once the node
+        was forgotten: unloaded, its state closed)."""
+        if self.forgotten:
+            return
         if self.with_sender:
             self.callback(obj, sender)  # type: ignore[call-arg]
         else:

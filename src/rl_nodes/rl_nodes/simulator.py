@@ -215,8 +215,8 @@ class SimulatorNode(RLNode):
             self._publish_observations(lane)
 
     def _on_actions(self, msg: Actions) -> None:
-        if msg.robot_id != self.robot_id or self._closed:
-            return  # another robot's, or queued for a node unloaded since (its envs are closed)
+        if msg.robot_id != self.robot_id:
+            return  # another robot's
         if not self.actions_authentic(msg, self.action_check):
             return
         if self.boundary is not None:

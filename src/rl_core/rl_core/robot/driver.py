@@ -484,12 +484,7 @@ class RobotDriver:
             self._begin_episode()
             return
         if self._withheld:
-            # The learner pauses acting: a robot must not go on with its last command meanwhile.
-            if not self._held_for_pause and now - self._last_command_at > timeout:
-                self._held_for_pause = True
-                if self.loop.latest is not None:
-                    self._send(self.safety.hold(self.loop.latest))
-            return
+            return  # acting paused: the robot was held when it paused (stop_acting)
         if self.loop.estopped or self.loop.latest is None or self._held_for_pause:
             return  # held already
         if (self._untaken_since is not None
