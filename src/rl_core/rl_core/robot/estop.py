@@ -34,7 +34,6 @@ _RELEASE_TAG = b"rl_ros2 e-stop release\0"
 BY_OPERATOR = "engaged by an operator"
 AFTER_FAULT = "the simulator restarted after a fault"
 BY_ENVELOPE = "joint velocity beyond the envelope"
-BY_STATE = "robot state implausible or stopped"
 
 
 def release_message(namespace: str, challenge: str) -> bytes:
@@ -179,6 +178,6 @@ class EStopLatch:
         write_atomically(self.path, lambda file: file.write(text))
 
 
-__all__ = ["AFTER_FAULT", "BY_ENVELOPE", "BY_OPERATOR", "BY_STATE", "EStopLatch", "Latched",
+__all__ = ["AFTER_FAULT", "BY_ENVELOPE", "BY_OPERATOR", "EStopLatch", "Latched",
            "ReleaseCheck", "parse_state", "release_message", "release_text", "sign_release",
            "state_text"]

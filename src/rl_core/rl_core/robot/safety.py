@@ -36,10 +36,6 @@ IMPLAUSIBLE = "held: implausible joint state"
 STOPPED = "held: acting stopped"
 INTERVENTIONS = (CLIPPED, CHANGE_LIMITED, POSITION_LIMIT, WORKSPACE, TIMEOUT, ESTOP, RAMPED,
                  ENVELOPE, IMPLAUSIBLE, STOPPED)
-#: Points along a command's standing time at which the workspace is checked (fractions of it;
-#: one control period ahead is checked too). Each costs a forward kinematics (about 0.1 ms for
-#: the KUKA): the ends of the standing time, as the joints move along a straight line.
-WORKSPACE_CHECKS = (1.0,)
 
 
 class SafetyLayer:
@@ -183,7 +179,8 @@ class SafetyLayer:
     def _leaves_workspace(self, command: np.ndarray, state: JointSample) -> bool:
         """Whether the command, standing for up to :attr:`standing_time` (the deadline after
         which the boundary holds the robot), moves the end effector further outside the box
-        than it is, at any of :data:`WORKSPACE_CHECKS` along the way."""
+        than it is: one control period ahead and at the deadline (the joints move along a
+        straight line; each point costs a forward kinematics, about 0.1 ms for the KUKA)."""
         assert self.end_effector is not None and self.workspace is not None
         if self.interface == "effort":
             return False  # an effort command's motion is not predictable without dynamics
@@ -191,10 +188,8 @@ class SafetyLayer:
         if now is None:
             return False
         start = np.asarray(state.position, dtype=np.float64)
-        if self.interface == "position":
-            checks: tuple[float, ...] = (1.0,)
-        else:
-            checks = tuple(sorted({self.period / self.standing_time, *WORKSPACE_CHECKS}))
+        checks = (1.0,) if self.interface == "position" else (
+            self.period / self.standing_time, 1.0)
         for fraction in checks:
             position = start.copy()
             if self.interface == "position":
