@@ -41,15 +41,10 @@ def release_message(namespace: str, challenge: str) -> bytes:
     return _RELEASE_TAG + namespace.encode() + b"\0" + challenge.encode()
 
 
-def sign_release(key: weights_auth.SigningKey, namespace: str, challenge: str) -> str:
-    """The signed release (hex) of ``namespace``'s engagement ``challenge``."""
-    return key.sign(release_message(namespace, challenge))
-
-
 def release_text(key: weights_auth.SigningKey, namespace: str, challenge: str) -> str:
     """The ``estop/release`` message's text for a challenge."""
     return json.dumps({"challenge": challenge,
-                       "signature": sign_release(key, namespace, challenge)})
+                       "signature": key.sign(release_message(namespace, challenge))})
 
 
 def state_text(engaged: bool, challenge: str, reason: str) -> str:
@@ -179,5 +174,5 @@ class EStopLatch:
 
 
 __all__ = ["AFTER_FAULT", "BY_ENVELOPE", "BY_OPERATOR", "EStopLatch", "Latched",
-           "ReleaseCheck", "parse_state", "release_message", "release_text", "sign_release",
+           "ReleaseCheck", "parse_state", "release_message", "release_text",
            "state_text"]
