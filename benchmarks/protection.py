@@ -16,9 +16,9 @@ their configured period:
   plus the NaN/inf scan of the tensors by each policy;
 * per replay snapshot (``snapshot_period``): copying a full buffer under the lock (the time
   inserts wait) and writing it (on a background thread);
-* the insert log between snapshots: noting each batch's sender on the insert path (every mode),
-  and per stored transition its share of the chunk that the log's thread copies and writes
-  every 0.5 s (shown as a share of a core at each mode's rate).
+* the insert log between snapshots: each stored batch copied, framed and written into the page
+  cache on the insert path (every mode; issue 41: a kill loses nothing stored), and the log
+  thread's ``fdatasync`` every 0.5 s.
 """
 
 from __future__ import annotations
@@ -40,7 +40,6 @@ class Cost:
     basis: str  # what per_second comes from
     decoupled_only: bool = False  # a per-batch cost paid only where batches cross DDS
     nodes_only: bool = False  # paid by the ROS nodes, not by the bare loop
-    per_transition: bool = False  # off the acting path, once per stored transition
 
     @property
     def share(self) -> float:
@@ -115,11 +114,7 @@ def measure(env_id: str, width: int, hidden: tuple[int, ...], repeats: int = 200
     costs.append(Cost("admission: stream and sequence (issue 41)", "replay buffer",
                       _median_time(admit, repeats), 0.0, "one experience batch, every mode",
                       nodes_only=True))
-    senders: list[tuple[int, int, int, int, int]] = []
-    costs.append(Cost("insert log: note the batch's sender", "replay buffer",
-                      _median_time(lambda: senders.append((0, 1, len(senders), 7, width)),
-                                   repeats), 0.0, "one experience batch, every mode",
-                      nodes_only=True))
+    costs.append(_insert_log_cost(obs, actions, rewards, repeats))
     costs.append(Cost("finite observations and actions at decode", "policy + simulator",
                       _median_time(lambda: (np.all(np.isfinite(obs)),
                                             np.all(np.isfinite(actions))), repeats),
@@ -180,7 +175,6 @@ def measure(env_id: str, width: int, hidden: tuple[int, ...], repeats: int = 200
                       hold, 1.0 / period, f"every {period:g} s"))
     costs.append(Cost("snapshot: write (background thread)", "replay buffer", write, 1.0 / period,
                       f"every {period:g} s"))
-    costs.append(_insert_log_cost(full))
     return costs
 
 
@@ -217,26 +211,31 @@ def _boundary_cost(repeats: int, rate_hz: float = 50.0) -> Cost:
                 _median_time(one_state, repeats), rate_hz, f"per joint state at {rate_hz:g} Hz")
 
 
-def _insert_log_cost(buffer: object, chunk_rows: int = 2000) -> Cost:
-    """The insert log's thread per stored transition: collect a chunk of ``chunk_rows`` rows
-    (the rows' copy is what inserts wait for), encode it, write and fdatasync it."""
+def _insert_log_cost(obs: object, actions: object, rewards: object, repeats: int) -> Cost:
+    """The insert log on the insert path (issue 41): a stored batch's rows copied from the
+    buffer, framed with its sender and written into the page cache, as
+    ``ReplayService.insert`` does before it returns."""
     import numpy as np
 
     from rl_core.replay import ReplayBuffer
     from rl_core.replay.insert_log import SENDER, Chunk, InsertLog
 
-    assert isinstance(buffer, ReplayBuffer)
-    senders = np.zeros(chunk_rows, dtype=SENDER)
+    assert isinstance(obs, np.ndarray) and isinstance(actions, np.ndarray)
+    width = len(obs)
+    buffer = ReplayBuffer(obs.shape[1:], actions.shape[1:], 10_000)
+    flags = np.zeros(width, bool)
+    buffer.add(obs, actions, rewards, obs, flags, flags)
     with tempfile.TemporaryDirectory() as folder:
         def collect() -> Chunk:
-            rows, _, inserted = buffer.rows_since(buffer.total_inserted - chunk_rows)
-            return Chunk(0, 0, inserted, 0, senders, rows, {})
+            rows, _, inserted = buffer.rows_since(buffer.total_inserted - width)
+            return Chunk(0, 0, inserted, 0, np.array([(0, 1, 2, 7, width)], dtype=SENDER),
+                         rows, {})
 
         log = InsertLog(Path(folder), 0, collect, flush_period_s=3600.0)
-        seconds = _median_time(log.flush, 20) / chunk_rows
+        seconds = _median_time(lambda: log.flush(sync=False), repeats)
         log.close()
-    return Cost("insert log: copy + write a chunk (its thread)", "replay buffer", seconds, 0.0,
-                "per transition stored", nodes_only=True, per_transition=True)
+    return Cost("insert log: write the batch (page cache, issue 41)", "replay buffer", seconds,
+                0.0, "one experience batch, every mode", nodes_only=True)
 
 
 PER_BATCH = 5  # the first costs of measure() are per batch
@@ -258,11 +257,6 @@ def report(costs: list[Cost], width: int, rates: dict[str, float]) -> list[dict[
             shares = {mode: cost.seconds * rate / width for mode, rate in rates.items()
                       if _applies(cost, mode)}
             text = ", ".join(f"{100 * share:.2f} % of {mode}" for mode, share in shares.items())
-        elif cost.per_transition:
-            shares = {mode: cost.seconds * rate for mode, rate in rates.items()
-                      if _applies(cost, mode)}
-            text = ", ".join(f"{100 * share:.2f} % of a core at {mode}'s rate"
-                             for mode, share in shares.items())
         else:
             shares = {"one core": cost.share}
             text = f"{100 * cost.share:.3f} % of a core ({cost.basis})"

@@ -460,6 +460,8 @@ class ReplayBuffer:
     def _ring_copy(self, ring: np.ndarray, first: int, count: int) -> np.ndarray:
         """``count`` rows of ``ring`` from slot ``first`` on, wrapping (at most two memcpys)."""
         head = min(count, self._capacity - first)
+        if head == count:
+            return ring[first:first + count].copy()
         return np.concatenate((ring[first:first + head], ring[:count - head]))
 
     def restore_rows(self, block: np.ndarray, images: Mapping[str, np.ndarray],

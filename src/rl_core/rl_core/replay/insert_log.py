@@ -1,13 +1,13 @@
 """An append-only log of what a replay buffer stored since its last snapshot, so that a SIGKILL
-loses at most about a second of experience (issue 19, item 7).
+of the buffer's process loses no stored experience (issue 19, item 7; issue 41, item 11).
 
 A snapshot copies the whole buffer, so it is taken rarely (``snapshot_period``, 30 s shipped; a
-full pixel buffer is ~295 MB). Between snapshots a thread of the log appends a *chunk* every
-``flush_period_s`` (0.5 s by default) to the current *segment*, ``inserts-<n>.log`` beside the
-snapshot: the rows stored since the previous chunk (copied from the buffer under its lock, one
-vectorised copy), who sent them (robot, stream, sequence and policy version of each batch) and
-how many samples were granted. The insert path only notes the batch's sender (a tuple), so it
-costs the acting path nearly nothing, for state and pixel tasks alike.
+full pixel buffer is ~295 MB). Between snapshots each insert appends a *chunk* to the current
+*segment*, ``inserts-<n>.log`` beside the snapshot, before the insert returns: the rows stored
+since the previous chunk (copied from the buffer under its lock), who sent them (robot, stream,
+sequence and policy version of each batch) and how many samples were granted. A thread of the
+log writes the samples granted since (a chunk without rows) and ``fdatasync``-s the segment
+every ``flush_period_s`` (0.5 s by default).
 
 A snapshot starts a new segment and records its number; once the snapshot file is in place,
 the older segments are deleted (compaction). Each chunk names the segment that was current when
@@ -17,8 +17,8 @@ continue it: those collected before the snapshot are skipped wherever they were 
 chunk after a gap, a torn tail (the process was killed in the middle of a write) or a corrupt
 record ends the replay.
 
-Bytes written are in the kernel's page cache, so a kill of the process cannot lose them; each
-write is also ``fdatasync``-ed, so a power cut loses about the same.
+Bytes written are in the kernel's page cache, so a kill of the process cannot lose them; a power
+cut loses what was written since the last ``fdatasync`` (at most ``flush_period_s``).
 
 A record is ``magic, length, crc32`` (``<4sII``) then its payload: ``<BQQQQQI`` (kind, segment
 when collected, inserts before the chunk, inserts in it, rows kept in it, samples granted,
@@ -38,7 +38,7 @@ import threading
 import zlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -46,7 +46,7 @@ import numpy as np
 SEGMENT_PATTERN = re.compile(r"^inserts-(\d{8})\.log$")
 #: The largest record a reader accepts (a corrupt length must not allocate gigabytes).
 MAX_RECORD_BYTES = 1 << 31
-#: How often the log's thread writes a chunk.
+#: How often the log's thread writes the samples granted and syncs the segment to disk.
 FLUSH_PERIOD_S = 0.5
 
 _MAGIC = b"RLIL"
@@ -102,15 +102,17 @@ class Chunk(NamedTuple):
 
 def encode(chunk: Chunk) -> bytes:
     """A chunk as one framed record."""
-    senders = np.ascontiguousarray(chunk.senders, dtype=SENDER)
+    senders, rows = chunk.senders, chunk.rows
+    if senders.dtype != SENDER or not senders.flags.c_contiguous:
+        senders = np.ascontiguousarray(senders, dtype=SENDER)
+    if rows.dtype != np.float32 or not rows.flags.c_contiguous:
+        rows = np.ascontiguousarray(rows, np.float32)
     kind = _CHUNK if chunk.intervened is None else _CHUNK_INTERVENED
-    parts = [_CHUNK_HEAD.pack(kind, chunk.segment, chunk.start, chunk.inserted, len(chunk.rows),
-                              chunk.sampled, len(senders)),
-             senders.tobytes(), np.ascontiguousarray(chunk.rows, np.float32).tobytes()]
-    parts.extend(np.ascontiguousarray(chunk.images[name]).tobytes()
-                 for name in sorted(chunk.images))
+    parts = [_CHUNK_HEAD.pack(kind, chunk.segment, chunk.start, chunk.inserted, len(rows),
+                              chunk.sampled, len(senders)), senders.data, rows.data]
+    parts.extend(np.ascontiguousarray(chunk.images[name]).data for name in sorted(chunk.images))
     if chunk.intervened is not None:
-        parts.append(np.asarray(chunk.intervened, dtype=np.uint8).tobytes())
+        parts.append(np.asarray(chunk.intervened, dtype=np.uint8).data)
     payload = b"".join(parts)
     return _FRAME.pack(_MAGIC, len(payload), zlib.crc32(payload)) + payload
 
@@ -166,14 +168,15 @@ def read_segment(path: Path) -> tuple[list[bytes], str]:
 
 
 class InsertLog:
-    """Writes the chunks that ``collect`` returns into the current segment of ``directory``, from
-    a thread of its own every ``flush_period_s``.
+    """Writes the chunks that ``collect`` returns into the current segment of ``directory``: at
+    each :meth:`flush` (the buffer calls it after each insert), and from a thread of its own
+    every ``flush_period_s``, which also syncs the segment to disk.
 
     :param directory: where the segments live (the replay buffer's ``output_dir/replay``).
     :param segment: the number of the first segment to write (one past any that exist).
     :param collect: the chunk stored since the previous call, or None when nothing happened;
-        takes the buffer's lock itself (this log never holds a lock while calling it).
-    :param flush_period_s: how often chunks are written.
+        takes the buffer's lock itself (this log never holds its file's lock while calling it).
+    :param flush_period_s: how often the thread writes and syncs.
     """
 
     def __init__(self, directory: Path, segment: int, collect: Callable[[], Chunk | None],
@@ -185,6 +188,9 @@ class InsertLog:
         #: Chunks written into the current segment, and the last write error ("" = none).
         self.chunks = 0
         self.error = ""
+        # Chunks are written in the order they were collected: one flush at a time. Taken
+        # before the buffer's lock and the file's; never while holding either.
+        self._order = threading.Lock()
         self._io_lock = threading.Lock()  # the segment's file descriptor
         directory.mkdir(parents=True, exist_ok=True)
         self._fd = self._open(segment)
@@ -196,24 +202,37 @@ class InsertLog:
         return os.open(self.directory / segment_name(segment),
                        os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
 
-    def flush(self) -> None:
-        """Write what was stored since the last chunk and make it durable."""
-        chunk = self._collect()
-        if chunk is None:
-            return
-        record = encode(chunk)
+    def flush(self, sync: bool = True) -> None:
+        """Write what was stored and granted since the last chunk into the page cache (a kill
+        of the process cannot lose it), and with ``sync`` make the segment durable."""
+        with self._order:
+            chunk = self._collect()
+            written = chunk is None or self._write(encode(chunk))
+        if sync and written:
+            with self._io_lock:
+                if self._fd >= 0:
+                    self._record_error(os.fdatasync, self._fd)
+
+    def _write(self, record: bytes) -> bool:
         with self._io_lock:
             if self._fd < 0:
-                return
-            try:
-                view = memoryview(record)
-                while view:  # a regular file takes it all at once, but write() may say less
-                    view = view[os.write(self._fd, view):]
-                os.fdatasync(self._fd)
-                self.chunks += 1
-            except OSError as error:
-                # The rows stay in the buffer, and the next snapshot holds them again.
-                self.error = f"{type(error).__name__}: {error}"
+                return False
+            view = memoryview(record)
+            while view:  # a regular file takes it all at once, but write() may say less
+                done = self._record_error(os.write, self._fd, view)
+                if done is None:  # the rows stay in the buffer; the next snapshot holds them
+                    return False
+                view = view[done:]
+            self.chunks += 1
+            return True
+
+    def _record_error(self, call: Callable[..., Any], *args: Any) -> Any:
+        """``call(*args)``, or None with the error kept in :attr:`error`."""
+        try:
+            return call(*args)
+        except OSError as error:
+            self.error = f"{type(error).__name__}: {error}"
+            return None
 
     def rotate(self) -> int:
         """Start a new segment and return its number (a snapshot is copying the state now: it

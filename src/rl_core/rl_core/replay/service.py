@@ -245,12 +245,14 @@ class ReplayService:
                 return
             self.admission.stored(msg.robot_id, msg.stream, msg.sequence)
             self.run_active = True
-            if self.insert_log is not None:  # its thread copies the rows twice a second
+            if self.insert_log is not None:
                 self._log_senders.append((msg.robot_id, msg.stream, msg.sequence,
                                           msg.policy_version, len(msg.rewards)))
                 self._log_intervened.append(
                     None if msg.intervened is None or not np.any(msg.intervened)
                     else np.asarray(msg.intervened, dtype=bool))
+        if self.insert_log is not None:  # on file before the sender's next batch is taken
+            self.insert_log.flush(sync=False)
         if changed:
             self._on_pause_change()
 
