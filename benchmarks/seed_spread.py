@@ -2,9 +2,10 @@
 """Spread of the final and the best policy over seeds: one training run per seed, per config.
 
 One training run is one draw from a distribution: the final actor of SAC on cart-pole evaluates
-anywhere from about 175 to 200 depending on the seed (docs/benchmarks.md, "Spread of the final
-policy over seeds"). This benchmark measures that distribution, so that a budget, a hyperparameter
-or a single-run threshold can be judged against it rather than against one lucky or unlucky run.
+anywhere from about 175 to 200 depending on the seed
+(docs/history/benchmarks-2026-12.md#spread-of-the-final-policy-over-seeds-benchmarksseed_spreadpy).
+This benchmark measures that distribution, so that a budget, a hyperparameter or a single-run
+threshold can be judged against it rather than against one lucky or unlucky run.
 
 ``--mode bare`` (the default): every (config, seed) pair is one ``rl-train-bare`` process
 (``python -m rl_core.training``) with ``--seed`` and ``--total-env-steps``; ``--jobs`` of them run

@@ -667,7 +667,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
                         help="torch intra-op threads of the bare loop and the in-process colocated "
                              "nodes (OMP_NUM_THREADS); 0 = torch's default pool. Default 1, as "
                              "rl_nodes.runtime.run_nodes sets for every node process (so the "
-                             "decoupled executables always use 1); see docs/benchmarks.md")
+                             "decoupled executables always use 1); see "
+                             "docs/performance.md#one-torch-thread")
     parser.add_argument("--domain-id", type=int, default=1 + os.getpid() % 100,
                         help="ROS_DOMAIN_ID of this run (default: 1 + pid %% 100)")
     parser.add_argument("--json", metavar="OUT", help="also write the results as JSON to OUT")

@@ -3,7 +3,7 @@ steps both robots with nothing refused, a batch crosses as one image (raw: its e
 compression shrinks it, and latent sends only features on the acting path.
 
 The runs are ``benchmarks/image_codecs.py``'s measurement (learner idle, acting free), short;
-the benchmark's figures are in docs/benchmarks.md.
+the benchmark's figures are in docs/results.md#image-codecs.
 """
 
 from __future__ import annotations

@@ -6,7 +6,9 @@ modes train with), so the comparison is like for like. As our own learner keeps 
 checkpoint, SB3 keeps its best evaluated policy (EvalCallback, every ``eval_period`` steps on an
 in-process twin of the task, as our periodic evaluation does), and the test asserts on that
 policy's final evaluation, which runs through the bridge. SB3's final policy alone ended as low
-as 185.2 over 24 seeds (docs/benchmarks.md): it need not be its best.
+as 185.2 over 24 seeds
+(docs/history/benchmarks-2026-12.md#how-often-each-learning-test-fails-issue-21-item-2-2026-12-04):
+it need not be its best.
 """
 
 from __future__ import annotations

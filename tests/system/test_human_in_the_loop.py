@@ -43,7 +43,8 @@ DEMO_SETTINGS = ("config:=kuka_reach_demos",)
 SUCCESS_RATE = 0.8
 #: The most transitions the run with demonstrations may take to meet the criterion (with 60
 #: demonstrations it met it at 1,000-2,000 in benchmarks/human_in_loop.py's runs, with 20 at
-#: 3,000-5,000, and without any at 5,000-13,000: docs/benchmarks.md, "People in the loop").
+#: 3,000-5,000, and without any at 5,000-13,000:
+#: docs/history/benchmarks-2026-12.md#people-in-the-loop).
 DEMO_RUN_BUDGET = 12000
 #: Transitions of pixel cart-pole the image test records at least.
 RECORDED = 50

@@ -1,8 +1,10 @@
 """SAC learns cart-pole from pixels: clearly better than a random policy within a CI budget.
 
 The budget is that of ``config/cartpole_pixels.yaml`` (minutes on 2 CPU cores); the full
-learning curve and its wall time are in docs/benchmarks.md. The random policy is measured here,
-on the same evaluation episodes (same seeds), so the comparison needs no remembered figure.
+learning curve and its wall time are in
+docs/history/benchmarks-2026-12.md#learning-from-pixels-configcartpole_pixelsyaml.
+The random policy is measured here, on the same evaluation episodes (same seeds), so the
+comparison needs no remembered figure.
 """
 
 from __future__ import annotations

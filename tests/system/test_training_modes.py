@@ -73,13 +73,14 @@ def check_learned_like_the_bare_loop(tmp_path: Path, update_mode: str) -> dict:
 
 #: The distributed tests train 12,000 transitions instead of the config's 8,000: with two robots
 #: the timing of weight updates varies from run to run; at 8,000 one run in a few evaluated just
-#: under 180 (measured: 179-200, see docs/benchmarks.md), and at 10,000 a hybrid run on a heavily
-#: loaded 2-core machine evaluated 178.1. The threshold stays 180 (as in the fault and link-cut
-#: tests, which train 30,000 and 12,000). Each run is still one draw from the final policy's
-#: spread over seeds. With gamma 0.99 about 1 bare-loop seed in 24 ended below 180 at 12,000, and
-#: more budget made it worse (3 in 16 at 16,000: the policy collapses late); cartpole.yaml's gamma
-#: 0.98 had none below 180 in 16 seeds at 16,000 (docs/benchmarks.md, "Spread of the final policy
-#: over seeds").
+#: under 180 (measured: 179-200, see
+#: docs/history/benchmarks-2026-12.md#learning-per-mode-rl-bringup-compare), and at 10,000 a
+#: hybrid run on a heavily loaded 2-core machine evaluated 178.1. The threshold stays 180 (as in
+#: the fault and link-cut tests, which train 30,000 and 12,000). Each run is still one draw from
+#: the final policy's spread over seeds. With gamma 0.99 about 1 bare-loop seed in 24 ended below
+#: 180 at 12,000, and more budget made it worse (3 in 16 at 16,000: the policy collapses late);
+#: cartpole.yaml's gamma 0.98 had none below 180 in 16 seeds at 16,000, as measured in
+#: docs/history/benchmarks-2026-12.md#spread-of-the-final-policy-over-seeds-benchmarksseed_spreadpy.
 DISTRIBUTED_BUDGET = "total_env_steps:=12000"
 
 

@@ -1,8 +1,9 @@
 """The elastic-robots rule (rl_bringup.autoscale) on measured numbers: no ROS, no processes.
 
 Windows are written as the controller measures them. The tests marked "recorded" replay windows
-logged by ``rl-bringup launch hybrid robots:=auto`` (cart-pole, 2 shared vCPUs; docs/benchmarks.md);
-the others are made up to reach each branch of the rule.
+logged by ``rl-bringup launch hybrid robots:=auto`` (cart-pole, 2 shared vCPUs;
+docs/history/benchmarks-2026-12.md#elastic-robots-benchmarkselasticpy); the others are made up to
+reach each branch of the rule.
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ def run(autoscaler: Autoscaler, windows: list[Window], start: float = 0.0,
 
 def test_recorded_run_grows_retires_the_robot_the_learner_cannot_take_and_probes_again(
 ) -> None:
-    # Recorded: robots at 25 Hz, max_robots 4, windows 6-7 s (docs/benchmarks.md).
+    # Recorded: robots at 25 Hz, max_robots 4, windows 6-7 s
+    # (docs/history/benchmarks-2026-12.md#elastic-robots-benchmarkselasticpy).
     autoscaler = Autoscaler(AutoscaleSettings(max_robots=4, cpu_headroom=0.0, hold_s=120.0))
     windows = [window(1, 25.0, idle=0.0, robot_cpus=0.03), window(2, 50.0, idle=0.0),
                window(3, 75.0, idle=0.0), window(4, 100.0, ratio=0.87, idle=0.0),

@@ -442,8 +442,7 @@ class SACConfig:
                                  "observations): the first update compiles, about 15-40 s, "
                                  "then small networks (64x64) update about 3x faster and "
                                  "large ones (256x256) about 1.4x; it pays for runs of more "
-                                 "than about 10,000 updates (docs/benchmarks.md, 'A compiled "
-                                 "update').",
+                                 "than about 10,000 updates (docs/results.md#update-speed).",
                                  read_only=True)
     update_precision: str = param("float32", "Precision of the gradient step's matrix "
                                   "products: float32, or bfloat16 (mixed precision: "
@@ -451,7 +450,7 @@ class SACConfig:
                                   "outputs and the losses stay float32). bfloat16 pays for "
                                   "large networks on processors with bfloat16 matrix units "
                                   "(AMX, AVX-512 BF16) or recent GPUs; slower for small ones "
-                                  "(docs/benchmarks.md, 'Mixed precision').", read_only=True)
+                                  "(docs/results.md#update-speed).", read_only=True)
     feature_dim: int = feature_dim_param()
     encoder_channels: int = encoder_channels_param()
     image_shift: int = param(4, "Largest random shift in pixels of the DrQ augmentation of image "

@@ -6,7 +6,7 @@ dispatch thread idle. Waiting in the rclpy executor costs a wait set of every en
 and service of the process (a node has twenty-odd: parameter, lifecycle and its own services,
 timers, status topics), built before the wait and checked entity by entity after it, and a task
 per message: about 110 µs per message here, against about 10 µs for a wait set of one
-subscription (docs/benchmarks.md, "Decoupled acting against the goal"). So while a step's reply is due
+subscription (docs/performance.md#why-decoupled-is-slower). So while a step's reply is due
 from another process, the dispatch thread waits on the stepping subscriptions and a wake-up
 guard only between two turns of the whole executor, which come whenever a timer is due and at
 least every 20 ms (``rl_core.dispatch.StepReplies`` keeps that schedule and the reply's state;
