@@ -112,7 +112,7 @@ def run_nodes(specs: Sequence[tuple[str, str | None]], args: Sequence[str] | Non
     rclpy.init(args=list(args) if args is not None else sys.argv,
                signal_handler_options=SignalHandlerOptions.NO)
     manager = IntraProcessManager.for_context(rclpy.get_default_context())
-    previous_handlers = stop_on_signals(lambda: manager.request_shutdown(0))
+    signals = SignalStop(lambda: manager.request_shutdown(0))
     executor = SingleThreadedExecutor()
     nodes: list[Any] = []
     code = 0
@@ -134,7 +134,7 @@ def run_nodes(specs: Sequence[tuple[str, str | None]], args: Sequence[str] | Non
     except KeyboardInterrupt:
         code = 0
     finally:
-        for node in reversed(nodes):
+        for node in closing_order(nodes):
             try:
                 getattr(node, "release", node.close)()
             except Exception as error:  # noqa: BLE001 - closing one node must not skip the others
@@ -144,8 +144,7 @@ def run_nodes(specs: Sequence[tuple[str, str | None]], args: Sequence[str] | Non
         for node in nodes:
             node.destroy_node()
         rclpy.try_shutdown()
-        for signum, handler in previous_handlers.items():
-            signal.signal(signum, handler)
+        signals.restore()
     return code
 
 
@@ -167,20 +166,66 @@ def autostart(nodes: Sequence[Any]) -> None:
     managed = [node for node in nodes if isinstance(node, RLNode) and node.autostart]
     for node in managed:
         node.configure_now()
-    for node in sorted(managed, key=lambda node: ACTIVATION_ORDER.index(node.get_name())
-                       if node.get_name() in ACTIVATION_ORDER else len(ACTIVATION_ORDER)):
+    for node in sorted(managed, key=activation_rank):
         node.start()
     for node in nodes:
         if not isinstance(node, RLNode):
             node.start()
 
 
-def stop_on_signals(stop: Callable[[], None]) -> dict[int, Any]:
-    """Call ``stop`` on SIGINT and SIGTERM (main thread only); returns the handlers replaced."""
-    if threading.current_thread() is not threading.main_thread():
-        return {}
-    return {signum: signal.signal(signum, lambda _signum, _frame: stop())
-            for signum in STOP_SIGNALS}
+def activation_rank(node: Any) -> int:
+    """Where ``node`` comes in :data:`ACTIVATION_ORDER` (nodes not in it come after)."""
+    name = node.get_name()
+    return ACTIVATION_ORDER.index(name) if name in ACTIVATION_ORDER else len(ACTIVATION_ORDER)
+
+
+def closing_order(nodes: Sequence[Any]) -> list[Any]:
+    """``nodes`` in the reverse of their activation: the simulators first, so that a robot is
+    held before the rest of its process closes (a policy's close takes tens of milliseconds)."""
+    return sorted(nodes, key=activation_rank, reverse=True)
+
+
+class SignalStop:
+    """Calls ``stop`` on SIGINT and SIGTERM (main thread only, as Python allows), at once.
+
+    Python runs a signal's handler on the main thread when that returns to the interpreter, and
+    the main thread may sit in rclpy's wait for up to 0.1 s: a robot would then be held that
+    much later than the signal (issue 41 measured 105 ms). So the signal also writes its number
+    to a pipe (``signal.set_wakeup_fd``), whose reader thread calls ``stop`` (which wakes the
+    wait) as soon as the signal arrives."""
+
+    def __init__(self, stop: Callable[[], None]) -> None:
+        self._handlers: dict[int, Any] = {}
+        self._wakeup_fd: int | None = None
+        if threading.current_thread() is not threading.main_thread():
+            return
+        read_fd, write_fd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        os.set_blocking(read_fd, True)
+        self._pipe = (read_fd, write_fd)
+        self._wakeup_fd = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+        self._handlers = {signum: signal.signal(signum, lambda _signum, _frame: stop())
+                          for signum in STOP_SIGNALS}
+        threading.Thread(target=self._wake, args=(read_fd, stop), name="signal-wakeup",
+                         daemon=True).start()
+
+    @staticmethod
+    def _wake(read_fd: int, stop: Callable[[], None]) -> None:
+        try:
+            while data := os.read(read_fd, 64):
+                if any(number in STOP_SIGNALS for number in data):
+                    stop()
+        except OSError:  # the pipe was closed: restored
+            return
+
+    def restore(self) -> None:
+        """Put back the handlers and wake-up descriptor found, and end the reader thread."""
+        for signum, handler in self._handlers.items():
+            signal.signal(signum, handler)
+        if self._wakeup_fd is not None:
+            signal.set_wakeup_fd(self._wakeup_fd)
+            for fd in reversed(self._pipe):  # the writer first: the reader sees end of file
+                os.close(fd)
+        self._handlers, self._wakeup_fd = {}, None
 
 
 def flush_publishers(nodes: Sequence[Any], timeout_s: float) -> bool:
