@@ -25,7 +25,7 @@ def figures(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
 
     environ = dict(os.environ, PYTHONUNBUFFERED="1")
     return {codec: measure_deployment(codec, environ, tmp_path_factory.mktemp(codec),
-                                      warmup_s=3.0, window_s=6.0)
+                                      warmup_s=1.5, window_s=3.0)
             for codec in ("raw", "jpeg", "latent")}
 
 

@@ -3,7 +3,7 @@
 * Demonstrations: the scripted KukaReach expert drives a ros2_control robot (the policy's
   ``expert:=true``), ``rl-bringup record`` keeps its ``/experience``, and a run trained with
   ``demos:=`` the recording (every batch half from it, the actor cloning it) meets KukaReach's
-  criterion and stops there, sooner than a run of the same seed without them.
+  criterion and stops there (how much sooner than without them: benchmarks/human_in_loop.py).
 * An operator's verdict: with ``operator_success:=true`` a ``std_msgs/Bool`` on the robot's
   ``operator_success`` ends the episode in flight as a success.
 * Interventions: with ``teleop:=true`` and a Joy mapping, a gamepad's commands drive the robot
@@ -91,15 +91,8 @@ def test_expert_demonstrations_recorded_at_the_boundary_train_a_run(tmp_path: Pa
     if met < DEMO_RUN_BUDGET:  # it stopped there, before its budget
         assert result["env_steps"] < DEMO_RUN_BUDGET, (met, result["env_steps"])
 
-    # Without them, the same seed has not met the criterion by then: they made it sooner.
-    baseline = launch("colocated", tmp_path / "none", ros_env, *DEMO_SETTINGS,
-                      f"total_env_steps:={met}")
-    assert finish(baseline, 900.0) == 0, baseline.output()[-4000:]
-    without = json.loads((tmp_path / "none" / "run" / "result.json").read_text())
-    # Not meeting it means a best success rate of 75 % or less (20 episodes).
-    report_outcome("success rate short of the criterion without demonstrations",
-                   SUCCESS_RATE - best_success(without), 0.05)
-    assert without["target_env_steps"] is None, (met, without["evaluations"])
+    # How much sooner than without them is a measurement: benchmarks/human_in_loop.py runs 0,
+    # 20 and 60 demonstrations side by side (docs/results.md#people-in-the-loop).
 
 
 def test_an_image_tasks_demonstrations_are_recorded_with_their_images_and_train_a_run(

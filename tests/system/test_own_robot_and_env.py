@@ -180,10 +180,9 @@ def test_a_run_whose_every_robot_gave_up_ends_with_the_reason(tmp_path: Path, ro
 #: (PointReach's period) at every end of acting, plus its delivery over DDS to the robot's
 #: process on a busy 2-core machine.
 HOLD_WITHIN_S = 0.05 + 0.01
-#: After a SIGKILLed learner the robot's process stalls while it publishes to the dead learner
-#: (rclpy holds the interpreter in a blocked DDS write, so no deadline can run): the hold comes
-#: when the stall ends, measured 0.06-0.63 s after the last moving command (the issue asks one
-#: period: not met). What is guaranteed is the pause once the replay buffer is found silent.
+#: After a SIGKILLed learner the hold came 0.002-0.63 s after the last moving command (the
+#: issue asks one period: not met, cause not established; docs/reliability.md, "Still open").
+#: What is guaranteed is the pause once the replay buffer is found silent.
 KILLED_LEARNER_HOLD_WITHIN_S = STATUS_SILENCE_S
 HELD = re.compile(r"point robot: held (\S+) s after the last moving command \(step (\d+)\)")
 
@@ -195,9 +194,8 @@ def holds_after(robot: Child, start: int) -> list[float]:
 
 def test_own_robot_is_held_at_every_end_of_acting(tmp_path: Path, ros_env) -> None:
     """The user's robot (point_robot.py, hybrid, learner in its own process) is held when the
-    learner is SIGKILLed (by the lost-learner pause at the latest: the robot's process stalls
-    publishing to the dead learner) and within one control period when the run is stopped with
-    SIGINT; between
+    learner is SIGKILLed (by the lost-learner pause at the latest) and within one control period
+    when the run is stopped with SIGINT; between
     them the change per period never exceeds the limit. About 60 s."""
     env = user_env(ros_env)
     robot = start_point_robot(env)
