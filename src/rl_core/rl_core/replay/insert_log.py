@@ -108,8 +108,9 @@ def encode(chunk: Chunk) -> bytes:
     if rows.dtype != np.float32 or not rows.flags.c_contiguous:
         rows = np.ascontiguousarray(rows, np.float32)
     kind = _CHUNK if chunk.intervened is None else _CHUNK_INTERVENED
-    parts = [_CHUNK_HEAD.pack(kind, chunk.segment, chunk.start, chunk.inserted, len(rows),
-                              chunk.sampled, len(senders)), senders.data, rows.data]
+    parts: list[bytes | memoryview] = [
+        _CHUNK_HEAD.pack(kind, chunk.segment, chunk.start, chunk.inserted, len(rows),
+                         chunk.sampled, len(senders)), senders.data, rows.data]
     parts.extend(np.ascontiguousarray(chunk.images[name]).data for name in sorted(chunk.images))
     if chunk.intervened is not None:
         parts.append(np.asarray(chunk.intervened, dtype=np.uint8).data)
