@@ -22,7 +22,6 @@ from pathlib import Path
 
 import pytest
 
-from rl_nodes.simulator import STATUS_SILENCE_S
 from tests.learning import report_outcome
 from tests.processes import Child
 from tests.system.test_training_modes import finish, launch
@@ -180,10 +179,6 @@ def test_a_run_whose_every_robot_gave_up_ends_with_the_reason(tmp_path: Path, ro
 #: (PointReach's period) at every end of acting, plus its delivery over DDS to the robot's
 #: process on a busy 2-core machine.
 HOLD_WITHIN_S = 0.05 + 0.01
-#: After a SIGKILLed learner the hold came 0.002-0.63 s after the last moving command (the
-#: issue asks one period: not met, cause not established; docs/reliability.md, "Still open").
-#: What is guaranteed is the pause once the replay buffer is found silent.
-KILLED_LEARNER_HOLD_WITHIN_S = STATUS_SILENCE_S
 HELD = re.compile(r"point robot: held (\S+) s after the last moving command \(step (\d+)\)")
 
 
@@ -193,9 +188,10 @@ def holds_after(robot: Child, start: int) -> list[float]:
 
 
 def test_own_robot_is_held_at_every_end_of_acting(tmp_path: Path, ros_env) -> None:
-    """The user's robot (point_robot.py, hybrid, learner in its own process) is held when the
-    learner is SIGKILLed (by the lost-learner pause at the latest) and within one control period
-    when the run is stopped with SIGINT; between
+    """The user's robot (point_robot.py, hybrid, learner in its own process) is held within one
+    control period of its last moving command when the learner is SIGKILLed (acting goes on
+    until the replay buffer is found silent, then pauses) and when the run is stopped with
+    SIGINT; between
     them the change per period never exceeds the limit. About 60 s."""
     env = user_env(ros_env)
     robot = start_point_robot(env)
@@ -226,8 +222,9 @@ def test_own_robot_is_held_at_every_end_of_acting(tmp_path: Path, ros_env) -> No
             run.stop(grace_s=20.0)
         robot.stop(grace_s=10.0)
     print(f"holds after a killed learner: {killed} s; after SIGINT: {ended} s")
-    # A killed learner: held, but not within one period (docs/reliability.md, "Still open").
-    assert killed and killed[0] <= KILLED_LEARNER_HOLD_WITHIN_S, (killed, run.output()[-3000:])
+    # A killed learner: 0.002-0.63 s while homing waited for the state after an episode's end
+    # (a lockstep robot answers only commands); 3-4 ms since homing starts from that state.
+    assert killed and killed[0] <= HOLD_WITHIN_S, (killed, run.output()[-3000:])
     # SIGINT: the first hold after it (a pause of the rate limiter may come first: also held).
     assert ended and ended[0] <= HOLD_WITHIN_S, (ended, run.output()[-3000:])
     figures = next(line for line in robot.lines if "point robot: largest change" in line)

@@ -260,8 +260,11 @@ class RobotDriver:
             self._flush_transition()
             self.host.publish_episode(episode)
             self._begin_episode()
-        elif (self.loop.phase == RESETTING and not self.resets_by_service
-              and not self.loop.estopped):
+        # Homing starts from the state that ended the episode: waiting for the next one left
+        # the episode's last (moving) command standing, and a lockstep robot, which answers
+        # only commands, stood still until its heartbeat (issue 41: 0.14-0.63 s).
+        if (self.loop.phase == RESETTING and not self.resets_by_service
+                and not self.loop.estopped):
             if self.host.acting_paused():
                 self._withheld = True  # homing moves the robot too: resume() homes on
                 self.stop_acting()
