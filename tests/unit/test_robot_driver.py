@@ -377,6 +377,23 @@ def test_homing_commands_the_start_state_then_observes() -> None:
     assert host.of("observation")[0][0] == 0
 
 
+def test_homing_starts_from_the_state_that_ends_an_episode() -> None:
+    """The episode's last (moving) command does not stand until another state comes: a
+    lockstep robot answers only commands (issue 41: a user's robot stood 0.14-0.63 s)."""
+    driver, host, _ = make(reset="homing", operator_success=True)
+    driver.start()
+    state(driver, 0.0, [1.0, -1.0])  # at the start state: observed at once
+    assert host.of("observation")[0][0] == 0
+    driver.on_operator_success(True)
+    driver.on_action(np.ones(2))
+    moving = host.of("send")[-1]
+    host.events.clear()
+    state(driver, 0.1, [1.2, -0.8])  # the state that ends the episode
+    assert host.kinds() == ["transition", "episode", "send"], host.kinds()
+    homing = host.of("send")[-1]
+    assert np.all(np.abs(homing) < np.abs(moving)), (moving, homing)  # change-limited
+
+
 def test_a_command_interface_other_than_the_tasks_is_refused() -> None:
     with pytest.raises(ConfigError, match="acts through the velocity interface"):
         make(command_interface="position")
