@@ -15,6 +15,7 @@ from rl_core.robot.sim_robot_config import (
     URDF_DEFAULTS,
     sim_robot_config,
     trajectory_command,
+    trajectory_point,
 )
 
 pytestmark = pytest.mark.unit
@@ -88,3 +89,11 @@ def test_a_trajectory_point_commands_the_joints_it_names() -> None:
         trajectory_command(current, commanded, "velocity", ["z"], [1.0])
     with pytest.raises(ValueError, match="1 velocities for 2 joint_names"):
         trajectory_command(current, commanded, "velocity", ["a", "b"], [1.0])
+
+
+def test_a_trajectory_point_carries_the_command_one_period_ahead_and_reads_back() -> None:
+    field, values, ahead = trajectory_point(np.array([0.5, -1.0]), "velocity", 0.02)
+    assert (field, values, ahead) == ("velocities", [0.5, -1.0], (0, 20_000_000))
+    assert trajectory_point([1.0], "position", 1.25)[2] == (1, 250_000_000)
+    assert trajectory_command(np.zeros(2), {"a": 0, "b": 1}, "velocity", ["a", "b"],
+                              values) == [0.5, -1.0]

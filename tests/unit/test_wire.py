@@ -118,3 +118,20 @@ def test_payload_bytes_count_the_arrays_of_a_message() -> None:
     experience.intervened = [True, False]  # one byte per row, like the other flags
     assert wire.experience_bytes(experience) == wire.FIXED_BYTES + 6 + 4 * 24
     assert wire.episodes_bytes(SimpleNamespace(env_ids=[0, 1, 2])) == wire.FIXED_BYTES + 39
+
+
+def test_experience_images_travel_inline_or_on_the_side_topic_together() -> None:
+    """The checks of an ExperienceBatch's flags and image placement (under a millisecond)."""
+    image = (2, 4, 4, 3)
+    batch = SimpleNamespace(truncated=[False, False], intervened=[], obs=[], next_obs=[])
+    assert wire.experience_images_elsewhere(batch, 2, image, joined=True)
+    with pytest.raises(ValueError, match="image side topic"):
+        wire.experience_images_elsewhere(batch, 2, image, joined=False)
+    with pytest.raises(ValueError, match="both travel inline"):
+        wire.experience_images_elsewhere(SimpleNamespace(**{**vars(batch), "next_obs": [1.0]}),
+                                         2, image, joined=True)
+    with pytest.raises(ValueError, match="intervened"):
+        wire.experience_images_elsewhere(SimpleNamespace(**{**vars(batch), "intervened": [1]}),
+                                         2, image, joined=True)
+    inline = SimpleNamespace(truncated=[False], intervened=[], obs=[0.0] * 3, next_obs=[0.0] * 3)
+    assert not wire.experience_images_elsewhere(inline, 1, (3,), joined=False)

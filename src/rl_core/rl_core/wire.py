@@ -162,6 +162,26 @@ def transition_layout(msg: Any) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
     return rows, obs_shape, action_shape
 
 
+def experience_images_elsewhere(msg: Any, rows: int, obs_shape: tuple[int, ...],
+                                joined: bool) -> bool:
+    """Check an ``ExperienceBatch``'s per-row flags and where its images travel: True when they
+    travel on the side topic, which only a receiver that ``joined`` them may accept.
+
+    :raises ValueError: a flag field of another length, side-topic images where they are not
+        joined, or ``obs`` and ``next_obs`` travelling apart.
+    """
+    check_length(msg.truncated, rows, "truncated")
+    if len(msg.intervened):
+        check_length(msg.intervened, rows, "intervened")
+    awaiting = images_elsewhere(msg.obs, rows, obs_shape)
+    if awaiting and not joined:
+        raise side_topic_error("obs")
+    if awaiting and len(msg.next_obs):
+        raise ValueError("field 'obs' is empty but 'next_obs' is not; both travel inline or "
+                         "both on the image side topic")
+    return awaiting
+
+
 def finite(values: np.ndarray, name: str) -> np.ndarray:
     """``values`` when all are finite. Decoders of network input check this, so that a local
     (zero-copy) hand-off from the process' own node pays nothing."""

@@ -170,15 +170,7 @@ def experience_from_msg(msg: ExperienceBatch, images: bool = False
     """The experience; with ``images``, a batch whose images travel on the side topic comes
     back as :class:`AwaitingImages` (without, it is refused)."""
     rows, obs_shape, action_shape = wire.transition_layout(msg)
-    wire.check_length(msg.truncated, rows, "truncated")
-    if len(msg.intervened):
-        wire.check_length(msg.intervened, rows, "intervened")
-    awaiting = wire.images_elsewhere(msg.obs, rows, obs_shape)
-    if awaiting and not images:
-        raise wire.side_topic_error("obs")
-    if awaiting and len(msg.next_obs):
-        raise ValueError("field 'obs' is empty but 'next_obs' is not; both travel inline or "
-                         "both on the image side topic")
+    awaiting = wire.experience_images_elsewhere(msg, rows, obs_shape, images)
     empty = np.empty((0, *obs_shape), dtype=np.uint8)
     experience = Experience(
         robot_id=msg.robot_id,
@@ -292,19 +284,17 @@ def command_message(command: Any, kind: str, joints: Sequence[str], interface: s
                     period: float, stamp: Any) -> Any:
     """A robot command as its controller takes it: ``std_msgs/Float64MultiArray`` (``kind``
     ``commands``), or a ``trajectory_msgs/JointTrajectory`` of one point one control period
-    ahead whose ``interface`` field holds the values."""
-    # Not at the top: the edge install (requirements-edge.txt) has no trajectory_msgs, nor
-    # what sim_robot_config imports.
+    ahead (rl_core.robot.sim_robot_config.trajectory_point)."""
+    if kind == "commands":
+        return Float64MultiArray(data=[float(v) for v in command])
+    # Not at the top: the edge install (requirements-edge.txt) has neither of these.
     from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-    from rl_core.robot.sim_robot_config import TRAJECTORY_FIELDS
+    from rl_core.robot.sim_robot_config import trajectory_point
 
-    values = [float(v) for v in command]
-    if kind == "commands":
-        return Float64MultiArray(data=values)
-    point = JointTrajectoryPoint(time_from_start=Duration(sec=int(period),
-                                                          nanosec=int(period % 1 * 1e9)))
-    setattr(point, TRAJECTORY_FIELDS[interface], values)
+    field, values, (sec, nanosec) = trajectory_point(command, interface, period)
+    point = JointTrajectoryPoint(time_from_start=Duration(sec=sec, nanosec=nanosec))
+    setattr(point, field, values)
     msg = JointTrajectory(joint_names=list(joints), points=[point])
     msg.header.stamp = stamp
     return msg

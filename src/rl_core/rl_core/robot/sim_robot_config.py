@@ -173,6 +173,15 @@ def known_robot_joints(model: RobotModel, joints: tuple[str, ...] | None,
     return joints, command_joints
 
 
+def trajectory_point(command: Sequence[float], interface: str, period: float
+                     ) -> tuple[str, list[float], tuple[int, int]]:
+    """What the one point of a ``JointTrajectory`` carrying ``command`` holds (the reverse of
+    :func:`trajectory_command`): the point's field for ``interface``, the values, and its
+    ``time_from_start`` one control ``period`` ahead as ``(sec, nanosec)``."""
+    sec, nanosec = divmod(round(period * 1e9), 1_000_000_000)
+    return TRAJECTORY_FIELDS[interface], [float(v) for v in command], (sec, nanosec)
+
+
 def trajectory_command(current: np.ndarray, commanded: Mapping[str, int], interface: str,
                        joint_names: Sequence[str], values: Sequence[float] | None) -> list[float]:
     """The command a trajectory's first point makes: its values for the joints it names, the
