@@ -84,6 +84,23 @@ def test_a_forgotten_node_gets_nothing_more_not_even_what_was_queued(ros) -> Non
     assert received == []
 
 
+def test_calls_posted_for_a_node_do_not_run_once_it_is_forgotten(ros) -> None:
+    """A timer tick or a call posted for a node before its unload must not run on the
+    destroyed node (a queued diagnostics tick read a destroyed lifecycle machine: segfault).
+    The timer fires on the test's executor thread; its tick waits in the queue. 0.4 s."""
+    node, manager = ros
+    ran: list[str] = []
+    manager.post_for(node, ran.append, "posted")
+    timer = manager.create_timer(node, 0.01, lambda: ran.append("tick"))
+    time.sleep(0.1)  # ticks pile up in the queue, undrained
+    manager.forget_node(node)
+    manager.spin_until(lambda: False, timeout_s=0.3)
+    timer.cancel()
+    assert ran == []
+    manager.post(ran.append, "not for a node")  # other calls still run
+    assert manager.spin_until(lambda: ran == ["not for a node"], timeout_s=1.0)
+
+
 def test_publish_never_calls_subscribers_reentrantly(ros) -> None:
     node, manager = ros
     depth = [0]

@@ -1,33 +1,22 @@
 """Intra-process zero-copy communication for rclpy, shaped like rclcpp's intra-process manager.
 
-rclpy has no intra-process manager, so every rclpy publication is serialised and travels through
-the DDS stack even when publisher and subscriber share a process, and a round trip costs more
-than the work of an acting step. This module provides one:
+rclpy serialises every publication through the DDS stack even when publisher and subscriber share
+a process, and a round trip costs more than the work of an acting step. This module avoids that:
 
-* Publishers and subscriptions made through :class:`IntraProcessManager` are also real rclpy
-  endpoints, so the topics remain real ROS topics (rqt_graph, ``ros2 topic echo`` see them).
-* A publish hands the **same Python object** to every subscription of the same topic in the same
-  process by appending it to a process-local dispatch queue (rl_core.dispatch); the dispatch
-  loop (:meth:`IntraProcessManager.spin`) calls the subscribers. A publish never calls a
-  subscriber re-entrantly (trampoline), so ping-pong loops do not grow the stack.
-* The object is converted to a ROS message and published over DDS only when a subscriber outside
-  the process exists (matched subscription count > local subscription count), or always for
-  transient-local topics, whose DDS history must hold the latest value for late joiners.
-* Messages arriving over DDS from this process's own publishers are dropped (they were already
-  delivered locally); messages from other processes are decoded and queued like local ones.
+* Endpoints made through :class:`IntraProcessManager` are also real rclpy endpoints, so the
+  topics remain real ROS topics (rqt_graph, ``ros2 topic echo`` see them).
+* A publish hands the **same Python object** to every subscription of the topic in the process
+  through a dispatch queue (rl_core.dispatch), never re-entrantly (ping-pong loops do not grow
+  the stack). Local subscribers treat it as read-only: the others see the same object.
+* It is converted and published over DDS only when a subscriber outside the process exists, or
+  always for transient-local topics (late joiners); DDS copies of this process' own
+  publications are dropped, messages from other processes are decoded and queued.
 
-Local subscribers must treat received objects as read-only: the publisher and every other local
-subscriber see the same object.
-
-Threading: one thread drives :meth:`IntraProcessManager.spin`, which drains the dispatch queue
-and also runs every rclpy executor callback (timers, services, parameters, DDS traffic). While
-the queue is empty it waits in the executor itself (a post from another thread wakes it), so a
-DDS message reaches its subscriber on the thread that took it, with no thread hand-off. While
-the queue stays busy (a colocated stepping loop with gradient steps), a watcher thread waits in
-the executor on its behalf and hands each ready callback over (rl_nodes.executor_watcher); the
-dispatch thread runs it after the callback in progress. Subscription, timer and service
-callbacks all run on the dispatch thread, so node code needs no locks except around state it
-shares with its own worker threads (or with local service callers on other threads).
+Threading: one thread drives :meth:`IntraProcessManager.spin`, which drains the queue and runs
+every rclpy executor callback too, so node code needs no locks except around state it shares
+with its own worker threads. While the queue is empty it waits in the executor (a post wakes
+it); while the queue stays busy (a colocated stepping loop with gradient steps), a watcher
+thread waits there on its behalf and hands each ready callback over (rl_nodes.executor_watcher).
 
 The endpoints live beside this module: publishers and subscriptions in
 rl_nodes.intra_process_endpoints, services and clients in rl_nodes.intra_process_services.
@@ -84,6 +73,8 @@ class IntraProcessManager:
         #: Timers of :meth:`create_timer`: their rclpy callback only posts, so any thread may run
         #: it (the executor watcher does).
         self._posting_timers: weakref.WeakSet[Timer] = weakref.WeakSet()
+        #: Nodes unloaded: calls posted for them before that are dropped (:meth:`post_for`).
+        self._forgotten: weakref.WeakSet[Node] = weakref.WeakSet()
         self.stepping = SteppingTopics()  # waited on alone while a reply is due
         self._dispatch_thread: int | None = None
         self._on_error: Callable[[str, Exception], None] | None = None
@@ -140,7 +131,8 @@ class IntraProcessManager:
         return ipc_sub
 
     def forget_node(self, node: Node) -> None:
-        """Drop ``node``'s local endpoints, services and queued deliveries (a node unloaded)."""
+        """Drop ``node``'s endpoints, services, queued deliveries and posted calls (unloaded)."""
+        self._forgotten.add(node)
         for subscription in self._registry.forget(node):
             subscription.forgotten = True
 
@@ -148,7 +140,7 @@ class IntraProcessManager:
         """An rclpy timer on the steady clock whose callback runs on the dispatch thread (no
         locking needed). Steady: status, watchdogs and deadlines must go on when /clock stops
         under use_sim_time (stamps still come from the node's clock)."""
-        timer = node.create_timer(period_s, lambda: self.post(callback),
+        timer = node.create_timer(period_s, lambda: self.post_for(node, callback),
                                   clock=Clock(clock_type=ClockType.STEADY_TIME))
         self._posting_timers.add(timer)
         return timer
@@ -171,6 +163,14 @@ class IntraProcessManager:
         """Run ``function(*args)`` on the dispatch thread, after what is already queued; from any
         thread (it wakes the dispatch thread when that waits in the executor)."""
         self.dispatch.post(function, *args)
+
+    def post_for(self, node: Node, function: Callable[..., None], *args: Any) -> None:
+        """:meth:`post` on behalf of ``node``: dropped if the node is unloaded before it runs."""
+        self.dispatch.post(self._run_for, node, function, args)
+
+    def _run_for(self, node: Node, function: Callable[..., None], args: tuple[Any, ...]) -> None:
+        if node not in self._forgotten:
+            function(*args)
 
     def _wake_executor(self) -> None:
         driver = self._driver

@@ -112,7 +112,7 @@ class PolicyNode(RLNode):
         if self.robots and window_changed:
             # Parameter callbacks may run on the executor thread; the batching state belongs to
             # the dispatch thread.
-            self.ipc.post(self._set_window, config.batch_window_ms)
+            self.ipc.post_for(self, self._set_window, config.batch_window_ms)
 
     def _act(self, obs: np.ndarray, deterministic: bool) -> np.ndarray:
         return self.model.act(obs, deterministic)

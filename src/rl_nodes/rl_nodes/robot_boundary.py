@@ -190,13 +190,13 @@ class RobotBoundary:
     def _on_estop(self, engaged: bool) -> None:
         """On the e-stop thread: hold at once; a release resumes on the dispatch thread."""
         if self.driver.on_estop(engaged):
-            self.node.ipc.post(self.resume)
+            self._post(self.resume)
 
     @_locked
     def _on_release(self, text: str) -> None:
         """On the e-stop thread: a signed release resumes acting on the dispatch thread."""
         if self.driver.release(text):
-            self.node.ipc.post(self.resume)
+            self._post(self.resume)
 
     @_locked
     def stop_acting(self) -> None:
@@ -231,8 +231,12 @@ class RobotBoundary:
         request.position = [float(v) for v in target.position]
         request.velocity = [float(v) for v in target.velocity]
         future = self.reset_client.call_async(request)
-        future.add_done_callback(lambda done: self.node.ipc.post(self._on_reset, done))
+        future.add_done_callback(lambda done: self._post(self._on_reset, done))
         return future
+
+    def _post(self, function: Callable[..., None], *args: Any) -> None:
+        """Run ``function(*args)`` on the dispatch thread (dropped once the node is unloaded)."""
+        self.node.ipc.post_for(self.node, function, *args)
 
     def _stamp_ns(self) -> int:
         return self.node.get_clock().now().nanoseconds
@@ -243,16 +247,16 @@ class RobotBoundary:
     def publish_observation(self, obs: np.ndarray, step: int) -> None:
         self.observation = obs
         # (send_observations: the simulator steps only with an answer to this observation)
-        self.node.ipc.post(self.node.send_observations, Observations(
+        self._post(self.node.send_observations, Observations(
             self.node.robot_id, step, obs[None].astype(np.float32), self._stamp_ns()))
 
     def publish_transition(self, transition: Transition) -> None:
-        self.node.ipc.post(self.node.publish_experience,
-                           self.node.stepper.boundary_transition(transition, self._stamp_ns()))
+        self._post(self.node.publish_experience,
+                   self.node.stepper.boundary_transition(transition, self._stamp_ns()))
 
     def publish_episode(self, episode: EpisodeEnd) -> None:
-        self.node.ipc.post(self.node.publish_experience, None, self.node.stepper.boundary_episode(
-            episode, self._stamp_ns()))
+        self._post(self.node.publish_experience, None,
+                   self.node.stepper.boundary_episode(episode, self._stamp_ns()))
 
     def acting_paused(self) -> bool:
         return self.node.acting_paused

@@ -13,6 +13,7 @@ it. The context ends after the nodes closed and their publishers were flushed.
 
 from __future__ import annotations
 
+import faulthandler
 import importlib
 import math
 import os
@@ -99,6 +100,9 @@ def run_nodes(specs: Sequence[tuple[str, str | None]], args: Sequence[str] | Non
     :returns: the process exit code (0 normal, 2 bad configuration, 1 a node failed).
     """
     ensure_network_defaults()
+    # A native crash (rclpy, DDS, pybullet, torch) prints every thread's Python stack to stderr,
+    # which the launch log keeps: without it a respawn is all that shows.
+    faulthandler.enable()
     # CPU set and torch threads from the plan (RL_ROS2_CPUS, RL_ROS2_TORCH_THREADS); without
     # them one torch thread: acting needs no intra-op parallelism (tiny batches), and idle OpenMP
     # workers spin against the other processes of a deployment on small machines. The trainer's

@@ -165,7 +165,7 @@ class TrainerNode(RLNode):
         if self.run.done:
             # After what is queued: the replay buffer's last status first, so that robots in
             # this process stop acting (and are held) before the final checkpoint is written.
-            self.ipc.post(self._finish)
+            self.ipc.post_for(self, self._finish)
 
     def _learner_thread_main(self) -> None:
         """Thread mode: the learner's loop over the local buffer or the prefetching client;
@@ -182,7 +182,7 @@ class TrainerNode(RLNode):
                 source = functools.partial(self._prefetcher.get, timeout_s=0.5)
             if self.learner.run(functools.partial(self._while_active, source), self._stop,
                                 self._periodic):
-                self.ipc.post(self._finish)
+                self.ipc.post_for(self, self._finish)
         except BaseException:
             self.ipc.request_shutdown(1)
             raise
