@@ -131,6 +131,16 @@ def test_bad_priorities_are_rejected_per_reason_and_sampling_goes_on(learner_pro
     assert replay.service.priorities_applied == 2
     result = call_service(probe, SAMPLE_SERVICE, SAMPLE_NAME, SampleRequest(16, 1))
     assert result.success and result.prioritized
+    # A peer's 3e38 (issue 41): before, it was stored as is and took nearly every later draw,
+    # and every later insert inherited it as the largest priority seen. Now it is set to
+    # value_bound, counted and logged.
+    bound = replay.buffer.value_bound
+    assert bound is not None and bound < 3e38
+    huge = PriorityUpdate(np.array([5]), np.array([3e38], np.float32), total)
+    assert call_service(probe, PRIORITIES_SERVICE, UPDATE_PRIORITIES_NAME, huge).success
+    assert replay.rejections.get("priorities (clipped)") == 1
+    chances = replay.buffer.state_dict()["priorities"]
+    assert chances.max() <= (bound + 1.0) ** REPLAY["priority_alpha"], chances.max()
 
 
 SAMPLE_NAME = "/replay_buffer/sample"

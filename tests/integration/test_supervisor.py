@@ -33,6 +33,7 @@ from rl_bringup.supervisor import (
     ProcessState,
     Supervisor,
 )
+from rl_core.heartbeat import EXIT_RESTART
 
 pytestmark = pytest.mark.integration
 
@@ -295,6 +296,29 @@ def test_respawn_is_bounded(supervisors: list[Supervisor]) -> None:
     assert run_with_deadline(supervisor) == 1  # nothing required; a process failed
     assert len(supervisor.started_pids) == 3
     assert "giving up after 2 restarts" in output.text()
+
+
+def test_restarts_a_process_asks_for_never_give_it_up(supervisors: list[Supervisor],
+                                                     tmp_path: Path) -> None:
+    """Exit code EXIT_RESTART (a lifecycle shutdown, which any peer on the domain may call) is
+    restarted however often it comes, while crashes are still given up after ``max_respawns``:
+    before, five shutdowns in a row ended the run (issue 41). About 1 s."""
+    counter = tmp_path / "starts"
+    asks = textwrap.dedent(f"""
+        import sys
+        with open(sys.argv[1], "a") as counter:
+            counter.write("start\\n")
+        starts = len(open(sys.argv[1]).read().splitlines())
+        sys.exit({EXIT_RESTART} if starts <= 4 else 0)
+        """)
+    commands = [Command("learner", PYTHON + [asks, str(counter)], respawn=True, required=True)]
+    supervisor, output = make_supervisor(supervisors, commands, max_respawns=1,
+                                         respawn_delay=0.01)
+    assert run_with_deadline(supervisor) == 0
+    assert counter.read_text().splitlines() == ["start"] * 5
+    assert len(re.findall(rf"learner exited with code {EXIT_RESTART}; restarting in .* "
+                          r"\(asked to be restarted\)", output.text())) == 4
+    assert "giving up" not in output.text()
 
 
 def test_required_failure_stops_everything_with_its_exit_code(

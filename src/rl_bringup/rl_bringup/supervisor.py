@@ -7,7 +7,8 @@ It does what the launch front end does for this project, with the standard libra
 * prefixes every output line with ``[name]`` (one reader thread per child pipe);
 * forwards SIGINT / SIGTERM to the children;
 * respawns a crashed ``respawn`` process after a delay that doubles per consecutive restart, up to
-  a bounded number of restarts (the count resets after a stable run);
+  a bounded number of restarts (the count resets after a stable run); an exit asking for a
+  restart (``EXIT_RESTART``, a lifecycle shutdown) is restarted the same way but never given up;
 * stops everything when a ``required`` process exits (the run's exit code is that process's code,
   so a trainer that finishes with 0 ends the run with 0; a clean exit that ``unfinished`` says
   came before the run's end, such as a container stopped from outside, ends it with 1 and the
@@ -147,6 +148,8 @@ class _Child:
     reader: threading.Thread | None = None
     started_at: float = 0.0
     restarts: int = 0
+    #: Restarts asked for in a row (exit code EXIT_RESTART): they back off but never give up.
+    requested_restarts: int = 0
     total_restarts: int = 0
     restart_at: float | None = None
     returncode: int | None = None
@@ -562,21 +565,30 @@ class Supervisor:
             self._log(f"{spec.name} {words}")
             return None
         if time.monotonic() - child.started_at >= self._stable_run_s:
-            child.restarts = 0
+            child.restarts = child.requested_restarts = 0
+        if returncode == heartbeat.EXIT_RESTART:
+            # A lifecycle shutdown or cleanup, from outside or not: the process saved its state
+            # and asked to be started again. Not a crash, so no count of them gives it up (a
+            # peer repeating the call would otherwise end the run); they back off like crashes.
+            child.requested_restarts += 1
+            return self._schedule_restart(child, words, child.requested_restarts,
+                                          "asked to be restarted")
         if child.restarts >= self._max_respawns:
             child.finished = True
             self._log(f"{spec.name} {words}; giving up after {self._max_respawns} restarts")
             if spec.required:
                 return exit_status(returncode)
             return self._check_robots_left(returncode)
-        delay = min(self._respawn_delay * 2**child.restarts, self._max_respawn_delay)
         child.restarts += 1
+        return self._schedule_restart(child, words, child.restarts,
+                                      f"restart {child.restarts}/{self._max_respawns}")
+
+    def _schedule_restart(self, child: _Child, words: str, in_a_row: int, why: str) -> None:
+        """Start ``child`` again after a delay that doubles with each restart ``in_a_row``."""
+        delay = min(self._respawn_delay * 2 ** (in_a_row - 1), self._max_respawn_delay)
         child.total_restarts += 1
         child.restart_at = time.monotonic() + delay
-        self._log(
-            f"{spec.name} {words}; restarting in {delay:.1f} s "
-            f"(restart {child.restarts}/{self._max_respawns})"
-        )
+        self._log(f"{child.spec.name} {words}; restarting in {delay:.1f} s ({why})")
         return None
 
     def _check_robots_left(self, returncode: int) -> int | None:

@@ -20,6 +20,12 @@ from pathlib import Path
 
 from rl_core.variables import HEARTBEAT_FILE
 
+#: Exit code of a process one of whose nodes was cleaned up or shut down through its lifecycle
+#: services: sysexits' EX_TEMPFAIL ("try again"); not 0, so rl-bringup's supervisor, launch's
+#: respawn and Kubernetes start the process again (a clean exit 0 would end the run). The
+#: supervisor restarts it however often it comes: it is asked for, not a crash.
+EXIT_RESTART = 75
+
 #: A heartbeat older than this marks a hung process. Generous: the trainer's final evaluation
 #: runs on the dispatch thread and takes tens of seconds on a loaded 2-core machine (it beats
 #: once an episode, see :func:`beat_from_here`, but an episode of a slow task is long).

@@ -50,12 +50,8 @@ from rclpy.exceptions import ParameterException
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 
 from rl_core.config import ConfigError
+from rl_core.heartbeat import EXIT_RESTART
 from rl_nodes.intra_process import IntraProcessManager
-
-#: Exit code of a process one of whose nodes was cleaned up or shut down through its lifecycle
-#: services: sysexits' EX_TEMPFAIL ("try again"); not 0, so rl-bringup's supervisor, launch's
-#: respawn and Kubernetes start the process again (a clean exit 0 would end the run).
-EXIT_RESTART = 75
 
 #: Parameter: bring the node up to active when its process starts.
 AUTOSTART = "autostart"
