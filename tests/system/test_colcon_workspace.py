@@ -9,6 +9,7 @@ minute) comes from the venv, which plays the part of the ROS installation undern
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -139,5 +140,12 @@ def test_ros_user_workflow_symlink_install_source_and_ros2_launch(tmp_path: Path
     assert lines[:3] == [str(workspace / "install" / "rl_bringup"),
                          str(workspace / "install" / "rl_nodes"),
                          str(checkout / "launch")], run.output()[-4000:]
-    assert "]: done: 600 transitions" in run.output()  # the budget the buffer held
-    assert (tmp_path / "run" / "result.json").is_file()
+    output = run.output()
+    # total_env_steps:=600 beat the scenario file's replay_buffer block (8000), and the run
+    # ended when the buffer said so.
+    assert "]: done: 600 transitions" in output
+    assert json.loads((tmp_path / "run" / "result.json").read_text())["env_steps"] == 600
+    # The caller's ROS_DOMAIN_ID as is, and the line that attaches tools to it.
+    domain = env["ROS_DOMAIN_ID"]
+    assert f"ROS_DOMAIN_ID={domain} (from your ROS_DOMAIN_ID, as is)" in output
+    assert f"export ROS_DOMAIN_ID={domain} ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST" in output

@@ -178,28 +178,6 @@ def test_show_args_lists_deployment_arguments_and_node_parameters(ros2_env) -> N
     assert "Node parameter (trainer)" in output
 
 
-def test_colocated_launch_runs_to_completion_with_a_parameter_override(
-    ros2_env, tmp_path: Path
-) -> None:
-    launched = launch(ros2_env, "colocated.launch.py", "total_env_steps:=700",
-                      "eval_episodes:=1", f"output_dir:={tmp_path / 'run'}")
-    try:
-        code = launched.wait(240.0)
-    finally:
-        launched.stop(grace_s=20.0)
-    assert code == 0, launched.output()[-4000:]
-    output = launched.output()
-    # The caller's ROS_DOMAIN_ID as is, and the line that attaches tools to it.
-    domain = ros2_env["ROS_DOMAIN_ID"]
-    assert f"ROS_DOMAIN_ID={domain} (from your ROS_DOMAIN_ID, as is)" in output
-    assert f"export ROS_DOMAIN_ID={domain} ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST" in output
-    result = json.loads((tmp_path / "run" / "result.json").read_text())
-    # total_env_steps:=700 beat the scenario file's replay_buffer block (8000), and the run
-    # ended when the buffer said so.
-    assert result["env_steps"] == 700, result
-    assert "]: done: 700 transitions" in output
-
-
 def test_without_a_domain_the_launch_uses_ros_default_and_says_how_to_attach(
     ros2_env, tmp_path: Path
 ) -> None:

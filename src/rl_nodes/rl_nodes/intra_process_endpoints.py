@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from rclpy.exceptions import InvalidHandle
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
@@ -20,11 +20,25 @@ from rclpy.qos import DurabilityPolicy
 from rl_core.local_registry import TopicEntry
 from rl_nodes.conversions import TopicType
 from rl_nodes.graph import GUID_PREFIX_BYTES
-
-if TYPE_CHECKING:
-    from rl_nodes.intra_process import IntraProcessManager
+from rl_nodes.stepping_wait import SteppingTopics
 
 T = TypeVar("T")
+
+
+class Manager(Protocol):
+    """What the endpoints use of rl_nodes.intra_process.IntraProcessManager (a port: that
+    module builds them, so they do not import it)."""
+
+    stats: dict[str, int]
+    stepping: SteppingTopics
+
+    @property
+    def queued(self) -> int: ...
+
+    def post(self, function: Callable[..., None], *args: Any) -> None: ...
+
+    def is_own_publication(self, node: Node, topic_name: str,
+                           publisher_gid: bytes | None) -> bool: ...
 #: Messages from DDS queued for the dispatch thread before further ones are dropped (counted).
 MAX_QUEUED_RECEPTIONS = 10_000
 #: Messages a DDS subscription's callback takes beyond its own (see ``_on_dds``).
@@ -56,7 +70,7 @@ class OwnPublications:
 class IntraProcessPublisher(Generic[T]):
     """Publishes objects: same object to local subscribers, a converted message over DDS."""
 
-    def __init__(self, manager: IntraProcessManager, node: Node, publisher: Any,
+    def __init__(self, manager: Manager, node: Node, publisher: Any,
                  topic_type: TopicType[T], entry: TopicEntry, stepping: bool = False) -> None:
         self.manager = manager
         self.node = node
@@ -131,7 +145,7 @@ class IntraProcessSubscription(Generic[T]):
     topic_name: str
     rcl_subscription: Any
 
-    def __init__(self, manager: IntraProcessManager, node: Node, callback: Callable[[T], None],
+    def __init__(self, manager: Manager, node: Node, callback: Callable[[T], None],
                  topic_type: TopicType[T], on_reject: Callable[[str], None] | None,
                  stepping: bool = False, with_sender: bool = False) -> None:
         self.manager = manager

@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from sensor_msgs.msg import JointState
@@ -33,9 +33,7 @@ from rl_core.stepping import check_actions
 from rl_nodes import graph
 from rl_nodes.conversions import Actions, Observations, command_message, plain
 from rl_nodes.estop_listener import EStopListener
-
-if TYPE_CHECKING:
-    from rl_nodes.simulator import SimulatorNode
+from rl_nodes.ports import BoundaryHost
 
 
 def _locked(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -60,7 +58,7 @@ class RobotBoundary:
     :param seed: the robot's seed (start states and goals).
     """
 
-    def __init__(self, node: SimulatorNode, task: Task, config: BoundaryConfig, seed: int) -> None:
+    def __init__(self, node: BoundaryHost, task: Task, config: BoundaryConfig, seed: int) -> None:
         self.node = node
         self.task = task
         namespace = node.get_namespace()
@@ -99,7 +97,7 @@ class RobotBoundary:
                              if config.reset == "service" else None)
 
     @classmethod
-    def for_simulator(cls, node: SimulatorNode, seed: int) -> RobotBoundary:
+    def for_simulator(cls, node: BoundaryHost, seed: int) -> RobotBoundary:
         """The boundary of a simulator node whose ``robot_interface`` is ros2_control: its
         ``env_id`` names the task."""
         from rl_core.robot.tasks import load_task

@@ -89,14 +89,14 @@ class CallbackErrors:
 
 
 def run_nodes(specs: Sequence[tuple[str, str | None]], args: Sequence[str] | None = None,
-              composition: bool = False, remote_composition: bool = False) -> int:
+              serve: Callable[[SingleThreadedExecutor, list[Any]], object] | None = None) -> int:
     """Create the nodes ``[(kind, namespace or None)]`` in this process and run until shutdown.
 
     :param args: command line with ROS arguments (``--ros-args --params-file F -p k:=v``).
-    :param composition: serve ROS composition's ``list_nodes`` (a container;
-        rl_nodes.component_manager).
-    :param remote_composition: with ``composition``, serve ``load_node`` and ``unload_node``
-        too: nodes can be loaded and unloaded at run time.
+    :param serve: called with the executor and the nodes once they are up, before spinning:
+        what the process serves beside its nodes (a container's composition services,
+        rl_nodes.component_manager; chosen by the container, so this module needs no import of
+        it).
     :returns: the process exit code (0 normal, 2 bad configuration, 1 a node failed).
     """
     ensure_network_defaults()
@@ -126,10 +126,8 @@ def run_nodes(specs: Sequence[tuple[str, str | None]], args: Sequence[str] | Non
         for node in nodes:
             executor.add_node(node)
         autostart(nodes)
-        if composition:
-            from rl_nodes.component_manager import serve_composition
-
-            serve_composition(executor, nodes, remote=remote_composition)
+        if serve is not None:
+            serve(executor, nodes)
         errors = CallbackErrors(nodes[0].get_logger() if nodes else None)
         code = manager.spin(on_error=errors.report, executor=executor)
     except ConfigError as error:

@@ -10,7 +10,6 @@ policy keeps driving.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
 from sensor_msgs.msg import Joy
 from std_msgs.msg import Float64MultiArray
@@ -18,9 +17,7 @@ from std_msgs.msg import Float64MultiArray
 from rl_core.teleop import Intervention, JoyMapping
 from rl_nodes import graph
 from rl_nodes.conversions import plain
-
-if TYPE_CHECKING:
-    from rl_nodes.simulator import SimulatorNode
+from rl_nodes.ports import TeleopHost
 
 
 class TeleopInput:
@@ -29,7 +26,7 @@ class TeleopInput:
     :raises rl_core.config.ConfigError: when the mapping file is missing or malformed.
     """
 
-    def __init__(self, node: SimulatorNode, action_size: int) -> None:
+    def __init__(self, node: TeleopHost, action_size: int) -> None:
         config = node.config
         mapping = JoyMapping.from_file(config.teleop_mapping, action_size) \
             if config.teleop_mapping else None
