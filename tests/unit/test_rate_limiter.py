@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 
-from rl_core.replay import RateLimiterCancelled, SampleToInsertRatio
+from rl_core.replay import SampleToInsertRatio
 
 pytestmark = pytest.mark.unit
 
@@ -24,7 +22,7 @@ def test_below_min_size_inserts_pass_and_samples_are_refused() -> None:
     for _ in range(9):
         assert limiter.can_insert()
         limiter.insert()
-    assert limiter.sample_allowance() == 0 and not limiter.can_sample()
+    assert limiter.sample_allowance() == 0
     limiter.insert()
     # diff = 10, min_diff = 8: two samples may run ahead of the next insert.
     assert limiter.sample_allowance() == 2
@@ -94,52 +92,6 @@ def test_zero_ratio_never_blocks_inserts() -> None:
 def test_invalid_settings_are_refused_with_the_reason(arguments, message) -> None:
     with pytest.raises(ValueError, match=message):
         SampleToInsertRatio(*arguments)
-
-
-def test_a_blocked_sampler_wakes_when_data_arrives() -> None:
-    limiter = SampleToInsertRatio(1.0, min_size_to_sample=3, error_buffer=1.0)
-    results: list[bool] = []
-    waiter = threading.Thread(target=lambda: results.append(limiter.await_can_sample(1, 10.0)))
-    waiter.start()
-    limiter.insert(3)
-    waiter.join(10.0)
-    assert results == [True]
-
-
-def test_a_blocked_inserter_wakes_when_the_learner_samples() -> None:
-    limiter = SampleToInsertRatio(1.0, min_size_to_sample=2, error_buffer=1.0)
-    limiter.insert(3)
-    assert not limiter.can_insert()
-    results: list[bool] = []
-    waiter = threading.Thread(target=lambda: results.append(limiter.await_can_insert(1, 10.0)))
-    waiter.start()
-    limiter.take_samples(1)
-    waiter.join(10.0)
-    assert results == [True]
-
-
-def test_waits_time_out() -> None:
-    limiter = SampleToInsertRatio(1.0, min_size_to_sample=2, error_buffer=1.0)
-    assert limiter.await_can_sample(1, timeout_s=0.01) is False
-
-
-def test_cancel_releases_waiters_on_shutdown() -> None:
-    limiter = SampleToInsertRatio(1.0, min_size_to_sample=5, error_buffer=1.0)
-    errors: list[BaseException] = []
-
-    def wait() -> None:
-        try:
-            limiter.await_can_sample(1, timeout_s=30.0)
-        except RateLimiterCancelled as error:
-            errors.append(error)
-
-    waiter = threading.Thread(target=wait)
-    waiter.start()
-    limiter.cancel()
-    waiter.join(10.0)
-    assert not waiter.is_alive() and len(errors) == 1
-    with pytest.raises(RateLimiterCancelled):
-        limiter.await_can_insert(1, timeout_s=0.0)
 
 
 def test_blocked_time_is_accounted_per_side() -> None:

@@ -19,10 +19,10 @@ Units are the caller's: the trainer counts one sample per gradient step (a batch
 to wait for": inserts always pass.
 
 Reverb blocks the caller inside ``insert``/``sample``. Over ROS a node cannot block a topic
-callback, so this class answers questions (:meth:`can_insert`, :meth:`sample_allowance`),
-records what happened (:meth:`insert`, :meth:`sample`) and offers blocking waits
-(:meth:`await_can_insert`, :meth:`await_can_sample`) for threads that may block. :meth:`cancel`
-wakes every waiter on shutdown. It also accounts the time each side spent blocked. Thread-safe.
+callback, so this class answers questions (:meth:`can_insert`, :meth:`sample_allowance`) and
+records what happened (:meth:`insert`, :meth:`take_samples`), and the replay buffer turns its
+answers into back-pressure (acting paused) and granted batches. It also accounts the time each
+side spent blocked. Thread-safe.
 """
 
 from __future__ import annotations
@@ -32,10 +32,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-
-
-class RateLimiterCancelled(RuntimeError):
-    """A blocking wait was cut short by :meth:`SampleToInsertRatio.cancel` (shutdown)."""
 
 
 @dataclass(frozen=True)
@@ -86,8 +82,7 @@ class SampleToInsertRatio:
         self.min_size_to_sample = int(min_size_to_sample)
         self.min_diff, self.max_diff = min_diff, max_diff
         self._clock = clock
-        self._condition = threading.Condition()
-        self._cancelled = False
+        self._lock = threading.Lock()
         self.inserts = 0
         self.samples = 0
         self._inserts_at_min_size: int | None = None
@@ -114,17 +109,12 @@ class SampleToInsertRatio:
 
     def can_insert(self, count: int = 1) -> bool:
         """Whether ``count`` more inserts stay within the error buffer."""
-        with self._condition:
+        with self._lock:
             return self._can_insert(count)
-
-    def can_sample(self, count: int = 1) -> bool:
-        """Whether ``count`` samples are allowed now."""
-        with self._condition:
-            return self._allowance() >= count
 
     def insert_headroom(self) -> float:
         """Inserts still allowed before inserts block (infinite below the minimum size)."""
-        with self._condition:
+        with self._lock:
             if self.samples_per_insert == 0 or self.inserts < self.min_size_to_sample:
                 return math.inf
             return (self.max_diff - self._diff()) / self.samples_per_insert
@@ -132,7 +122,7 @@ class SampleToInsertRatio:
     def sample_allowance(self, insert_cap: int | None = None) -> int:
         """The largest number of samples allowed now (0 while the learner is ahead), counting
         only the first ``insert_cap`` inserts when given (see :meth:`take_samples`)."""
-        with self._condition:
+        with self._lock:
             return self._allowance(insert_cap)
 
     # --- records ------------------------------------------------------------------------------
@@ -140,20 +130,18 @@ class SampleToInsertRatio:
     def insert(self, count: int = 1) -> None:
         """Record ``count`` inserts. Never refuses: data that arrived is kept (back-pressure is
         the caller's business, through :meth:`can_insert`)."""
-        with self._condition:
+        with self._lock:
             self.inserts += count
             if self._inserts_at_min_size is None and self.inserts >= self.min_size_to_sample:
                 self._inserts_at_min_size = self.inserts
                 self._samples_at_min_size = self.samples
             self._account()
-            self._condition.notify_all()
 
     def sample(self, count: int = 1) -> None:
         """Record ``count`` samples (the caller checked :meth:`sample_allowance`)."""
-        with self._condition:
+        with self._lock:
             self.samples += count
             self._account()
-            self._condition.notify_all()
 
     def take_samples(self, wanted: int, insert_cap: int | None = None) -> int:
         """Grant and record up to ``wanted`` samples at once; returns how many were granted.
@@ -161,51 +149,12 @@ class SampleToInsertRatio:
         :param insert_cap: grant only what the first ``insert_cap`` inserts pay for (a learner
             with a fixed budget of data); None = no cap.
         """
-        with self._condition:
+        with self._lock:
             granted = min(max(wanted, 0), self._allowance(insert_cap))
             self.samples += granted
             self._mark("sample", wanted > 0 and granted == 0)
             self._account()
-            if granted:
-                self._condition.notify_all()
             return granted
-
-    # --- blocking waits -----------------------------------------------------------------------
-
-    def await_can_insert(self, count: int = 1, timeout_s: float | None = None) -> bool:
-        """Block until ``count`` inserts are allowed; False on timeout.
-
-        :raises RateLimiterCancelled: when :meth:`cancel` is called while waiting.
-        """
-        return self._await(lambda: self._can_insert(count), "insert", timeout_s)
-
-    def await_can_sample(self, count: int = 1, timeout_s: float | None = None) -> bool:
-        """Block until ``count`` samples are allowed; False on timeout.
-
-        :raises RateLimiterCancelled: when :meth:`cancel` is called while waiting.
-        """
-        return self._await(lambda: self._allowance() >= count, "sample", timeout_s)
-
-    def _await(self, allowed: Callable[[], bool], side: str, timeout_s: float | None) -> bool:
-        deadline = None if timeout_s is None else self._clock() + timeout_s
-        with self._condition:
-            while not allowed():
-                if self._cancelled:
-                    raise RateLimiterCancelled(f"rate limiter cancelled while waiting to {side}")
-                self._mark(side, True)
-                remaining = None if deadline is None else deadline - self._clock()
-                if remaining is not None and remaining <= 0:
-                    return False
-                self._condition.wait(remaining)
-            if self._cancelled:
-                raise RateLimiterCancelled(f"rate limiter cancelled while waiting to {side}")
-            return True
-
-    def cancel(self) -> None:
-        """Wake every waiter with :class:`RateLimiterCancelled` (shutdown); later waits raise too."""
-        with self._condition:
-            self._cancelled = True
-            self._condition.notify_all()
 
     # --- accounting ---------------------------------------------------------------------------
 
@@ -225,7 +174,7 @@ class SampleToInsertRatio:
 
     def stats(self) -> RateLimiterStats:
         """Counters, blocked state and blocked time (including a block still going on)."""
-        with self._condition:
+        with self._lock:
             now = self._clock()
             blocked = {side: self._blocked_total[side] + (now - since if since is not None else 0.0)
                        for side, since in self._blocked_since.items()}
@@ -239,15 +188,14 @@ class SampleToInsertRatio:
 
     def state_dict(self) -> dict[str, int]:
         """Counters to store with a replay snapshot (the configuration comes from parameters)."""
-        with self._condition:
+        with self._lock:
             return {"inserts": self.inserts, "samples": self.samples}
 
     def load_state_dict(self, state: dict[str, int]) -> None:
         """Continue from stored counters."""
-        with self._condition:
+        with self._lock:
             self.inserts, self.samples = int(state["inserts"]), int(state["samples"])
             self._inserts_at_min_size = (self.inserts if self.inserts >= self.min_size_to_sample
                                          else None)
             self._samples_at_min_size = self.samples
             self._account()
-            self._condition.notify_all()
