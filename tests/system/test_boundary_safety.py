@@ -736,33 +736,46 @@ def test_nodes_follow_clock_and_keep_reporting_when_it_stops(deployments: Deploy
 
 
 def test_a_respawned_sim_robot_is_driven_again(deployments: Deployments) -> None:
-    """After the previous test's kill (or this test's own, when run alone), the supervisor's
-    respawned sim_robot starts a new simulation (its clock and joint_states stamps begin at 0
-    again), and the boundary must drive it: commands resume."""
+    """A second publisher on joint_states (the probe's, silent) when the sim_robot is killed:
+    the respawned sim_robot's states are refused while both are there (which is the robot
+    cannot be told; before issue 41's last round the first state heard was pinned, whoever
+    sent it), the robot only held; once the second publisher leaves, the respawned sim_robot
+    (its clock and joint_states stamps begin at 0 again) is pinned and the boundary drives it:
+    commands resume. About 25 s beyond the shared run."""
     deployment = deployments.get(*SIM_TIME_RUN, clock=True)
     probe, run = deployment.probe, deployment.run
     try:
-        first = deployment.pid_of(SIM_ROBOT_PROCESS)
-        if starts_of(run, SIM_ROBOT_PROCESS) == 1:
-            os.kill(first, signal.SIGKILL)  # a process this test's run started, by its PID
-            probe.spin_until(lambda: starts_of(run, SIM_ROBOT_PROCESS) == 2,
-                             f"the supervisor to respawn {SIM_ROBOT_PROCESS}", 30.0)
+        other = probe.node.create_publisher(JointState, JOINT_STATES, graph.STREAM.profile())
+        starts = starts_of(run, SIM_ROBOT_PROCESS)
+        os.kill(deployment.pid_of(SIM_ROBOT_PROCESS), signal.SIGKILL)  # this run's, by PID
+        probe.spin_until(lambda: starts_of(run, SIM_ROBOT_PROCESS) == starts + 1,
+                         f"the supervisor to respawn {SIM_ROBOT_PROCESS}", 30.0)
         ready = f"[{SIM_ROBOT_PROCESS}]"
         probe.spin_until(lambda: sum(line.startswith(ready) and line.endswith(": ready")
-                                     for line in run.lines) >= 2,
+                                     for line in run.lines) > starts,
                          f"the respawned {SIM_ROBOT_PROCESS} to be ready", 60.0)
-        ready_at = time.monotonic()
+        refused = re.compile(r"rejected joint states .*publishers on joint_states and none "
+                             r"pinned")
+        seen = len(run.lines)
+        probe.spin_until(lambda: any(refused.search(line) for line in run.lines[seen:]),
+                         "the respawned sim_robot's states refused while two publish", 30.0)
+        mark = len(probe.commands)
+        probe.spin_for(2.0)
+        assert all(is_hold(c.values) for c in probe.commands[mark:]), \
+            "a command moved the robot while two publishers were on joint_states"
+        probe.node.destroy_publisher(other)
+        left_at = time.monotonic()
         mark = len(probe.commands)
         deadline = time.monotonic() + 30.0
         while (not any(not is_hold(c.values) for c in probe.commands[mark:])
                and time.monotonic() < deadline):
             assert run.process.poll() is None, run.output()[-3000:]
             probe.executor.spin_once(timeout_sec=0.005)
-        simulator = probe.latest_status(SIMULATOR, ready_at)
+        simulator = probe.latest_status(SIMULATOR, left_at)
         assert any(not is_hold(c.values) for c in probe.commands[mark:]), (
-            f"no command reached the respawned sim_robot within 30 s of its start; the "
-            f"simulator says: {simulator.message if simulator else 'nothing'} (phase "
-            f"{simulator.values.get('phase') if simulator else '?'})")
+            f"no command reached the respawned sim_robot within 30 s of the second publisher "
+            f"leaving; the simulator says: {simulator.message if simulator else 'nothing'} "
+            f"(phase {simulator.values.get('phase') if simulator else '?'})")
     finally:
         deployments.discard()  # its robot was restarted: a run not to share further
 

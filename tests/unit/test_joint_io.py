@@ -5,7 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rl_core.robot.joint_io import ControlStats, JointStateError, JointStateReader, command_limits
+from rl_core.robot.joint_io import (
+    ControlStats,
+    JointStateError,
+    JointStateReader,
+    StateSource,
+    command_limits,
+)
 from rl_core.robot.tasks import CartPoleBalanceTask, KukaReachTask
 
 pytestmark = pytest.mark.unit
@@ -54,3 +60,33 @@ def test_command_limits_come_from_the_task_urdf_or_are_unbounded() -> None:
     assert np.all(np.isfinite(limits.velocity)) and np.all(limits.velocity > 0)
     cartpole = CartPoleBalanceTask()
     assert command_limits(cartpole).names == tuple(cartpole.commanded)
+
+
+def test_a_publisher_is_pinned_only_while_it_is_the_only_one_on_the_topic() -> None:
+    """Issue 41: a second publisher there when one must be chosen (a forger that came first, or
+    one waiting for the robot's driver to crash) gets nothing pinned: every state is refused
+    until one leaves. Before, the first state heard was pinned whoever sent it."""
+    robot, forger, restarted = b"robot", b"forger", b"robot-2"
+    present = [robot, forger]
+    source = StateSource(lambda: present)
+    assert "2 publishers" in (source.refusal(forger) or "")
+    assert "2 publishers" in (source.refusal(robot) or "")
+    assert source.pinned is None and source.refused == 2
+    present.remove(forger)
+    assert source.refusal(robot) is None and source.pinned == robot
+    present.append(forger)  # pinned: the other is refused, the robot goes on
+    assert "second publisher" in (source.refusal(forger) or "")
+    assert source.refusal(robot) is None
+    present[:] = [forger, restarted]  # the driver restarted under a new identity, forger there
+    assert source.refusal(forger) is not None and source.refusal(restarted) is not None
+    present.remove(forger)
+    assert source.refusal(restarted) is None and source.pinned == restarted
+    assert source.refusal(None) is None  # a state from this process
+    assert source.refused == 5
+
+
+def test_a_state_sent_before_its_publisher_is_listed_is_taken_when_no_other_is() -> None:
+    """The graph may list a publisher after its first message came: alone, it is pinned."""
+    source = StateSource(lambda: [])
+    assert source.refusal(b"robot") is None and source.pinned == b"robot"
+    assert source.may_be(b"robot") and not source.may_be(b"other") and source.may_be(None)

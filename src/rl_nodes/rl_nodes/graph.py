@@ -46,6 +46,8 @@ class QoS:
 #: Bytes of a DDS GUID that name its participant (the process' context): endpoints whose GUIDs
 #: share them belong to one process.
 GUID_PREFIX_BYTES = 12
+#: Bytes of a whole DDS GUID: an rmw GID may be padded past them, compare these only.
+GUID_BYTES = 16
 #: Stepping traffic (observations, actions) and most topics: a short queue.
 STREAM = QoS(10)
 #: Experience: acting may run up to the replay's error buffer ahead of a learner process busy with

@@ -75,7 +75,7 @@ class RobotBoundary:
         self.command_pub = node.publisher(topic, plain(message_type))
         joint_states = node.subscription(graph.ROBOT_JOINT_STATES, self._on_joint_state,
                                          with_sender=True)
-        self.source = StateSource(lambda gid: self._publishing(joint_states.topic_name, gid))
+        self.source = StateSource(lambda: self._publishers(joint_states.topic_name))
         self._lock = threading.RLock()
         #: The newest observation published (what the next action answers).
         self.observation: np.ndarray | None = None
@@ -144,18 +144,18 @@ class RobotBoundary:
 
     @_locked
     def _on_joint_state(self, msg: JointState, sender: bytes | None) -> None:
-        if not self.source.accepts(sender):
-            self.node.reject("joint states", "from a second publisher: the robot's state comes "
-                             "from the first one heard while it is on the topic")
+        refusal = self.source.refusal(sender[:graph.GUID_BYTES] if sender else None)
+        if refusal is not None:
+            self.node.reject("joint states", refusal)
             return
         stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
         self.driver.on_joint_state(stamp, msg.name, msg.position, msg.velocity, msg.effort,
                                    self.node.get_clock().now().nanoseconds * 1e-9)
 
-    def _publishing(self, topic: str, gid: bytes) -> bool:
-        """Whether the publisher ``gid`` is still on ``topic``."""
-        return any(bytes(info.endpoint_gid)[:16] == gid[:16]
-                   for info in self.node.get_publishers_info_by_topic(topic))
+    def _publishers(self, topic: str) -> list[bytes]:
+        """The GIDs of ``topic``'s publishers now."""
+        return [bytes(info.endpoint_gid)[:graph.GUID_BYTES]
+                for info in self.node.get_publishers_info_by_topic(topic)]
 
     def on_actions(self, msg: Actions) -> None:
         """The policy's answer (a batch of one) to an observation of this robot."""
@@ -181,7 +181,7 @@ class RobotBoundary:
         """On the e-stop thread: the robot's state, before the dispatch thread may get to it
         (no lock: two fields are set, and the deadline check that reads them takes it)."""
         gid = info.get("publisher_gid") if info else None
-        if self.source.may_be(bytes(gid["data"]) if gid else None):
+        if self.source.may_be(bytes(gid["data"])[:graph.GUID_BYTES] if gid else None):
                 self.driver.state_seen(msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec)
 
     @_locked

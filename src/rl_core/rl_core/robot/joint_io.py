@@ -2,8 +2,8 @@
 
 :class:`JointStateReader` turns the fields of a ``sensor_msgs/JointState`` (any joint order,
 more joints than the task's, velocities or efforts left out) into a :class:`JointSample` of the
-task's joints; :class:`StateSource` accepts states from one publisher only (anyone on the
-domain can publish ``joint_states``); :class:`StateCheck` refuses states no robot can be in
+task's joints; :class:`StateSource` accepts states from one publisher only, pinned while it is the only one
+(anyone on the domain can publish ``joint_states``); :class:`StateCheck` refuses states no robot can be in
 (outside the URDF's limits, moving faster than the positions change, stamps that go back or
 come from the future); :class:`ControlStats` keeps the latency from a state to its command and
 the achieved command rate with pauses left out.
@@ -83,27 +83,43 @@ class JointStateReader:
 
 
 class StateSource:
-    """Which publisher the robot's state comes from: the first one heard is pinned, and
-    states from any other are refused until the pinned one has left the graph (a robot driver
-    that restarts gets a new identity).
+    """Which publisher the robot's state comes from: one is pinned, and states from any other
+    are refused while the pinned one is on the topic (a robot driver that restarts gets a new
+    identity, and is pinned once the old one has left).
 
-    :param alive: whether a publisher (its DDS GID) is still on the joint_states topic.
+    A publisher is pinned only while it is the topic's only one: with two there (a forger that
+    came before the robot, or while a crashed driver was away), which is the robot cannot be
+    told, so every state is refused (the robot is held by the command deadline) until one
+    leaves. A forger alone on the topic before the robot's first state is still pinned: that
+    needs DDS security (SROS2).
+
+    :param publishers: the DDS GIDs of the joint_states topic's publishers now, in the form
+        the states' sender GIDs come in.
     """
 
-    def __init__(self, alive: Callable[[bytes], bool]) -> None:
-        self.alive = alive
+    def __init__(self, publishers: Callable[[], Sequence[bytes]]) -> None:
+        self.publishers = publishers
         self.pinned: bytes | None = None
         self.refused = 0
 
-    def accepts(self, gid: bytes | None) -> bool:
-        """Whether a state from ``gid`` (``None``: from this process) is the robot's."""
+    def refusal(self, gid: bytes | None) -> str | None:
+        """Why a state from ``gid`` (``None``: from this process) is not the robot's, or
+        ``None`` when it is (counted in :attr:`refused` when it is not)."""
         if gid is None or gid == self.pinned:
-            return True
-        if self.pinned is None or not self.alive(self.pinned):
+            return None
+        present = self.publishers()
+        if self.pinned is not None and self.pinned in present:
+            why = ("from a second publisher: the robot's state comes from the one pinned while "
+                   "it is on the topic")
+        elif any(other != gid for other in present):
+            why = (f"{len(present)} publishers on joint_states and none pinned: which is the "
+                   "robot cannot be told, so the robot is held until only one publishes (ros2 "
+                   "topic info -v names them)")
+        else:
             self.pinned = gid
-            return True
+            return None
         self.refused += 1
-        return False
+        return why
 
     def may_be(self, gid: bytes | None) -> bool:
         """Whether a state from ``gid`` may be the robot's, without pinning or counting (what
