@@ -105,11 +105,9 @@ def service_requests(rng: random.Random, robot: int = 0, calls: int = CALLS_PER_
     for _ in range(calls):
         # Sizes a learner would never ask for (2^16 rows is still within the answer's bound for
         # cart-pole: such a call takes batches, as any well-formed caller may, see
-        # docs/reliability.md). A budget below the run's must not end it; a larger one may
-        # still extend it (the deprecated trainer budget, docs/reliability.md "Still open").
+        # docs/reliability.md). The request carries no budget: no call can end or extend a run.
         requests.append(("SampleBatch", "/replay_buffer/sample", SampleBatch.Request(
-            batch_size=rng.choice(sizes[2:]), max_batches=rng.choice(sizes),
-            weights_version=rng.randrange(2**64), insert_budget=rng.choice((0, 1, 1000)))))
+            batch_size=rng.choice(sizes[2:]), max_batches=rng.choice(sizes))))
         count = rng.randrange(0, 2000)
         requests.append(("UpdatePriorities", "/replay_buffer/update_priorities",
                          UpdatePriorities.Request(

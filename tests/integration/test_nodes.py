@@ -22,6 +22,7 @@ from rclpy.executors import SingleThreadedExecutor
 from rclpy.parameter import Parameter
 
 from rl_core import heartbeat, variables
+from rl_core.config import ConfigError
 from rl_interfaces.srv import GetAction
 from rl_nodes.conversions import Experience
 from rl_nodes.intra_process import IntraProcessManager
@@ -269,7 +270,6 @@ def test_policy_node_runs_an_exported_onnx_model(tmp_path: Path) -> None:
 ])
 def test_policy_node_refuses_an_onnx_model_of_another_task_or_none(
         tmp_path: Path, model_name: str, message: str) -> None:
-    from rl_core.config import ConfigError
     from rl_core.export import export_onnx
     from rl_core.networks import SquashedGaussianActor
 
@@ -284,23 +284,17 @@ def test_policy_node_refuses_an_onnx_model_of_another_task_or_none(
         rclpy.try_shutdown()
 
 
-def test_a_trainer_given_the_budget_still_hands_it_to_the_replay_buffer(tmp_path: Path) -> None:
-    """``total_env_steps`` is the replay buffer's; set on the trainer (deprecated) it is passed on
-    with every sample request, and ``ros2 param describe`` says so."""
+def test_a_trainer_given_the_budget_refuses_it_and_says_where_it_goes(tmp_path: Path) -> None:
+    """``total_env_steps`` is the replay buffer's; set on the trainer (passed on with a warning
+    for a release before) it is refused, naming the replay buffer."""
     overrides = overrides_file(tmp_path, {"trainer": {"total_env_steps": 321,
                                                       "output_dir": str(tmp_path / "run")}})
     rclpy.init(args=["--ros-args", "--params-file", str(CONFIG), "--params-file", str(overrides)])
-    trainer = None
     try:
-        trainer = TrainerNode("/")
-        assert trainer.budget == 321
-        descriptor = trainer.describe_parameter("total_env_steps")
-        assert descriptor.read_only and "Deprecated: the replay_buffer's parameter" in \
-            descriptor.description
+        with pytest.raises(ConfigError, match="'total_env_steps' is the replay_buffer's .* move it "
+                           "to the replay_buffer's block"):
+            TrainerNode("/")
     finally:
-        if trainer is not None:
-            trainer.close()
-            trainer.destroy_node()
         rclpy.try_shutdown()
 
 

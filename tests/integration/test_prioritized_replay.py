@@ -197,7 +197,7 @@ def test_decoupled_trainer_skews_sampling_towards_high_td_errors(tmp_path: Path,
         deadline = time.monotonic() + 30.0
         while sum(map(len, rewards)) < 1280 and time.monotonic() < deadline:
             result = call_service(probe, SAMPLE_SERVICE, SAMPLE_NAME,
-                                  SampleRequest(64, 20, insert_budget=MESSAGES * ROWS_PER_MESSAGE))
+                                  SampleRequest(64, 20))
             assert result.success and result.prioritized, result.message
             rewards += [batch.rewards for batch in result.batches]
         assert sum(map(len, rewards)) >= 1280, "the rate limiter granted too few batches"

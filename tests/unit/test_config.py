@@ -90,16 +90,16 @@ def test_a_former_parameter_name_works_with_a_warning(tmp_path: Path) -> None:
     assert RENAMED_PARAMETERS == {"updates_per_step": "updates_per_transition"}
 
 
-def test_the_budget_is_the_replay_buffers_and_the_trainers_still_works_with_a_warning(
+def test_the_budget_is_the_replay_buffers_and_set_on_the_trainer_it_is_refused(
         tmp_path: Path) -> None:
-    """total_env_steps moved from the trainer to the replay buffer (it owns the schedule)."""
+    """total_env_steps moved from the trainer to the replay buffer (it owns the schedule); after
+    a release of passing it on with a warning, the trainer's is refused, saying where it goes."""
     path = tmp_path / "old.yaml"
     path.write_text("/**:\n  ros__parameters:\n    env_id: rl_ros2/CartPoleBalance-v0\n"
                     "/**/trainer:\n  ros__parameters:\n    total_env_steps: 1234\n")
-    with pytest.warns(FutureWarning, match="'total_env_steps' of the trainer is deprecated: it is "
-                      "the replay_buffer's now"):
-        config = load_run_config(path)
-    assert config.replay.total_env_steps == 1234 and not hasattr(config.trainer, "total_env_steps")
+    with pytest.raises(ConfigError, match="'total_env_steps' is the replay_buffer's .* not the "
+                       "trainer's: move it to the replay_buffer's block"):
+        load_run_config(path)
     # Where it belongs, or shared by every node, it raises no warning.
     path.write_text("/**:\n  ros__parameters:\n    total_env_steps: 99\n")
     with warnings.catch_warnings():

@@ -71,8 +71,7 @@ def killed(service: ReplayService) -> None:
 
 
 def sample(service: ReplayService, batches: int) -> int:
-    answer = service.sample(SimpleNamespace(batch_size=4, max_batches=batches, weights_version=0,
-                                            insert_budget=0))
+    answer = service.sample(SimpleNamespace(batch_size=4, max_batches=batches))
     return len(answer.batches)
 
 

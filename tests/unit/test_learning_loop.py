@@ -154,11 +154,12 @@ def test_answers_over_dds_carry_fewer_batches_of_images() -> None:
 
 
 def test_replay_figures_read_a_status() -> None:
-    assert replay_figures(None) == {}
-    status = SimpleNamespace(updates_per_transition=0.5, newest_weights_version=7,
-                             acting_weights_version=9, insert_blocked_s=1.5, sample_blocked_s=2.0)
-    assert replay_figures(status) == {"updates_per_transition": 0.5, "policy_lag": 0.0,
-                                      "acting_blocked_s": 1.5, "learner_blocked_s": 2.0}
+    assert replay_figures(None, 7) == {}
+    status = SimpleNamespace(updates_per_transition=0.5, acting_weights_version=9,
+                             insert_blocked_s=1.5, sample_blocked_s=2.0)
+    assert replay_figures(status, 7) == {"updates_per_transition": 0.5, "policy_lag": 0.0,
+                                         "acting_blocked_s": 1.5, "learner_blocked_s": 2.0}
+    assert replay_figures(status, 12)["policy_lag"] == 3.0
 
 
 def new_run(tmp_path: Path, **config) -> TrainingRun:
@@ -232,11 +233,12 @@ def test_a_training_run_reports_progress_and_ends_with_its_result(tmp_path: Path
     warning = run.start()
     assert warning == "" or "TensorBoard" in warning
     run.learner.learn(filled_replay(50, total_env_steps=50).take(8, UNLIMITED_BATCHES)[0])
-    status = SimpleNamespace(updates_per_transition=1.0, newest_weights_version=2,
-                             acting_weights_version=1, insert_blocked_s=0.0, sample_blocked_s=0.0,
-                             learning_starts=10)
+    run.next_weights()
+    run.next_weights()  # the newest weights are v2; v1 acted in the newest data: a lag of 1
+    status = SimpleNamespace(updates_per_transition=1.0, acting_weights_version=1,
+                             insert_blocked_s=0.0, sample_blocked_s=0.0, learning_starts=10)
     line, scalars = run.progress(status)
-    assert line.startswith("steps 50/50 | ") and "updates 40 (1.00/transition) | weights v0" in line
+    assert line.startswith("steps 50/50 | ") and "updates 40 (1.00/transition) | weights v2" in line
     assert scalars["policy_lag"] == 1.0 and "critic_loss" in scalars
     assert run.done and run.health() == ""
     healthy, message, values = run.diagnosis(status, "interleaved", finished=False)

@@ -56,10 +56,9 @@ def experience(sequence: int, rows: int = 4, robot_id: int = 0, value: float = 0
                            truncated=np.zeros(rows, bool), policy_version=2, intervened=None)
 
 
-def request(batch_size: int = 8, max_batches: int = 1, insert_budget: int = 0) -> SimpleNamespace:
+def request(batch_size: int = 8, max_batches: int = 1) -> SimpleNamespace:
     """The fields of rl_core.transport.SampleRequest."""
-    return SimpleNamespace(batch_size=batch_size, max_batches=max_batches, weights_version=3,
-                           insert_budget=insert_budget)
+    return SimpleNamespace(batch_size=batch_size, max_batches=max_batches)
 
 
 def test_experience_is_stored_once_and_bad_batches_are_rejected_with_the_reason() -> None:
@@ -95,7 +94,7 @@ def test_sample_answers_sizes_empty_rate_limited_and_granted() -> None:
     assert (answer.buffer_size, answer.total_inserted, answer.prioritized) == (8, 8, False)
     answer = service.sample(request())
     assert answer.success and answer.message == "rate limited: learning is ahead of the data"
-    assert service.replay.newest_weights_version == 3 and service.replay.policy_lag == 1
+    assert service.replay.acting_weights_version == 2
     answer = service.sample(request(batch_size=MAX_ROWS + 1))
     assert not answer.success
     assert answer.message == f"batch_size must be between 1 and {MAX_ROWS}, got {MAX_ROWS + 1}"
@@ -120,25 +119,6 @@ def test_the_buffer_owns_the_schedule_and_says_when_the_run_is_done() -> None:
     assert answer.message == "run done: the budget is in and its updates were granted"
     assert service.status(1.0).done and service.replay.stats().samples == 8
     assert len(service.sample(request(max_batches=3)).batches) == 0
-
-
-def test_a_trainer_that_still_sets_the_budget_hands_it_to_the_buffer() -> None:
-    """The trainer's deprecated total_env_steps arrives as insert_budget and is adopted."""
-    service = Node().service(total_env_steps=12, updates_per_transition=1.0, error_buffer=100)
-    service.insert(experience(0, rows=16))
-    answer = service.sample(request(batch_size=4, max_batches=100, insert_budget=30))
-    assert (len(answer.batches), answer.total_env_steps, answer.done) == (12, 30, False)
-    assert service.status(0.0).total_env_steps == 30
-
-
-def test_no_sample_request_can_lower_the_budget_and_end_the_run() -> None:
-    node = Node()
-    service = node.service(total_env_steps=40, updates_per_transition=1.0, error_buffer=100)
-    service.insert(experience(0, rows=16))
-    answer = service.sample(request(batch_size=4, max_batches=3, insert_budget=1))
-    assert answer.success and len(answer.batches) == 3 and not answer.done
-    assert (answer.total_env_steps, node.kinds[-1]) == (40, "sample request")
-    assert "below this run's total_env_steps 40" in node.rejected[-1][1]
 
 
 def test_one_answer_carries_at_most_max_rows_rows() -> None:

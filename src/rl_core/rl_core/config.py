@@ -529,7 +529,8 @@ class TrainerConfig:
 UPDATE_MODES = ("auto", "interleaved", "thread")
 
 #: A parameter that moved from one node to another: ``{(old node, name): new node}``. Set on the
-#: old node it still works for a release, with a warning (:func:`moved_notice`).
+#: old node it is refused, before anything starts, saying where it lives now
+#: (:func:`moved_notice`; it was passed on with a warning for a release).
 MOVED_PARAMETERS: dict[tuple[str, str], str] = {
     (node_kinds.TRAINER, "total_env_steps"): node_kinds.REPLAY_BUFFER,
 }
@@ -552,9 +553,10 @@ def parameters_for(node: str, parameters: Mapping[str, Any]) -> dict[str, Any]:
 
 def moved_notice(node: str, name: str) -> str:
     """What a user who set ``name`` on ``node``, where it no longer lives, is told."""
-    return (f"parameter {name!r} of the {node} is deprecated: it is the "
-            f"{MOVED_PARAMETERS[(node, name)]}'s now (it owns the run's schedule); this run uses "
-            f"the value given, and setting it on the {node} stops working in the next release")
+    new_node = MOVED_PARAMETERS[(node, name)]
+    return (f"parameter {name!r} is the {new_node}'s (it owns the run's schedule), not the "
+            f"{node}'s: move it to the {new_node}'s block (/**/{new_node}: ros__parameters:) or "
+            f"the shared one (/**:), or pass {name}:=N to rl-bringup or the launch")
 
 
 # Which dataclasses each node's parameter block fills. The trainer owns SAC; the replay buffer
@@ -721,9 +723,8 @@ def load_run_config(path: str | Path, overrides: Mapping[str, Mapping[str, Any]]
         own.update(renamed((overrides or {}).get(node, {})))
         blocks[node] = own
     for (old_node, name), new_node in MOVED_PARAMETERS.items():
-        if name in blocks[old_node]:  # set on the node it left: it wins there, as in the nodes
-            warnings.warn(moved_notice(old_node, name), FutureWarning, stacklevel=2)
-            blocks[new_node][name] = blocks[old_node].pop(name)
+        if name in blocks[old_node]:  # set on the node it left
+            raise ConfigError(moved_notice(old_node, name))
     built = {node: build_node_configs(node, params) for node, params in blocks.items()}
     return RunConfig(simulator=built["simulator"][0], policy=built["policy"][0],
                      replay=built["replay_buffer"][0], sac=built["trainer"][0],

@@ -62,13 +62,14 @@ def batches_per_request(batch_size: int, obs_shape: tuple[int, ...], over_dds: b
     return max(1, min(BATCHES_PER_REQUEST, MAX_ANSWER_OBS_BYTES // (batch_size * obs_bytes)))
 
 
-def replay_figures(status: Any) -> dict[str, float]:
-    """The scalars of a replay buffer's status (``rl_interfaces/ReplayStatus``; None: none)."""
+def replay_figures(status: Any, weights_version: int) -> dict[str, float]:
+    """The scalars of a replay buffer's status (``rl_interfaces/ReplayStatus``; None: none);
+    the policy lag is ``weights_version`` (the learner's newest) minus the version that acted
+    in the newest data."""
     if status is None:
         return {}
     return {"updates_per_transition": float(status.updates_per_transition),
-            "policy_lag": float(max(0, int(status.newest_weights_version)
-                                    - int(status.acting_weights_version))),
+            "policy_lag": float(max(0, weights_version - int(status.acting_weights_version))),
             "acting_blocked_s": float(status.insert_blocked_s),
             "learner_blocked_s": float(status.sample_blocked_s)}
 
@@ -184,7 +185,7 @@ class TrainingRun:
         """The progress scalars: learner metrics, mean return, rates, replay figures."""
         return {**{k: float(v) for k, v in self.learner.metrics.items() if k in TRAINER_SCALARS},
                 "mean_return": self.learner.mean_return, **self.rates.rates,
-                **replay_figures(replay_status)}
+                **replay_figures(replay_status, self.weights_version)}
 
     def intervention_rates(self, rates: Mapping[str, float]) -> None:
         """Each robot's share of steps an operator drove, to TensorBoard as
@@ -215,7 +216,7 @@ class TrainingRun:
         # The schedule is the replay buffer's; without its status, count every transition.
         learning_starts = int(replay_status.learning_starts) if replay_status is not None else 0
         budget = self.total_env_steps(replay_status) or self.env_steps
-        figures = {name: value for name, value in replay_figures(replay_status).items()
+        figures = {name: value for name, value in replay_figures(replay_status, self.weights_version).items()
                    if name != "updates_per_transition"}
         with self.learner.lock:
             self.result = self.learner.finish(

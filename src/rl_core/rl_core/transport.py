@@ -183,7 +183,4 @@ class SampleRequest:
 
     batch_size: int
     max_batches: int  # 0 = only report the sizes
-    weights_version: int = 0
-    #: The trainer's deprecated ``total_env_steps``, which the buffer adopts (0 = the buffer's).
-    insert_budget: int = 0
 

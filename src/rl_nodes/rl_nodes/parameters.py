@@ -63,18 +63,19 @@ def declare_config(node: Node, config_class: type[C]) -> C:
     return config_class(**values)
 
 
-def declared_moved(node: Node, name: str) -> int:
+def refuse_moved(node: Node, name: str) -> None:
     """Declare ``name``, a parameter that moved from this node's kind to another
-    (:data:`rl_core.config.MOVED_PARAMETERS`), as a deprecated integer with default 0; returns
-    its value, with a warning where it is set (the node passes it on)."""
+    (:data:`rl_core.config.MOVED_PARAMETERS`), only to refuse it where it is set (else a value
+    in a parameter file would be ignored without a word).
+
+    :raises ConfigError: when it is set, saying where it lives now.
+    """
     kind = node.get_name()
     descriptor = ParameterDescriptor(
-        description=f"Deprecated: the {MOVED_PARAMETERS[(kind, name)]}'s parameter now; set here "
-        "it is passed on for a release (0 = not set).", read_only=True)
-    value = int(_declare(node, name, 0, descriptor))
-    if value:
-        node.get_logger().warn(moved_notice(kind, name))
-    return value
+        description=f"Moved: the {MOVED_PARAMETERS[(kind, name)]}'s parameter; set here it is "
+        "refused (0 = not set).", read_only=True)
+    if _declare(node, name, 0, descriptor):
+        raise ConfigError(moved_notice(kind, name))
 
 
 def _declare(node: Node, name: str, default: Any, descriptor: ParameterDescriptor) -> Any:

@@ -36,14 +36,11 @@ class ServiceType:
 # --- replay sampling service --------------------------------------------------------------------
 
 def _sample_request_to_msg(request: SampleRequest) -> Any:
-    return SampleBatch.Request(batch_size=request.batch_size, max_batches=request.max_batches,
-                               weights_version=request.weights_version,
-                               insert_budget=request.insert_budget)
+    return SampleBatch.Request(batch_size=request.batch_size, max_batches=request.max_batches)
 
 
 def _sample_request_from_msg(msg: Any) -> SampleRequest:
-    return SampleRequest(int(msg.batch_size), int(msg.max_batches), int(msg.weights_version),
-                         int(msg.insert_budget))
+    return SampleRequest(int(msg.batch_size), int(msg.max_batches))
 
 
 def transitions_to_msg(batch: Batch) -> TransitionBatch:

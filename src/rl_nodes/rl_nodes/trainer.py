@@ -46,7 +46,7 @@ from rl_nodes import graph
 from rl_nodes.base import ERROR, OK, RLNode, load_signing_key
 from rl_nodes.conversions import Episodes, Experience, Weights, plain
 from rl_nodes.intra_process_services import IntraProcessClient, ServiceUnavailable
-from rl_nodes.parameters import declare_config, declared_moved, watch_config
+from rl_nodes.parameters import declare_config, refuse_moved, watch_config
 from rl_nodes.process_settings import learner_cpus, pin_current_thread
 from rl_nodes.runtime import main_for
 from rl_nodes.service_types import PRIORITIES_SERVICE, SAMPLE_SERVICE
@@ -71,8 +71,7 @@ class TrainerNode(RLNode):
         self.config = declare_config(self, TrainerConfig)
         watch_config(self, lambda: self.sac_config, self._apply_sac_config)
         watch_config(self, lambda: self.config, self._apply_config)
-        #: The trainer's own total_env_steps (deprecated), handed to the buffer; 0 = not set.
-        self.budget = declared_moved(self, "total_env_steps")
+        refuse_moved(self, "total_env_steps")  # the replay buffer's
         obs_shape, action_shape = space_shapes(self.config.env_id)
         self._obs_shape = obs_shape
         self.run = TrainingRun(self.config, self.sac_config, obs_shape, action_shape,
@@ -129,8 +128,7 @@ class TrainerNode(RLNode):
         self.get_logger().info(
             f"update mode: {self.update_mode} ({where}) on {describe(self.device)}, products in "
             f"{self.sac_config.update_precision}; the replay "
-            f"buffer's rate limiter grants the batches and says when the run is done"
-            f"{f' (at {self.budget} transitions, this trainer asks)' if self.budget else ''}; "
+            f"buffer's rate limiter grants the batches and says when the run is done; "
             f"output in {self.run.output_dir}{compiling}")
         if self.update_mode == INTERLEAVED:
             self.subscription(graph.EXPERIENCE, self._on_experience)
@@ -149,8 +147,7 @@ class TrainerNode(RLNode):
             answer = self.prioritizer.call(update)
             if not answer.success:
                 self.reject("priorities", answer.message)
-        return self.sampler.call(SampleRequest(
-            self.config.batch_size, batches, self.run.weights_version, self.budget))
+        return self.sampler.call(SampleRequest(self.config.batch_size, batches))
 
     def _on_experience(self, _msg: Experience | None = None) -> None:
         """Interleaved: learn on what the rate limiter grants after this insert (deactivated:

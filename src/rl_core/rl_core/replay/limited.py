@@ -95,7 +95,6 @@ class RateLimitedReplay:
         self._lock = threading.Lock()
         self.acting_paused = False
         self._done_reported = False  # the done the last status change saw
-        self.newest_weights_version = 0
         self.acting_weights_version = 0
 
     def __len__(self) -> int:
@@ -183,20 +182,14 @@ class RateLimitedReplay:
         return bool(self.total_env_steps) and self.total_inserted >= self.total_env_steps and \
             self.limiter.sample_allowance(self.total_env_steps) == 0
 
-    def take(self, batch_size: int, max_batches: int, weights_version: int = 0,
-             insert_budget: int = 0) -> tuple[Draw, bool]:
+    def take(self, batch_size: int, max_batches: int) -> tuple[Draw, bool]:
         """Grant up to ``max_batches`` batches of ``batch_size`` (0 while learning is ahead), only
         those the first ``total_env_steps`` transitions pay for, so a run ends with exactly the
         bare loop's number of updates while acting goes on.
 
-        :param insert_budget: a budget the learner sets (the trainer's deprecated
-            ``total_env_steps``): the buffer adopts it; 0 = keep the buffer's own.
         :returns: the draw and whether :attr:`acting_paused` changed.
         """
         with self._lock:
-            if insert_budget:
-                self.total_env_steps = int(insert_budget)
-            self.newest_weights_version = max(self.newest_weights_version, int(weights_version))
             granted = (self.limiter.take_samples(max_batches, self.total_env_steps or None)
                        if len(self.buffer) else 0)
             batches = [self._batch(batch_size) for _ in range(granted)]
@@ -250,8 +243,3 @@ class RateLimitedReplay:
 
     def stats(self) -> RateLimiterStats:
         return self.limiter.stats()
-
-    @property
-    def policy_lag(self) -> int:
-        """Weight versions between the newest published and the one acting in the newest data."""
-        return max(0, self.newest_weights_version - self.acting_weights_version)

@@ -120,7 +120,6 @@ class StatusFigures:
     sample_blocked_s: float
     total_env_steps: int
     done: bool
-    newest_weights_version: int
     acting_weights_version: int
 
 
@@ -264,14 +263,6 @@ class ReplayService:
             self._reject("sample request", message)
             return SampleAnswer(False, message, [], *self.sizes())
         max_batches = min(request.max_batches, self.max_rows // max(request.batch_size, 1))
-        insert_budget = request.insert_budget
-        if insert_budget and insert_budget < self.replay.total_env_steps:
-            # One call must not end every robot's run (found by benchmarks/fuzz.py): the
-            # deprecated budget of a trainer may only raise the buffer's own.
-            self._reject("sample request", f"insert_budget {insert_budget} is below this run's "
-                         f"total_env_steps {self.replay.total_env_steps} (the replay buffer's, "
-                         "read-only); ignored, the batches are served")
-            insert_budget = 0
         with self.lock:
             size, total = self.sizes()
             schedule = self.replay.total_env_steps, self.replay.done
@@ -280,8 +271,7 @@ class ReplayService:
             if size == 0:
                 return SampleAnswer(False, "buffer is empty; wait for experience", [], 0, total,
                                     False, *schedule)
-            draw, changed = self.replay.take(request.batch_size, max_batches,
-                                             request.weights_version, insert_budget)
+            draw, changed = self.replay.take(request.batch_size, max_batches)
             self._log_sampled += len(draw.batches)
             self.run_active = self.run_active or bool(draw.batches)
         if changed:
@@ -613,7 +603,6 @@ class ReplayService:
                   "acting paused": self.replay.acting_paused,
                   "acting blocked s": f"{stats.insert_blocked_s:.1f}",
                   "learner blocked s": f"{stats.sample_blocked_s:.1f}",
-                  "policy lag (versions)": self.replay.policy_lag,
                   "lost experience messages": self.admission.lost_messages,
                   "experience streams (proven, new)": ", ".join(map(str, self.admission.streams)),
                   "sequence jumps adopted": self.admission.jumps_adopted,
@@ -657,5 +646,4 @@ class ReplayService:
                              total_sampled=stats.samples, insert_blocked_s=stats.insert_blocked_s,
                              sample_blocked_s=stats.sample_blocked_s,
                              total_env_steps=self.replay.total_env_steps, done=self.replay.done,
-                             newest_weights_version=self.replay.newest_weights_version,
                              acting_weights_version=self.replay.acting_weights_version)
