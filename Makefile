@@ -18,7 +18,7 @@ run: setup
 	.venv/bin/rl-bringup train colocated config:=$(CONFIG)
 
 bare: setup
-	$(PYTHON_VENV) -m rl_core.training --config $(CONFIG)
+	$(PYTHON_VENV) -m rl_core.learning.training --config $(CONFIG)
 
 test: setup
 	$(PYTHON_VENV) -m pytest tests $(PYTEST_ARGS)

@@ -107,7 +107,7 @@ def measure(robots: int, extra: Sequence[str], args: argparse.Namespace, domain_
 
     from rl_bringup.autoscale import learning_steady, window_from_samples
     from rl_bringup.elastic import CpuMeter, status_sample
-    from rl_core.cpus import available_cpus
+    from rl_core.learning.cpus import available_cpus
     from rl_interfaces.msg import ReplayStatus
     from rl_nodes import graph
 

@@ -410,6 +410,7 @@ def experience_msg(robot_id: int, rows: int = 2, value: float = 0.1, stream: int
 def signed_weights(genuine: Any, key: Any, change: Callable[[Any], None]) -> Any:
     """A copy of ``genuine`` changed by ``change`` and signed with the run's key, newer than
     anything the trainer sent (what a trainer with a bug, or a stolen key, could send)."""
+    from rl_core.security.weights_auth import sign_weights
     from rl_nodes.conversions import weights_from_msg, weights_to_msg
 
     weights = weights_from_msg(genuine)
@@ -417,7 +418,7 @@ def signed_weights(genuine: Any, key: Any, change: Callable[[Any], None]) -> Any
     change(weights)
     weights.version += 10**6
     weights._encoded = None
-    weights.sign(key)
+    sign_weights(weights, key)
     return weights_to_msg(weights)
 
 
@@ -425,8 +426,8 @@ def topic_probes(injector: Injector, key: Any) -> list[tuple[Probe, Callable[[],
     """Bad messages for every topic a node of the deployment subscribes to."""
     import torch
 
-    from rl_core.checkpoint import checksum
     from rl_core.replay.admission import MAX_SEQUENCE_JUMP
+    from rl_core.wire.tensors import checksum
     from rl_interfaces.msg import ActionBatch, EpisodeStatistics, ObservationBatch
 
     genuine = injector.captured_experience
@@ -628,7 +629,7 @@ def forged_release_probes(scenario: Scenario, key: Any, robot: int) -> tuple[lis
     ``false`` and a release of the right challenge signed with a random key. Each must be
     counted as a refused release; then the run's key releases it. Returns the probes and
     whether the robot stayed held (still engaged, no experience after HOLD_SETTLE_S)."""
-    from rl_core.weights_auth import SigningKey
+    from rl_core.security.weights_auth import SigningKey
     from rl_nodes import graph
 
     injector = scenario.injector
@@ -680,7 +681,7 @@ def boundary_probes(scenario: Scenario, key: Any, robot: int) -> tuple[list[Prob
 def run_key(environ: dict[str, str], output_dir: Path) -> Any:
     """The run's signing key: the caller's where it gave one (rl-bringup then writes none),
     else the run's ``weights.key``."""
-    from rl_core.weights_auth import KEY_FILE_NAME, load_key
+    from rl_core.security.weights_auth import KEY_FILE_NAME, load_key
 
     key = load_key(environ) or load_key({"RL_ROS2_WEIGHTS_KEY_FILE":
                                          str(output_dir / KEY_FILE_NAME)})

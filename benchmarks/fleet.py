@@ -341,7 +341,7 @@ def light_robots_main(args: argparse.Namespace) -> int:
     import numpy as np
     import rclpy
 
-    from rl_core.transport import Experience
+    from rl_core.wire.transport import Experience
     from rl_interfaces.msg import ExperienceBatch
     from rl_nodes import graph
     from rl_nodes.conversions import experience_to_msg

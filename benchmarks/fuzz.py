@@ -16,7 +16,7 @@ services:
   not this fuzzing's). Each must be refused, and ``get_state`` must say the same after;
 - **composition**: a container serving ``load_node`` gets load requests for foreign packages,
   unknown plugins, or a real plugin with parameters a load may not set
-  (rl_core.composition.LOAD_REFUSED_PARAMETERS, the launch-only ones), and ``unload_node``
+  (rl_core.security.composition.LOAD_REFUSED_PARAMETERS, the launch-only ones), and ``unload_node``
   requests for ids it does not list. Each must be refused;
 - **the replay buffer's files**: a ``save`` of a fresh name, the same again (within
   ``save_interval``: refused) and a ``load`` of it (the run is active: refused); the buffer's
@@ -304,10 +304,10 @@ def containers(services: Services) -> list[str]:
 
 
 def refused_load_parameters(launch_only: tuple[str, ...]) -> list[str]:
-    """Parameters a load request may not set: rl_core.composition's list (when this checkout
+    """Parameters a load request may not set: rl_core.security.composition's list (when this checkout
     has one) and the launch-only ones."""
     try:
-        from rl_core.composition import LOAD_REFUSED_PARAMETERS
+        from rl_core.security.composition import LOAD_REFUSED_PARAMETERS
     except ImportError:  # a checkout from before issue 41
         return sorted(set(launch_only) | {"output_dir", "allow_unsigned"})
     return sorted(set(LOAD_REFUSED_PARAMETERS) | set(launch_only))
@@ -322,7 +322,7 @@ def composition_requests(rng: random.Random, container: str, loaded_ids: list[in
     from composition_interfaces.srv import LoadNode, UnloadNode
     from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
 
-    from rl_core.composition import PACKAGE, PLUGINS
+    from rl_core.security.composition import PACKAGE, PLUGINS
 
     def parameter(name: str) -> Any:
         return Parameter(name=name, value=ParameterValue(

@@ -9,7 +9,7 @@ rate >= 80 % (``stop_at_target``) or at the budget. What differs between the var
 seed is only what people put in:
 
 * ``none``: nothing, the baseline;
-* ``N demos``: ``demos:=`` N episodes of the scripted expert (``rl_core.experts``, with action
+* ``N demos``: ``demos:=`` N episodes of the scripted expert (``rl_core.acting.experts``, with action
   noise 0.1), recorded here for each seed without ROS and written as ``rl-bringup record``
   writes ``/experience`` (an MCAP file of ``rl_interfaces/msg/ExperienceBatch``); the 5 are the
   first 5 of the 20;
@@ -50,9 +50,9 @@ import numpy as np
 
 from rl_bringup.discovery import RANDOM_DOMAIN_ID_RANGE
 from rl_bringup.layouts import MODES as ROS_MODES
+from rl_core.acting.experts import KukaReachExpert
 from rl_core.envs import KUKA_REACH_ID, make_env
-from rl_core.experts import KukaReachExpert
-from rl_core.transport import Experience
+from rl_core.wire.transport import Experience
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script: benchmarks/ is a package at the repository root

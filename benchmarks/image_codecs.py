@@ -48,10 +48,10 @@ PIXELS_CONFIG = REPO / "config" / "cartpole_pixels.yaml"
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from rl_core.algorithms.encoders import PixelEncoder, image_to_tensor
 from rl_core.config import load_run_config
-from rl_core.encoders import PixelEncoder, image_to_tensor
 from rl_core.envs import CARTPOLE_PIXELS_ID, VectorEnv
-from rl_core.image_codecs import decode_batch, encode_batch
+from rl_core.wire.image_codecs import decode_batch, encode_batch
 
 
 def rollout(robots: int, steps: int, seed: int) -> list[np.ndarray]:

@@ -9,7 +9,7 @@ their configured period:
 * per experience batch (``width`` rows), every mode: the replay buffer's admission checks (finite,
   within ``value_bound``, flags 0/1; the bare loop's buffer runs them too);
 * per action batch, every mode (zero-copy hand-offs too): its HMAC-SHA256 made by the policy and
-  checked by the simulator (rl_core.action_auth);
+  checked by the simulator (rl_core.security.action_auth);
 * per observation and action batch that crossed DDS (decoupled only: a zero-copy hand-off inside
   one process is not decoded and not checked): the finiteness checks at decode;
 * per weights publication (``weights_period``): HMAC-SHA256 signing by the trainer; verifying
@@ -63,13 +63,13 @@ def measure(env_id: str, width: int, hidden: tuple[int, ...], repeats: int = 200
     import numpy as np
     import torch
 
-    from rl_core import action_auth, weights_auth
-    from rl_core.checkpoint import tensors_to_bytes
+    from rl_core.algorithms.networks import SquashedGaussianActor
     from rl_core.config import ReplayConfig, TrainerConfig
     from rl_core.envs import make_env
-    from rl_core.networks import SquashedGaussianActor
     from rl_core.replay import ReplayBuffer
     from rl_core.replay.admission import ExperienceAdmission
+    from rl_core.security import action_auth, weights_auth
+    from rl_core.wire.tensors import tensors_to_bytes
 
     torch.set_num_threads(1)  # as the nodes run (torch_threads: 1 in the shipped configs)
     env = make_env(env_id)
@@ -136,9 +136,9 @@ def measure(env_id: str, width: int, hidden: tuple[int, ...], repeats: int = 200
                                             all(bool(torch.isfinite(t).all())
                                                 for t in state.values())), repeats),
                       publications, f"every {trainer.weights_period:g} s"))
-    # The replay status: signed by the buffer, checked by every robot (rl_core.signed_status),
+    # The replay status: signed by the buffer, checked by every robot (rl_core.security.signed_status),
     # serialised with rclpy as the nodes do.
-    from rl_core.signed_status import StatusCheck, StatusSigner, sign_status, status_refusal
+    from rl_core.security.signed_status import StatusCheck, StatusSigner, sign_status, status_refusal
     from rl_interfaces.msg import ReplayStatus
     from rl_nodes.replay_buffer import STATUS_PERIOD_S
 

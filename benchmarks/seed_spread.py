@@ -8,7 +8,7 @@ This benchmark measures that distribution, so that a budget, a hyperparameter or
 threshold can be judged against it rather than against one lucky or unlucky run.
 
 ``--mode bare`` (the default): every (config, seed) pair is one ``rl-train-bare`` process
-(``python -m rl_core.training``) with ``--seed`` and ``--total-env-steps``; ``--jobs`` of them run
+(``python -m rl_core.learning.training``) with ``--seed`` and ``--total-env-steps``; ``--jobs`` of them run
 at once (each trains on one torch thread, as the configs set), seeds interleaved across configs so
 that every config sees the same machine load.
 
@@ -115,7 +115,7 @@ class Runner:
 
     def command(self, config: Path, seed: int, output: Path, domain_id: int) -> list[str]:
         if self.mode == BARE:
-            return [sys.executable, "-m", "rl_core.training", "--config", str(config),
+            return [sys.executable, "-m", "rl_core.learning.training", "--config", str(config),
                     "--output", str(output), "--seed", str(seed),
                     *(["--total-env-steps", str(self.steps)] if self.steps else [])]
         return [sys.executable, "-m", "rl_bringup.cli", "launch", self.mode,

@@ -63,7 +63,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from rl_core.variables import ACTION_KEY, ACTION_KEY_FILE
+from rl_core.names.variables import ACTION_KEY, ACTION_KEY_FILE
 
 REPO = Path(__file__).resolve().parents[1]
 BIN_DIR = Path(sys.executable).parent  # the venv's console scripts (simulator, policy)
@@ -113,7 +113,7 @@ def child_environment(domain_id: int, torch_threads: int) -> dict[str, str]:
     env.update(ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST", ROS_DOMAIN_ID=str(domain_id),
                PYTHONUNBUFFERED="1")
     # Simulators and policies started here by hand share one action key, as a launch's do
-    # (rl_core.action_auth): without it a simulator steps only with a policy of its own process.
+    # (rl_core.security.action_auth): without it a simulator steps only with a policy of its own process.
     if not (env.get(ACTION_KEY) or env.get(ACTION_KEY_FILE)):
         env[ACTION_KEY] = secrets.token_hex(32)
     if torch_threads > 0:  # torch's intra-op pool follows OMP_NUM_THREADS in every process
@@ -187,8 +187,8 @@ def worker_bare(settings: Settings, profile_enabled: bool) -> dict[str, float]:
     import numpy as np
     import torch
 
+    from rl_core.algorithms.networks import SquashedGaussianActor
     from rl_core.envs import VectorEnv
-    from rl_core.networks import SquashedGaussianActor
 
     torch.manual_seed(settings.seed)
     envs = VectorEnv(settings.env_id, settings.width)

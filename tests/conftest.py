@@ -24,7 +24,7 @@ os.environ["PYTHONUNBUFFERED"] = "1"
 if not (os.environ.get("RL_ROS2_WEIGHTS_KEY") or os.environ.get("RL_ROS2_WEIGHTS_KEY_FILE")):
     os.environ["RL_ROS2_WEIGHTS_KEY"] = "5e" * 32
 # Likewise the run's action key, from which every robot's derives: simulators step only with
-# actions MAC'd under it (rl_core.action_auth), and test processes drive robots of each other.
+# actions MAC'd under it (rl_core.security.action_auth), and test processes drive robots of each other.
 if not (os.environ.get("RL_ROS2_ACTION_KEY") or os.environ.get("RL_ROS2_ACTION_KEY_FILE")):
     os.environ["RL_ROS2_ACTION_KEY"] = "a7" * 32
 

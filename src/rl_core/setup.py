@@ -19,7 +19,7 @@ setup(
     license="Apache-2.0",
     entry_points={
         "console_scripts": [
-            "rl-train-bare = rl_core.training:main",
+            "rl-train-bare = rl_core.learning.training:main",
         ],
     },
 )

@@ -7,7 +7,7 @@ package_name = "rl_nodes"
 #: The node kinds, each a console script of its own. Read from rl_core's registry rather than
 #: imported: rl_core need not be installed yet when this package builds.
 NODE_KINDS = runpy.run_path(
-    str(Path(__file__).resolve().parent.parent / "rl_core" / "rl_core" / "node_kinds.py"))[
+    str(Path(__file__).resolve().parent.parent / "rl_core" / "rl_core" / "names" / "node_kinds.py"))[
         "NODE_KINDS"]
 
 setup(

@@ -1,7 +1,7 @@
 """Only the robot's own policy drives it: over DDS, action batches for the pending step that
 carry no MAC, another robot's MAC or a MAC of other actions are refused and counted, and so are
 the policy's genuine answers to observations the simulator did not publish (harvested by a peer
-and replayed), while the robot keeps stepping with its policy's actions (rl_core.action_auth)."""
+and replayed), while the robot keeps stepping with its policy's actions (rl_core.security.action_auth)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ import pytest
 import rclpy
 from rclpy.executors import SingleThreadedExecutor
 
-from rl_core import action_auth
-from rl_core.action_auth import ActionKeys
+from rl_core.security import action_auth
+from rl_core.security.action_auth import ActionKeys
 from rl_interfaces.msg import ActionBatch, ExperienceBatch, ObservationBatch
 from rl_nodes import graph
 from rl_nodes.intra_process import IntraProcessManager

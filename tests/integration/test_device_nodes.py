@@ -16,7 +16,7 @@ import torch
 import yaml
 from rclpy.executors import SingleThreadedExecutor
 
-from rl_core.device import cuda_unavailable_reason, resolve_device
+from rl_core.learning.device import cuda_unavailable_reason, resolve_device
 from rl_nodes import graph
 from rl_nodes.conversions import WEIGHTS, Weights
 from rl_nodes.intra_process import IntraProcessManager

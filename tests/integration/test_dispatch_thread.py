@@ -17,7 +17,7 @@ from rclpy.node import Node
 from std_msgs.msg import Int64
 from std_srvs.srv import Trigger
 
-from rl_core.dispatch import STEPPING_TURN_S
+from rl_core.wire.dispatch import STEPPING_TURN_S
 from rl_nodes import graph
 from rl_nodes.base import STREAM_QOS
 from rl_nodes.conversions import plain

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from rl_core.algorithms.networks import SquashedGaussianActor
 from rl_core.envs import CARTPOLE_ID
-from rl_core.export import export_onnx
-from rl_core.networks import SquashedGaussianActor
+from rl_core.runs.export import export_onnx
 
 pytestmark = pytest.mark.integration
 ABSENT = ("torch", "pybullet", "pybullet_data", "gymnasium", "safetensors", "onnx", "sensor_msgs",

@@ -13,10 +13,10 @@ from PIL import Image
 
 from rl_bringup import cli
 from rl_core.algorithms.sac import SAC
-from rl_core.checkpoint import META_FILE, TENSORS_FILE, load_actor, save_checkpoint
 from rl_core.config import SACConfig
 from rl_core.envs import CARTPOLE_ID, KUKA_REACH_ID
-from rl_core.evaluation import evaluate
+from rl_core.learning.evaluation import evaluate
+from rl_core.runs.checkpoint import META_FILE, TENSORS_FILE, load_actor, save_checkpoint
 
 pytestmark = pytest.mark.integration
 

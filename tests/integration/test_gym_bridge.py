@@ -17,8 +17,8 @@ import rclpy
 import yaml
 from stable_baselines3.common.env_checker import check_env
 
-from rl_core import weights_auth
-from rl_core.signed_status import StatusSigner, sign_status
+from rl_core.security import weights_auth
+from rl_core.security.signed_status import StatusSigner, sign_status
 from rl_interfaces.msg import ReplayStatus
 from rl_nodes import graph
 from rl_nodes.gym_bridge import BridgeEnv, BridgeVectorEnv, SimulatorProtocolError, SimulatorTimeout

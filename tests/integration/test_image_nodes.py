@@ -12,9 +12,10 @@ import pytest
 import rclpy
 import torch
 
-from rl_core.encoders import image_to_tensor, make_actor
-from rl_core.envs import CARTPOLE_PIXELS_ID, space_shapes
-from rl_core.weights_auth import KEY_FILE_VARIABLE, KEY_VARIABLE, SigningKey
+from rl_core.algorithms.encoders import image_to_tensor, make_actor
+from rl_core.envs import CARTPOLE_PIXELS_ID
+from rl_core.robot.tasks import space_shapes
+from rl_core.security.weights_auth import KEY_FILE_VARIABLE, KEY_VARIABLE, SigningKey, sign_weights
 from rl_nodes import image_transport
 from rl_nodes.conversions import Observations, Weights
 from rl_nodes.image_transport import LatentEncoder
@@ -122,7 +123,7 @@ def signed_weights(actor: torch.nn.Module, version: int, key: SigningKey | None 
                                          actor.state_dict().items()},
                       actor.architecture(), epoch=epoch)
     if key is not None:
-        weights.sign(key)
+        sign_weights(weights, key)
     return weights
 
 

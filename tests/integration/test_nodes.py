@@ -21,8 +21,9 @@ from lifecycle_msgs.srv import ChangeState, GetState
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.parameter import Parameter
 
-from rl_core import heartbeat, variables
 from rl_core.config import ConfigError
+from rl_core.monitoring import heartbeat
+from rl_core.names import variables
 from rl_interfaces.srv import GetAction
 from rl_nodes.conversions import Experience
 from rl_nodes.intra_process import IntraProcessManager
@@ -238,13 +239,13 @@ def test_late_policy_process_gets_the_current_weights_at_once(tmp_path: Path, ro
         learner.stop()
     # Interrupted before the end, the trainer still keeps what it learned, where a respawned
     # trainer resumes from (the rolling checkpoint store).
-    from rl_core.checkpoint import CheckpointStore
+    from rl_core.runs.checkpoint import CheckpointStore
     assert CheckpointStore(tmp_path / "run" / "checkpoints").newest_valid(), learner.output()
 
 
 def test_policy_node_runs_an_exported_onnx_model(tmp_path: Path) -> None:
-    from rl_core.export import export_onnx
-    from rl_core.networks import SquashedGaussianActor
+    from rl_core.algorithms.networks import SquashedGaussianActor
+    from rl_core.runs.export import export_onnx
 
     actor = SquashedGaussianActor(4, 1, (64, 64))
     model = export_onnx(actor, tmp_path / "policy.onnx", env_id="rl_ros2/CartPoleBalance-v0")
@@ -270,8 +271,8 @@ def test_policy_node_runs_an_exported_onnx_model(tmp_path: Path) -> None:
 ])
 def test_policy_node_refuses_an_onnx_model_of_another_task_or_none(
         tmp_path: Path, model_name: str, message: str) -> None:
-    from rl_core.export import export_onnx
-    from rl_core.networks import SquashedGaussianActor
+    from rl_core.algorithms.networks import SquashedGaussianActor
+    from rl_core.runs.export import export_onnx
 
     export_onnx(SquashedGaussianActor(4, 1, (64, 64)), tmp_path / "kuka.onnx",
                 env_id="rl_ros2/KukaReach-v0")

@@ -18,8 +18,8 @@ import rclpy
 from rclpy.executors import SingleThreadedExecutor
 
 from rl_core.replay import PriorityUpdate
-from rl_core.transport import SampleRequest
-from rl_core.wire import MAX_REQUEST_ROWS
+from rl_core.wire.fields import MAX_REQUEST_ROWS
+from rl_core.wire.transport import SampleRequest
 from rl_interfaces.msg import ExperienceBatch, ReplayStatus
 from rl_nodes import graph
 from rl_nodes.base import EXPERIENCE_QOS

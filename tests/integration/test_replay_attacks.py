@@ -28,7 +28,7 @@ from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 
-from rl_core.transport import SampleRequest
+from rl_core.wire.transport import SampleRequest
 from rl_interfaces.msg import ExperienceBatch
 from rl_nodes import graph
 from rl_nodes.base import EXPERIENCE_QOS

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import rclpy
 
-from rl_core import weights_auth
-from rl_core.signed_status import StatusSigner, sign_status
+from rl_core.security import weights_auth
+from rl_core.security.signed_status import StatusSigner, sign_status
 from rl_interfaces.msg import ReplayStatus
 from rl_nodes import simulator as simulator_module
 from rl_nodes.base import WARN

@@ -10,7 +10,7 @@ import pytest
 
 from benchmarks.seed_spread import Outcome, Runner, parse_seeds, table
 from benchmarks.seed_spread import main as seed_spread
-from rl_core.training import main as train_bare
+from rl_core.learning.training import main as train_bare
 
 pytestmark = pytest.mark.integration
 CONFIG = Path(__file__).resolve().parents[2] / "config" / "cartpole.yaml"
@@ -90,7 +90,7 @@ def test_seed_spread_launches_a_distributed_mode_per_seed(tmp_path: Path, ros_en
 def test_runner_commands_carry_the_seed_budget_and_domain(tmp_path: Path) -> None:
     config, output = tmp_path / "c.yaml", tmp_path / "out"
     bare = Runner(steps=500).command(config, 7, output, 42)
-    assert bare[1:] == ["-m", "rl_core.training", "--config", str(config), "--output", str(output),
+    assert bare[1:] == ["-m", "rl_core.learning.training", "--config", str(config), "--output", str(output),
                         "--seed", "7", "--total-env-steps", "500"]
     launched = Runner("decoupled", 3).command(config, 7, output, 42)
     assert launched[1:6] == ["-m", "rl_bringup.cli", "launch", "decoupled", "robots:=3"]

@@ -21,8 +21,8 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, String
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
+from rl_core.names.variables import HEARTBEAT_FILE
 from rl_core.robot.description import parse_ros2_control
-from rl_core.variables import HEARTBEAT_FILE
 from rl_interfaces.srv import ResetRobot
 from rl_nodes import graph
 from tests.processes import Child
@@ -233,7 +233,7 @@ def test_free_run_steps_on_the_wall_clock_under_the_latest_command(robot: Probe)
     held = robot.state_where(lambda m: m.effort[0] == 0.0 and stamp_ns(m) > stamp_ns(first),
                              "a hold once no command came within command_timeout")
     assert stamp_ns(held) - stamp_ns(first) >= 400_000_000, "held before the command timeout"
-    # It beats its heartbeat file, so the supervisor would notice a hang (rl_core.heartbeat).
+    # It beats its heartbeat file, so the supervisor would notice a hang (rl_core.monitoring.heartbeat).
     beat = heartbeat_file(robot.namespace)
     assert beat.is_file() and time.time() - beat.stat().st_mtime < 3.0
 

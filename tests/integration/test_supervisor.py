@@ -33,7 +33,7 @@ from rl_bringup.supervisor import (
     ProcessState,
     Supervisor,
 )
-from rl_core.heartbeat import EXIT_RESTART
+from rl_core.monitoring.heartbeat import EXIT_RESTART
 
 pytestmark = pytest.mark.integration
 

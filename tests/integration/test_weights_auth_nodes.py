@@ -20,14 +20,15 @@ import torch
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.serialization import serialize_message
 
-from rl_core.signed_status import StatusSigner, sign_status
-from rl_core.weights_auth import (
+from rl_core.security.signed_status import StatusSigner, sign_status
+from rl_core.security.weights_auth import (
     KEY_FILE_VARIABLE,
     KEY_VARIABLE,
     PUBLIC_KEY_FILE_VARIABLE,
     PUBLIC_KEY_VARIABLE,
     RUN_ID_VARIABLE,
     SigningKey,
+    sign_weights,
 )
 from rl_interfaces.msg import PolicyWeights, ReplayStatus
 from rl_nodes import graph
@@ -75,7 +76,7 @@ def weights(policy: PolicyNode, version: int, epoch: int = EPOCH, key: SigningKe
              for name, tensor in policy.actor.state_dict().items()}
     result = Weights(version, 10 * version, state, policy.actor.architecture(), epoch=epoch)
     if key is not None:
-        result.sign(key)
+        sign_weights(result, key)
     return result
 
 
@@ -112,11 +113,11 @@ def test_signed_weights_load_and_forged_stale_or_broken_ones_are_rejected(
     assert_rejected(weights(policy, 9, epoch=EPOCH - 1, scale=5.0), 5)  # an older epoch
     nan = weights(policy, 4, key=None, scale=5.0)
     next(iter(nan.state.values()))[0] = float("nan")
-    nan.sign(KEY)
+    sign_weights(nan, KEY)
     assert_rejected(nan, 6)
     infinite = weights(policy, 4, key=None)
     next(iter(infinite.state.values())).fill_(float("inf"))
-    infinite.sign(KEY)
+    sign_weights(infinite, KEY)
     assert_rejected(infinite, 7)
 
     # The latched copy of the current weights arriving again is neither loaded nor counted.
@@ -195,8 +196,8 @@ RUN_B_LEARNER = """
 import sys, time
 import rclpy
 from rclpy.serialization import deserialize_message
-from rl_core import weights_auth
-from rl_core.signed_status import StatusSigner, sign_status
+from rl_core.security import weights_auth
+from rl_core.security.signed_status import StatusSigner, sign_status
 from rl_interfaces.msg import PolicyWeights, ReplayStatus
 from rl_nodes import graph
 from rl_nodes.conversions import weights_from_msg, weights_to_msg
@@ -206,7 +207,7 @@ node = rclpy.create_node("run_b_learner")
 key = weights_auth.load_key()
 with open(sys.argv[1], "rb") as file:
     weights = weights_from_msg(deserialize_message(file.read(), PolicyWeights))
-weights.sign(key)
+weights_auth.sign_weights(weights, key)
 latched = node.create_publisher(PolicyWeights, graph.WEIGHTS.name, graph.WEIGHTS.qos.profile())
 latched.publish(weights_to_msg(weights))
 status = node.create_publisher(ReplayStatus, graph.REPLAY_STATUS.name,

@@ -47,7 +47,7 @@ from rl_core.robot import estop as estop_release
 from rl_core.robot.safety import ESTOP as ESTOP_HOLD
 from rl_core.robot.safety import TIMEOUT as DEADLINE_HOLD
 from rl_core.robot.tasks import CartPoleBalanceTask
-from rl_core.weights_auth import KEY_FILE_NAME, KEY_FILE_VARIABLE, SigningKey, load_key
+from rl_core.security.weights_auth import KEY_FILE_NAME, KEY_FILE_VARIABLE, SigningKey, load_key
 from rl_interfaces.msg import EpisodeStatistics, ObservationBatch, ReplayStatus
 from rl_nodes import graph
 from rl_nodes.estop_listener import raise_priority

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from benchmarks.image_codecs import ROBOTS, measure_deployment
-from rl_core.envs import CARTPOLE_PIXELS_ID, space_shapes
+from rl_core.envs import CARTPOLE_PIXELS_ID
+from rl_core.robot.tasks import space_shapes
 
 pytestmark = pytest.mark.system
 #: Header and shape fields of an ObservationBatch and an Image beside the pixels, at most.

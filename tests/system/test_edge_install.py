@@ -20,9 +20,9 @@ import pytest
 import rclpy
 from rclpy.executors import SingleThreadedExecutor
 
+from rl_core.algorithms.networks import SquashedGaussianActor
 from rl_core.envs import CARTPOLE_ID
-from rl_core.export import export_onnx
-from rl_core.networks import SquashedGaussianActor
+from rl_core.runs.export import export_onnx
 from rl_interfaces.msg import ActionBatch, EpisodeStatistics
 from rl_nodes import graph
 from tests.processes import REPO, Child

@@ -26,7 +26,7 @@ from rclpy.node import Node
 from sensor_msgs.msg import Joy
 from std_msgs.msg import Bool, Float64MultiArray
 
-from rl_core.demos import load_demonstrations
+from rl_core.replay.demos import load_demonstrations
 from rl_interfaces.msg import ExperienceBatch
 from rl_nodes.base import EXPERIENCE_QOS
 from tests.integration.deployments import tool_argv

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from rl_core.checkpoint import load_actor
 from rl_core.config import load_run_config
-from rl_core.evaluation import evaluate
-from rl_core.training import train
+from rl_core.learning.evaluation import evaluate
+from rl_core.learning.training import train
+from rl_core.runs.checkpoint import load_actor
 from tests.learning import report_outcome, seed_overrides
 
 pytestmark = pytest.mark.system

@@ -16,8 +16,8 @@ import pytest
 
 from rl_core.config import load_run_config
 from rl_core.envs import make_env
-from rl_core.evaluation import EVAL_SEED_OFFSET
-from rl_core.training import train
+from rl_core.learning.evaluation import EVAL_SEED_OFFSET
+from rl_core.learning.training import train
 from tests.learning import report_outcome, seed_overrides
 
 pytestmark = pytest.mark.system

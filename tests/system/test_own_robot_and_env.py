@@ -30,7 +30,7 @@ pytestmark = pytest.mark.system
 USER_PACKAGES = Path(__file__).resolve().parent / "user_packages"
 #: The trainer's progress line: episodes so far and the mean of the last (up to 20) returns.
 PROGRESS = re.compile(r"\[trainer\]: steps .* episodes (\d+) \| return\(last (\d+)\) (\S+) \|")
-#: The window of the trainer's "return(last N)" (rl_core.learner.Learner.recent_returns).
+#: The window of the trainer's "return(last N)" (rl_core.learning.learner.Learner.recent_returns).
 RETURN_WINDOW = 20
 #: PointReach's returns are minus the summed distance to the goal over at most 50 steps. Measured
 #: over 3 runs: about -28 for the first 20 episodes (half of them random actions) and -4 to -5

@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from rl_core.acting import ActingGate, Pacer, StatusChange
+from rl_core.acting.gate import ActingGate, Pacer, StatusChange
+from rl_core.acting.stepping import acting_diagnosis
 from rl_core.config import MIN_RATE_HZ, ConfigError, SimulatorConfig
-from rl_core.stepping import acting_diagnosis
 
 pytestmark = pytest.mark.unit
 

@@ -1,4 +1,4 @@
-"""Authenticated actions (rl_core.action_auth): the MAC of an action batch under its robot's key
+"""Authenticated actions (rl_core.security.action_auth): the MAC of an action batch under its robot's key
 and over the digest of the observations it answers, where the keys come from, what a simulator
 steps with, and how ``rl-bringup`` gives each robot's processes that robot's key alone
 (rl_bringup.run_key). No rclpy."""
@@ -14,8 +14,8 @@ import pytest
 from rl_bringup.plan import Plan, PlanError, make_plan
 from rl_bringup.process_spec import ProcessSpec
 from rl_bringup.run_key import served_robots, with_action_keys, with_weights_key
-from rl_core import action_auth
-from rl_core.action_auth import (
+from rl_core.security import action_auth
+from rl_core.security.action_auth import (
     KEY_FILE_VARIABLE,
     KEY_VARIABLE,
     MAC_BYTES,
@@ -24,7 +24,7 @@ from rl_core.action_auth import (
     ActionKeyError,
     ActionKeys,
 )
-from rl_core.transport import Observations
+from rl_core.wire.transport import Observations
 
 pytestmark = pytest.mark.unit
 

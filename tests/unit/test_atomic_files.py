@@ -1,4 +1,4 @@
-"""Files a crash leaves whole (rl_core.atomic_files): the old version or the new one."""
+"""Files a crash leaves whole (rl_core.runs.atomic_files): the old version or the new one."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rl_core.atomic_files import write_atomically
+from rl_core.runs.atomic_files import write_atomically
 
 pytestmark = pytest.mark.unit
 

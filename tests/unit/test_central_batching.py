@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from rl_core.central_batching import CentralBatcher
+from rl_core.acting.central_batching import CentralBatcher
 
 pytestmark = pytest.mark.unit
 

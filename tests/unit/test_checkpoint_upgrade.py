@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from rl_core.checkpoint import load_checkpoint, read_checkpoint_meta, save_checkpoint
+from rl_core.runs.checkpoint import load_checkpoint, read_checkpoint_meta, save_checkpoint
 
 pytestmark = pytest.mark.unit
 

@@ -303,7 +303,7 @@ def test_domain_ids_differ_per_run() -> None:
 def test_run_commands_are_the_users_commands(tmp_path: Path) -> None:
     settings = settings_from_values({"total_env_steps": "600", "output": str(tmp_path)})
     bare = compare.run_command("bare", 1, settings, "/o/bare-r1", None)
-    assert bare[1:] == ["-m", "rl_core.training", "--config", settings.config_file, "--output",
+    assert bare[1:] == ["-m", "rl_core.learning.training", "--config", settings.config_file, "--output",
                         "/o/bare-r1", "--total-env-steps", "600"]
     hybrid = compare.run_command("hybrid", 2, settings, "/o/hybrid-r1", 42)
     assert hybrid[1:5] == ["-m", "rl_bringup.cli", "launch", "hybrid"]

@@ -25,7 +25,7 @@ from rl_bringup.plan import make_plan
 from rl_bringup.tools import compose
 from rl_bringup.tools.containers import layout_from_values
 from rl_bringup.tools.subcommand import parse_key_values
-from rl_core import action_auth
+from rl_core.security import action_auth
 from tests.unit.container_commands import (
     REPO_ROOT,
     node_executables,

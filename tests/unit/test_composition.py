@@ -1,4 +1,4 @@
-"""The load requests a container follows (rl_core.composition)."""
+"""The load requests a container follows (rl_core.security.composition)."""
 
 from __future__ import annotations
 
@@ -6,15 +6,15 @@ import dataclasses
 
 import pytest
 
-from rl_core.composition import (
+from rl_core.config import NODE_CONFIGS
+from rl_core.names.node_kinds import NODE_CLASSES
+from rl_core.security.composition import (
     LOAD_REFUSED_PARAMETERS,
     PLUGINS,
     LoadRequestError,
     check_load_request,
     plugin_of,
 )
-from rl_core.config import NODE_CONFIGS
-from rl_core.node_kinds import NODE_CLASSES
 
 pytestmark = pytest.mark.unit
 

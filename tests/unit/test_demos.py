@@ -1,4 +1,4 @@
-"""Demonstrations (rl_core.demos): MCAP recordings of experience read into a demo buffer, and
+"""Demonstrations (rl_core.replay.demos): MCAP recordings of experience read into a demo buffer, and
 batches that draw demo_ratio of their rows from it (RateLimitedReplay)."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from mcap_ros2.writer import Writer
 
 from rl_bringup.tools.message_types import full_message_definition
 from rl_core.config import ConfigError, ReplayConfig
-from rl_core.demos import EXPERIENCE_SCHEMA, demo_buffer, load_demonstrations
-from rl_core.image_codecs import compressed_format, encode_batch
 from rl_core.replay import PriorityUpdate, RateLimitedReplay, ReplayBuffer
 from rl_core.replay.build import new_buffer, new_replay
-from rl_core.replay.limited import DEMO_SLOT
+from rl_core.replay.demos import EXPERIENCE_SCHEMA, demo_buffer, load_demonstrations
+from rl_core.wire.image_codecs import compressed_format, encode_batch
+from rl_core.wire.transport import DEMO_SLOT
 
 pytestmark = pytest.mark.unit
 OBS, ACTION = (4,), (1,)

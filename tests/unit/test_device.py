@@ -10,12 +10,12 @@ import pytest
 import torch
 
 from rl_core.algorithms.sac import METRIC_NAMES, SAC
-from rl_core.checkpoint import load_checkpoint, save_checkpoint
 from rl_core.config import ConfigError, PolicyConfig, SACConfig, TrainerConfig, load_run_config
-from rl_core.device import cuda_unavailable_reason, resolve_device
-from rl_core.export import export_onnx
-from rl_core.onnx_policy import OnnxPolicy
-from rl_core.training import main as train_bare_main
+from rl_core.learning.device import cuda_unavailable_reason, resolve_device
+from rl_core.learning.training import main as train_bare_main
+from rl_core.runs.checkpoint import load_checkpoint, save_checkpoint
+from rl_core.runs.export import export_onnx
+from rl_core.runs.onnx_policy import OnnxPolicy
 from tests.unit.test_sac import fixed_batch
 
 pytestmark = pytest.mark.unit

@@ -1,5 +1,5 @@
 """The /diagnostics_agg tree: grouping by the shipped analyzer file, rollups, staleness, Other,
-and the analyzer-file checks (rl_core.diagnostic_aggregation, no ROS)."""
+and the analyzer-file checks (rl_core.monitoring.diagnostic_aggregation, no ROS)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rl_core.diagnostic_aggregation import (
+from rl_core.monitoring.diagnostic_aggregation import (
     ERROR,
     MAX_ITEMS,
     MAX_TEXT_CHARS,

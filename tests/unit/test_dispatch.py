@@ -1,4 +1,4 @@
-"""rl_core.dispatch: the dispatch queue's order, bursts, errors, shutdown and wake-ups."""
+"""rl_core.wire.dispatch: the dispatch queue's order, bursts, errors, shutdown and wake-ups."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from rl_core.dispatch import BURST, STEPPING_TURN_S, DispatchQueue, StepReplies, callback_name
+from rl_core.wire.dispatch import BURST, STEPPING_TURN_S, DispatchQueue, StepReplies, callback_name
 
 pytestmark = pytest.mark.unit
 

@@ -1,4 +1,4 @@
-"""Scripted experts (rl_core.experts): the KukaReach expert reaches every target of the env."""
+"""Scripted experts (rl_core.acting.experts): the KukaReach expert reaches every target of the env."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import rl_core.envs  # noqa: F401 - registers rl_ros2/KukaReach-v0
-from rl_core.experts import KukaReachExpert, make_expert
+from rl_core.acting.experts import KukaReachExpert, make_expert
 
 pytestmark = pytest.mark.unit
 

@@ -9,10 +9,11 @@ import onnx
 import pytest
 import torch
 
-from rl_core.envs import CARTPOLE_ID, KUKA_REACH_ID, space_shapes
-from rl_core.export import export_onnx
-from rl_core.networks import SquashedGaussianActor
-from rl_core.onnx_policy import ARCHITECTURE_KEY, ENV_ID_KEY, OnnxPolicy
+from rl_core.algorithms.networks import SquashedGaussianActor
+from rl_core.envs import CARTPOLE_ID, KUKA_REACH_ID
+from rl_core.robot.tasks import space_shapes
+from rl_core.runs.export import export_onnx
+from rl_core.runs.onnx_policy import ARCHITECTURE_KEY, ENV_ID_KEY, OnnxPolicy
 
 pytestmark = pytest.mark.unit
 

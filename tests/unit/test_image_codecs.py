@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from rl_core.envs import CARTPOLE_PIXELS_ID, VectorEnv
-from rl_core.image_codecs import (
-    IMAGE_CODECS,
+from rl_core.names.codecs import IMAGE_CODECS
+from rl_core.wire.image_codecs import (
     compressed_format,
     decode_batch,
     decode_raw_tall,

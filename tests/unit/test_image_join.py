@@ -1,4 +1,4 @@
-"""The join of a batch and its image (rl_core.image_join): either order, refusals, halves whose
+"""The join of a batch and its image (rl_core.wire.image_join): either order, refusals, halves whose
 partner was lost given up once a later pair of their camera joins, and halves given up once too
 many newer ones arrived."""
 
@@ -9,8 +9,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pytest
 
-from rl_core import image_join
-from rl_core.image_join import Frames, HalfJoin, camera_frame
+from rl_core.wire import image_join
+from rl_core.wire.image_join import Frames, HalfJoin, camera_frame
 
 pytestmark = pytest.mark.unit
 

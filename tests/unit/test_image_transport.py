@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 from rclpy.serialization import serialize_message
 
-from rl_core.image_codecs import Camera
-from rl_core.image_join import MAX_WAITING_BYTES, Frames, camera_frame
-from rl_core.replay import Batch
 from rl_core.replay.service import SampleAnswer
+from rl_core.wire.image_codecs import Camera
+from rl_core.wire.image_join import MAX_WAITING_BYTES, Frames, camera_frame
+from rl_core.wire.transport import Batch
 from rl_nodes.conversions import (
     EPISODES,
     EXPERIENCE,
@@ -238,7 +238,7 @@ def test_a_decompression_bomb_is_a_counted_error_not_an_escape() -> None:
 def test_waiting_images_are_bounded_in_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
     out = Collected()
     frame = np.zeros((16, 16, 3), np.uint8)
-    monkeypatch.setattr("rl_core.image_join.MAX_WAITING_BYTES", 3 * frame.nbytes)
+    monkeypatch.setattr("rl_core.wire.image_join.MAX_WAITING_BYTES", 3 * frame.nbytes)
     for stamp in range(5):  # images whose batches never come
         out.join.on_frames(Frames(camera_frame(1), stamp, frame.copy()))
     assert out.join.waiting_bytes == 3 * frame.nbytes

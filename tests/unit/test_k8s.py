@@ -24,7 +24,7 @@ from rl_bringup import replica
 from rl_bringup.discovery import discovery_server_argv
 from rl_bringup.plan import MAX_ROBOTS, make_plan
 from rl_bringup.tools import k8s_objects
-from rl_core import action_auth
+from rl_core.security import action_auth
 from tests.unit.container_commands import (
     REPO_ROOT,
     node_executables,
@@ -283,7 +283,7 @@ def test_every_pod_runs_unprivileged_with_a_read_only_root(
 def test_node_containers_are_probed_by_their_heartbeat(
         generate: Callable[..., Path], mode: str) -> None:
     """Issue 19: a hung node (its dispatch thread stopped) is restarted by its liveness probe."""
-    from rl_core.heartbeat import HEARTBEAT_TIMEOUT_S
+    from rl_core.monitoring.heartbeat import HEARTBEAT_TIMEOUT_S
 
     containers = node_containers(render(generate(mode, "robots:=2")))
     assert containers
@@ -294,7 +294,7 @@ def test_node_containers_are_probed_by_their_heartbeat(
                               ("livenessProbe", HEARTBEAT_TIMEOUT_S),
                               ("readinessProbe", k8s_objects.READY_WITHIN_S)):
             command = container[probe]["exec"]["command"]
-            assert command == ["/entrypoint.sh", "python3", "-m", "rl_core.heartbeat",
+            assert command == ["/entrypoint.sh", "python3", "-m", "rl_core.monitoring.heartbeat",
                                k8s_objects.HEARTBEAT_PATH, f"{within:g}"], (probe, command)
         startup = container["startupProbe"]
         assert startup["periodSeconds"] * startup["failureThreshold"] >= 60

@@ -1,4 +1,4 @@
-"""The robot-side image encoder (rl_core.latent): it takes the encoder of actor weights for its
+"""The robot-side image encoder (rl_core.acting.latent): it takes the encoder of actor weights for its
 camera only, keeps the previous one on a refusal, and encodes like the actor."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from rl_core.encoders import image_to_tensor, make_actor
-from rl_core.latent import LatentFeatures
+from rl_core.acting.latent import LatentFeatures
+from rl_core.algorithms.encoders import image_to_tensor, make_actor
 
 pytestmark = pytest.mark.unit
 

@@ -1,5 +1,6 @@
-"""The one update loop (rl_core.learner.Learner.learn/run) over its sources, the run of the
-trainer node without ROS (rl_core.training_run) and what a run reports (rl_core.progress)."""
+"""The one update loop (rl_core.learning.learner.Learner.learn/run) over its sources, the run of
+the trainer node without ROS (rl_core.learning.training_run) and what a run reports
+(rl_core.monitoring.progress)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,8 @@ import numpy as np
 import pytest
 
 from rl_core.algorithms.sac import SAC
-from rl_core.checkpoint import save_checkpoint
 from rl_core.config import ReplayConfig, SACConfig, TrainerConfig
-from rl_core.learner import (
+from rl_core.learning.learner import (
     EVALUATION,
     GETTING_BATCHES,
     GRADIENT_STEPS,
@@ -24,10 +24,7 @@ from rl_core.learner import (
     Learner,
     time_shares,
 )
-from rl_core.progress import RateMeter, progress_line, summary_line
-from rl_core.replay import UNLIMITED_BATCHES
-from rl_core.replay.build import new_buffer, new_replay
-from rl_core.training_run import (
+from rl_core.learning.training_run import (
     BATCHES_PER_REQUEST,
     INTERLEAVED,
     THREAD,
@@ -36,6 +33,10 @@ from rl_core.training_run import (
     choose_update_mode,
     replay_figures,
 )
+from rl_core.monitoring.progress import RateMeter, progress_line, summary_line
+from rl_core.replay import UNLIMITED_BATCHES
+from rl_core.replay.build import new_buffer, new_replay
+from rl_core.runs.checkpoint import save_checkpoint
 
 pytestmark = pytest.mark.unit
 

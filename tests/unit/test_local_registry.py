@@ -1,4 +1,4 @@
-"""The process-local registry of endpoints and services (rl_core.local_registry)."""
+"""The process-local registry of endpoints and services (rl_core.wire.local_registry)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from rl_core.local_registry import LocalRegistry
+from rl_core.wire.local_registry import LocalRegistry
 
 pytestmark = pytest.mark.unit
 

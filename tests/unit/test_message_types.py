@@ -69,8 +69,8 @@ def test_a_signed_status_verifies_after_the_wire_and_fails_when_any_field_change
     float32 a sender assigned as a Python float verifies after the receiver decoded it."""
     from rclpy.serialization import deserialize_message, serialize_message
 
-    from rl_core.signed_status import StatusCheck, StatusSigner, sign_status, status_refusal
-    from rl_core.weights_auth import SigningKey
+    from rl_core.security.signed_status import StatusCheck, StatusSigner, sign_status, status_refusal
+    from rl_core.security.weights_auth import SigningKey
     from rl_interfaces.msg import ReplayStatus
 
     key = SigningKey(bytes(range(32)))
@@ -89,7 +89,7 @@ def test_a_signed_status_verifies_after_the_wire_and_fails_when_any_field_change
         assert "not signed" in status_refusal(changed, StatusCheck(key.public)), name
 
 
-# --- bounded sequences (rl_core.wire.MAX_SHAPE_DIMS, rl_core.action_auth.MAC_BYTES) -------------
+# --- bounded sequences (rl_core.wire.fields.MAX_SHAPE_DIMS, rl_core.security.action_auth.MAC_BYTES)
 
 def interface_fields() -> list[tuple[str, str, str]]:
     """``(file, type, name)`` of every field of the rl_interfaces .msg and .srv files."""
@@ -111,8 +111,8 @@ def test_shape_fields_and_the_mac_are_bounded_and_the_data_sequences_not() -> No
     """Shapes and the action MAC carry their caps in the type; the data sequences stay
     unbounded: Fast DDS reserves address space for a bounded type's largest message at every
     endpoint (docs/architecture.md), and rclpy does not check a bound when receiving."""
-    from rl_core.action_auth import MAC_BYTES
-    from rl_core.wire import MAX_SHAPE_DIMS
+    from rl_core.security.action_auth import MAC_BYTES
+    from rl_core.wire.fields import MAX_SHAPE_DIMS
 
     sequences = [(file, kind, name) for file, kind, name in interface_fields() if "[" in kind]
     assert len(sequences) > 30
@@ -131,9 +131,9 @@ def test_the_largest_legal_shapes_of_every_task_fit_and_a_longer_one_is_refused(
     import gymnasium
     from rclpy.serialization import deserialize_message, serialize_message
 
-    from rl_core.action_auth import MAC_BYTES
     from rl_core.envs import register_envs
-    from rl_core.wire import MAX_SHAPE_DIMS, positive_shape
+    from rl_core.security.action_auth import MAC_BYTES
+    from rl_core.wire.fields import MAX_SHAPE_DIMS, positive_shape
     from rl_interfaces.msg import ActionBatch, ObservationBatch
 
     register_envs()

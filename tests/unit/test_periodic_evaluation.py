@@ -11,11 +11,16 @@ import pytest
 import torch
 
 from rl_core.algorithms.sac import SAC
-from rl_core.checkpoint import load_actor, load_checkpoint, read_checkpoint_meta
 from rl_core.config import SACConfig
-from rl_core.evaluation import EvalResult
-from rl_core.learner import Learner
-from rl_core.periodic_evaluation import BEST_DIRECTORY, SELECTION_SEED_OFFSET, Evaluation, PeriodicEvaluator
+from rl_core.learning.evaluation import EvalResult
+from rl_core.learning.learner import Learner
+from rl_core.learning.periodic_evaluation import (
+    BEST_DIRECTORY,
+    SELECTION_SEED_OFFSET,
+    Evaluation,
+    PeriodicEvaluator,
+)
+from rl_core.runs.checkpoint import load_actor, load_checkpoint, read_checkpoint_meta
 
 pytestmark = pytest.mark.unit
 
@@ -142,7 +147,7 @@ def test_real_selection_episodes_use_their_own_seeds(tmp_path: Path) -> None:
     assert evaluator.submit(cartpole_sac(), 100)
     evaluator.wait()
     evaluator.close()
-    from rl_core.evaluation import evaluate
+    from rl_core.learning.evaluation import evaluate
     expected = evaluate(cartpole_sac().actor, ENV_ID, 2, seed=7 + SELECTION_SEED_OFFSET)
     assert evaluator.history[0].mean_return == pytest.approx(expected.mean)
 
@@ -162,7 +167,7 @@ def test_a_run_reports_the_final_and_the_best_evaluation(tmp_path: Path) -> None
     assert document["best_checkpoint_dir"] == str(tmp_path / BEST_DIRECTORY)
     assert [e["env_steps"] for e in document["evaluations"]] == [100, 150]
     # The best's final figures come from the final evaluation's episodes, run on its weights.
-    from rl_core.evaluation import evaluate
+    from rl_core.learning.evaluation import evaluate
     actor = load_actor(tmp_path / BEST_DIRECTORY)[0]
     assert torch.equal(actor.mean.weight, snapshot)
     assert document["best_eval_mean_return"] == pytest.approx(evaluate(actor, ENV_ID, 3).mean)

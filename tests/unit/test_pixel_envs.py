@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rl_core.encoders import is_image_shape
+from rl_core.algorithms.encoders import is_image_shape
 from rl_core.envs import (
     CARTPOLE_ID,
     CARTPOLE_PIXELS_ID,
@@ -13,7 +13,6 @@ from rl_core.envs import (
     KUKA_REACH_PIXELS_ID,
     VectorEnv,
     make_env,
-    space_shapes,
 )
 from rl_core.envs.pixels import (
     CARTPOLE_ACTION_REPEAT,
@@ -21,6 +20,7 @@ from rl_core.envs.pixels import (
     DEFAULT_RESOLUTION,
     KUKA_REACH_ACTION_REPEAT,
 )
+from rl_core.robot.tasks import space_shapes
 
 pytestmark = pytest.mark.unit
 

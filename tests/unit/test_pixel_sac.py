@@ -6,12 +6,24 @@ import numpy as np
 import pytest
 import torch
 
+from rl_core.algorithms.encoders import (
+    EncodedActor,
+    image_to_tensor,
+    is_image_shape,
+    make_actor,
+    random_shift,
+)
+from rl_core.algorithms.networks import SquashedGaussianActor
 from rl_core.algorithms.sac import SAC
-from rl_core.checkpoint import actor_to_bytes, load_actor, load_actor_bytes, load_checkpoint, save_checkpoint
 from rl_core.config import SACConfig
-from rl_core.encoders import EncodedActor, image_to_tensor, is_image_shape, make_actor, random_shift
-from rl_core.networks import SquashedGaussianActor
-from rl_core.replay import Batch
+from rl_core.runs.checkpoint import (
+    actor_to_bytes,
+    load_actor,
+    load_actor_bytes,
+    load_checkpoint,
+    save_checkpoint,
+)
+from rl_core.wire.transport import Batch
 
 pytestmark = pytest.mark.unit
 

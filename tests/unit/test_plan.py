@@ -160,7 +160,7 @@ def test_decoupled_command_lines_follow_the_ros_arguments_contract() -> None:
     assert simulator_argv[:6] == [
         "simulator", "--ros-args", "-r", "__ns:=/robot_0", "--params-file", config,
     ]
-    # A deployment's robots wait for the replay buffer's first status (rl_core.acting).
+    # A deployment's robots wait for the replay buffer's first status (rl_core.acting.gate).
     assert simulator_argv[6] == "--params-file" and len(simulator_argv) == 8
     assert yaml.safe_load(Path(simulator_argv[7]).read_text()) == {
         "/**/simulator": {"ros__parameters": {"await_replay_status": True}}}

@@ -1,4 +1,4 @@
-"""What a policy node acts with (rl_core.policy_model): the torch actor or an exported ONNX
+"""What a policy node acts with (rl_core.acting.policy_model): the torch actor or an exported ONNX
 model, and the checks of the observations sent to it."""
 
 from __future__ import annotations
@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 import torch
 
+from rl_core.acting.experts import KukaReachExpert
+from rl_core.acting.policy_model import PolicyModel, build_policy_model
+from rl_core.algorithms.encoders import make_actor
+from rl_core.algorithms.networks import SquashedGaussianActor
 from rl_core.config import ConfigError, PolicyConfig
-from rl_core.encoders import make_actor
 from rl_core.envs import CARTPOLE_ID, KUKA_REACH_ID
-from rl_core.experts import KukaReachExpert
-from rl_core.export import export_onnx
-from rl_core.networks import SquashedGaussianActor
-from rl_core.policy_model import PolicyModel, build_policy_model
+from rl_core.runs.export import export_onnx
 
 pytestmark = pytest.mark.unit
 

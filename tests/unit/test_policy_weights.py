@@ -1,4 +1,4 @@
-"""Which received weights a policy loads (rl_core.policy_weights), and what it says of them."""
+"""Which received weights a policy loads (rl_core.acting.policy_weights), and what it says of them."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 import torch
 
-from rl_core.policy_weights import (
+from rl_core.acting import policy_weights
+from rl_core.acting.policy_weights import (
     NO_WEIGHTS_WARNING_S,
     STALE_WEIGHTS_S,
     WeightsGate,
@@ -34,13 +35,20 @@ class FakeWeights:
     verified: int = 0
     decoded: int = 0
 
-    def verify(self, key: bytes) -> bool:
-        self.verified += 1
-        return self.signed_with == key
-
     def tensors(self) -> dict[str, torch.Tensor]:
         self.decoded += 1
         return self.state
+
+
+@pytest.fixture(autouse=True)
+def fake_signatures(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The gate's signature check (rl_core.security.weights_auth.verify_weights) on FakeWeights:
+    they verify under the key they were ``signed_with``, and count the checks."""
+    def verify_weights(weights: FakeWeights, key: bytes) -> bool:
+        weights.verified += 1
+        return weights.signed_with == key
+
+    monkeypatch.setattr(policy_weights, "verify_weights", verify_weights)
 
 
 def test_newer_signed_weights_of_the_architecture_are_loaded() -> None:
@@ -88,8 +96,8 @@ def test_oversized_weights_are_refused_before_hashing_and_forged_ones_before_dec
 
 
 def test_received_weights_decode_only_when_asked_and_refuse_bad_bytes() -> None:
-    from rl_core.checkpoint import tensors_to_bytes
-    from rl_core.transport import Weights
+    from rl_core.wire.tensors import tensors_to_bytes
+    from rl_core.wire.transport import Weights
 
     blob, checksum = tensors_to_bytes({"w": torch.ones(3)})
     received = Weights(1, 0, {}, dict(ARCHITECTURE), _encoded=(blob, checksum), epoch=1)

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from rl_core.learner import PrefetchingSampler
+from rl_core.learning.learner import PrefetchingSampler
 
 pytestmark = pytest.mark.unit
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from rl_core.cpus import (
+from rl_core.learning.cpus import (
     CPUS_VARIABLE,
     LEARNER_CPUS_VARIABLE,
     MAX_CPU,

@@ -1,4 +1,4 @@
-"""Demonstrations from a robot's own topics (rl_core.robot.recorded, rl_core.demos): joint
+"""Demonstrations from a robot's own topics (rl_core.robot.recorded, rl_core.replay.demos): joint
 states and controller commands, as ros2 bag records them while an operator drives, become the
 transitions the boundary would have learned from."""
 
@@ -12,7 +12,7 @@ from mcap_ros2.writer import Writer
 
 from rl_bringup.tools.message_types import full_message_definition
 from rl_core.config import ConfigError
-from rl_core.demos import COMMAND_SCHEMA, JOINT_STATE_SCHEMA, load_demonstrations
+from rl_core.replay.demos import COMMAND_SCHEMA, JOINT_STATE_SCHEMA, load_demonstrations
 from rl_core.robot import JointSample
 from rl_core.robot.recorded import PAUSE_PERIODS, TimedCommand, TimedState, operator_transitions
 from rl_core.robot.tasks import CartPoleBalanceTask

@@ -1,4 +1,4 @@
-"""Gymnasium environments over remote simulators (rl_core.remote_env) with a fake link: the
+"""Gymnasium environments over remote simulators (rl_core.acting.remote_env) with a fake link: the
 step protocol (republishes, restarts, skipped steps, replaced actions), same-step autoreset,
 reset() without a reset, and the single environment."""
 
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from gymnasium.spaces import Box
 
-from rl_core.remote_env import (
+from rl_core.acting.remote_env import (
     KEPT_EXPERIENCE,
     REPUBLISH_AFTER_S,
     RemoteRobot,

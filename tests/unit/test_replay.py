@@ -7,7 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rl_core.replay import Batch, ReplayBuffer, SumTree
+from rl_core.replay import ReplayBuffer, SumTree
+from rl_core.wire.transport import Batch
 
 pytestmark = pytest.mark.unit
 

@@ -16,7 +16,7 @@ from rl_core.config import ReplayConfig
 from rl_core.replay import PriorityUpdate, ReplayBuffer
 from rl_core.replay.files import LIMITER_FILE, LOCK_FILE, MAX_SAVED_FILES, SNAPSHOT_FILE
 from rl_core.replay.service import DEFAULT_FILE, RateMeter, ReplayService
-from rl_core.wire import MAX_REQUEST_ROWS, max_answer_rows
+from rl_core.wire.fields import MAX_REQUEST_ROWS, max_answer_rows
 
 pytestmark = pytest.mark.unit
 
@@ -57,7 +57,7 @@ def experience(sequence: int, rows: int = 4, robot_id: int = 0, value: float = 0
 
 
 def request(batch_size: int = 8, max_batches: int = 1) -> SimpleNamespace:
-    """The fields of rl_core.transport.SampleRequest."""
+    """The fields of rl_core.wire.transport.SampleRequest."""
     return SimpleNamespace(batch_size=batch_size, max_batches=max_batches)
 
 

@@ -18,7 +18,7 @@ from rl_core.robot import JointTarget, estop
 from rl_core.robot.boundary import ACTING, RESETTING, STEPPING, WAITING
 from rl_core.robot.driver import RATE_CHECK_TRANSITIONS, RESET_TIMEOUT_S, RobotDriver
 from rl_core.robot.safety import ENVELOPE, ESTOP, IMPLAUSIBLE, STOPPED, TIMEOUT
-from rl_core.weights_auth import SigningKey
+from rl_core.security.weights_auth import SigningKey
 from tests.unit import test_robot_boundary as robot_boundary_tests
 
 pytestmark = pytest.mark.unit

@@ -1,11 +1,11 @@
-"""The trainer's table of robot boundary figures from /diagnostics (rl_core.progress.RobotFigures):
+"""The trainer's table of robot boundary figures from /diagnostics (rl_core.monitoring.progress.RobotFigures):
 bounded and checked, since any peer on the domain can publish /diagnostics (issue 41)."""
 
 from __future__ import annotations
 
 import pytest
 
-from rl_core.progress import RobotFigures, is_deployment_robot
+from rl_core.monitoring.progress import RobotFigures, is_deployment_robot
 
 pytestmark = pytest.mark.unit
 RATE, LATENCY, SAFETY = "intervention rate", "command latency p50 ms", "safety "

@@ -1,10 +1,10 @@
-"""ROS name rules (rl_core.ros_names): namespaces, node names, resolution, moving under NS."""
+"""ROS name rules (rl_core.names.ros_names): namespaces, node names, resolution, moving under NS."""
 
 from __future__ import annotations
 
 import pytest
 
-from rl_core.ros_names import in_namespace, node_name, resolve, robot_namespace
+from rl_core.names.ros_names import in_namespace, node_name, resolve, robot_namespace
 
 pytestmark = pytest.mark.unit
 

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
+from rl_core.acting.policy_model import build_policy_model
 from rl_core.algorithms.sac import SAC
-from rl_core.checkpoint import save_checkpoint
 from rl_core.config import ConfigError, PolicyConfig, SACConfig
 from rl_core.envs import CARTPOLE_ID, KUKA_REACH_ID
-from rl_core.policy_model import build_policy_model
-from rl_core.run_checkpoints import resolve_checkpoint
+from rl_core.runs.checkpoint import save_checkpoint
+from rl_core.runs.run_checkpoints import resolve_checkpoint
 
 pytestmark = pytest.mark.unit
 

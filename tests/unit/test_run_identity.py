@@ -15,7 +15,7 @@ import yaml
 from rl_bringup.plan import Plan, make_plan
 from rl_bringup.run_key import RUN_ID_FILE_NAME, with_weights_key
 from rl_bringup.tools import k8s_objects
-from rl_core.weights_auth import KEY_VARIABLE, PUBLIC_KEY_VARIABLE, RUN_ID_VARIABLE, SigningKey
+from rl_core.security.weights_auth import KEY_VARIABLE, PUBLIC_KEY_VARIABLE, RUN_ID_VARIABLE, SigningKey
 
 pytestmark = pytest.mark.unit
 

@@ -1,4 +1,4 @@
-"""One run per output_dir (rl_core.run_lock): across processes, released when the holder dies."""
+"""One run per output_dir (rl_core.runs.run_lock): across processes, released when the holder dies."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from rl_core.run_lock import RunLock, RunLockedError
+from rl_core.runs.run_lock import RunLock, RunLockedError
 
 pytestmark = pytest.mark.unit
 
-HOLD = ("import sys, time\nfrom pathlib import Path\nfrom rl_core.run_lock import RunLock\n"
+HOLD = ("import sys, time\nfrom pathlib import Path\nfrom rl_core.runs.run_lock import RunLock\n"
         "lock = RunLock(Path(sys.argv[1]), 'trainer')\nprint('held', flush=True)\n"
         "time.sleep(60)\n")
 

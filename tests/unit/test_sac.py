@@ -9,19 +9,18 @@ import numpy as np
 import pytest
 import torch
 
+from rl_core.algorithms.networks import SquashedGaussianActor
 from rl_core.algorithms.sac import SAC
-from rl_core.checkpoint import (
+from rl_core.config import ConfigError, SACConfig
+from rl_core.runs.checkpoint import (
     actor_to_bytes,
     load_actor,
     load_actor_bytes,
     load_checkpoint,
     save_checkpoint,
-    tensors_from_bytes,
-    tensors_to_bytes,
 )
-from rl_core.config import ConfigError, SACConfig
-from rl_core.networks import SquashedGaussianActor
-from rl_core.replay import DEMO_SLOT, Batch
+from rl_core.wire.tensors import tensors_from_bytes, tensors_to_bytes
+from rl_core.wire.transport import DEMO_SLOT, Batch
 
 pytestmark = pytest.mark.unit
 
@@ -173,7 +172,7 @@ def test_constructor_rejects_empty_spaces() -> None:
 
 
 def test_the_ensemble_critic_computes_each_member_as_its_own_network() -> None:
-    from rl_core.networks import EnsembleQ, mlp
+    from rl_core.algorithms.networks import EnsembleQ, mlp
 
     torch.manual_seed(0)
     ensemble = EnsembleQ(3, 2, (8, 8), members=3)
@@ -191,7 +190,7 @@ def test_the_ensemble_critic_computes_each_member_as_its_own_network() -> None:
 
 
 def test_layer_norm_members_normalise_each_hidden_layer_before_its_relu() -> None:
-    from rl_core.networks import EnsembleQ
+    from rl_core.algorithms.networks import EnsembleQ
 
     torch.manual_seed(0)
     ensemble = EnsembleQ(3, 2, (8, 8), members=3, layer_norm=True)

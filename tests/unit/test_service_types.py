@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from rclpy.serialization import deserialize_message, serialize_message
 
-from rl_core.replay import Batch, PriorityUpdate
+from rl_core.replay import PriorityUpdate
 from rl_core.replay.service import PriorityAnswer, SampleAnswer
-from rl_core.transport import SampleRequest
+from rl_core.wire.transport import Batch, SampleRequest
 from rl_interfaces.srv import SampleBatch, UpdatePriorities
 from rl_nodes.service_types import PRIORITIES_SERVICE, SAMPLE_SERVICE
 

@@ -77,7 +77,7 @@ def test_managed_nodes_and_containers_come_from_the_graphs_services() -> None:
 
 
 def test_composition_requests_are_all_refusable() -> None:
-    from rl_core.composition import PACKAGE, PLUGINS
+    from rl_core.security.composition import PACKAGE, PLUGINS
 
     refused = fuzz.refused_load_parameters(("use_sim_time",))
     assert "use_sim_time" in refused and "output_dir" in refused

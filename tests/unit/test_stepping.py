@@ -1,4 +1,4 @@
-"""A simulator's stepping (rl_core.stepping): lanes and their step numbers, which answer is
+"""A simulator's stepping (rl_core.acting.stepping): lanes and their step numbers, which answer is
 stale, random first steps, the counts, the ros2_control rows, and what diagnostics say."""
 
 from __future__ import annotations
@@ -9,11 +9,8 @@ import numpy as np
 import pytest
 from gymnasium.spaces import Box
 
-from rl_core.acting import ActingGate
-from rl_core.config import ConfigError, SimulatorConfig
-from rl_core.envs import CARTPOLE_ID, EpisodeRecord, VectorStep
-from rl_core.robot.boundary import EpisodeEnd, Transition
-from rl_core.stepping import (
+from rl_core.acting.gate import ActingGate
+from rl_core.acting.stepping import (
     BOUNDARY_ENV_IDS,
     Lane,
     RateMeter,
@@ -25,7 +22,10 @@ from rl_core.stepping import (
     make_lanes,
     simulator_seed,
 )
-from rl_core.teleop import Intervention, ScriptedIntervention
+from rl_core.acting.teleop import Intervention, ScriptedIntervention
+from rl_core.config import ConfigError, SimulatorConfig
+from rl_core.envs import CARTPOLE_ID, EpisodeRecord, VectorStep
+from rl_core.robot.boundary import EpisodeEnd, Transition
 
 pytestmark = pytest.mark.unit
 

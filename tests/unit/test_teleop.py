@@ -1,4 +1,4 @@
-"""Interventions (rl_core.teleop): Joy mappings with a deadman button, plain commands, timeouts
+"""Interventions (rl_core.acting.teleop): Joy mappings with a deadman button, plain commands, timeouts
 and the intervention rate."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rl_core.acting.teleop import Intervention, JoyMapping
 from rl_core.config import ConfigError
-from rl_core.teleop import Intervention, JoyMapping
 
 pytestmark = pytest.mark.unit
 

@@ -1,5 +1,5 @@
-"""The learner's Ed25519 key and signatures (rl_core.weights_auth), signed replay status
-(rl_core.signed_status), and how ``rl-bringup`` gives the private key to the learner's processes
+"""The learner's Ed25519 key and signatures (rl_core.security.weights_auth), signed replay status
+(rl_core.security.signed_status), and how ``rl-bringup`` gives the private key to the learner's processes
 and the public key alone to the robots' (rl_bringup.run_key). No rclpy."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import pytest
 
 from rl_bringup.plan import Plan, PlanError, make_plan
 from rl_bringup.run_key import signs, with_weights_key
-from rl_core import weights_auth
-from rl_core.signed_status import StatusCheck, StatusSigner
-from rl_core.weights_auth import (
+from rl_core.security import weights_auth
+from rl_core.security.signed_status import StatusCheck, StatusSigner
+from rl_core.security.weights_auth import (
     KEY_FILE_VARIABLE,
     KEY_VARIABLE,
     PUBLIC_KEY_FILE_VARIABLE,
@@ -176,7 +176,7 @@ def test_verify_fails_with_another_key_or_a_bad_signature() -> None:
         assert not weights_auth.verify(KEY.public, bad, **FIELDS)
 
 
-# --- signed replay status (rl_core.signed_status) -------------------------------------------------
+# --- signed replay status (rl_core.security.signed_status) -------------------------------------------------
 
 def test_a_signed_newer_status_is_obeyed_and_a_replay_refused() -> None:
     signer, check = StatusSigner(KEY), StatusCheck(KEY.public)

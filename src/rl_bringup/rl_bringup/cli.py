@@ -55,8 +55,8 @@ from rl_bringup.tools.subcommand import (
     parse_key_values,
     run_parser,
 )
-from rl_core import heartbeat
-from rl_core.cpus import format_cpu_list
+from rl_core.learning.cpus import format_cpu_list
+from rl_core.monitoring import heartbeat
 
 DEFAULT_TRAIN_MODE = "colocated"
 

@@ -13,9 +13,8 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from rl_bringup.process_spec import PlanError
-from rl_core import node_kinds
 from rl_core.config import LAUNCHER_NODE, ConfigError, load_yaml
-from rl_core.cpus import (
+from rl_core.learning.cpus import (
     CPUS_VARIABLE,
     LEARNER_CPUS_VARIABLE,
     OMP_THREADS_VARIABLE,
@@ -24,7 +23,8 @@ from rl_core.cpus import (
     format_cpu_list,
     parse_cpu_list,
 )
-from rl_core.node_kinds import LEARNING_KINDS, NODE_KINDS, PER_ROBOT_KINDS
+from rl_core.names import node_kinds
+from rl_core.names.node_kinds import LEARNING_KINDS, NODE_KINDS, PER_ROBOT_KINDS
 
 if TYPE_CHECKING:
     from rl_bringup.process_spec import ProcessSpec

@@ -51,9 +51,9 @@ from rl_bringup.autoscale import (
 from rl_bringup.discovery import DISCOVERY_RANGE_VARIABLE, DISCOVERY_SERVER_VARIABLE
 from rl_bringup.plan import Plan
 from rl_bringup.supervisor import RESTARTING, RUNNING, STANDBY, Supervisor
-from rl_core import weights_auth
-from rl_core.cpus import available_cpus
-from rl_core.signed_status import StatusCheck
+from rl_core.learning.cpus import available_cpus
+from rl_core.security import weights_auth
+from rl_core.security.signed_status import StatusCheck
 from rl_nodes import graph
 
 #: Phases of the controller, as the diagnostics show them.
@@ -140,7 +140,7 @@ class ElasticRobots:
         variables = (DISCOVERY_RANGE_VARIABLE, DISCOVERY_SERVER_VARIABLE, "RMW_IMPLEMENTATION")
         self._discovery = {name: plan.environment[name] for name in variables
                            if name in plan.environment}
-        # Only the learner's signed statuses count (rl_core.signed_status): a forged one must not
+        # Only the learner's signed statuses count (rl_core.security.signed_status): a forged one must not
         # start or stop robots.
         self.status_check = StatusCheck(weights_auth.load_public_key({**os.environ,
                                                                       **plan.environment}))
@@ -207,7 +207,7 @@ class ElasticRobots:
                       + traceback.format_exc().rstrip())
 
     def _on_status(self, msg: Any) -> None:
-        from rl_core.signed_status import status_refusal  # noqa: PLC0415
+        from rl_core.security.signed_status import status_refusal  # noqa: PLC0415
 
         refusal = status_refusal(msg, self.status_check)
         if refusal is not None:

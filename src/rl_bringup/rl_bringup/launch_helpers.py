@@ -30,7 +30,7 @@ from rl_bringup.plan import MAX_RESPAWNS, RESPAWN_DELAY_S, Plan, PlanError, Proc
 from rl_bringup.robot_plan import parse_flag
 from rl_bringup.run_key import with_weights_key
 from rl_core.config import ConfigError
-from rl_core.node_kinds import DIAGNOSTICS_AGGREGATOR, POLICY, REPLAY_BUFFER, SIMULATOR, TRAINER
+from rl_core.names.node_kinds import DIAGNOSTICS_AGGREGATOR, POLICY, REPLAY_BUFFER, SIMULATOR, TRAINER
 from rl_nodes.graph import COMPONENT_MANAGER, in_namespace
 
 #: The order in which LoadComposableNodes loads a container's nodes (use_composition): the
@@ -193,7 +193,7 @@ def composable_options(process: ProcessSpec, options: dict[str, Any]) -> dict[st
     from launch.actions import Shutdown
     from launch_ros.descriptions import ComposableNode
 
-    from rl_core.composition import INTRA_PROCESS_ARGUMENT, PACKAGE, plugin_of
+    from rl_core.security.composition import INTRA_PROCESS_ARGUMENT, PACKAGE, plugin_of
 
     nodes = sorted(process.nodes, key=lambda node: LOAD_ORDER.index(node[0])
                    if node[0] in LOAD_ORDER else 0)

@@ -38,7 +38,7 @@ from typing import Any
 
 from rl_bringup import robot_plan
 from rl_bringup.process_spec import PlanError, ProcessSpec
-from rl_core import node_kinds
+from rl_core.names import node_kinds
 from rl_nodes import graph
 from rl_nodes.graph import robot_namespace
 

@@ -63,7 +63,7 @@ from rl_bringup.parameter_overrides import learning_overrides, node_overrides
 from rl_bringup.process_spec import PlanError, ProcessSpec
 from rl_bringup.robot_plan import parse_flag
 from rl_core.config import ConfigError
-from rl_core.cpus import available_cpus, format_cpu_list
+from rl_core.learning.cpus import available_cpus, format_cpu_list
 
 DEFAULT_CONFIG = "cartpole"
 MIN_ROBOTS = 1

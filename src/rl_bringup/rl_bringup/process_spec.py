@@ -24,7 +24,7 @@ import yaml
 
 from rl_bringup import paths
 from rl_core.config import parameters_for
-from rl_core.cpus import format_cpu_list
+from rl_core.learning.cpus import format_cpu_list
 
 NODES_PACKAGE = paths.NODES_PACKAGE
 

@@ -40,7 +40,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from rl_core import variables
+from rl_core.names import variables
 from rl_nodes.graph import robot_namespace
 
 #: Replaced in every command-line argument by the replica's namespace, ``/robot_k``.

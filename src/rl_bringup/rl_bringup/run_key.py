@@ -1,4 +1,4 @@
-"""The learner's signing key for a deployment (see rl_core.weights_auth), for both front ends.
+"""The learner's signing key for a deployment (see rl_core.security.weights_auth), for both front ends.
 
 Before a run starts, :func:`with_weights_key` gives the learner's processes (those hosting a
 trainer or a replay buffer, :data:`SIGNING_KINDS`) the private key and every other process the
@@ -15,7 +15,7 @@ keeps it, and its robot processes get no private key.
 
 Every process of the deployment also gets the same run identity (``RL_ROS2_RUN_ID``), which each
 weights and status signature binds, so that runs sharing a key cannot replay each other's
-(rl_core.weights_auth):
+(rl_core.security.weights_auth):
 
 * the caller's ``RL_ROS2_RUN_ID`` wins (a multi-host run exports the learner host's on every
   host);
@@ -25,7 +25,7 @@ weights and status signature binds, so that runs sharing a key cannot replay eac
 * a host with only a public key and no ``RL_ROS2_RUN_ID`` checks for the unnamed run (''), as a
   hand-started process does, and the plan notes it.
 
-It also hands out the robots' action keys (:func:`with_action_keys`, rl_core.action_auth): a
+It also hands out the robots' action keys (:func:`with_action_keys`, rl_core.security.action_auth): a
 process that serves one robot (its simulator, its policy, or both) gets that robot's key alone
 (``RL_ROS2_ROBOT_ACTION_KEYS``), so a robot that is taken over cannot drive another one; a
 process that serves several robots (a central policy, a colocated container) gets the run's action
@@ -46,7 +46,7 @@ from pathlib import Path
 
 from rl_bringup.plan import Plan, PlanError
 from rl_bringup.process_spec import ProcessSpec
-from rl_core import action_auth, weights_auth
+from rl_core.security import action_auth, weights_auth
 
 #: Node kinds whose process holds the private key: they sign weights and replay status.
 SIGNING_KINDS = frozenset({"trainer", "replay_buffer"})
@@ -54,7 +54,7 @@ SIGNING_KINDS = frozenset({"trainer", "replay_buffer"})
 _NO_PRIVATE_KEY = {weights_auth.KEY_VARIABLE: "", weights_auth.KEY_FILE_VARIABLE: ""}
 
 
-#: Node kinds that make or check the MACs of a robot's actions (rl_core.action_auth).
+#: Node kinds that make or check the MACs of a robot's actions (rl_core.security.action_auth).
 ACTING_KINDS = frozenset({"simulator", "policy"})
 #: The action key variables, emptied for a process that gets none of the caller's.
 _NO_ACTION_KEYS = {action_auth.KEY_VARIABLE: "", action_auth.KEY_FILE_VARIABLE: "",

@@ -55,7 +55,8 @@ from typing import IO, Any, Protocol
 
 from rl_bringup.plan import MAX_RESPAWNS, RESPAWN_DELAY_S
 from rl_bringup.process_spec import private_directory
-from rl_core import heartbeat, variables
+from rl_core.monitoring import heartbeat
+from rl_core.names import variables
 
 # Exit code when a process cannot be started at all (the shell's "command not found").
 EXIT_CANNOT_START = 127

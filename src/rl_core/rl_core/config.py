@@ -18,8 +18,8 @@ from typing import Any
 
 import yaml
 
-from rl_core import node_kinds
-from rl_core.image_codecs import OBSERVATION_CODECS
+from rl_core.names import node_kinds
+from rl_core.names.codecs import OBSERVATION_CODECS
 
 
 def param(default: Any, description: str, low: float | None = None, high: float | None = None,
@@ -86,7 +86,7 @@ MIN_RATE_HZ = 1.0
 #: The most evaluation episodes: each one blocks the end of the run (final evaluation).
 MAX_EVAL_EPISODES = 100
 
-#: Values of the ``device`` parameter (resolved to a torch device by :mod:`rl_core.device`).
+#: Values of the ``device`` parameter (resolved to a torch device by :mod:`rl_core.learning.device`).
 DEVICES = ("auto", "cpu", "cuda")
 #: Values of the ``update_precision`` parameter (the gradient step's matrix products).
 UPDATE_PRECISIONS = ("float32", "bfloat16")
@@ -170,13 +170,13 @@ class SimulatorConfig:
                          "demonstrations. Anyone on the domain can then drive this robot: use it "
                          "on a trusted network or with SROS2.", read_only=True)
     teleop_mapping: str = param("", "With teleop: a YAML file mapping Joy axes to actions with a "
-                                "deadman button (rl_core/teleop.py); '' = no Joy input.",
+                                "deadman button (rl_core/acting/teleop.py); '' = no Joy input.",
                                 read_only=True)
     teleop_timeout: float = param(0.5, "With teleop: seconds an operator's command counts after "
                                   "it arrived (a silent gamepad hands the robot back).",
                                   0.01, 60.0, 0.0, read_only=True)
     expert_interventions: float = param(0.0, "Share of the episodes the task's scripted expert "
-                                        "(rl_core/experts.py) takes over as an operator would, "
+                                        "(rl_core/acting/experts.py) takes over as an operator would, "
                                         "from their first step to their end; its steps are "
                                         "interventions (flagged, stored among the "
                                         "demonstrations). A stand-in operator for tests and "
@@ -304,7 +304,7 @@ class PolicyConfig:
     onnx_model: str = param("", "Act with this exported ONNX model through onnxruntime (a fixed, "
                             "deterministic robot-side policy; /policy_weights are ignored). '' = "
                             "torch actor following /policy_weights.", read_only=True)
-    expert: bool = param(False, "Act with the scripted expert of env_id (rl_core.experts) "
+    expert: bool = param(False, "Act with the scripted expert of env_id (rl_core.acting.experts) "
                          "instead of a learned policy, e.g. to record demonstrations with "
                          "rl-bringup record topics:=/experience; /policy_weights are ignored.",
                          read_only=True)

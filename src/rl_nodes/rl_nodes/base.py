@@ -13,10 +13,12 @@ from rcl_interfaces.msg import SetParametersResult
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile
 
-from rl_core import action_auth, heartbeat, variables, weights_auth
-from rl_core.action_auth import ActionCheck, ActionKeys
 from rl_core.config import ConfigError
-from rl_core.signed_status import StatusCheck, status_refusal
+from rl_core.monitoring import heartbeat
+from rl_core.names import variables
+from rl_core.security import action_auth, weights_auth
+from rl_core.security.action_auth import ActionCheck, ActionKeys
+from rl_core.security.signed_status import StatusCheck, status_refusal
 from rl_nodes import graph
 from rl_nodes.conversions import Actions, TopicType, topic_type
 from rl_nodes.intra_process import IntraProcessManager
@@ -40,7 +42,7 @@ LAUNCH_ONLY_PARAMETERS = ("use_sim_time",)
 
 
 def load_signing_key(logger: Any) -> weights_auth.SigningKey | None:
-    """The learner's private key (rl_core.weights_auth), for the trainer and the replay buffer;
+    """The learner's private key (rl_core.security.weights_auth), for the trainer and the replay buffer;
     warns when the run has none.
 
     :raises ConfigError: when a configured key cannot be read or is malformed.
@@ -79,7 +81,7 @@ def load_public_key(logger: Any, allow_unsigned: bool) -> weights_auth.VerifyKey
 
 
 def load_action_keys(logger: Any, allow_unsigned: bool = False) -> ActionKeys:
-    """This process' action keys (rl_core.action_auth), for a policy or a simulator; warns
+    """This process' action keys (rl_core.security.action_auth), for a policy or a simulator; warns
     when none is configured: then only nodes of this process authenticate each other's actions.
 
     :raises ConfigError: when a configured key cannot be read or is malformed.
@@ -220,14 +222,14 @@ class RLNode(ManagedNode):
 
     def status_obeyed(self, msg: Any, check: StatusCheck) -> bool:
         """Whether a received ``/replay_status`` is the learner's signed, newer one
-        (rl_core.signed_status); a refused one is counted and logged."""
+        (rl_core.security.signed_status); a refused one is counted and logged."""
         refusal = status_refusal(msg, check)
         if refusal is not None:
             self.reject("replay status", refusal)
         return refusal is None
 
     def actions_authentic(self, msg: Actions, check: ActionCheck) -> bool:
-        """Whether an action batch carries its robot's MAC (rl_core.action_auth); a refused
+        """Whether an action batch carries its robot's MAC (rl_core.security.action_auth); a refused
         one is counted and logged, and the robot keeps waiting for its policy's answer."""
         refusal = check.refusal(msg.robot_id, msg.step, msg.actions, msg.policy_version, msg.mac)
         if refusal is not None:
@@ -250,7 +252,7 @@ class RLNode(ManagedNode):
 
     def _publish_diagnostics(self) -> None:
         heartbeat_file = os.environ.get(variables.HEARTBEAT_FILE)
-        if heartbeat_file:  # this thread turns (rl_core.heartbeat)
+        if heartbeat_file:  # this thread turns (rl_core.monitoring.heartbeat)
             heartbeat.beat(heartbeat_file)
         if self.configured:
             level, message, values = self.diagnose()

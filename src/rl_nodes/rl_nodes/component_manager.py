@@ -4,7 +4,7 @@ list|load|unload`` and launch_ros's ``LoadComposableNodes`` work against a runni
 Serves ``~/_container/load_node``, ``~/_container/unload_node`` and ``~/_container/list_nodes``
 (composition_interfaces) as rclcpp's component container does, in the namespace its nodes share
 (``/container``; a hybrid robot's ``/robot_k/container``). A loaded node (plugin names:
-:data:`rl_core.composition.PLUGINS`) is built in this process, so it joins the zero-copy
+:data:`rl_core.security.composition.PLUGINS`) is built in this process, so it joins the zero-copy
 hand-offs of the nodes already there, and is configured and activated unless its ``autostart``
 parameter is false; unloading closes it (checkpoint, snapshot) and removes it. Where
 composition_interfaces is not installed (a pip install without ROS), the container runs its
@@ -15,7 +15,7 @@ Remote composition is off unless the container was started with ``--remote-compo
 domain can call these services (issue 41), and a loaded node runs in a process that holds the
 run's private signing key. Off, the container serves ``list_nodes`` alone (``ros2 component
 list`` still shows it). On, a load request may not set the parameters
-:data:`rl_core.composition.LOAD_REFUSED_PARAMETERS` names (paths, signature and teleop
+:data:`rl_core.security.composition.LOAD_REFUSED_PARAMETERS` names (paths, signature and teleop
 switches, the robot boundary), and the learning nodes (replay buffer, trainer) cannot be
 unloaded: the process would keep beating its heartbeat with learning stopped, and every robot
 with it (the rate limiter), so its supervisor would never restart it. A lifecycle shutdown
@@ -33,9 +33,9 @@ from rclpy.logging import LoggingSeverity
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
-from rl_core.composition import LoadRequestError, check_load_request, plugin_of
 from rl_core.config import ConfigError
-from rl_core.node_kinds import LEARNING_KINDS
+from rl_core.names.node_kinds import LEARNING_KINDS
+from rl_core.security.composition import LoadRequestError, check_load_request, plugin_of
 from rl_nodes import graph
 from rl_nodes.base import robot_id_from_namespace
 from rl_nodes.intra_process import IntraProcessManager

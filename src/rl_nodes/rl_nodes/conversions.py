@@ -22,8 +22,8 @@ import numpy as np
 from builtin_interfaces.msg import Duration, Time
 from std_msgs.msg import Float64MultiArray
 
-from rl_core import wire
-from rl_core.transport import (
+from rl_core.wire import fields
+from rl_core.wire.transport import (
     Actions,
     AwaitingImages,
     Episodes,
@@ -77,10 +77,10 @@ def observations_to_msg(data: Observations) -> ObservationBatch:
     msg.robot_id = data.robot_id
     msg.step = data.step
     msg.num_envs = data.obs.shape[0]
-    msg.obs_shape = wire.uint32_array(data.obs.shape[1:])
+    msg.obs_shape = fields.uint32_array(data.obs.shape[1:])
     if data.obs.dtype != np.uint8:
-        msg.obs = wire.float32_array(data.obs)
-    msg.env_ids = wire.uint32_array(np.arange(data.obs.shape[0]))
+        msg.obs = fields.float32_array(data.obs)
+    msg.env_ids = fields.uint32_array(np.arange(data.obs.shape[0]))
     return msg
 
 
@@ -88,15 +88,15 @@ def observations_from_msg(msg: ObservationBatch, images: bool = False
                           ) -> Observations | AwaitingImages[Observations]:
     """The observations; with ``images``, a batch whose images travel on the side topic comes
     back as :class:`AwaitingImages` (without, it is refused)."""
-    shape = wire.positive_shape(msg.obs_shape, "obs_shape")
+    shape = fields.positive_shape(msg.obs_shape, "obs_shape")
     stamp = stamp_to_ns(msg.header.stamp)
-    if wire.images_elsewhere(msg.obs, msg.num_envs, shape):
+    if fields.images_elsewhere(msg.obs, msg.num_envs, shape):
         if not images:
-            raise wire.side_topic_error("obs")
+            raise fields.side_topic_error("obs")
         empty = np.empty((0, *shape), dtype=np.uint8)
         return AwaitingImages(Observations(msg.robot_id, msg.step, empty, stamp), ("obs",),
                               int(msg.num_envs), shape)
-    obs = wire.finite(wire.shaped(msg.obs, msg.num_envs, shape, "obs"), "obs")
+    obs = fields.finite(fields.shaped(msg.obs, msg.num_envs, shape, "obs"), "obs")
     return Observations(msg.robot_id, msg.step, obs, stamp)
 
 
@@ -109,7 +109,7 @@ def _batch_topic_types(msg_type: Any, to_msg: Any, from_msg: Any, size: Any
 
 
 OBSERVATIONS, OBSERVATIONS_WITH_IMAGES = _batch_topic_types(
-    ObservationBatch, observations_to_msg, observations_from_msg, wire.observations_bytes)
+    ObservationBatch, observations_to_msg, observations_from_msg, fields.observations_bytes)
 
 
 # --- action batches -----------------------------------------------------------------------------
@@ -120,16 +120,16 @@ def actions_to_msg(data: Actions) -> ActionBatch:
     msg.robot_id = data.robot_id
     msg.step = data.step
     msg.num_envs = data.actions.shape[0]
-    msg.action_shape = wire.uint32_array(data.actions.shape[1:])
-    msg.actions = wire.float32_array(data.actions)
+    msg.action_shape = fields.uint32_array(data.actions.shape[1:])
+    msg.actions = fields.float32_array(data.actions)
     msg.policy_version = data.policy_version
     msg.mac = array.array("B", data.mac)
     return msg
 
 
 def actions_from_msg(msg: ActionBatch) -> Actions:
-    shape = wire.positive_shape(msg.action_shape, "action_shape")
-    actions = wire.finite(wire.shaped(msg.actions, msg.num_envs, shape, "actions"), "actions")
+    shape = fields.positive_shape(msg.action_shape, "action_shape")
+    actions = fields.finite(fields.shaped(msg.actions, msg.num_envs, shape, "actions"), "actions")
     return Actions(msg.robot_id, msg.step, actions, msg.policy_version,
                    stamp_to_ns(msg.header.stamp), bytes(msg.mac))
 
@@ -149,16 +149,16 @@ def experience_to_msg(data: Experience) -> ExperienceBatch:
     msg.sequence = data.sequence
     rows = len(data)
     msg.batch_size = rows
-    msg.obs_shape = wire.uint32_array(data.obs.shape[1:])
-    msg.action_shape = wire.uint32_array(data.actions.shape[1:])
+    msg.obs_shape = fields.uint32_array(data.obs.shape[1:])
+    msg.action_shape = fields.uint32_array(data.actions.shape[1:])
     if data.obs.dtype != np.uint8:
-        msg.obs = wire.float32_array(data.obs)
-        msg.next_obs = wire.float32_array(data.next_obs)
-    msg.actions = wire.float32_array(data.actions)
-    msg.rewards = wire.float32_array(data.rewards)
+        msg.obs = fields.float32_array(data.obs)
+        msg.next_obs = fields.float32_array(data.next_obs)
+    msg.actions = fields.float32_array(data.actions)
+    msg.rewards = fields.float32_array(data.rewards)
     msg.terminated = np.asarray(data.terminated, dtype=bool).tolist()
     msg.truncated = np.asarray(data.truncated, dtype=bool).tolist()
-    msg.env_ids = wire.uint32_array(np.arange(rows) if data.env_ids is None else data.env_ids)
+    msg.env_ids = fields.uint32_array(np.arange(rows) if data.env_ids is None else data.env_ids)
     msg.policy_version = data.policy_version
     if data.intervened is not None and data.intervened.any():
         msg.intervened = np.asarray(data.intervened, dtype=bool).tolist()
@@ -169,15 +169,15 @@ def experience_from_msg(msg: ExperienceBatch, images: bool = False
                         ) -> Experience | AwaitingImages[Experience]:
     """The experience; with ``images``, a batch whose images travel on the side topic comes
     back as :class:`AwaitingImages` (without, it is refused)."""
-    rows, obs_shape, action_shape = wire.transition_layout(msg)
-    awaiting = wire.experience_images_elsewhere(msg, rows, obs_shape, images)
+    rows, obs_shape, action_shape = fields.transition_layout(msg)
+    awaiting = fields.experience_images_elsewhere(msg, rows, obs_shape, images)
     empty = np.empty((0, *obs_shape), dtype=np.uint8)
     experience = Experience(
         robot_id=msg.robot_id,
-        obs=empty if awaiting else wire.shaped(msg.obs, rows, obs_shape, "obs"),
-        actions=wire.shaped(msg.actions, rows, action_shape, "actions"),
-        rewards=wire.shaped(msg.rewards, rows, (), "rewards").reshape(rows),
-        next_obs=empty if awaiting else wire.shaped(msg.next_obs, rows, obs_shape, "next_obs"),
+        obs=empty if awaiting else fields.shaped(msg.obs, rows, obs_shape, "obs"),
+        actions=fields.shaped(msg.actions, rows, action_shape, "actions"),
+        rewards=fields.shaped(msg.rewards, rows, (), "rewards").reshape(rows),
+        next_obs=empty if awaiting else fields.shaped(msg.next_obs, rows, obs_shape, "next_obs"),
         terminated=np.asarray(msg.terminated, dtype=bool),
         truncated=np.asarray(msg.truncated, dtype=bool),
         policy_version=msg.policy_version,
@@ -192,7 +192,7 @@ def experience_from_msg(msg: ExperienceBatch, images: bool = False
 
 
 EXPERIENCE, EXPERIENCE_WITH_IMAGES = _batch_topic_types(
-    ExperienceBatch, experience_to_msg, experience_from_msg, wire.experience_bytes)
+    ExperienceBatch, experience_to_msg, experience_from_msg, fields.experience_bytes)
 
 
 # --- policy weights -----------------------------------------------------------------------------
@@ -203,7 +203,7 @@ def weights_to_msg(data: Weights) -> PolicyWeights:
     msg.header.stamp = ns_to_stamp(data.stamp_ns)
     msg.version = data.version
     msg.update_step = data.update_step
-    msg.format = wire.WEIGHTS_FORMAT
+    msg.format = fields.WEIGHTS_FORMAT
     msg.data = array.array("B", blob)
     msg.checksum = digest
     msg.architecture = data.architecture_json()
@@ -215,7 +215,7 @@ def weights_to_msg(data: Weights) -> PolicyWeights:
 def weights_from_msg(msg: PolicyWeights) -> Weights:
     """Received weights, still encoded: the receiver checks their size and signature before it
     decodes them (:meth:`Weights.tensors`)."""
-    architecture = wire.weights_architecture(msg.format, len(msg.data), msg.architecture)
+    architecture = fields.weights_architecture(msg.format, len(msg.data), msg.architecture)
     return Weights(msg.version, msg.update_step, {}, architecture, stamp_to_ns(msg.header.stamp),
                    (bytes(msg.data), msg.checksum), msg.epoch, msg.signature)
 
@@ -241,15 +241,15 @@ def episodes_to_msg(data: Episodes) -> EpisodeStatistics:
 
 def episodes_from_msg(msg: EpisodeStatistics) -> Episodes:
     rows = len(msg.env_ids)
-    wire.check_rows(rows, "episodes")
+    fields.check_rows(rows, "episodes")
     for name in ("returns", "lengths", "successes"):
-        wire.check_length(getattr(msg, name), rows, name)
+        fields.check_length(getattr(msg, name), rows, name)
     return Episodes(msg.robot_id, list(msg.env_ids), list(msg.returns), list(msg.lengths),
                     list(msg.successes), msg.total_episodes, msg.total_env_steps,
                     msg.policy_version, stamp_to_ns(msg.header.stamp))
 
 
-EPISODES = TopicType(EpisodeStatistics, episodes_to_msg, episodes_from_msg, wire.episodes_bytes)
+EPISODES = TopicType(EpisodeStatistics, episodes_to_msg, episodes_from_msg, fields.episodes_bytes)
 
 
 #: The conversion of each rl_interfaces topic type; every other type (std_msgs, sensor_msgs,

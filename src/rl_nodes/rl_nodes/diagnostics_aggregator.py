@@ -4,7 +4,7 @@ The pip install's stand-in for diagnostic_aggregator's ``aggregator_node`` (C++,
 with the same topics: it subscribes ``/diagnostics`` and publishes ``/diagnostics_agg``
 (diagnostic_msgs/DiagnosticArray, at the file's ``pub_rate``, 1 Hz by default) and
 ``/diagnostics_toplevel_state`` (diagnostic_msgs/DiagnosticStatus, the tree's worst level). The
-grouping is :mod:`rl_core.diagnostic_aggregation`'s, from the same analyzer file the docker
+grouping is :mod:`rl_core.monitoring.diagnostic_aggregation`'s, from the same analyzer file the docker
 image's aggregator_node reads (``config/robots/diagnostic_analyzers.yaml`` unless
 ``analyzers_file`` names another). Every deployment runs one (node kind
 ``diagnostics_aggregator``, placed by rl_bringup.layouts beside the learning nodes); by hand::
@@ -14,7 +14,7 @@ image's aggregator_node reads (``config/robots/diagnostic_analyzers.yaml`` unles
 
 Like every node of a deployment it reports itself on ``/diagnostics`` (how many statuses it
 holds, how many are stale, and how many it dropped or clipped: any peer can publish
-``/diagnostics``, so the tree is bounded, rl_core.diagnostic_aggregation). Statuses are timed
+``/diagnostics``, so the tree is bounded, rl_core.monitoring.diagnostic_aggregation). Statuses are timed
 on arrival with a monotonic clock, so staleness follows the wall time a status has been silent,
 whatever ``use_sim_time`` says.
 """
@@ -29,7 +29,7 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.node import Node
 
-from rl_core.diagnostic_aggregation import (
+from rl_core.monitoring.diagnostic_aggregation import (
     STALE,
     Aggregator,
     AnalyzerConfigError,

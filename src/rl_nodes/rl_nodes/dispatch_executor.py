@@ -15,7 +15,7 @@ from rclpy.executors import Executor, ExternalShutdownException, ShutdownExcepti
 from rclpy.task import Task
 from rclpy.timer import Timer
 
-from rl_core.dispatch import DispatchQueue
+from rl_core.wire.dispatch import DispatchQueue
 from rl_nodes.executor_watcher import READY_BURST, ExecutorWatcher
 from rl_nodes.stepping_wait import SteppingWait
 

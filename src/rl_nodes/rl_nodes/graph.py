@@ -2,9 +2,10 @@
 
 Nodes create their endpoints from these names, tools (``rl-bringup doctor``, ``status``) and
 tests expect them, and ``docs/graph.md`` is checked against them by one unit test. The module
-imports nothing beyond the standard library, :mod:`rl_core.node_kinds`, the name rules of
-:mod:`rl_core.ros_names` and the names of :mod:`rl_core.progress`, so tools and the plan use it
-without loading rclpy or torch (:meth:`QoS.profile` imports rclpy when it builds a profile).
+imports nothing beyond the standard library, :mod:`rl_core.names.node_kinds`, the name rules
+of :mod:`rl_core.names.ros_names` and the names of :mod:`rl_core.monitoring.progress`, so tools
+and the plan use it without loading rclpy or torch (:meth:`QoS.profile` imports rclpy when it
+builds a profile).
 
 Names follow ROS resolution: ``/name`` is absolute, ``name`` lies in the node's namespace (one
 per robot, ``/robot_{k}``), ``~/name`` under the node itself (``/replay_buffer/sample``).
@@ -15,12 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from rl_core import node_kinds
-from rl_core.progress import TRAINER_SCALARS
-from rl_core.ros_names import in_namespace as in_namespace  # re-exported: the graph's names
-from rl_core.ros_names import node_name as node_name
-from rl_core.ros_names import resolve
-from rl_core.ros_names import robot_namespace as robot_namespace
+from rl_core.monitoring.progress import TRAINER_SCALARS
+from rl_core.names import node_kinds
+from rl_core.names.ros_names import in_namespace as in_namespace  # re-exported: the graph's names
+from rl_core.names.ros_names import node_name as node_name
+from rl_core.names.ros_names import resolve
+from rl_core.names.ros_names import robot_namespace as robot_namespace
 
 # --- quality of service -------------------------------------------------------------------------
 
@@ -157,7 +158,7 @@ IMAGE_TOPICS: tuple[Topic, ...] = tuple(image_topic(batch, compressed)
                                         for batch in (OBSERVATIONS, EXPERIENCE)
                                         for compressed in (False, True))
 
-#: The trainer publishes each of rl_core.progress.TRAINER_SCALARS as ``~/<name>``
+#: The trainer publishes each of rl_core.monitoring.progress.TRAINER_SCALARS as ``~/<name>``
 #: (``/trainer/<name>``, std_msgs/Float64).
 METRIC_TYPE = "std_msgs/msg/Float64"
 
@@ -208,7 +209,7 @@ ESTOP_STATE = Topic("estop/state", "std_msgs/msg/String", (SIMULATOR,), qos=LATC
 #: (rl_core.robot.estop; ``rl-bringup estop release``).
 ESTOP_RELEASE = Topic("estop/release", "std_msgs/msg/String", (), (SIMULATOR,))
 #: An operator's commands (simulator parameter ``teleop``): actions in [-1, 1], and a gamepad's
-#: readings through the ``teleop_mapping`` file (rl_core.teleop).
+#: readings through the ``teleop_mapping`` file (rl_core.acting.teleop).
 TELEOP_COMMAND = Topic("teleop_command", "std_msgs/msg/Float64MultiArray", (), (SIMULATOR,))
 JOY = Topic("joy", "sensor_msgs/msg/Joy", (), (SIMULATOR,))
 #: An operator's verdict (boundary parameter ``operator_success``): ``true`` ends the episode in
@@ -277,7 +278,7 @@ SERVICES: tuple[Service, ...] = (GET_ACTION, SAMPLE, UPDATE_PRIORITIES, SAVE, LO
 RESET_ROBOT = Service("~/reset", RESET_ROBOT_TYPE, SIM_ROBOT)
 
 
-# --- resolution (plain name rules in rl_core.ros_names) -------------------------------------------
+# --- resolution (plain name rules in rl_core.names.ros_names) -------------------------------------------
 
 
 def service_name(service: Service, namespace: str = "/") -> str:

@@ -6,7 +6,7 @@ robot with one environment, what Stable-Baselines3 wraps) take the policy node's
 answers each simulator's pending ``ObservationBatch`` with an ``ActionBatch`` on
 ``/robot_k/actions``, then returns the next batch with the rewards and episode ends of the
 ``/experience`` rows that step produced. The protocol (autoreset, ``reset()``, a simulator with
-``pipeline: false`` and ``random_steps: 0``) is rl_core.remote_env's; this is the ROS link:
+``pipeline: false`` and ``random_steps: 0``) is rl_core.acting.remote_env's; this is the ROS link:
 
 * **Pacing.** Without a replay buffer the learner sets the pace: a simulator steps once per
   action batch (its watchdog republishes unanswered observations, which the bridge answers
@@ -35,11 +35,12 @@ import numpy as np
 import rclpy
 from rclpy.executors import SingleThreadedExecutor
 
-from rl_core import action_auth, remote_env, weights_auth
-from rl_core.acting import ActingGate
-from rl_core.image_codecs import Camera, is_image_shape
-from rl_core.remote_env import RemoteRobot, SimulatorProtocolError, SimulatorTimeout
-from rl_core.signed_status import StatusCheck, status_refusal
+from rl_core.acting import remote_env
+from rl_core.acting.gate import ActingGate
+from rl_core.acting.remote_env import RemoteRobot, SimulatorProtocolError, SimulatorTimeout
+from rl_core.security import action_auth, weights_auth
+from rl_core.security.signed_status import StatusCheck, status_refusal
+from rl_core.wire.image_codecs import Camera, is_image_shape
 from rl_interfaces.msg import ReplayStatus
 from rl_nodes import graph
 from rl_nodes.base import robot_id_from_namespace
@@ -66,7 +67,7 @@ _PAUSE_HOLDS_S = 3.0
 
 
 class _Link:
-    """The ROS side under both environments (an rl_core.remote_env.SimulatorLink): a node in a
+    """The ROS side under both environments (an rl_core.acting.remote_env.SimulatorLink): a node in a
     context of its own, one :class:`RemoteRobot` per namespace, and waiting with deadlines."""
 
     def __init__(self, namespaces: Sequence[str], timeout_s: float, domain_id: int | None,
@@ -125,7 +126,7 @@ class _Link:
     def _publish_actions(self, publisher: Any, robot_id: int, step: int, actions: np.ndarray,
                          stamp_ns: int) -> None:
         # The MAC binds the digest of the batch answered: the simulator takes only an answer to
-        # observations it published (rl_core.action_auth).
+        # observations it published (rl_core.security.action_auth).
         mac = self.action_keys.mac(robot_id, step, actions, 0, self._by_id[robot_id].sent_digest)
         publisher.publish(ACTIONS.to_msg(Actions(robot_id, step, actions, 0, stamp_ns, mac)))
 
@@ -209,7 +210,7 @@ class _Link:
         return (f"{what} of {robot.namespace}: {cause} (domain {self.context.get_domain_id()}, "
                 f"ROS_AUTOMATIC_DISCOVERY_RANGE={os.environ.get('ROS_AUTOMATIC_DISCOVERY_RANGE')})")
 
-    # --- the protocol (rl_core.remote_env.RemoteRobot) ----------------------------------------
+    # --- the protocol (rl_core.acting.remote_env.RemoteRobot) ----------------------------------------
 
     def synchronise(self) -> None:
         """Take each robot's pending observations as the batch to act on next, once the
@@ -249,7 +250,7 @@ class _Link:
 
 class BridgeVectorEnv(remote_env.RemoteVectorEnv):
     """The environments of one or several running simulators as one gymnasium vector env
-    (rl_core.remote_env.RemoteVectorEnv over this module's ROS link), ordered by robot (the
+    (rl_core.acting.remote_env.RemoteVectorEnv over this module's ROS link), ordered by robot (the
     namespaces' order), then by each simulator's own environment index.
 
     :param env_id: the simulators' task (gives the spaces), e.g. ``rl_ros2/CartPoleBalance-v0``.
@@ -269,7 +270,7 @@ class BridgeVectorEnv(remote_env.RemoteVectorEnv):
 
 class BridgeEnv(remote_env.SingleRemoteEnv):
     """One running simulator with ``num_envs: 1`` as a single gymnasium environment
-    (rl_core.remote_env.SingleRemoteEnv: the final observation from ``step``, the reset one
+    (rl_core.acting.remote_env.SingleRemoteEnv: the final observation from ``step``, the reset one
     from the next ``reset()``).
 
     :param env_id: the simulator's task (gives the spaces).

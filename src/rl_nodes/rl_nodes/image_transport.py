@@ -8,11 +8,11 @@ experience batch as two messages over DDS, both stamped with the batch's stamp:
 * one image of the whole batch on the batch topic's side topic, following image_transport's
   naming: ``<topic>/image`` (``sensor_msgs/Image``, ``rgb8``) for ``observation_codec`` raw,
   ``<topic>/image/compressed`` (``sensor_msgs/CompressedImage``) for png and jpeg. The frames are
-  stacked into one tall image (rl_core.image_codecs), so a hop encodes once per batch; the
+  stacked into one tall image (rl_core.wire.image_codecs), so a hop encodes once per batch; the
   header's ``frame_id`` is the robot's camera frame ``robot_{k}/camera``.
 
 Receivers join the two halves by ``(frame_id, stamp)`` (:class:`ImageJoin` over
-rl_core.image_join). Inside one process nothing of this happens: the batch object is handed over
+rl_core.wire.image_join). Inside one process nothing of this happens: the batch object is handed over
 whole (zero-copy), and the image publisher sends only over DDS (``publish(..., local=False)``),
 so colocated runs never encode.
 
@@ -32,9 +32,9 @@ from typing import Any, TypeVar
 import numpy as np
 from sensor_msgs.msg import CompressedImage, Image
 
-from rl_core import wire
-from rl_core.action_auth import payload_digest
-from rl_core.image_codecs import (
+from rl_core.security.action_auth import payload_digest
+from rl_core.wire import fields
+from rl_core.wire.image_codecs import (
     Camera,
     compressed_format,
     decode_raw_tall,
@@ -42,7 +42,7 @@ from rl_core.image_codecs import (
     encode_batch,
     format_codec,
 )
-from rl_core.image_join import Frames, HalfJoin, camera_frame
+from rl_core.wire.image_join import Frames, HalfJoin, camera_frame
 from rl_nodes import graph
 from rl_nodes.conversions import (
     AwaitingImages,
@@ -94,7 +94,7 @@ def image_topic_type(codec: str, quality: int = 90, camera: Camera | None = None
 
 
 def _image_bytes(msg: Image | CompressedImage) -> int:
-    return wire.FIXED_BYTES + len(msg.data)  # header, format or sizes, and the data
+    return fields.FIXED_BYTES + len(msg.data)  # header, format or sizes, and the data
 
 
 def _raw_to_msg(data: Observations | Experience) -> Image:
@@ -135,7 +135,7 @@ def image_receivers(topic: str, camera: Camera | None = None
 class ImageJoin(HalfJoin[T]):
     """Takes what a batch topic and its image side topics decode and hands batches to
     ``deliver`` whole: local objects and batches without images at once, a batch from DDS once
-    its image arrived (rl_core.image_join.HalfJoin pairs the halves)."""
+    its image arrived (rl_core.wire.image_join.HalfJoin pairs the halves)."""
 
     def on_batch(self, item: T | AwaitingImages[T]) -> None:
         if not isinstance(item, AwaitingImages):
@@ -149,7 +149,7 @@ class ImageJoin(HalfJoin[T]):
 
     def _join(self, item: Any, frames: Frames) -> None:
         # Observations keep the digest of the encoded image they came in: an answer's MAC binds
-        # it (rl_core.action_auth), and a lossy decoder need not give the sender's pixels back.
+        # it (rl_core.security.action_auth), and a lossy decoder need not give the sender's pixels back.
         if frames.payload_digest and isinstance(item.batch, Observations):
             item = replace(item, batch=replace(item.batch, payload_digest=frames.payload_digest))
         super()._join(item, frames)
@@ -186,9 +186,10 @@ class LatentEncoder:
     (``observation_codec`` latent), so that only its features cross to the policy.
 
     It follows ``/policy_weights`` like a policy node: the same signature, replay and NaN checks
-    (rl_core.policy_weights.weights_refusal), then rl_core.latent.LatentFeatures checks the architecture
-    against the task's image shape and loads the encoder. Until the first weights arrive there is
-    no encoder (:attr:`ready` is false): a random one would not match the policy's head.
+    (rl_core.acting.policy_weights.weights_refusal), then rl_core.acting.latent.LatentFeatures
+    checks the architecture against the task's image shape and loads the encoder. Until the first
+    weights arrive there is no encoder (:attr:`ready` is false): a random one would not match the
+    policy's head.
 
     :param node: the simulator node (its ``reject`` counts refused weights).
     :param obs_shape: the task's image observation shape ``(stack, h, w, 3)``.
@@ -198,7 +199,7 @@ class LatentEncoder:
 
     def __init__(self, node: Any, obs_shape: tuple[int, ...], key: Any,
                  allow_unsigned: bool = False) -> None:
-        from rl_core.latent import LatentFeatures  # a latent robot runs torch; other codecs don't
+        from rl_core.acting.latent import LatentFeatures  # a latent robot runs torch; other codecs don't
 
         self.node = node
         self.key = key
@@ -212,7 +213,7 @@ class LatentEncoder:
 
     def on_weights(self, msg: Any) -> bool:
         """Load ``msg`` (rl_nodes.conversions.Weights); whether the encoder changed."""
-        from rl_core.policy_weights import weights_refusal
+        from rl_core.acting.policy_weights import weights_refusal
 
         if self.ready and (msg.epoch, msg.version) == self.current:
             return False

@@ -6,7 +6,7 @@ a process, and a round trip costs more than the work of an acting step. This mod
 * Endpoints made through :class:`IntraProcessManager` are also real rclpy endpoints, so the
   topics remain real ROS topics (rqt_graph, ``ros2 topic echo`` see them).
 * A publish hands the **same Python object** to every subscription of the topic in the process
-  through a dispatch queue (rl_core.dispatch), never re-entrantly (ping-pong loops do not grow
+  through a dispatch queue (rl_core.wire.dispatch), never re-entrantly (ping-pong loops do not grow
   the stack). Local subscribers treat it as read-only: the others see the same object.
 * It is converted and published over DDS only when a subscriber outside the process exists, or
   always for transient-local topics (late joiners); DDS copies of this process' own
@@ -37,8 +37,8 @@ from rclpy.node import Node
 from rclpy.qos import QoSProfile
 from rclpy.timer import Timer
 
-from rl_core.dispatch import DispatchQueue
-from rl_core.local_registry import LocalRegistry
+from rl_core.wire.dispatch import DispatchQueue
+from rl_core.wire.local_registry import LocalRegistry
 from rl_nodes.conversions import TopicType
 from rl_nodes.dispatch_executor import DispatchExecutor
 from rl_nodes.executor_watcher import EXECUTOR_HANDOVER_S

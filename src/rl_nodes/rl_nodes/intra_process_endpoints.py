@@ -17,7 +17,7 @@ from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy
 
-from rl_core.local_registry import TopicEntry
+from rl_core.wire.local_registry import TopicEntry
 from rl_nodes.conversions import TopicType
 from rl_nodes.graph import GUID_PREFIX_BYTES
 from rl_nodes.stepping_wait import SteppingTopics

@@ -27,7 +27,7 @@ Why cleanup and shutdown end the process (issue 41), rather than being refused w
 active: anyone on the domain can call a node's ``~/change_state``. A node cleaned up or shut
 down in a process that lives on is a dead end: it cannot be configured again there (its
 endpoints stay registered with the zero-copy manager), while the process keeps beating its
-heartbeat (rl_core.heartbeat), so the supervisor never restarts it: a trainer finalized this
+heartbeat (rl_core.monitoring.heartbeat), so the supervisor never restarts it: a trainer finalized this
 way stopped learning, and the replay buffer's rate limiter then every robot, for good. Refusing
 is not open to us for shutdown: REP-2002's state machine (rcl_lifecycle) finalizes the node
 whether ``on_shutdown`` succeeds or fails. Ending the process with a non-zero code turns both
@@ -50,7 +50,7 @@ from rclpy.exceptions import ParameterException
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 
 from rl_core.config import ConfigError
-from rl_core.heartbeat import EXIT_RESTART
+from rl_core.monitoring.heartbeat import EXIT_RESTART
 from rl_nodes.intra_process import IntraProcessManager
 
 #: Parameter: bring the node up to active when its process starts.

@@ -7,14 +7,14 @@ Until the first weights arrive it acts with its own randomly initialised actor (
 ``robots: 0`` (the default) serves the node's own namespace, ``observations`` -> ``actions``, one
 forward pass per batch. ``robots: N`` is central batched inference (SEED RL style): one node,
 normally ``/policy``, serves ``/robot_k/observations`` -> ``/robot_k/actions`` for k < N with one
-forward pass over the robots' pending batches (:mod:`rl_core.central_batching`) once every robot
+forward pass over the robots' pending batches (:mod:`rl_core.acting.central_batching`) once every robot
 has one pending or the oldest has waited ``batch_window_ms``. That deadline is one rclpy timer
 that runs only while a batch waits (reset when the first batch of a round arrives, cancelled by
 the forward pass): a free-running timer at the window period would wake the process 500 times a
 second (2 ms) even when every round fills at once.
 
-``onnx_model`` picks what acts (:mod:`rl_core.policy_model`): the torch actor on ``device``,
-following the weights :mod:`rl_core.policy_weights` accepts (starting from ``checkpoint``'s
+``onnx_model`` picks what acts (:mod:`rl_core.acting.policy_model`): the torch actor on ``device``,
+following the weights :mod:`rl_core.acting.policy_weights` accepts (starting from ``checkpoint``'s
 actor where one is given), or an exported model with fixed weights that needs neither torch nor
 the simulator code (the robot-side install of requirements-edge.txt, docs/tools.md).
 """
@@ -27,12 +27,12 @@ from typing import Any
 
 import numpy as np
 
-from rl_core.action_auth import answer
-from rl_core.central_batching import CentralBatcher
+from rl_core.acting.central_batching import CentralBatcher
+from rl_core.acting.policy_model import build_policy_model
+from rl_core.acting.policy_weights import WeightsGate, encoded_size_bound
 from rl_core.config import PolicyConfig
-from rl_core.policy_model import build_policy_model
-from rl_core.policy_weights import WeightsGate, encoded_size_bound
-from rl_core.wire import MAX_REQUEST_ROWS
+from rl_core.security.action_auth import answer
+from rl_core.wire.fields import MAX_REQUEST_ROWS
 from rl_interfaces.srv import GetAction
 from rl_nodes import graph
 from rl_nodes.base import (
@@ -78,7 +78,7 @@ class PolicyNode(RLNode):
                                    encoded_size_bound(self.actor.state_dict()),
                                    self.config.allow_unsigned)
         self.robots = self.config.robots
-        # The MAC that lets a simulator step with our actions (rl_core.action_auth); per robot,
+        # The MAC that lets a simulator step with our actions (rl_core.security.action_auth); per robot,
         # for the robot this node serves, never for one an observation names, and over the
         # digest of the observations answered: a simulator takes it only for its own.
         self.action_keys = load_action_keys(self.get_logger())

@@ -1,7 +1,7 @@
 """Apply the deployment plan's CPU set and thread counts to this process.
 
 The plan (``rl_bringup.plan``) passes them as environment variables (names in
-:mod:`rl_core.cpus`); :func:`apply_process_settings` applies them at process start, before rclpy
+:mod:`rl_core.learning.cpus`); :func:`apply_process_settings` applies them at process start, before rclpy
 starts threads and before torch sizes its thread pools. Without the variables nothing is pinned
 and torch runs one intra-op thread, as every rl_ros2 process did before CPU sets existed.
 
@@ -27,14 +27,14 @@ import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from rl_core.cpus import (
+from rl_core.learning.cpus import (
     CPUS_VARIABLE,
     LEARNER_CPUS_VARIABLE,
     TORCH_THREADS_VARIABLE,
     format_cpu_list,
     parse_cpu_list,
 )
-from rl_core.variables import SUPERVISOR_PID as SUPERVISOR_PID_VARIABLE
+from rl_core.names.variables import SUPERVISOR_PID as SUPERVISOR_PID_VARIABLE
 
 #: torch intra-op threads when the plan sets none: acting needs no intra-op parallelism, and idle
 #: OpenMP workers spin against the other processes of a deployment on small machines.

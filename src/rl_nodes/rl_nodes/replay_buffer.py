@@ -29,13 +29,13 @@ import threading
 import time
 
 from rl_core.config import ReplayConfig
-from rl_core.envs import space_shapes
-from rl_core.image_codecs import is_image_shape
 from rl_core.replay import RateLimitedReplay, ReplayBuffer
 from rl_core.replay.service import FileAnswer, ReplayService, SampleAnswer
-from rl_core.signed_status import StatusSigner, sign_status
-from rl_core.transport import SampleRequest
-from rl_core.wire import MAX_REQUEST_ROWS
+from rl_core.robot.tasks import space_shapes
+from rl_core.security.signed_status import StatusSigner, sign_status
+from rl_core.wire.fields import MAX_REQUEST_ROWS
+from rl_core.wire.image_codecs import is_image_shape
+from rl_core.wire.transport import SampleRequest
 from rl_interfaces.msg import ReplayStatus
 from rl_nodes import graph
 from rl_nodes.base import EXPERIENCE_QOS, OK, WARN, RLNode, load_signing_key

@@ -23,13 +23,13 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, Float64MultiArray, String
 from trajectory_msgs.msg import JointTrajectory
 
+from rl_core.acting.stepping import check_actions
 from rl_core.config import BoundaryConfig, ConfigError
 from rl_core.robot import JointTarget, estop
 from rl_core.robot.boundary import EpisodeEnd, Transition
 from rl_core.robot.driver import RobotDriver
 from rl_core.robot.joint_io import StateSource
 from rl_core.robot.task import Task
-from rl_core.stepping import check_actions
 from rl_nodes import graph
 from rl_nodes.conversions import Actions, Observations, command_message, plain
 from rl_nodes.estop_listener import EStopListener

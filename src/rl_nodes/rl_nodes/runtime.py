@@ -31,8 +31,8 @@ from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.qos import ReliabilityPolicy
 from rclpy.signals import SignalHandlerOptions
 
-from rl_core import node_kinds
 from rl_core.config import ConfigError
+from rl_core.names import node_kinds
 from rl_nodes.base import RLNode
 from rl_nodes.intra_process import IntraProcessManager
 from rl_nodes.process_settings import apply_process_settings, end_with_supervisor

@@ -14,10 +14,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from rl_core import wire
-from rl_core.replay import Batch, PriorityUpdate
+from rl_core.replay import PriorityUpdate
 from rl_core.replay.service import PriorityAnswer, SampleAnswer
-from rl_core.transport import SampleRequest
+from rl_core.wire import fields
+from rl_core.wire.transport import Batch, SampleRequest
 from rl_interfaces.msg import TransitionBatch
 from rl_interfaces.srv import BufferFile, SampleBatch, UpdatePriorities
 
@@ -47,18 +47,18 @@ def transitions_to_msg(batch: Batch) -> TransitionBatch:
     """A sampled batch as a ``TransitionBatch`` (image observations as compressed pixels)."""
     rows = len(batch.rewards)
     msg = TransitionBatch(batch_size=rows)
-    msg.obs_shape = wire.uint32_array(batch.obs.shape[1:])
-    msg.action_shape = wire.uint32_array(batch.actions.shape[1:])
+    msg.obs_shape = fields.uint32_array(batch.obs.shape[1:])
+    msg.action_shape = fields.uint32_array(batch.actions.shape[1:])
     if batch.obs.dtype == np.uint8:  # image observations: compressed uint8 pixels
-        msg.pixels = array.array("B", wire.deflate_pixels(batch.obs, batch.next_obs))
+        msg.pixels = array.array("B", fields.deflate_pixels(batch.obs, batch.next_obs))
     else:
-        msg.obs = wire.float32_array(batch.obs)
-        msg.next_obs = wire.float32_array(batch.next_obs)
-    msg.actions = wire.float32_array(batch.actions)
-    msg.rewards = wire.float32_array(batch.rewards)
+        msg.obs = fields.float32_array(batch.obs)
+        msg.next_obs = fields.float32_array(batch.next_obs)
+    msg.actions = fields.float32_array(batch.actions)
+    msg.rewards = fields.float32_array(batch.rewards)
     msg.terminated = (np.asarray(batch.terminated) > 0.5).tolist()
-    msg.indices = wire.int64_array(batch.indices)
-    msg.weights = wire.float32_array(batch.weights)
+    msg.indices = fields.int64_array(batch.indices)
+    msg.weights = fields.float32_array(batch.weights)
     return msg
 
 
@@ -67,22 +67,22 @@ def transitions_from_msg(msg: TransitionBatch) -> Batch:
 
     :raises ValueError: naming the field that does not fit.
     """
-    rows, obs_shape, action_shape = wire.transition_layout(msg)
-    wire.check_length(msg.indices, rows, "indices")
+    rows, obs_shape, action_shape = fields.transition_layout(msg)
+    fields.check_length(msg.indices, rows, "indices")
     if len(msg.pixels):
         if len(msg.obs) or len(msg.next_obs):
             raise ValueError("field 'pixels' is set but 'obs'/'next_obs' are not empty; images "
                              "travel in 'pixels' only")
         size = 2 * rows * int(np.prod(obs_shape, dtype=np.int64))
-        obs, next_obs = wire.inflate_pixels(msg.pixels, size).reshape((2, rows, *obs_shape))
+        obs, next_obs = fields.inflate_pixels(msg.pixels, size).reshape((2, rows, *obs_shape))
     else:
-        obs = wire.shaped(msg.obs, rows, obs_shape, "obs")
-        next_obs = wire.shaped(msg.next_obs, rows, obs_shape, "next_obs")
-    return Batch(obs, wire.shaped(msg.actions, rows, action_shape, "actions"),
-                 wire.shaped(msg.rewards, rows, (), "rewards").reshape(rows), next_obs,
+        obs = fields.shaped(msg.obs, rows, obs_shape, "obs")
+        next_obs = fields.shaped(msg.next_obs, rows, obs_shape, "next_obs")
+    return Batch(obs, fields.shaped(msg.actions, rows, action_shape, "actions"),
+                 fields.shaped(msg.rewards, rows, (), "rewards").reshape(rows), next_obs,
                  np.asarray(msg.terminated, dtype=np.float32),
                  np.frombuffer(msg.indices, dtype=np.int64),
-                 wire.shaped(msg.weights, rows, (), "weights").reshape(rows))
+                 fields.shaped(msg.weights, rows, (), "weights").reshape(rows))
 
 
 def _sample_response_to_msg(result: SampleAnswer) -> Any:
@@ -92,14 +92,14 @@ def _sample_response_to_msg(result: SampleAnswer) -> Any:
                                     prioritized=result.prioritized,
                                     total_env_steps=result.total_env_steps, done=result.done)
     if result.batches:
-        response.transitions = transitions_to_msg(wire.join_batches(result.batches))
+        response.transitions = transitions_to_msg(fields.join_batches(result.batches))
     return response
 
 
 def _sample_response_from_msg(msg: Any) -> SampleAnswer:
     batches: list[Batch] = []
     if msg.success and msg.batches > 0 and msg.transitions.batch_size > 0:
-        batches = wire.split_batches(transitions_from_msg(msg.transitions), int(msg.batches))
+        batches = fields.split_batches(transitions_from_msg(msg.transitions), int(msg.batches))
     return SampleAnswer(msg.success, msg.message, batches, msg.buffer_size, msg.total_inserted,
                         msg.prioritized, msg.total_env_steps, msg.done)
 
@@ -111,8 +111,8 @@ SAMPLE_SERVICE = ServiceType(SampleBatch, _sample_request_to_msg, _sample_reques
 # --- priorities -----------------------------------------------------------------------------
 
 def _priorities_to_msg(update: PriorityUpdate) -> Any:
-    return UpdatePriorities.Request(indices=wire.int64_array(update.indices),
-                                    priorities=wire.float32_array(update.priorities),
+    return UpdatePriorities.Request(indices=fields.int64_array(update.indices),
+                                    priorities=fields.float32_array(update.priorities),
                                     drawn_at=update.drawn_at)
 
 

@@ -49,8 +49,8 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, String
 from trajectory_msgs.msg import JointTrajectory
 
-from rl_core import heartbeat
 from rl_core.config import ConfigError
+from rl_core.monitoring import heartbeat
 from rl_core.robot.sim_robot import SimRobot
 from rl_core.robot.sim_robot_config import PARAMETERS, SimRobotConfig, sim_robot_config
 from rl_interfaces.srv import ResetRobot
@@ -107,7 +107,7 @@ class SimRobotNode(Node):
         # timer on /clock would wait for a step that only it could make.
         wall = RosClock(clock_type=ClockType.STEADY_TIME)
         # The supervisor watches this thread's heartbeat file, as it does the nodes': a hung
-        # sim_robot is killed and respawned (rl_core.heartbeat).
+        # sim_robot is killed and respawned (rl_core.monitoring.heartbeat).
         self.create_timer(HEARTBEAT_PERIOD_S, heartbeat.beat_from_here, clock=wall)
         if config.mode == "free_run":
             self.create_timer(config.control_period, self._on_timer, clock=wall)

@@ -3,8 +3,8 @@
 Publishes an observation batch, waits for the action batch answering it, steps the environments,
 publishes the transitions to ``/experience`` and the finished episodes to ``/episodes``, then the
 next observation batch; a watchdog republishes observations left unanswered. The lanes, counts
-and random first steps are rl_core.stepping's; when acting pauses (the replay buffer's rate
-limiter, or its silence) is rl_core.acting's, and a lane that finishes a step while acting is
+and random first steps are rl_core.acting.stepping's; when acting pauses (the replay buffer's rate
+limiter, or its silence) is rl_core.acting.gate's, and a lane that finishes a step while acting is
 paused holds its next observations until acting resumes. Images cross DDS as
 rl_nodes.simulator_images says; the payload bytes sent over DDS are counted on ``/diagnostics``.
 """
@@ -15,14 +15,14 @@ import time
 
 import numpy as np
 
-from rl_core import stepping
-from rl_core.acting import ActingGate, Pacer
-from rl_core.action_auth import ActionCheck, published_digests
+from rl_core.acting import stepping
+from rl_core.acting.gate import ActingGate, Pacer
+from rl_core.acting.stepping import Lane
+from rl_core.acting.teleop import ScriptedIntervention
 from rl_core.config import BoundaryConfig, SimulatorConfig
 from rl_core.envs import VectorEnv
-from rl_core.signed_status import StatusCheck
-from rl_core.stepping import Lane
-from rl_core.teleop import ScriptedIntervention
+from rl_core.security.action_auth import ActionCheck, published_digests
+from rl_core.security.signed_status import StatusCheck
 from rl_interfaces.msg import ReplayStatus
 from rl_nodes import graph
 from rl_nodes.base import OK, WARN, RLNode, load_action_keys, load_public_key, robot_id_from_namespace
@@ -197,7 +197,7 @@ class SimulatorNode(RLNode):
     def send_observations(self, data: Observations) -> None:
         """Publish an observation batch (and its images), and expect answers to it alone: the
         action check remembers the digests a receiver may compute of what it gets (the values,
-        or the encoded image that crossed DDS; rl_core.action_auth)."""
+        or the encoded image that crossed DDS; rl_core.security.action_auth)."""
         self.observations_pub.publish(data)
         payload = self.images.publish_observations(data)
         self.action_check.expect(self.robot_id, data.step, published_digests(

@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from rl_core.action_auth import payload_digest
 from rl_core.config import SimulatorConfig
-from rl_core.image_codecs import is_image_shape
+from rl_core.security.action_auth import payload_digest
+from rl_core.wire.image_codecs import is_image_shape
 from rl_nodes import graph
 from rl_nodes.base import EXPERIENCE_QOS, STREAM_QOS
 from rl_nodes.conversions import Experience, Observations, TopicType, Weights
@@ -44,7 +44,7 @@ class SimulatorImages:
         self.observations_pub: IntraProcessPublisher[Any] | None = None
         self.experience_pub: IntraProcessPublisher[Any] | None = None
         self.latent: LatentEncoder | None = None
-        self._sent_digest = b""  # of the encoded image last sent (rl_core.action_auth)
+        self._sent_digest = b""  # of the encoded image last sent (rl_core.security.action_auth)
         if obs_shape is None:
             return
         if not self.pixels:
@@ -79,7 +79,7 @@ class SimulatorImages:
 
     def publish_observations(self, data: Observations) -> bytes:
         """Send the images of ``data`` over DDS if a receiver outside listens; the digest of the
-        encoded image sent (rl_core.action_auth.payload_digest), b"" when none (or raw) was."""
+        encoded image sent (rl_core.security.action_auth.payload_digest), b"" when none (or raw) was."""
         self._sent_digest = b""
         if self.observations_pub is not None:
             self.observations_pub.publish(data, local=False)

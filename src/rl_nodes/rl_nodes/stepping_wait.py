@@ -9,7 +9,7 @@ per message: about 110 µs per message here, against about 10 µs for a wait set
 subscription (docs/performance.md#why-decoupled-is-slower). So while a step's reply is due
 from another process, the dispatch thread waits on the stepping subscriptions and a wake-up
 guard only between two turns of the whole executor, which come whenever a timer is due and at
-least every 20 ms (``rl_core.dispatch.StepReplies`` keeps that schedule and the reply's state;
+least every 20 ms (``rl_core.wire.dispatch.StepReplies`` keeps that schedule and the reply's state;
 rl_nodes.dispatch_executor waits). A simulator whose acting is paused by the replay buffer's rate
 limiter, and every process whose robot steps in-process (colocated, hybrid), have no reply due
 and wait in the whole executor as before.
@@ -28,7 +28,7 @@ from rclpy.guard_condition import GuardCondition
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.subscription import Subscription
 
-from rl_core.dispatch import StepReplies
+from rl_core.wire.dispatch import StepReplies
 
 
 class SteppingTopics:

@@ -1,5 +1,5 @@
 """A simulator's teleop endpoints (``teleop: true``): an operator's commands in, as
-:class:`rl_core.teleop.Intervention` takes them.
+:class:`rl_core.acting.teleop.Intervention` takes them.
 
 ``<namespace>/teleop_command`` (``std_msgs/Float64MultiArray``, actions in [-1, 1]) always, and
 ``<namespace>/joy`` (``sensor_msgs/Joy``, e.g. from the ``joy`` package's ``joy_node``) when a
@@ -14,7 +14,7 @@ import time
 from sensor_msgs.msg import Joy
 from std_msgs.msg import Float64MultiArray
 
-from rl_core.teleop import Intervention, JoyMapping
+from rl_core.acting.teleop import Intervention, JoyMapping
 from rl_nodes import graph
 from rl_nodes.conversions import plain
 from rl_nodes.ports import TeleopHost

@@ -1,7 +1,7 @@
 """Trainer node: takes the batches the replay buffer grants, runs SAC updates, publishes weights.
 
 The replay buffer's rate limiter decides how many gradient steps the data pays for, in every
-mode; the updates run through the one loop of :class:`rl_core.learner.Learner` (the bare loop's
+mode; the updates run through the one loop of :class:`rl_core.learning.learner.Learner` (the bare loop's
 too), fed by one of three sources (``update_mode``; docs/architecture.md, "Learning"): a grant
 after each insert on the dispatch thread (colocated), or the learner thread sampling the buffer
 in this process (hybrid's learner) or prefetching over DDS. When the buffer samples by priority,
@@ -25,11 +25,11 @@ from diagnostic_msgs.msg import DiagnosticArray
 from std_msgs.msg import Float64
 
 from rl_core.config import SACConfig, TrainerConfig
-from rl_core.device import describe
-from rl_core.envs import space_shapes
-from rl_core.learner import GETTING_BATCHES, WEIGHTS_AND_CHECKPOINTS, Grant, PrefetchingSampler
-from rl_core.periodic_evaluation import Evaluation
-from rl_core.progress import (
+from rl_core.learning.device import describe
+from rl_core.learning.learner import GETTING_BATCHES, WEIGHTS_AND_CHECKPOINTS, Grant, PrefetchingSampler
+from rl_core.learning.periodic_evaluation import Evaluation
+from rl_core.learning.training_run import INTERLEAVED, TrainingRun, batches_per_request, choose_update_mode
+from rl_core.monitoring.progress import (
     TRAINER_SCALARS,
     RobotFigures,
     evaluation_line,
@@ -37,10 +37,11 @@ from rl_core.progress import (
     summary_line,
 )
 from rl_core.replay import UNLIMITED_BATCHES
-from rl_core.signed_status import StatusCheck
-from rl_core.training_run import INTERLEAVED, TrainingRun, batches_per_request, choose_update_mode
-from rl_core.transport import SampleRequest
-from rl_core.wire import MAX_REQUEST_ROWS
+from rl_core.robot.tasks import space_shapes
+from rl_core.security.signed_status import StatusCheck
+from rl_core.security.weights_auth import sign_weights
+from rl_core.wire.fields import MAX_REQUEST_ROWS
+from rl_core.wire.transport import SampleRequest
 from rl_interfaces.msg import ReplayStatus
 from rl_nodes import graph
 from rl_nodes.base import ERROR, OK, RLNode, load_signing_key
@@ -206,7 +207,7 @@ class TrainerNode(RLNode):
         weights = Weights(version, self.sac.update_step, state, self.sac.actor.architecture(),
                           time.time_ns(), epoch=self.run.epoch)
         if self.weights_key is not None:
-            weights.sign(self.weights_key)
+            sign_weights(weights, self.weights_key)
         self.weights_pub.publish(weights)
 
     def save(self) -> Path:

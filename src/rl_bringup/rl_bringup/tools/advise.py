@@ -243,7 +243,7 @@ def measure_inference(obs_dim: int, action_dim: int, hidden_sizes: tuple[int, ..
     import numpy as np
     import torch
 
-    from rl_core.networks import SquashedGaussianActor
+    from rl_core.algorithms.networks import SquashedGaussianActor
 
     torch.manual_seed(seed)
     actor = SquashedGaussianActor(obs_dim, action_dim, hidden_sizes)
@@ -360,7 +360,7 @@ def advise(values: dict[str, str]) -> int:
     with_dds = bool_value(values, "dds", True)
     path, run_config = load_config(config_value)
 
-    from rl_core.envs import space_shapes
+    from rl_core.robot.tasks import space_shapes
 
     simulator, sac = run_config.simulator, run_config.sac
     env_id, num_envs, hidden_sizes = simulator.env_id, simulator.num_envs, sac.hidden_sizes

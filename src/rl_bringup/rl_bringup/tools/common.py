@@ -56,7 +56,8 @@ def choose_env_id(*, obs_dim: int, action_dim: int, given: str | None = None,
     """
     import gymnasium
 
-    from rl_core.envs import register_envs, space_shapes
+    from rl_core.envs import register_envs
+    from rl_core.robot.tasks import space_shapes
 
     choice: EnvChoice | None = None
     if given:
@@ -94,8 +95,8 @@ def choose_env_id(*, obs_dim: int, action_dim: int, given: str | None = None,
 
 
 def load_checkpoint_actor(checkpoint: str) -> tuple[Any, dict[str, Any], Path]:
-    """``rl_core.checkpoint.load_actor`` of what ``checkpoint:=`` names
-    (:func:`rl_core.run_checkpoints.resolve_checkpoint`: a checkpoint directory, a run's
+    """``rl_core.runs.checkpoint.load_actor`` of what ``checkpoint:=`` names
+    (:func:`rl_core.runs.run_checkpoints.resolve_checkpoint`: a checkpoint directory, a run's
     ``<output_dir>/best`` or ``<output_dir>/final``, or a run's output directory, which stands
     for its best checkpoint where it has one), with tool errors; returns the actor, the
     checkpoint's metadata and the directory loaded.
@@ -104,8 +105,8 @@ def load_checkpoint_actor(checkpoint: str) -> tuple[Any, dict[str, Any], Path]:
         broken one (bad JSON or checksum, missing tensor file, tensors that do not fit the
         recorded sizes).
     """
-    from rl_core.checkpoint import load_actor
-    from rl_core.run_checkpoints import resolve_checkpoint
+    from rl_core.runs.checkpoint import load_actor
+    from rl_core.runs.run_checkpoints import resolve_checkpoint
 
     try:
         directory = resolve_checkpoint(Path(checkpoint).expanduser())

@@ -8,7 +8,7 @@ Usage::
 
 Each run is a fresh process tree started the way users start it:
 
-* ``bare``: ``python -m rl_core.training --config FILE --output DIR --total-env-steps N``;
+* ``bare``: ``python -m rl_core.learning.training --config FILE --output DIR --total-env-steps N``;
 * ``colocated`` (one robot), ``decoupled`` and ``hybrid`` (``robots:=`` robots):
   ``python -m rl_bringup.cli launch MODE robots:=R output_dir:=DIR total_env_steps:=N
   domain_id:=D`` with ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`` and a domain id of the run's own.
@@ -454,7 +454,7 @@ def run_command(mode: str, robots: int, settings: CompareSettings, output_dir: s
                 domain_id: int | None) -> list[str]:
     """The command line of one run (the interpreter running this module starts it)."""
     if mode == BARE:
-        return [sys.executable, "-m", "rl_core.training", "--config", settings.config_file,
+        return [sys.executable, "-m", "rl_core.learning.training", "--config", settings.config_file,
                 "--output", output_dir, "--total-env-steps", str(settings.total_env_steps)]
     return [sys.executable, "-m", "rl_bringup.cli", "launch", mode, f"robots:={robots}",
             f"config:={settings.config_file}", f"output_dir:={output_dir}",

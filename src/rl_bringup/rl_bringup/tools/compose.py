@@ -78,7 +78,7 @@ from rl_bringup.tools.containers import (
 )
 from rl_bringup.tools.k8s_objects import IMAGE_UID, SCRATCH_ENVIRONMENT, SCRATCH_MOUNT
 from rl_bringup.tools.subcommand import EXIT_FAILURE, SubparsersAction, ToolError, add_tool
-from rl_core import action_auth, weights_auth
+from rl_core.security import action_auth, weights_auth
 
 COMMAND = "compose"
 KEYS: tuple[str, ...] = ("robots", "output", "config", "image", "max_robots")

@@ -26,7 +26,7 @@ is then the process the orchestrator's SIGTERM reaches (rclpy shuts the nodes do
 ignore it until the kill after the grace period. CPU pinning is left out (``cpus:=none``): host
 CPU numbers mean nothing inside a container, where the orchestrator's CPU limits apply.
 
-Action keys (rl_core.action_auth): a container whose simulator's policy runs in another
+Action keys (rl_core.security.action_auth): a container whose simulator's policy runs in another
 container (decoupled: ``simulator`` and ``policy``) gets the deployment's run action key
 (:func:`needs_action_key`), from ``action.key`` beside the weights key. A container that hosts a
 robot's simulator and its policy together (hybrid ``robot``, colocated ``container``) gets none:
@@ -51,7 +51,7 @@ from rl_bringup.layouts import MODES
 from rl_bringup.plan import DEFAULT_CONFIG, MAX_ROBOTS, Plan, PlanError, ProcessSpec, make_plan, parse_robots
 from rl_bringup.run_key import ACTING_KINDS
 from rl_bringup.tools.subcommand import ToolError, int_value
-from rl_core import action_auth, weights_auth
+from rl_core.security import action_auth, weights_auth
 from rl_nodes import graph
 from rl_nodes.graph import robot_namespace
 

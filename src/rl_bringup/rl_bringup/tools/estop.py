@@ -16,8 +16,8 @@ from typing import Any
 
 from rl_bringup.tools.ros_session import ATTACH_KEYS, RosSession, attach_settings
 from rl_bringup.tools.subcommand import EXIT_FAILURE, CliError, SubparsersAction, ToolError, add_tool
-from rl_core import weights_auth
 from rl_core.robot import estop
+from rl_core.security import weights_auth
 
 ACTIONS = ("engage", "release", "status")
 KEYS = ("robot", "namespace", "run", "key", "timeout", *ATTACH_KEYS)

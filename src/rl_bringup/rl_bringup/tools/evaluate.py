@@ -8,13 +8,13 @@ Usage::
                                                           # names the task and must match it
     ... [env_id:=ID | config:=NAME]                       # the task, when the policy lacks it
 
-The episodes are those of :func:`rl_core.evaluation.evaluate` (mean action, seeds
+The episodes are those of :func:`rl_core.learning.evaluation.evaluate` (mean action, seeds
 ``seed + 10000 + i``), so the figures match a training run's final evaluation. ``gif:=`` renders
 the first episode with ``env.render()`` and writes it with pillow at the simulated control rate.
 
 ``checkpoint:=`` takes a checkpoint folder, a run's ``<output_dir>/best`` or ``<output_dir>/final``,
 or a run's output directory alone, which stands for its best checkpoint (its final one when the
-run kept no best; :mod:`rl_core.run_checkpoints`).
+run kept no best; :mod:`rl_core.runs.run_checkpoints`).
 
 Exit codes: 0 done; 2 bad input (unknown keys, no checkpoint or model at the path, a task that
 does not fit the policy); 1 a checkpoint or model that exists but cannot be loaded, or a GIF that
@@ -66,7 +66,7 @@ class LoadedPolicy(NamedTuple):
 
 
 def _load_onnx(path: str) -> Any:
-    from rl_core.onnx_policy import OnnxPolicy
+    from rl_core.runs.onnx_policy import OnnxPolicy
 
     try:
         return OnnxPolicy(path)
@@ -213,7 +213,7 @@ def evaluate_policy(values: dict[str, str]) -> int:
     assert choice is not None  # required=True raises instead
 
     from rl_core.envs import make_env
-    from rl_core.evaluation import EVAL_SEED_OFFSET, evaluate
+    from rl_core.learning.evaluation import EVAL_SEED_OFFSET, evaluate
 
     out = sys.stdout
     print(f"[rl-bringup {COMMAND}] policy: {loaded.description}", file=out)

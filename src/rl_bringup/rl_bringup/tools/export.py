@@ -5,7 +5,7 @@ Usage::
     rl-bringup export checkpoint:=DIR [onnx:=DIR/policy.onnx] [env_id:=ID | config:=NAME]
 
 The model is the deterministic policy ``obs (N, obs_dim) -> tanh(mean) (N, action_dim)`` (see
-:mod:`rl_core.export`), with the actor's architecture and, when known, the task's env_id in its
+:mod:`rl_core.runs.export`), with the actor's architecture and, when known, the task's env_id in its
 metadata. After writing, the model is loaded with onnxruntime and compared with the torch actor
 on random observations; a difference above :data:`PARITY_TOLERANCE` fails the export.
 ``checkpoint:=`` names the checkpoint as for ``rl-bringup eval`` (a run's output directory stands
@@ -52,8 +52,8 @@ def export(values: dict[str, str]) -> int:
                            given=values.get("env_id"), config_value=values.get("config"),
                            stored=stored_env_id(meta), required=False)
 
-    from rl_core.export import export_onnx
-    from rl_core.onnx_policy import OnnxPolicy
+    from rl_core.runs.export import export_onnx
+    from rl_core.runs.onnx_policy import OnnxPolicy
 
     try:
         export_onnx(actor, target, env_id=choice.env_id if choice else None)

@@ -85,7 +85,7 @@ from rl_bringup.tools.k8s_objects import (
     manifests,
 )
 from rl_bringup.tools.subcommand import EXIT_FAILURE, SubparsersAction, ToolError, add_tool
-from rl_core import action_auth, weights_auth
+from rl_core.security import action_auth, weights_auth
 
 COMMAND = "k8s"
 KEYS: tuple[str, ...] = ("robots", "output", "config", "image", "gpu", "max_robots",

@@ -26,9 +26,10 @@ from rl_bringup.tools.containers import (
     needs_action_key,
     replica_command,
 )
-from rl_core import action_auth, variables, weights_auth
-from rl_core.cpus import OMP_THREADS_VARIABLE, TORCH_THREADS_VARIABLE
-from rl_core.heartbeat import HEARTBEAT_TIMEOUT_S
+from rl_core.learning.cpus import OMP_THREADS_VARIABLE, TORCH_THREADS_VARIABLE
+from rl_core.monitoring.heartbeat import HEARTBEAT_TIMEOUT_S
+from rl_core.names import variables
+from rl_core.security import action_auth, weights_auth
 from rl_nodes import graph
 
 if TYPE_CHECKING:
@@ -70,7 +71,7 @@ IMAGE_UID = 1000
 SCRATCH_MOUNT = "/tmp"
 SCRATCH_ENVIRONMENT = {"HOME": SCRATCH_MOUNT, "ROS_HOME": f"{SCRATCH_MOUNT}/ros",
                        "MPLCONFIGDIR": f"{SCRATCH_MOUNT}/matplotlib"}
-#: The file a node container's dispatch threads touch every second (rl_core.heartbeat); its
+#: The file a node container's dispatch threads touch every second (rl_core.monitoring.heartbeat); its
 #: probes read it through the image's entry point (which puts rl_core on the path).
 HEARTBEAT_PATH = f"{SCRATCH_MOUNT}/heartbeat"
 #: Seconds a node may take to beat first (imports, pybullet, torch) before it is restarted.
@@ -271,7 +272,7 @@ def _heartbeat_probes() -> dict[str, client.V1Probe]:
     from kubernetes import client
 
     def check(within_s: float) -> client.V1ExecAction:
-        return client.V1ExecAction(command=["/entrypoint.sh", "python3", "-m", "rl_core.heartbeat",
+        return client.V1ExecAction(command=["/entrypoint.sh", "python3", "-m", "rl_core.monitoring.heartbeat",
                                             HEARTBEAT_PATH, f"{within_s:g}"])
 
     period = 10

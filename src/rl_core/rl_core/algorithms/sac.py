@@ -5,17 +5,17 @@ SB3-style: construction builds the model, :meth:`SAC.update` does one gradient s
 returns scalar metrics; the collection loop (bare loop or ROS trainer node) lives elsewhere.
 
 Networks, temperature and optimiser state live on one torch device (``device``; see
-:mod:`rl_core.device`). Each batch crosses to it once per update, as six tensors built straight
+:mod:`rl_core.learning.device`). Each batch crosses to it once per update, as six tensors built straight
 from its numpy arrays; what comes back (TD errors, metrics) comes in one transfer each, so a GPU
 learner synchronises with the host a fixed, small number of times per gradient step.
 
-Image observations (stacked frames, :func:`rl_core.encoders.is_image_shape`) select the pixel
+Image observations (stacked frames, :func:`rl_core.algorithms.encoders.is_image_shape`) select the pixel
 recipe of DrQ (Kostrikov, Yarats & Fergus 2021) automatically: a convolutional encoder shared by
 actor and critics, trained by the critic loss only (the actor loss sees detached features), a
 target encoder inside the target critics, and random-shift augmentation of every batch. Frames
 cross to the device as uint8 (a quarter of the bytes) and are scaled there.
 
-With demonstrations (a batch's rows whose ``indices`` are :data:`rl_core.replay.DEMO_SLOT`),
+With demonstrations (a batch's rows whose ``indices`` are :data:`rl_core.wire.transport.DEMO_SLOT`),
 ``demo_bc_weight`` > 0 adds behaviour cloning with a Q filter to the actor's loss (Nair et al.
 2018, "Overcoming Exploration in Reinforcement Learning with Demonstrations"): on each
 demonstration row whose action the critics value above the policy's, the squared distance of
@@ -35,9 +35,7 @@ import torch
 import torch._dynamo
 from torch import nn
 
-from rl_core.algorithms.graph_adam import AdamTensors, adam_step_, adam_tensors
-from rl_core.config import ConfigError, SACConfig
-from rl_core.encoders import (
+from rl_core.algorithms.encoders import (
     EncodedActor,
     EncodedQ,
     PixelEncoder,
@@ -45,9 +43,11 @@ from rl_core.encoders import (
     is_image_shape,
     random_shift,
 )
-from rl_core.image_codecs import as_shape
-from rl_core.networks import EnsembleQ, SquashedGaussianActor
-from rl_core.replay import DEMO_SLOT, Batch
+from rl_core.algorithms.graph_adam import AdamTensors, adam_step_, adam_tensors
+from rl_core.algorithms.networks import EnsembleQ, SquashedGaussianActor
+from rl_core.config import ConfigError, SACConfig
+from rl_core.wire.image_codecs import as_shape
+from rl_core.wire.transport import DEMO_SLOT, Batch
 
 CRITIC_NOT_FINITE = ("critic loss is not finite; the batch or the networks hold NaN/inf (check "
                      "rewards and observations, lower the learning rates)")

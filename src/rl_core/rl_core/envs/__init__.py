@@ -7,7 +7,6 @@ works once ``rl_core.envs`` has been imported.
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 import gymnasium
@@ -31,7 +30,6 @@ __all__ = [
     "VectorStep",
     "make_env",
     "register_envs",
-    "space_shapes",
 ]
 
 CARTPOLE_ID = "rl_ros2/CartPoleBalance-v0"
@@ -71,45 +69,6 @@ def make_env(env_id: str, **kwargs: Any) -> gymnasium.Env:
     """
     register_envs()
     return gymnasium.make(env_id, **kwargs)
-
-
-def _registered(env_id: str) -> bool:
-    """Whether gymnasium can make ``env_id``: a registered id, or ``module:Id`` whose module
-    registers ``Id`` when imported (gymnasium's own convention for third-party envs)."""
-    if env_id in gymnasium.registry:
-        return True
-    module, _, name = env_id.rpartition(":")
-    if not module:
-        return False
-    try:
-        importlib.import_module(module)
-    except ImportError:
-        return False
-    return name in gymnasium.registry
-
-
-def space_shapes(env_id: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """``(observation shape, action shape)`` of a task: a gymnasium id (registered, or
-    ``module:Id``) or a robot task's entry point (``module:TaskClass``, rl_core.robot.tasks).
-
-    :raises ValueError: when ``env_id`` names neither; the message lists the built-in ids.
-    """
-    register_envs()
-    from rl_core.robot.tasks import is_task_name, load_task
-
-    if not _registered(env_id):
-        if is_task_name(env_id):
-            task = load_task(env_id)
-            return tuple(task.observation_space.shape), tuple(task.action_space.shape)
-        known = ", ".join(sorted(k for k in gymnasium.registry if k.startswith("rl_ros2/")))
-        raise ValueError(f"unknown env_id {env_id!r}: neither a registered gymnasium id, nor "
-                         f"'module:Id' whose module registers Id, nor 'module:Task' naming a "
-                         f"rl_core.robot.tasks.Task; rl_ros2 provides: {known}")
-    env = gymnasium.make(env_id, disable_env_checker=True)
-    try:
-        return tuple(env.observation_space.shape or ()), tuple(env.action_space.shape or ())
-    finally:
-        env.close()
 
 
 register_envs()

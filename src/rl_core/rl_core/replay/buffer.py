@@ -35,10 +35,11 @@ from typing import Any, NamedTuple, TypeVar, cast
 import numpy as np
 import numpy.typing as npt
 
-from rl_core.atomic_files import write_atomically
 from rl_core.replay.sum_tree import SumTree
+from rl_core.runs.atomic_files import write_atomically
+from rl_core.wire.transport import Batch
 
-__all__ = ["Batch", "InvalidPriorities", "OutOfBounds", "ReplayBuffer"]
+__all__ = ["InvalidPriorities", "OutOfBounds", "ReplayBuffer"]
 
 FloatArray = npt.NDArray[np.float32]
 _T = TypeVar("_T")
@@ -83,33 +84,6 @@ class InvalidPriorities(ValueError):
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
         self.kind = kind
-
-
-class Batch(NamedTuple):
-    """A sampled minibatch; every array has leading dimension ``B``.
-
-    :ivar obs: ``float32 (B, *obs_shape)`` observations (``uint8`` in a buffer of images).
-    :ivar actions: ``float32 (B, *action_shape)`` actions.
-    :ivar rewards: ``float32 (B,)`` rewards.
-    :ivar next_obs: ``float32 (B, *obs_shape)`` next observations (``uint8`` in a buffer of
-        images).
-    :ivar terminated: ``float32 (B,)`` 1.0 where the episode terminated (no
-        bootstrapping), else 0.0. Float rather than bool so it enters TD
-        targets directly: ``target = r + gamma * (1 - terminated) * q_next``.
-        Truncation is stored by the buffer but not returned, because a
-        truncated transition still bootstraps.
-    :ivar indices: ``int64 (B,)`` storage slots, to pass to ``update_priorities``.
-    :ivar weights: ``float32 (B,)`` importance-sampling weights, max-normalised
-        within the batch; all ones for uniform sampling.
-    """
-
-    obs: FloatArray
-    actions: FloatArray
-    rewards: FloatArray
-    next_obs: FloatArray
-    terminated: FloatArray
-    indices: npt.NDArray[np.int64]
-    weights: FloatArray
 
 
 class _Field(NamedTuple):

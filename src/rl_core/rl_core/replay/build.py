@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from rl_core.config import ReplayConfig
-from rl_core.demos import demo_buffer, load_demonstrations
-from rl_core.image_codecs import is_image_shape
 from rl_core.replay.buffer import ReplayBuffer
+from rl_core.replay.demos import demo_buffer, load_demonstrations
 from rl_core.replay.limited import RateLimitedReplay
+from rl_core.wire.image_codecs import is_image_shape
 
 
 def new_buffer(config: ReplayConfig, obs_shape: tuple[int, ...], action_shape: tuple[int, ...]

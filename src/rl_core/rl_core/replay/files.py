@@ -27,7 +27,7 @@ LIMITER_FILE = "rate_limiter.json"
 COUNTERS_KEY = "service_counters"
 #: Prefix of the snapshot entries holding the demonstration buffer's state.
 DEMOS_PREFIX = "demos."
-#: Held by the replay buffer (rl_core.run_lock): one buffer per run directory.
+#: Held by the replay buffer (rl_core.runs.run_lock): one buffer per run directory.
 LOCK_FILE = "replay_buffer.lock"
 #: The buffer's own state: the save service never writes over them.
 STATE_FILES = (SNAPSHOT_FILE, LIMITER_FILE, LOCK_FILE)

@@ -11,7 +11,7 @@ lowered once learning has caught up by half of it (hysteresis, so a fast alterna
 insert and one update does not flip it at every step). With ``enforce=False`` the flag stays
 down and the achieved ratio is only reported.
 
-With demonstrations (``demos``, :mod:`rl_core.demos`) every batch draws ``demo_ratio`` of its rows
+With demonstrations (``demos``, :mod:`rl_core.replay.demos`) every batch draws ``demo_ratio`` of its rows
 from them and the rest from online data (RLPD's symmetric sampling, Ball et al. 2023); the
 limiter counts online inserts only, as without. Demonstration rows carry the slot index -1, and
 priorities sent back for them are dropped (the demo buffer samples uniformly). Transitions an
@@ -30,15 +30,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rl_core.replay.buffer import Batch, ReplayBuffer
+from rl_core.replay.buffer import ReplayBuffer
 from rl_core.replay.insert_log import Chunk
 from rl_core.replay.priorities import PriorityUpdate
 from rl_core.replay.rate_limiter import RateLimiterStats, SampleToInsertRatio
+from rl_core.wire.transport import DEMO_SLOT, Batch
 
 #: ``max_batches`` of :meth:`RateLimitedReplay.take` that takes every batch the limiter grants.
 UNLIMITED_BATCHES = 1 << 30
-#: The slot index of a demonstration row in a batch (it has no slot in the online buffer).
-DEMO_SLOT = -1
 
 
 @dataclass
@@ -66,7 +65,7 @@ class RateLimitedReplay:
     :param enforce: raise :attr:`acting_paused` when acting is too far ahead (``rate_limit``).
     :param total_env_steps: the run's budget in transitions (0: none, the run never ends).
     :param demos: demonstrations, sampled beside ``buffer`` (None: none); it must have room
-        for the interventions to come (:func:`rl_core.demos.demo_buffer`).
+        for the interventions to come (:func:`rl_core.replay.demos.demo_buffer`).
     :param demo_ratio: the share of every batch drawn from ``demos``.
     :param demo_note: what the demonstrations are, for the log.
     """

@@ -37,7 +37,7 @@ import numpy as np
 
 from rl_core.config import ReplayConfig
 from rl_core.replay.admission import ExperienceAdmission
-from rl_core.replay.buffer import Batch, InvalidPriorities, OutOfBounds, ReplayBuffer
+from rl_core.replay.buffer import InvalidPriorities, OutOfBounds, ReplayBuffer
 from rl_core.replay.build import new_buffer, new_replay
 from rl_core.replay.files import (
     DEMOS_PREFIX,
@@ -57,9 +57,10 @@ from rl_core.replay.insert_log import (
     segments,
 )
 from rl_core.replay.priorities import PriorityUpdate
-from rl_core.run_lock import RunLock
-from rl_core.signed_status import StatusSigner
-from rl_core.wire import max_answer_rows
+from rl_core.runs.run_lock import RunLock
+from rl_core.security.signed_status import StatusSigner
+from rl_core.wire.fields import max_answer_rows
+from rl_core.wire.transport import Batch
 
 #: The file ``save`` and ``load`` use when the request names none.
 DEFAULT_FILE = "replay_buffer.npz"
@@ -159,7 +160,7 @@ class ReplayService:
     :param max_rows: most rows one sample answer or priority update may carry.
     :param status_period_s: period of the node's status (the window of the rates it reports).
     :param signer: signs the node's statuses; its epoch is kept in snapshots, so a respawned
-        buffer's statuses stay newer than its predecessor's (rl_core.signed_status).
+        buffer's statuses stay newer than its predecessor's (rl_core.security.signed_status).
     :param clock: monotonic seconds (``save_interval`` is measured with it; tests inject one).
     """
 
@@ -257,7 +258,7 @@ class ReplayService:
 
     def sample(self, request: Any) -> SampleAnswer:
         """Grant up to ``request.max_batches`` batches (0 = only report sizes); ``request`` has
-        the fields of ``rl_core.transport.SampleRequest``."""
+        the fields of ``rl_core.wire.transport.SampleRequest``."""
         if request.max_batches and not 1 <= request.batch_size <= self.max_rows:
             message = f"batch_size must be between 1 and {self.max_rows}, got {request.batch_size}"
             self._reject("sample request", message)

@@ -5,7 +5,7 @@ release must be proven: the pip install's Fast DDS has no DDS Security plugins, 
 permissions cannot restrict who publishes (docs/reliability.md); a release is therefore signed.
 Each engagement draws a fresh random **challenge**, which the boundary publishes on
 ``estop/state`` (latched); a release is the run's Ed25519 signature of (robot namespace,
-challenge) on ``estop/release`` (rl_core.weights_auth: the learner's private key, which the
+challenge) on ``estop/release`` (rl_core.security.weights_auth: the learner's private key, which the
 operator has in the run directory and robots do not). A recorded release answers only the
 challenge it was made for, so it releases nothing later.
 
@@ -24,8 +24,8 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from rl_core import weights_auth
-from rl_core.atomic_files import write_atomically
+from rl_core.runs.atomic_files import write_atomically
+from rl_core.security import weights_auth
 
 #: Bytes of a challenge.
 CHALLENGE_BYTES = 16

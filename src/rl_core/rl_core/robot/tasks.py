@@ -8,9 +8,10 @@ random generator the same start states and goals (tests/unit/test_robot_tasks.py
 that). :func:`load_task` turns a name (a built-in env id or an entry point ``module:Attr``) into a
 checked :class:`~rl_core.robot.task.Task`.
 
-This module does not import :mod:`rl_core.envs`: that imports pybullet, which the robot side
-does not need (and which prints its build time on import). The few names and numbers the two
-share are therefore written here again; the unit tests compare them with the envs'.
+This module does not import :mod:`rl_core.envs` (only :func:`space_shapes` does, when called):
+that imports pybullet, which the robot side does not need (and which prints its build time on
+import). The few names and numbers the two share are therefore written here again; the unit
+tests compare them with the envs'.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from rl_core.robot import JointSample, JointTarget
 from rl_core.robot.task import Outcome, Task
 from rl_core.robot.urdf import UrdfModel
 
-__all__ = ["TASKS", "CartPoleBalanceTask", "KukaReachTask", "is_task_name", "load_task"]
+__all__ = ["TASKS", "CartPoleBalanceTask", "KukaReachTask", "is_task_name", "load_task",
+           "space_shapes"]
 
 #: The joint speed limit of the envs (rl_core.envs.base.PybulletRobotEnv.MAX_JOINT_SPEED, rad/s
 #: or m/s), the bound of the velocities in their observation spaces.
@@ -319,6 +321,45 @@ def is_task_name(name: str) -> bool:
         return _gives_task(_resolve(name))
     except Exception:  # noqa: BLE001 - a predicate: any failure to resolve means "not a task"
         return False
+
+
+def space_shapes(env_id: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """``(observation shape, action shape)`` of a task: a gymnasium id (registered, or
+    ``module:Id``) or a robot task's entry point (``module:TaskClass``, rl_core.robot.tasks).
+
+    :raises ValueError: when ``env_id`` names neither; the message lists the built-in ids.
+    """
+    from rl_core.envs import register_envs
+
+    register_envs()
+    if not _registered(env_id):
+        if is_task_name(env_id):
+            task = load_task(env_id)
+            return tuple(task.observation_space.shape), tuple(task.action_space.shape)
+        known = ", ".join(sorted(k for k in gymnasium.registry if k.startswith("rl_ros2/")))
+        raise ValueError(f"unknown env_id {env_id!r}: neither a registered gymnasium id, nor "
+                         f"'module:Id' whose module registers Id, nor 'module:Task' naming a "
+                         f"rl_core.robot.tasks.Task; rl_ros2 provides: {known}")
+    env = gymnasium.make(env_id, disable_env_checker=True)
+    try:
+        return tuple(env.observation_space.shape or ()), tuple(env.action_space.shape or ())
+    finally:
+        env.close()
+
+
+def _registered(env_id: str) -> bool:
+    """Whether gymnasium can make ``env_id``: a registered id, or ``module:Id`` whose module
+    registers ``Id`` when imported (gymnasium's own convention for third-party envs)."""
+    if env_id in gymnasium.registry:
+        return True
+    module, _, name = env_id.rpartition(":")
+    if not module:
+        return False
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        return False
+    return name in gymnasium.registry
 
 
 def _resolve(name: str) -> Any:

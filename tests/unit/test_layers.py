@@ -1,0 +1,119 @@
+"""rl_core's packages in one layer order: a module imports only from its own layer and the ones
+below it, never from a layer above (not even inside a function), as the ``rl-bringup`` tools never
+import the CLI (tests/unit/test_cli_imports.py).
+
+Lowest first: the names everything shares; the run's configuration; what crosses the wire; who
+may say what; the algorithms and their networks; a run's files; the simulated environments; the
+robot boundary; replay; what a run shows; the learner's side; the robot's acting side. Imports at
+a module's top, inside functions and under ``TYPE_CHECKING`` all count. Cost: it parses rl_core's
+modules once, about 0.3 s.
+"""
+
+from __future__ import annotations
+
+import ast
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+import rl_core
+
+pytestmark = pytest.mark.unit
+
+PACKAGE = Path(rl_core.__file__).parent
+#: rl_core's packages (and the config module), lowest layer first.
+LAYERS = ("names", "config", "wire", "security", "algorithms", "runs", "envs", "robot", "replay",
+          "monitoring", "learning", "acting")
+#: Imports that run against the order, kept on purpose: (importing module, imported module) -> why.
+EXCEPTIONS = {
+    ("rl_core.monitoring.progress", "rl_core.learning.learner"):
+        "type annotations only (under TYPE_CHECKING): the progress line formats a Learner's "
+        "figures, which the learning side hands it",
+    ("rl_core.monitoring.progress", "rl_core.learning.periodic_evaluation"):
+        "type annotations only (under TYPE_CHECKING): the summary reports an Evaluation",
+}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))
+           if "__pycache__" not in path.parts}
+
+
+def layer(module: str) -> str | None:
+    """The layer of an rl_core module (its package under rl_core); None for rl_core itself."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+def resolve(module: str) -> str:
+    """The rl_core module ``module`` names: itself, or the module that holds it when it names a
+    class or function (``from rl_core.wire.transport import Batch``)."""
+    while module not in MODULES and "." in module:
+        module = module.rsplit(".", 1)[0]
+    return module
+
+
+@cache
+def rl_core_imports(module: str) -> frozenset[tuple[str, int]]:
+    """``(imported rl_core module, line)`` of every import in ``module``'s source, wherever it is
+    (module top, functions, ``if TYPE_CHECKING:``); relative imports resolved."""
+    path = MODULES[module]
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([base] if base else [])])
+            names = [f"{base}.{alias.name}" for alias in node.names] or [base]
+        found.update((resolve(name), node.lineno) for name in names
+                     if name.split(".")[0] == "rl_core")
+    return frozenset(found)
+
+
+def test_every_entry_of_rl_core_has_a_layer() -> None:
+    entries = {path.stem for path in PACKAGE.iterdir()
+               if path.name not in ("__init__.py", "__pycache__")}
+    assert entries == set(LAYERS), (
+        f"place each package of rl_core in LAYERS (tests/unit/test_layers.py): new "
+        f"{sorted(entries - set(LAYERS))}, gone {sorted(set(LAYERS) - entries)}")
+
+
+def test_no_module_imports_from_a_higher_layer() -> None:
+    upward = []
+    for module in MODULES:
+        own = layer(module)
+        if own is None:
+            continue
+        for imported, line in sorted(rl_core_imports(module)):
+            other = layer(imported)
+            if (other is not None and LAYERS.index(other) > LAYERS.index(own)
+                    and (module, imported) not in EXCEPTIONS):
+                upward.append(f"{MODULES[module].relative_to(PACKAGE.parent)}:{line} "
+                              f"({own}) imports {imported} ({other})")
+    assert not upward, ("imports from a higher layer of rl_core (order, lowest first: "
+                        f"{' < '.join(LAYERS)}); move what is imported down, or the importer "
+                        "up:\n" + "\n".join(upward))
+
+
+def test_every_exception_is_still_needed() -> None:
+    unused = [pair for pair in EXCEPTIONS
+              if pair[1] not in {imported for imported, _ in rl_core_imports(pair[0])}]
+    assert not unused, f"exceptions no import needs any more (drop them): {unused}"
+
+
+def test_the_scan_sees_imports_inside_functions_and_type_checking() -> None:
+    # Guards the scanner: robot.tasks imports rl_core.envs only inside space_shapes, and
+    # progress imports the learner under TYPE_CHECKING.
+    assert "rl_core.envs" in {name for name, _ in rl_core_imports("rl_core.robot.tasks")}
+    assert "rl_core.learning.learner" in {
+        name for name, _ in rl_core_imports("rl_core.monitoring.progress")}
