@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from rl_core.config import BoundaryConfig, SimulatorConfig
 from rl_core.acting.stepping import Stepper
+from rl_core.config import BoundaryConfig, SimulatorConfig
 from rl_nodes.conversions import Experience, Observations
 from rl_nodes.intra_process import IntraProcessManager
 

@@ -23,14 +23,14 @@ from typing import Any
 import numpy as np
 import torch
 
+from rl_core.algorithms.encoders import EncodedActor, make_actor
+from rl_core.algorithms.networks import SquashedGaussianActor
 from rl_core.algorithms.sac import SAC
+from rl_core.config import SACConfig
 from rl_core.runs.atomic_files import fsync_directory
 from rl_core.runs.checkpoint_upgrade import upgrade
-from rl_core.config import SACConfig
-from rl_core.algorithms.encoders import EncodedActor, make_actor
 from rl_core.wire.image_codecs import is_image_shape
 from rl_core.wire.tensors import tensors_from_bytes, tensors_to_bytes
-from rl_core.algorithms.networks import SquashedGaussianActor
 
 #: Format written; earlier ones are read through :mod:`rl_core.runs.checkpoint_upgrade`.
 FORMAT_VERSION = 2

@@ -27,8 +27,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from rl_core.runs.atomic_files import write_atomically
 from rl_core.algorithms.networks import SquashedGaussianActor
+from rl_core.runs.atomic_files import write_atomically
 from rl_core.runs.onnx_policy import (
     ARCHITECTURE_KEY,
     ENV_ID_KEY,
