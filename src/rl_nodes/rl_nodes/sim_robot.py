@@ -181,7 +181,12 @@ class SimRobotNode(Node):
 
     def _report_rate(self) -> None:
         text, slow = self.robot.rate_report()
-        (self.get_logger().warning if slow else self.get_logger().info)(text)
+        # Two call sites: rclpy refuses a severity change at one ("Logger severity cannot be
+        # changed between calls"), which killed the report once a slow spell ended.
+        if slow:
+            self.get_logger().warning(text)
+        else:
+            self.get_logger().info(text)
 
     # ------------------------------------------------------------------ helpers
 
