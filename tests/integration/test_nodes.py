@@ -285,17 +285,24 @@ def test_policy_node_refuses_an_onnx_model_of_another_task_or_none(
         rclpy.try_shutdown()
 
 
-def test_a_trainer_given_the_budget_refuses_it_and_says_where_it_goes(tmp_path: Path) -> None:
-    """``total_env_steps`` is the replay buffer's; set on the trainer (passed on with a warning
-    for a release before) it is refused, naming the replay buffer."""
+def test_a_trainer_given_the_budget_does_not_use_it_and_says_whose_it_is(tmp_path: Path) -> None:
+    """``total_env_steps`` is the replay buffer's (passed on by the trainer for a release
+    before); a value that reaches the trainer (a shared ``/**`` block, or ``ros2 run`` with its
+    own block, which rl-bringup and the launch files refuse before starting) is not used, and
+    ``ros2 param describe`` says whose it is."""
     overrides = overrides_file(tmp_path, {"trainer": {"total_env_steps": 321,
                                                       "output_dir": str(tmp_path / "run")}})
     rclpy.init(args=["--ros-args", "--params-file", str(CONFIG), "--params-file", str(overrides)])
+    trainer = None
     try:
-        with pytest.raises(ConfigError, match="'total_env_steps' is the replay_buffer's .* move it "
-                           "to the replay_buffer's block"):
-            TrainerNode("/")
+        trainer = TrainerNode("/")
+        descriptor = trainer.describe_parameter("total_env_steps")
+        assert descriptor.read_only and "Moved: the replay_buffer's parameter; a value here is " \
+            "not used" in descriptor.description
     finally:
+        if trainer is not None:
+            trainer.close()
+            trainer.destroy_node()
         rclpy.try_shutdown()
 
 

@@ -250,7 +250,7 @@ def check_parameters(env: dict[str, str]) -> None:
     refused with the reason."""
     code, output = on_node(env, "param", "get", "/replay_buffer", "total_env_steps")
     assert code == 0 and "Integer value is: 1000000000" in output, output
-    # It moved to the replay buffer: the trainer's own (deprecated) stays unset.
+    # It moved to the replay buffer: the trainer declares it only to say so (unset here).
     code, output = on_node(env, "param", "get", "/trainer", "total_env_steps")
     assert code == 0 and "Integer value is: 0" in output, output
     code, output = on_node(env, "param", "set", "/trainer", "actor_lr", "0.0005")

@@ -16,7 +16,7 @@ from rclpy.exceptions import InvalidParameterTypeException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
-from rl_core.config import MOVED_PARAMETERS, RENAMED_PARAMETERS, ConfigError, deprecation_notice, moved_notice
+from rl_core.config import MOVED_PARAMETERS, RENAMED_PARAMETERS, ConfigError, deprecation_notice
 
 C = TypeVar("C")
 
@@ -63,19 +63,20 @@ def declare_config(node: Node, config_class: type[C]) -> C:
     return config_class(**values)
 
 
-def refuse_moved(node: Node, name: str) -> None:
+def declare_moved(node: Node, name: str) -> None:
     """Declare ``name``, a parameter that moved from this node's kind to another
-    (:data:`rl_core.config.MOVED_PARAMETERS`), only to refuse it where it is set (else a value
-    in a parameter file would be ignored without a word).
-
-    :raises ConfigError: when it is set, saying where it lives now.
-    """
+    (:data:`rl_core.config.MOVED_PARAMETERS`), so that a value given to this node is seen and
+    said to be unused. The node cannot tell a shared ``/**`` value (meant for the other node)
+    from one in its own block; rl-bringup and the launch files refuse the latter before
+    anything starts (rl_core.config)."""
     kind = node.get_name()
+    owner = MOVED_PARAMETERS[(kind, name)]
     descriptor = ParameterDescriptor(
-        description=f"Moved: the {MOVED_PARAMETERS[(kind, name)]}'s parameter; set here it is "
-        "refused (0 = not set).", read_only=True)
+        description=f"Moved: the {owner}'s parameter; a value here is not used (0 = not set).",
+        read_only=True)
     if _declare(node, name, 0, descriptor):
-        raise ConfigError(moved_notice(kind, name))
+        node.get_logger().warn(f"{name} is the {owner}'s parameter: this {kind} does not use "
+                               f"it (the run's value is the {owner}'s)")
 
 
 def _declare(node: Node, name: str, default: Any, descriptor: ParameterDescriptor) -> Any:

@@ -47,7 +47,7 @@ from rl_nodes import graph
 from rl_nodes.base import ERROR, OK, RLNode, load_signing_key
 from rl_nodes.conversions import Episodes, Experience, Weights, plain
 from rl_nodes.intra_process_services import IntraProcessClient, ServiceUnavailable
-from rl_nodes.parameters import declare_config, refuse_moved, watch_config
+from rl_nodes.parameters import declare_config, declare_moved, watch_config
 from rl_nodes.process_settings import learner_cpus, pin_current_thread
 from rl_nodes.runtime import main_for
 from rl_nodes.service_types import PRIORITIES_SERVICE, SAMPLE_SERVICE
@@ -72,7 +72,7 @@ class TrainerNode(RLNode):
         self.config = declare_config(self, TrainerConfig)
         watch_config(self, lambda: self.sac_config, self._apply_sac_config)
         watch_config(self, lambda: self.config, self._apply_config)
-        refuse_moved(self, "total_env_steps")  # the replay buffer's
+        declare_moved(self, "total_env_steps")  # the replay buffer's
         obs_shape, action_shape = space_shapes(self.config.env_id)
         self._obs_shape = obs_shape
         self.run = TrainingRun(self.config, self.sac_config, obs_shape, action_shape,
