@@ -1,6 +1,7 @@
 """The repository's style, enforced: ruff (ruff.toml) on every Python file, mypy (mypy.ini) on
 rl_core, no function in src/ longer than MAX_FUNCTION_LINES lines of code (its signature and
-body; the docstring not counted), and one docstring style in src/: reST field lists
+body; the docstring not counted), no module docstring longer than MAX_MODULE_DOCSTRING_LINES
+lines, and one docstring style in src/: reST field lists
 (``:param x:``, ``:returns:``, ``:raises E:``, ``:ivar x:``), no Google-style sections."""
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ pytestmark = pytest.mark.unit
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 MAX_FUNCTION_LINES = 80
+#: A module docstring says what and why; figures and measurements go to docs/results.md.
+MAX_MODULE_DOCSTRING_LINES = 15
 #: A Google-style docstring section header alone on its line (``Args:``, ``Returns:`` ...).
 GOOGLE_SECTION = re.compile(r"^\s*(Args|Arguments|Returns|Raises|Yields|Attributes|Example|"
                             r"Examples|Note|Notes):\s*$")
@@ -74,3 +77,17 @@ def test_docstrings_in_src_use_one_style() -> None:
     assert not found, ("Google-style docstring sections; write reST fields (:param x:, "
                        ":returns:, :raises E:, :ivar x:) as the rest of src does:\n"
                        + "\n".join(found))
+
+
+def test_module_docstrings_are_at_most_15_lines() -> None:
+    long = []
+    for path in sorted((REPO / "src").rglob("*.py")):
+        parts = path.relative_to(REPO).parts
+        if "build" in parts or "test" in parts or path.name == "setup.py":
+            continue
+        docstring = ast.get_docstring(ast.parse(path.read_text(), str(path)), clean=False)
+        lines = len((docstring or "").strip().splitlines())
+        if lines > MAX_MODULE_DOCSTRING_LINES:
+            long.append(f"{path.relative_to(REPO)} ({lines})")
+    assert not long, (f"module docstrings over {MAX_MODULE_DOCSTRING_LINES} lines (say what and "
+                      "why; figures go to docs/results.md):\n" + "\n".join(long))

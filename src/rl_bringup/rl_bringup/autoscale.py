@@ -4,27 +4,14 @@ The rule behind ``rl-bringup launch hybrid robots:=auto`` as pure code (no rclpy
 clock of its own), so it is unit-tested on recorded numbers. :mod:`rl_bringup.elastic` measures
 the windows, asks :class:`Autoscaler` and starts or retires the robot processes.
 
-A *window* is a few seconds at a fixed robot count: env steps/s (transitions the replay buffer
-stored per second), the achieved updates per transition, the share of the window acting was
-blocked by the rate limiter, the machine's idle CPUs and what one robot process used.
-
-* **Add** a robot while the last one paid (env steps/s rose by at least ``min_gain`` over the
-  window before it), the learner keeps up, CPU headroom remains and ``max_robots`` is not reached.
-  "The learner keeps up" means acting was blocked by the rate limiter at most
-  ``max_paused_fraction`` of the window and the achieved updates per transition reach
-  ``min_update_ratio`` of the target. With the rate limiter on, blocked acting (the limiter at its
-  error buffer) means the learner is the bottleneck: it takes all it can, so another robot cannot
-  raise throughput. With it off (``rate_limit: false``) acting is never blocked; a learner that
-  falls behind shows as a falling update ratio instead.
-* **Retire** the robot just added when it did not pay (gain below ``min_gain``), and, while
-  holding, the newest robot once it stopped paying for ``patience`` windows in a row: the learner
-  falls behind, or the learner is the bottleneck and one robot fewer delivered, when measured,
-  nearly what all deliver now (:func:`loss_without_one`: less than ``min_gain`` lost).
-* **Hold** otherwise. After a retirement no robot is added for ``hold_s`` seconds (then one probe
-  again, the conditions may have changed), so the count does not flap.
-
-``min_gain`` also bounds the count: with perfect scaling robot ``n + 1`` adds ``1/n`` of the
-throughput, so a 10 % threshold stops at about 10 robots.
+A *window* is a few seconds at a fixed robot count: env steps/s, the achieved updates per
+transition, the share of the window acting was blocked by the rate limiter, the machine's idle
+CPUs and what one robot process used. The rule **adds** a robot while the last one paid, the
+learner keeps up and CPU headroom remains; **retires** the robot just added when it did not pay,
+or the newest once it stopped paying for ``patience`` windows (:func:`loss_without_one`); and
+otherwise **holds**, adding nothing for ``hold_s`` after a retirement so the count does not
+flap. The rule in full, and why blocked acting means the learner is the bottleneck:
+docs/elastic.md, "The rule".
 """
 
 from __future__ import annotations

@@ -3,25 +3,16 @@
 Usage::
 
     rl-bringup launch MODE [robots:=N|auto] [config:=FILE] [output_dir:=DIR] [domain_id:=N]
-                           [discovery:=environment|localhost|subnet|server:HOST:PORT]
-                           [cpus:=auto|none|'KIND=LIST;KIND=LIST...']
-                           [policy_layout:=per_robot|central] [weights_key:=FILE]
-                           [min_robots:=N] [max_robots:=N] [autoscale_SETTING:=VALUE]
-                           [PARAMETER:=VALUE ...]    # any node parameter: total_env_steps:=20000
+        [discovery:=environment|localhost|subnet|server:HOST:PORT] [weights_key:=FILE]
+        [cpus:=auto|none|'KIND=LIST;KIND=LIST...'] [policy_layout:=per_robot|central]
+        [min_robots:=N] [max_robots:=N] [autoscale_SETTING:=VALUE] [PARAMETER:=VALUE ...]
     rl-bringup train [MODE] [key:=value ...]    # launch; mode colocated, config cartpole by default
     rl-bringup plan MODE [key:=value ...] [--format table|yaml|nodes]    # dry run: print the plan
 
-Arguments follow ``ros2 launch``'s ``key:=value`` style, and both front ends take the same keys
-(:mod:`rl_bringup.arguments`), so the same line works with ``ros2 launch rl_bringup
-MODE.launch.py``. Unknown keys are errors here (``ros2 launch`` ignores them). Bad input exits
-with code 2 and a message naming the valid choices.
-
-Subcommands are argparse subparsers registered by the functions in :data:`SUBCOMMANDS`; a new
-subcommand adds a ``register(subparsers)`` function that calls
-:func:`rl_bringup.tools.subcommand.add_tool` (``launch``, ``train`` and ``plan``, which take a MODE
-and options, call :func:`~rl_bringup.tools.subcommand.add_subcommand`). The shared pieces (errors,
-exit codes, ``key:=value`` parsing) live in :mod:`rl_bringup.tools.subcommand`, which imports
-neither this module nor any tool.
+Both front ends take the same ``key:=value`` keys (:mod:`rl_bringup.arguments`; ``PARAMETER`` is
+any node parameter), so the same line works with ``ros2 launch rl_bringup MODE.launch.py``;
+unknown keys and bad input exit here with code 2. Subcommands register through
+:data:`SUBCOMMANDS`; their shared pieces live in the leaf module :mod:`rl_bringup.tools.subcommand`.
 """
 
 from __future__ import annotations

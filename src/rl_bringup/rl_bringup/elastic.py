@@ -1,26 +1,16 @@
 """Elastic robots (``rl-bringup launch hybrid robots:=auto``): measure, decide, start or retire.
 
 A thread of the supervisor process with a small ROS participant (:class:`RosSession`, a hidden
-tool node) that
+tool node). It reads ``/replay_status`` and, with psutil, the robots' idle CPUs and each robot
+process's CPU time; once learning is steady (:func:`rl_bringup.autoscale.learning_steady`) it
+measures windows at a fixed robot count, asks :class:`rl_bringup.autoscale.Autoscaler`, and
+starts a standby robot (:meth:`Supervisor.start_standby`) or retires the newest
+(:meth:`Supervisor.retire`, by SIGINT, so experience already published is delivered). Every
+decision is logged and published on ``/diagnostics`` (:data:`rl_nodes.graph.AUTOSCALER_STATUS`).
 
-* reads ``/replay_status`` (counters of stored transitions, sampled batches and blocked acting)
-  and, with psutil, the idle CPUs of the robots' CPUs and the CPU time of each robot process;
-* once learning started and the learner caught up with the first transitions
-  (:func:`rl_bringup.autoscale.learning_steady`), and after a warm-up, measures windows at a
-  fixed robot count and asks :class:`rl_bringup.autoscale.Autoscaler` whether to add a robot,
-  retire one or hold;
-* starts a standby robot process (:meth:`Supervisor.start_standby`) and waits until its simulator
-  publishes ``/experience``, or retires the newest one (:meth:`Supervisor.retire`: SIGINT, so the
-  node closes cleanly and its process exits; experience already published is delivered, see
-  docs/elastic.md), and lets the change settle before the next window;
-* logs every decision with the numbers behind it (a hold for the same cause as the one before
-  at most once a minute) and publishes its state and the latest window on ``/diagnostics``
-  (DiagnosticStatus :data:`rl_nodes.graph.AUTOSCALER_STATUS`) every second and at each decision.
-
-A window during which any supervised process restarted, or whose replay counters went backwards,
-is discarded. The supervisor's own behaviour stays: crashed robots are respawned, the learner
-ends the run, Ctrl-C stops everything. rclpy is imported only when the thread starts, so plans
-and fixed launches never load it.
+A window during which a supervised process restarted, or whose replay counters went backwards,
+is discarded. rclpy is imported only when the thread starts, so plans and fixed launches never
+load it. How it runs and what it prints: docs/elastic.md.
 """
 
 from __future__ import annotations

@@ -1,33 +1,18 @@
 """The process layout of each mode: which process hosts which node.
 
-Robot ``k`` lives in namespace ``/robot_k``; replay_buffer and trainer in ``/``:
-
-============  =================================================================================
-colocated     one ``container`` process: simulator + policy per robot, replay_buffer, trainer,
-              diagnostics_aggregator
-decoupled     one process per node: per robot ``simulator`` and ``policy``, one
-              ``replay_buffer``, one ``trainer``, one ``diagnostics_aggregator``
-hybrid        per robot one ``container`` (simulator + policy), one learner ``container``
-              (replay_buffer + trainer + diagnostics_aggregator)
-============  =================================================================================
-
-``policy_layout:=central`` replaces the per-robot policies by one central policy node ``/policy``
-(parameter ``robots:=N``) that batches all robots' observations into one forward pass (SEED RL
-shape): decoupled runs it as one ``policy`` process, hybrid as one ``policy`` process beside the
-simulator-only robot containers, colocated as one ``policy@/`` node in the container.
+Robot ``k`` lives in namespace ``/robot_k``, replay_buffer and trainer in ``/``. colocated runs
+every node in one ``container`` process; decoupled runs one process per node; hybrid runs one
+``container`` per robot (simulator + policy) and one learner ``container`` (replay_buffer,
+trainer, diagnostics_aggregator). ``policy_layout:=central`` replaces the per-robot policies by
+one central ``/policy`` node that batches every robot's observations into one forward pass, and
 ``robot_interface:=ros2_control`` adds a ``sim_robot`` process per robot
-(:func:`sim_robot_processes`).
+(:func:`sim_robot_processes`). The tables: docs/architecture.md, "The nodes of each mode".
 
-Every process is respawned when it crashes. Robot processes (simulator, policy) lose at most an
-episode. Processes holding the trainer or the replay buffer are also *required*: a clean exit
-(the trainer's exit 0 when training is complete) ends the run with that code, while a crash
-respawns them and they resume — the replay buffer from its latest snapshot, the trainer from the
-newest valid checkpoint in ``output_dir`` — so the step budget continues (both need
-``output_dir``, which the plan passes to them).
-
-A layout says only where the nodes run; :func:`rl_bringup.plan.make_plan` gives the processes
-their parameters, CPUs and environment, and :func:`place_in_namespace` moves a whole deployment
-under ``namespace:=NS`` (robot k in ``/NS/robot_k``, the learner nodes in ``/NS``).
+Every process respawns when it crashes; processes holding the trainer or the replay buffer are
+also *required*: a clean exit ends the run with that code, while after a crash they resume from
+``output_dir`` and the step budget continues. A layout says only where the nodes run:
+:func:`rl_bringup.plan.make_plan` gives the processes their parameters, CPUs and environment, and
+:func:`place_in_namespace` moves a whole deployment under ``namespace:=NS``.
 """
 
 from __future__ import annotations

@@ -1,29 +1,18 @@
 """The deployment plan: mode, robots, config -> the processes to start and their environment.
 
-This module is the single source of truth for both front ends: the ``launch/*.launch.py`` files
-(through :mod:`rl_bringup.launch_helpers`) and the ``rl-bringup`` supervisor turn the same
-:class:`Plan` into running processes. It imports neither rclpy nor launch, so it is unit-tested
-with plain pytest.
-
-:func:`make_plan` puts together one module per concern:
-
-* :mod:`rl_bringup.layouts`: which process hosts which node in each mode (and with
-  ``policy_layout:=central``), and which processes respawn or end the run;
-* :mod:`rl_bringup.discovery`: the domain id, the DDS discovery setting and the variables that
-  carry them;
-* :mod:`rl_bringup.cpu_sets`: the CPUs each node kind may use and the torch threads of each
-  process;
-* :mod:`rl_bringup.parameter_overrides`: the parameters every node gets on top of the scenario
-  file (checked ``NAME:=VALUE`` overrides, ``output_dir`` for the learning processes);
-* :mod:`rl_bringup.robot_plan`: the ``sim_robot`` processes of ``robot_interface:=ros2_control``.
-
-:class:`ProcessSpec` and :class:`PlanError` live in the leaf module
+The single source of truth for both front ends: the ``launch/*.launch.py`` files (through
+:mod:`rl_bringup.launch_helpers`) and the ``rl-bringup`` supervisor turn the same :class:`Plan`
+into running processes. It imports neither rclpy nor launch, so it is unit-tested with plain
+pytest. :func:`make_plan` puts together one module per concern: :mod:`rl_bringup.layouts`
+(which process hosts which node), :mod:`rl_bringup.discovery` (domain id and DDS discovery),
+:mod:`rl_bringup.cpu_sets` (CPUs and torch threads), :mod:`rl_bringup.parameter_overrides` (the
+parameters on top of the scenario file) and :mod:`rl_bringup.robot_plan` (``sim_robot``
+processes). :class:`ProcessSpec` and :class:`PlanError` live in the leaf module
 :mod:`rl_bringup.process_spec`, which those modules import; callers import them from here.
 
-``robots:=auto`` (hybrid only) makes the robots elastic: the plan holds ``max_robots`` robot
-processes (and ``deployment_robots = max_robots``), the supervisor starts the learner and
-``min_robots`` of them and keeps the others on standby, and :mod:`rl_bringup.elastic` starts and
-retires them by the rule of :mod:`rl_bringup.autoscale` (:attr:`Plan.autoscale`).
+``robots:=auto`` (hybrid only) plans ``max_robots`` robot processes; the supervisor starts
+``min_robots`` of them and :mod:`rl_bringup.elastic` the others as they pay
+(:attr:`Plan.autoscale`).
 """
 
 from __future__ import annotations

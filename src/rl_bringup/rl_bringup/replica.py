@@ -1,33 +1,17 @@
-r"""The robot index of one replica of a scaled robot service, put into its command line.
+"""The robot index of one replica of a scaled robot service, put into its command line.
 
 Kubernetes (a StatefulSet) and docker compose (``--scale robot=N``) start N identical copies of
 one robot container; each must become a different robot ``/robot_k``, because the simulator and
 the policy take their robot id from their namespace (``rl_nodes.base.robot_id_from_namespace``).
 The container's command therefore runs through this module, which finds ``k``, replaces
-:data:`PLACEHOLDER` in every argument by ``/robot_k`` and ``exec``\ s the command::
-
-    python3 -m rl_bringup.replica --pod-name-variable RL_ROS2_REPLICA_NAME --max-robots 64 -- \
-        /ws/install/rl_nodes/lib/rl_nodes/container --node simulator@{robot_namespace} ...
-
-Where ``k`` comes from:
-
-* ``--pod-name-variable VAR`` (Kubernetes): a StatefulSet names its pods ``NAME-0``,
-  ``NAME-1``, ... and keeps the name across restarts; the manifest passes the pod name through
-  the downward API (``fieldRef: metadata.name``) and ``k`` is its ordinal. ``kubectl scale``
-  to N keeps ordinals 0..N-1, so the robots stay 0..N-1.
-* ``--claim-dir DIR`` (docker compose): compose gives its replicas no index a container can read
-  (its container numbers are neither exposed nor guaranteed dense), so each replica claims one:
-  it takes an exclusive ``flock`` on ``DIR/robot_k.lock`` for the lowest free ``k`` in a volume
-  all replicas share, and holds it for its lifetime (the lock's descriptor stays open across
-  ``exec``). The kernel drops the lock when the replica's process ends, so a restarted replica
-  claims again and a new one takes the lowest index free.
-
-An index at or above ``--max-robots`` (the learner's ``deployment_robots``, which refuses data
-from higher robot ids) stops the replica with exit code 2 and the reason, rather than starting
-a robot whose experience would be refused.
-
-It imports the standard library and :mod:`rl_nodes.graph` (which imports nothing else), so it
-adds little to every container start.
+:data:`PLACEHOLDER` in every argument by ``/robot_k`` and ``exec``-s the command. ``k`` is the
+pod's StatefulSet ordinal (``--pod-name-variable VAR``, kept across restarts) or, since compose
+gives replicas no index they can read, the lowest free one claimed with an exclusive ``flock`` on
+``DIR/robot_k.lock`` in a volume all replicas share (``--claim-dir DIR``), held for the replica's
+lifetime. An index at or above ``--max-robots`` (the learner's ``deployment_robots``) exits with
+code 2 rather than start a robot whose experience would be refused. It imports the standard
+library and :mod:`rl_nodes.graph` alone, so it adds little to every container start. Details:
+docs/kubernetes.md.
 """
 
 from __future__ import annotations

@@ -1,38 +1,17 @@
-"""The learner's signing key for a deployment (see rl_core.security.weights_auth), for both front ends.
+"""The deployment's signing key, run identity and action keys, handed out by both front ends.
 
-Before a run starts, :func:`with_weights_key` gives the learner's processes (those hosting a
-trainer or a replay buffer, :data:`SIGNING_KINDS`) the private key and every other process the
-public key alone, so that no robot process can sign weights or replay status:
+:func:`with_weights_key` gives the learner's processes (:data:`SIGNING_KINDS`: those hosting a
+trainer or a replay buffer) the private key (rl_core.security.weights_auth) and every other
+process the public key alone, so that no robot process can sign weights or replay status. The
+key is ``weights_key:=FILE``, else the caller's, else a fresh pair written into the run
+directory; a robot host that set only a public key keeps it. Every process also gets the same
+run identity ``RL_ROS2_RUN_ID`` (the caller's, else ``TOKEN@/NAMESPACE`` with the token kept in
+``run.id``), which each signature binds so that runs sharing a key cannot replay each other's.
 
-* ``weights_key:=FILE`` names the private key file; it wins over the caller's environment;
-* else a key the caller set (``RL_ROS2_WEIGHTS_KEY`` or ``RL_ROS2_WEIGHTS_KEY_FILE``, e.g. the
-  same key on every learner host) is used;
-* else a fresh key pair is written (``weights.key`` mode 0600, ``weights.pub``) into the run
-  directory (``output_dir``, or a new private temporary folder).
-
-A caller that set only ``RL_ROS2_WEIGHTS_PUBLIC_KEY(_FILE)`` (a robot host of a multi-host run)
-keeps it, and its robot processes get no private key.
-
-Every process of the deployment also gets the same run identity (``RL_ROS2_RUN_ID``), which each
-weights and status signature binds, so that runs sharing a key cannot replay each other's
-(rl_core.security.weights_auth):
-
-* the caller's ``RL_ROS2_RUN_ID`` wins (a multi-host run exports the learner host's on every
-  host);
-* else, on a host that signs, it is a random token kept in the run directory (``run.id`` beside
-  ``weights.key``; a run restarted in the same ``output_dir`` keeps it) and the deployment's
-  namespace: ``TOKEN@/NAMESPACE``; without an ``output_dir`` the token is fresh for each launch;
-* a host with only a public key and no ``RL_ROS2_RUN_ID`` checks for the unnamed run (''), as a
-  hand-started process does, and the plan notes it.
-
-It also hands out the robots' action keys (:func:`with_action_keys`, rl_core.security.action_auth): a
-process that serves one robot (its simulator, its policy, or both) gets that robot's key alone
-(``RL_ROS2_ROBOT_ACTION_KEYS``), so a robot that is taken over cannot drive another one; a
-process that serves several robots (a central policy, a colocated container) gets the run's action
-key (``RL_ROS2_ACTION_KEY``), from which every robot's derives; every other process (the learner,
-``sim_robot``) gets none. The run's action key is the caller's ``RL_ROS2_ACTION_KEY(_FILE)``
-(the same on every host whose robots' simulators and policies run apart), else fresh for each
-launch: it never goes to disk, and a respawned process keeps its environment.
+:func:`with_action_keys` hands out the robots' action keys (rl_core.security.action_auth): a
+process serving one robot gets that robot's key alone, so a robot that is taken over cannot drive
+another; one serving several robots gets the run's action key, from which every robot's derives;
+the others get none. Precedence and files: docs/reliability.md, "What is protected".
 """
 
 from __future__ import annotations

@@ -1,41 +1,18 @@
 """A small process supervisor: runs a deployment plan where ``ros2 launch`` is not installed.
 
-It does what the launch front end does for this project, with the standard library only:
+It does what the launch front end does for this project, with the standard library only: starts
+each process in its own session, prefixes its output lines with ``[name]``, forwards SIGINT and
+SIGTERM, respawns crashed ``respawn`` processes with a doubling delay up to a bounded number of
+restarts, ends the run when a ``required`` process exits (with that process's code), and stops
+in phases (the forwarded signal, a grace period, SIGTERM, SIGKILL). ``standby`` processes wait
+until :meth:`Supervisor.start_standby` and go back on :meth:`Supervisor.retire`: the elastic
+robots of :mod:`rl_bringup.elastic` scale this way.
 
-* starts every process in its own session (``start_new_session``), so a terminal's Ctrl-C reaches
-  the supervisor alone and the supervisor decides how children stop;
-* prefixes every output line with ``[name]`` (one reader thread per child pipe);
-* forwards SIGINT / SIGTERM to the children;
-* respawns a crashed ``respawn`` process after a delay that doubles per consecutive restart, up to
-  a bounded number of restarts (the count resets after a stable run); an exit asking for a
-  restart (``EXIT_RESTART``, a lifecycle shutdown) is restarted the same way but never given up;
-* stops everything when a ``required`` process exits (the run's exit code is that process's code,
-  so a trainer that finishes with 0 ends the run with 0; a clean exit that ``unfinished`` says
-  came before the run's end, such as a container stopped from outside, ends it with 1 and the
-  reason) or when the user interrupts
-  (exit code 128 + signal number); a process both ``required`` and ``respawn`` ends the run only
-  with a clean exit (0) or when it is given up, and is respawned after a crash;
-* stops in phases: the forwarded signal (SIGINT by default, which rclpy turns into a clean
-  shutdown), a grace period, SIGTERM, then SIGKILL;
-* holds ``standby`` processes back until another thread asks for them
-  (:meth:`Supervisor.start_standby`) and retires running ones on request
-  (:meth:`Supervisor.retire`: the same phases as a stop, and the process goes back to standby
-  instead of being respawned). The elastic robots of ``robots:=auto``
-  (:mod:`rl_bringup.elastic`) scale this way.
-
-Signals go only to the processes this supervisor started, by their process-group id (which equals
-the pid it started; :func:`signal_group`). A process group id cannot be handed to a new process
-while any member of that group lives, and groups are signalled only while their leader is alive,
-during a stop sequence, or immediately after their leader was reaped — never by name (no
-pkill/killall).
-
-:func:`stop_process` is the same stop for one process started elsewhere (``rl-bringup compare``
-stops its runs with it); it lists the descendants it must kill with psutil, the one import here
-outside the standard library.
-
-Processes are anything with ``name``, ``env``, ``respawn``, ``required`` and
-``argv(python_bin_dir)``: :class:`rl_bringup.plan.ProcessSpec`, or :class:`Command` for plain
-command lines (tests run tiny ``python -c`` scripts).
+Signals go only to the process groups this supervisor started (:func:`signal_group`), never by
+name. :func:`stop_process` is the same stop for one process started elsewhere. Processes are
+anything with ``name``, ``env``, ``respawn``, ``required`` and ``argv(python_bin_dir)``:
+:class:`rl_bringup.plan.ProcessSpec`, or :class:`Command` for plain command lines. Every rule in
+full: docs/architecture.md, "Launch: two front ends, one plan".
 """
 
 from __future__ import annotations

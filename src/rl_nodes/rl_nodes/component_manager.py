@@ -1,26 +1,18 @@
 """The container's component manager: ROS composition's services, so ``ros2 component
 list|load|unload`` and launch_ros's ``LoadComposableNodes`` work against a running container.
 
-Serves ``~/_container/load_node``, ``~/_container/unload_node`` and ``~/_container/list_nodes``
-(composition_interfaces) as rclcpp's component container does, in the namespace its nodes share
-(``/container``; a hybrid robot's ``/robot_k/container``). A loaded node (plugin names:
-:data:`rl_core.security.composition.PLUGINS`) is built in this process, so it joins the zero-copy
-hand-offs of the nodes already there, and is configured and activated unless its ``autostart``
-parameter is false; unloading closes it (checkpoint, snapshot) and removes it. Where
-composition_interfaces is not installed (a pip install without ROS), the container runs its
-nodes without these services.
+Serves ``~/_container/load_node``, ``unload_node`` and ``list_nodes`` (composition_interfaces)
+as rclcpp's component container does, in the namespace its nodes share. A loaded node (plugin
+names: :data:`rl_core.security.composition.PLUGINS`) is built in this process, so it joins the
+zero-copy hand-offs of the nodes already there; unloading closes it. Without
+composition_interfaces (a pip install without ROS) the container runs without these services.
 
-Remote composition is off unless the container was started with ``--remote-composition``
-(``ros2 launch ... use_composition:=true`` or ``remote_composition:=true``): anyone on the
-domain can call these services (issue 41), and a loaded node runs in a process that holds the
-run's private signing key. Off, the container serves ``list_nodes`` alone (``ros2 component
-list`` still shows it). On, a load request may not set the parameters
-:data:`rl_core.security.composition.LOAD_REFUSED_PARAMETERS` names (paths, signature and teleop
-switches, the robot boundary), and the learning nodes (replay buffer, trainer) cannot be
-unloaded: the process would keep beating its heartbeat with learning stopped, and every robot
-with it (the rate limiter), so its supervisor would never restart it. A lifecycle shutdown
-restarts their process instead (rl_nodes.lifecycle), and the run resumes from its checkpoint and
-snapshot.
+Remote composition is off unless the container was started with ``--remote-composition``:
+anyone on the domain can call these services (issue 41), and a loaded node runs in a process that
+holds the run's signing key. Off, only ``list_nodes`` is served. On, a load may not set the
+parameters :data:`rl_core.security.composition.LOAD_REFUSED_PARAMETERS` names, and the learning
+nodes cannot be unloaded (their process would keep beating its heartbeat with learning stopped);
+a lifecycle shutdown restarts their process instead. Details: docs/composition.md.
 """
 
 from __future__ import annotations

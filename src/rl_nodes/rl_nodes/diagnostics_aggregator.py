@@ -1,22 +1,18 @@
 """diagnostics_aggregator: ``/diagnostics`` grouped into the tree rqt_robot_monitor shows.
 
 The pip install's stand-in for diagnostic_aggregator's ``aggregator_node`` (C++, not on PyPI),
-with the same topics: it subscribes ``/diagnostics`` and publishes ``/diagnostics_agg``
-(diagnostic_msgs/DiagnosticArray, at the file's ``pub_rate``, 1 Hz by default) and
-``/diagnostics_toplevel_state`` (diagnostic_msgs/DiagnosticStatus, the tree's worst level). The
-grouping is :mod:`rl_core.monitoring.diagnostic_aggregation`'s, from the same analyzer file the docker
+with the same topics: it subscribes ``/diagnostics`` and publishes ``/diagnostics_agg`` and
+``/diagnostics_toplevel_state`` (docs/graph.md). The grouping is
+:mod:`rl_core.monitoring.diagnostic_aggregation`'s, from the same analyzer file the docker
 image's aggregator_node reads (``config/robots/diagnostic_analyzers.yaml`` unless
-``analyzers_file`` names another). Every deployment runs one (node kind
-``diagnostics_aggregator``, placed by rl_bringup.layouts beside the learning nodes); by hand::
+``analyzers_file`` names another). Every deployment runs one, beside the learning nodes; by
+hand: ``ros2 run rl_nodes diagnostics_aggregator``, then
+``ros2 run rqt_robot_monitor rqt_robot_monitor``.
 
-    ros2 run rl_nodes diagnostics_aggregator      # or the venv's diagnostics_aggregator
-    ros2 run rqt_robot_monitor rqt_robot_monitor
-
-Like every node of a deployment it reports itself on ``/diagnostics`` (how many statuses it
-holds, how many are stale, and how many it dropped or clipped: any peer can publish
-``/diagnostics``, so the tree is bounded, rl_core.monitoring.diagnostic_aggregation). Statuses are timed
-on arrival with a monotonic clock, so staleness follows the wall time a status has been silent,
-whatever ``use_sim_time`` says.
+Like every node it reports itself on ``/diagnostics`` (statuses held, stale, dropped or clipped:
+the tree is bounded, since any peer can publish ``/diagnostics``). Statuses are timed on arrival
+with a monotonic clock, so staleness follows the wall time a status has been silent, whatever
+``use_sim_time`` says.
 """
 
 from __future__ import annotations

@@ -3,21 +3,12 @@
 Other learners (Stable-Baselines3, CleanRL, RLlib) speak gymnasium; our robots speak
 ``rl_interfaces``. :class:`BridgeVectorEnv` (one or several robots) and :class:`BridgeEnv` (one
 robot with one environment, what Stable-Baselines3 wraps) take the policy node's place: ``step``
-answers each simulator's pending ``ObservationBatch`` with an ``ActionBatch`` on
-``/robot_k/actions``, then returns the next batch with the rewards and episode ends of the
-``/experience`` rows that step produced. The protocol (autoreset, ``reset()``, a simulator with
-``pipeline: false`` and ``random_steps: 0``) is rl_core.acting.remote_env's; this is the ROS link:
-
-* **Pacing.** Without a replay buffer the learner sets the pace: a simulator steps once per
-  action batch (its watchdog republishes unanswered observations, which the bridge answers
-  again). While a replay buffer's rate limiter pauses acting (``/replay_status``), a waiting
-  ``step`` waits for the pause to end instead of timing out.
-* **Timeouts.** A ``step`` or ``reset`` that hears nothing for ``timeout_s`` raises
-  :class:`SimulatorTimeout`, saying whether the simulator is gone or silent.
-* **Camera tasks.** For a task that observes images the bridge joins the image side topics of
-  the observations and the experience with their batches (rl_nodes.image_transport), whichever
-  ``observation_codec`` (raw, png, jpeg) the simulator uses: observations are ``uint8`` frames.
-  (``latent`` sends encoder features meant for our policy's actor head, not for a learner.)
+answers each simulator's pending ``ObservationBatch`` with an ``ActionBatch`` and returns the next
+batch with the rewards and episode ends of the ``/experience`` rows that step produced. The
+protocol is rl_core.acting.remote_env's; this is the ROS link: pacing (the learner sets it, and a
+rate-limiter pause on ``/replay_status`` is waited out), timeouts (:class:`SimulatorTimeout` after
+``timeout_s`` of silence) and the image side topics of camera tasks (rl_nodes.image_transport).
+Details: docs/architecture.md, "The stepping loop".
 
 The bridge uses an rclpy context of its own, so it never shares the zero-copy channel of a
 process that also runs nodes: its messages always cross DDS, like a remote learner's.

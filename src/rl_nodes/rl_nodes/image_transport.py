@@ -1,24 +1,18 @@
 """Image observations across DDS: one image message per batch beside the batch message.
 
 A simulator whose task observes images (uint8 stacked frames) sends each observation or
-experience batch as two messages over DDS, both stamped with the batch's stamp:
+experience batch as two messages over DDS with the batch's stamp: the batch message with its
+image fields empty (rl_nodes.conversions), and one image of the whole batch on the batch topic's
+side topic, named as image_transport names them (``<topic>/image`` for ``observation_codec`` raw,
+``<topic>/image/compressed`` for png and jpeg; rl_core.wire.image_codecs), with the robot's camera
+frame ``robot_{k}/camera`` as ``frame_id``. Receivers join the halves by ``(frame_id, stamp)``
+(:class:`ImageJoin` over rl_core.wire.image_join). Topics: docs/graph.md, "Image topics".
 
-* the batch message (``ObservationBatch``/``ExperienceBatch``) with its image fields empty
-  (rl_nodes.conversions leaves uint8 observations out), carrying rewards, flags and shapes;
-* one image of the whole batch on the batch topic's side topic, following image_transport's
-  naming: ``<topic>/image`` (``sensor_msgs/Image``, ``rgb8``) for ``observation_codec`` raw,
-  ``<topic>/image/compressed`` (``sensor_msgs/CompressedImage``) for png and jpeg. The frames are
-  stacked into one tall image (rl_core.wire.image_codecs), so a hop encodes once per batch; the
-  header's ``frame_id`` is the robot's camera frame ``robot_{k}/camera``.
-
-Receivers join the two halves by ``(frame_id, stamp)`` (:class:`ImageJoin` over
-rl_core.wire.image_join). Inside one process nothing of this happens: the batch object is handed over
-whole (zero-copy), and the image publisher sends only over DDS (``publish(..., local=False)``),
-so colocated runs never encode.
-
-``latent`` sends no images on the acting path: the simulator encodes its frames with the
-trainer's encoder and publishes the features as a plain float32 observation batch
-(:class:`LatentEncoder`); its experience still travels as png for the learner.
+Inside one process nothing of this happens: the batch object is handed over whole (zero-copy),
+and the image publisher sends only over DDS, so colocated runs never encode. ``latent`` sends no
+images on the acting path: the simulator encodes its frames with the trainer's encoder and
+publishes the features as a float32 observation batch (:class:`LatentEncoder`); its experience
+still travels as png for the learner.
 """
 
 from __future__ import annotations

@@ -1,25 +1,18 @@
 """Intra-process zero-copy communication for rclpy, shaped like rclcpp's intra-process manager.
 
 rclpy serialises every publication through the DDS stack even when publisher and subscriber share
-a process, and a round trip costs more than the work of an acting step. This module avoids that:
+a process, and a round trip costs more than the work of an acting step. Endpoints made through
+:class:`IntraProcessManager` are also real rclpy endpoints (the graph stays visible to tools),
+but a publish hands the **same Python object** to every local subscription through a dispatch
+queue (rl_core.wire.dispatch), never re-entrantly; local subscribers treat it as read-only. It is
+converted and published over DDS only when a subscriber outside the process exists, or always for
+transient-local topics; DDS copies of this process' own publications are dropped.
 
-* Endpoints made through :class:`IntraProcessManager` are also real rclpy endpoints, so the
-  topics remain real ROS topics (rqt_graph, ``ros2 topic echo`` see them).
-* A publish hands the **same Python object** to every subscription of the topic in the process
-  through a dispatch queue (rl_core.wire.dispatch), never re-entrantly (ping-pong loops do not grow
-  the stack). Local subscribers treat it as read-only: the others see the same object.
-* It is converted and published over DDS only when a subscriber outside the process exists, or
-  always for transient-local topics (late joiners); DDS copies of this process' own
-  publications are dropped, messages from other processes are decoded and queued.
-
-Threading: one thread drives :meth:`IntraProcessManager.spin`, which drains the queue and runs
-every rclpy executor callback too, so node code needs no locks except around state it shares
-with its own worker threads. While the queue is empty it waits in the executor (a post wakes
-it); while the queue stays busy (a colocated stepping loop with gradient steps), a watcher
-thread waits there on its behalf and hands each ready callback over (rl_nodes.executor_watcher).
-
-The endpoints live beside this module: publishers and subscriptions in
-rl_nodes.intra_process_endpoints, services and clients in rl_nodes.intra_process_services.
+One thread drives :meth:`IntraProcessManager.spin`, which drains the queue and runs every rclpy
+executor callback too, so node code needs no locks except around state it shares with its own
+worker threads; while the queue stays busy, a watcher thread waits in the executor on its behalf
+(rl_nodes.executor_watcher). The endpoints: rl_nodes.intra_process_endpoints and
+rl_nodes.intra_process_services. Why and how: docs/architecture.md, "Zero-copy inside one process".
 """
 
 from __future__ import annotations

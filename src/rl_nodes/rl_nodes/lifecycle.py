@@ -1,43 +1,18 @@
 """Managed (lifecycle) nodes: what each transition does to an rl_ros2 node.
 
-Every rl_ros2 node is an rclpy ``LifecycleNode`` (REP-2002 / ROS 2 managed nodes), so
-``ros2 lifecycle nodes|get|set`` and an orchestrator drive it:
+Every rl_ros2 node is an rclpy ``LifecycleNode`` (REP-2002), so ``ros2 lifecycle nodes|get|set``
+and an orchestrator drive it. configure is :meth:`ManagedNode.build` (a bad value fails it);
+activate is :meth:`ManagedNode.begin` the first time, later :meth:`ManagedNode.resume`;
+deactivate is :meth:`ManagedNode.pause`, which keeps the node's state; cleanup and shutdown are
+:meth:`ManagedNode.close`, which writes what must survive (checkpoint, replay snapshot) and then
+ends the process with :data:`EXIT_RESTART`, so that its supervisor starts it again and the run
+resumes. With ``autostart`` (default true) :mod:`rl_nodes.runtime` configures and activates a
+process's nodes itself; nodes built in Python are configured at construction unless
+``configure=False``, and :meth:`ManagedNode.start` activates them.
 
-============  =====================================================================================
-configure     :meth:`ManagedNode.build`: read and check the parameters, load models, buffers and
-              keys, create the endpoints. A bad value fails the transition with the reason (the
-              node stays unconfigured; a process started with ``autostart`` exits with code 2).
-activate      the first time :meth:`ManagedNode.begin` (start acting, learning, serving), later
-              :meth:`ManagedNode.resume`.
-deactivate    :meth:`ManagedNode.pause`: the node stops its work and keeps its state (replay
-              contents, optimiser, weights, episode counters); activate goes on from there.
-cleanup,      :meth:`ManagedNode.close`: write what must survive (checkpoint, replay snapshot) and
-shutdown      release the node's resources, then end the process with :data:`EXIT_RESTART` so that
-              its supervisor (rl-bringup, launch's respawn, Kubernetes) starts it again: the run
-              resumes from that checkpoint and snapshot (see below).
-============  =====================================================================================
-
-With ``autostart`` (a read-only parameter, default true) :mod:`rl_nodes.runtime` configures and
-activates the nodes of a process itself, learning nodes first; false leaves them unconfigured
-for an orchestrator (``ros2 lifecycle set``, nav2's lifecycle_manager, launch_ros's
-``LifecycleNode`` events). Nodes built directly in Python (tests, embedding) are configured at
-construction unless ``configure=False``; :meth:`ManagedNode.start` activates them.
-
-Why cleanup and shutdown end the process (issue 41), rather than being refused while a run is
-active: anyone on the domain can call a node's ``~/change_state``. A node cleaned up or shut
-down in a process that lives on is a dead end: it cannot be configured again there (its
-endpoints stay registered with the zero-copy manager), while the process keeps beating its
-heartbeat (rl_core.monitoring.heartbeat), so the supervisor never restarts it: a trainer finalized this
-way stopped learning, and the replay buffer's rate limiter then every robot, for good. Refusing
-is not open to us for shutdown: REP-2002's state machine (rcl_lifecycle) finalizes the node
-whether ``on_shutdown`` succeeds or fails. Ending the process with a non-zero code turns both
-transitions into a restart the supervisors already handle: the node's ``close`` writes its
-checkpoint and replay snapshot first, so the respawned process resumes from them, and a process
-started with ``autostart:=false`` comes back unconfigured, the state cleanup promises, ready for
-the orchestrator's next configure. An orchestrator that shuts nodes down to end a run stops the
-launch (or rl-bringup) instead. A run already ending (the trainer finished: exit code 0) keeps
-its code. Deactivate still pauses the node in place (the supervisor does not restart a paused
-node; activate resumes it).
+Cleanup and shutdown end the process, rather than being refused, because anyone on the domain
+can call ``~/change_state`` and a node cannot be configured again in its process (issue 41);
+the table and the reasons: docs/lifecycle.md.
 """
 
 from __future__ import annotations

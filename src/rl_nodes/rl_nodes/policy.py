@@ -1,22 +1,18 @@
 """Policy node: observation batches in, action batches out, following ``/policy_weights``.
 
-Also serves ``~/get_action`` for request/response clients (a real robot, a tool, an evaluation):
-``/robot_k/policy/get_action`` per robot, ``/policy/get_action`` for the central policy.
+Also serves ``~/get_action`` for request/response clients (a real robot, a tool, an evaluation).
 Until the first weights arrive it acts with its own randomly initialised actor (version 0).
-
-``robots: 0`` (the default) serves the node's own namespace, ``observations`` -> ``actions``, one
-forward pass per batch. ``robots: N`` is central batched inference (SEED RL style): one node,
-normally ``/policy``, serves ``/robot_k/observations`` -> ``/robot_k/actions`` for k < N with one
-forward pass over the robots' pending batches (:mod:`rl_core.acting.central_batching`) once every robot
-has one pending or the oldest has waited ``batch_window_ms``. That deadline is one rclpy timer
-that runs only while a batch waits (reset when the first batch of a round arrives, cancelled by
-the forward pass): a free-running timer at the window period would wake the process 500 times a
-second (2 ms) even when every round fills at once.
+``robots: 0`` (the default) serves the node's own namespace, one forward pass per batch.
+``robots: N`` is central batched inference (SEED RL style): one node, normally ``/policy``,
+serves ``/robot_k/observations`` -> ``/robot_k/actions`` for k < N with one forward pass over the
+robots' pending batches (:mod:`rl_core.acting.central_batching`) once every robot has one pending
+or the oldest has waited ``batch_window_ms``. That deadline is a timer that runs only while a
+batch waits, so the process does not wake at the window's period when every round fills at once
+(docs/performance.md, "Pipelining and central inference").
 
 ``onnx_model`` picks what acts (:mod:`rl_core.acting.policy_model`): the torch actor on ``device``,
-following the weights :mod:`rl_core.acting.policy_weights` accepts (starting from ``checkpoint``'s
-actor where one is given), or an exported model with fixed weights that needs neither torch nor
-the simulator code (the robot-side install of requirements-edge.txt, docs/tools.md).
+following the weights :mod:`rl_core.acting.policy_weights` accepts, or an exported model with
+fixed weights that needs neither torch nor the simulator code (docs/tools.md, "On the robot").
 """
 
 from __future__ import annotations

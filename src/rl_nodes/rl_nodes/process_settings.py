@@ -1,20 +1,16 @@
 """Apply the deployment plan's CPU set and thread counts to this process.
 
 The plan (``rl_bringup.plan``) passes them as environment variables (names in
-:mod:`rl_core.learning.cpus`); :func:`apply_process_settings` applies them at process start, before rclpy
-starts threads and before torch sizes its thread pools. Without the variables nothing is pinned
-and torch runs one intra-op thread, as every rl_ros2 process did before CPU sets existed.
+:mod:`rl_core.learning.cpus`); :func:`apply_process_settings` applies them at process start, before
+rclpy starts threads and before torch sizes its thread pools. Without the variables nothing is
+pinned and torch runs one intra-op thread.
 
-Linux facts this relies on (checked on the target machine): ``os.sched_setaffinity(0, ...)``
-changes only the calling *thread* (``/proc/self/task/TID/status`` of the other threads keeps its
-``Cpus_allowed_list``), and a new thread starts with the affinity of the thread that created it.
-So :func:`apply_process_settings` pins every thread that exists, and the trainer's learner
-thread calls :func:`pin_current_thread` with :func:`learner_cpus` as its first action; the OpenMP
-workers it then starts inherit its set.
-
-This module imports no rclpy, and torch only when it applies the thread count. Where torch is
-not installed (the robot-side install of requirements-edge.txt, which acts with an ONNX model)
-there is no torch thread pool to size, and the thread count is left unapplied.
+``os.sched_setaffinity(0, ...)`` changes only the calling *thread*, and a new thread inherits its
+creator's affinity, so :func:`apply_process_settings` pins every thread that exists and the
+trainer's learner thread pins itself first (:func:`pin_current_thread` with :func:`learner_cpus`);
+the OpenMP workers it then starts inherit its set (docs/architecture.md, "Processes, CPUs and
+threads"). This module imports no rclpy, and torch only when it applies the thread count; without
+torch (the robot-side install) the thread count is left unapplied.
 """
 
 from __future__ import annotations

@@ -5,18 +5,9 @@ The buffer is sized from ``env_id``. A rate limiter (Reverb's ``SampleToInsertRa
 :mod:`rl_core.replay.limited`) keeps learning at ``updates_per_transition`` batches per transition:
 ``sample`` grants only the batches the data pays for, and when acting runs more than
 ``error_buffer`` transitions ahead of learning the node raises ``acting_paused`` on
-``/replay_status`` (published at once on every change, and every second), which the simulators
-obey. Inserts are never refused for rate reasons, so no experience is dropped. Malformed batches
-are rejected with a logged reason and counted; what is stored stays.
-
-With ``prioritized`` the answers say so, and the trainer sends the TD errors of the rows it
-learned on through ``update_priorities`` before its next ``sample``; they are checked (equal
-lengths, at most ``MAX_REQUEST_ROWS``, slots in range, values finite and >= 0). A bad update is
-refused with the reason and counted per reason; slots overwritten since they were drawn are
-skipped, and priorities over ``value_bound`` are clipped to it and counted.
-
-``save`` writes at most once per ``save_interval``; ``load`` replaces the contents only before
-the run is active and never moves ``total_inserted`` back (:mod:`rl_core.replay.service`).
+``/replay_status`` (at once on every change, and every second), which the simulators obey.
+Inserts are never refused for rate reasons, so no experience is dropped; malformed batches and
+bad priority updates are rejected with a logged reason and counted (docs/replay.md).
 
 What is stored and answered, the files and the figures are :mod:`rl_core.replay.service`'s; this
 node connects it to the topics, services and timers.

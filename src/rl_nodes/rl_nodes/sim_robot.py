@@ -1,35 +1,17 @@
 """``sim_robot``: a pybullet robot behind the topics that gz_ros2_control with
 joint_state_broadcaster and a forward command controller expose, so the boundary (the simulator
 node with ``robot_interface: ros2_control``) trains it exactly as it would train Gazebo or a real
-robot. The robot is :class:`rl_core.robot.sim_robot.SimRobot` (pybullet physics); this node only
-wires it to ROS.
+robot. The robot is :class:`rl_core.robot.sim_robot.SimRobot`; this node only wires it to ROS.
 
-In the robot's namespace (``/robot_k``; names from :mod:`rl_nodes.graph`):
-
-* publishes ``joint_states`` (sensor_msgs/JointState; stamp = simulated time, empty frame_id,
-  name/position/velocity/effort; reliable, volatile, depth 10) once at start, after every step
-  and after every reset;
-* subscribes ``<controller>/commands`` (std_msgs/Float64MultiArray, one value per commanded
-  joint, in ``command_joints`` order) and ``<controller>/joint_trajectory``
-  (trajectory_msgs/JointTrajectory). Simplification: a trajectory is not followed in time; its
-  first point's values for the command interface (positions, velocities or effort) become the
-  command of the joints it names (others keep theirs), as if it were a forward command. Wrong
-  lengths, unknown joints and NaN are rejected: logged, counted, ignored;
-* publishes ``robot_description`` (std_msgs/String, transient local) with ros2_control tags
-  (rl_core.robot.description; hardware plugin mock_components, the stand-in a URDF needs);
-* publishes ``/clock`` (rosgraph_msgs/Clock, simulated time) with ``publish_clock`` (one robot
-  per ROS graph should, as one Gazebo does);
-* serves ``~/reset`` (rl_interfaces/srv/ResetRobot): places joints (no names: every joint at 0),
-  makes the commands "hold" and publishes a joint state, without stepping;
-* beats its heartbeat file every second (``RL_ROS2_HEARTBEAT_FILE``), so that the supervisor
-  kills and respawns a hung one; in ``free_run`` it holds once no command came within
-  ``command_timeout`` (the boundary's own deadline cannot stop a robot whose boundary died).
-
-Modes: ``lockstep`` (default, fastest training) steps one control period per command received
-(a "hold" command is just a command), then publishes the joint state; ``free_run`` steps on a
-wall-clock timer at ``1 / control_period`` under the latest command, like real hardware, and
-logs the rate it achieves. Simulated time starts at 0 and advances ``control_period`` per step.
-Bad configuration ends the process with exit code 2 and a message naming the parameter.
+In the robot's namespace (names from :mod:`rl_nodes.graph`) it publishes ``joint_states``,
+``robot_description`` (with ros2_control tags, rl_core.robot.description) and, with
+``publish_clock``, ``/clock``; it takes ``<controller>/commands`` and
+``<controller>/joint_trajectory`` (simplified: a trajectory's first point becomes the command;
+bad commands are logged, counted and ignored) and serves ``~/reset``. It beats its heartbeat file
+so that the supervisor kills and respawns a hung one. Modes: ``lockstep`` (default) steps one
+control period per command received; ``free_run`` steps on a wall-clock timer like real
+hardware, and holds once no command came within ``command_timeout``. Bad configuration ends the
+process with exit code 2. Topics, QoS and modes: docs/robots.md, "sim_robot".
 """
 
 from __future__ import annotations

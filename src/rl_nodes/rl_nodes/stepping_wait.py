@@ -1,20 +1,16 @@
 """A wait on the stepping topics alone, for the idle dispatch thread of a decoupled node.
 
-A decoupled robot's simulator and policy pass every step to each other over DDS
-(``observations``, then ``actions``), and each of them waits for the other's message with its
-dispatch thread idle. Waiting in the rclpy executor costs a wait set of every endpoint, timer
-and service of the process (a node has twenty-odd: parameter, lifecycle and its own services,
-timers, status topics), built before the wait and checked entity by entity after it, and a task
-per message: about 110 µs per message here, against about 10 µs for a wait set of one
-subscription (docs/performance.md#why-decoupled-is-slower). So while a step's reply is due
-from another process, the dispatch thread waits on the stepping subscriptions and a wake-up
-guard only between two turns of the whole executor, which come whenever a timer is due and at
-least every 20 ms (``rl_core.wire.dispatch.StepReplies`` keeps that schedule and the reply's state;
-rl_nodes.dispatch_executor waits). A simulator whose acting is paused by the replay buffer's rate
-limiter, and every process whose robot steps in-process (colocated, hybrid), have no reply due
-and wait in the whole executor as before.
-The stepping topics are those of rl_nodes.graph with ``stepping``: observations, actions and a
-ros2_control robot's joint states.
+A decoupled robot's simulator and policy pass every step to each other over DDS, and each waits
+for the other's message with its dispatch thread idle. A turn of the rclpy executor costs a wait
+set of every endpoint, timer and service of the process, far more than a wait set of one
+subscription. So while a step's reply is due from another process, the dispatch thread waits on
+the stepping subscriptions and a wake-up guard only, between two turns of the whole executor,
+which still come whenever a timer is due and at least every
+``rl_core.wire.dispatch.STEPPING_TURN_S`` (``StepReplies`` there keeps that schedule and the
+reply's state; rl_nodes.dispatch_executor waits). Processes with no reply due (a paused
+simulator, a robot that steps in-process) wait in the whole executor as before. The stepping
+topics are those of rl_nodes.graph with ``stepping``. The costs: docs/architecture.md,
+"Zero-copy inside one process".
 """
 
 from __future__ import annotations

@@ -5,22 +5,14 @@ Usage::
     rl-bringup advise [config:=cartpole] [samples:=2000] [robots:=1] [elastic:=false] [dds:=true]
                       [compare:=FILE]
 
-It measures, on this machine, for the scenario's ``env_id``, ``num_envs`` and ``hidden_sizes``:
-
-* the environment step time per env (a :class:`~rl_core.envs.VectorEnv` of ``num_envs`` stepped
-  with uniform random actions, autoresets included, as the simulator node steps it);
-* the policy inference time per batch of ``num_envs`` observations (the actor the policy node
-  runs, on the CPU with torch's default thread count);
-* unless ``dds:=false``, the round trip of a small message over DDS inside one process (rclpy
-  ping-pong on loopback, ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``): the price a decoupled
-  deployment pays per exchanged message.
-
-and applies the selection rule of the mode table in docs/architecture.md (:func:`recommend`).
-
-Where a measured comparison of the modes exists for the scenario (``rl-bringup compare``'s
-``compare.json``: by default ``config/compare_<config>.json``, shipped for cart-pole, or
-``compare:=FILE``), the recommendation comes from it instead (:func:`recommend_from_comparison`):
-the mode that finished the budget soonest while learning as well as the bare loop.
+It measures, on this machine and for the scenario's ``env_id``, ``num_envs`` and
+``hidden_sizes``, the environment step time per env, the policy inference time per batch and
+(unless ``dds:=false``) the round trip of a small message over DDS, and applies the selection
+rule of the mode table in docs/architecture.md (:func:`recommend`). Where a measured comparison
+of the modes exists for the scenario (``rl-bringup compare``'s ``compare.json``: by default
+``config/compare_<config>.json``, or ``compare:=FILE``), the recommendation comes from it instead
+(:func:`recommend_from_comparison`): the mode that finished the budget soonest while learning as
+well as the bare loop. How each figure is measured: docs/tools.md, "advise".
 """
 
 from __future__ import annotations

@@ -6,37 +6,13 @@ Usage::
                        [total_env_steps:=N] [repeats:=1] [output:=DIR] [json:=FILE]
                        [timeout:=SECONDS] [domain_id:=N]
 
-Each run is a fresh process tree started the way users start it:
-
-* ``bare``: ``python -m rl_core.learning.training --config FILE --output DIR --total-env-steps N``;
-* ``colocated`` (one robot), ``decoupled`` and ``hybrid`` (``robots:=`` robots):
-  ``python -m rl_bringup.cli launch MODE robots:=R output_dir:=DIR total_env_steps:=N
-  domain_id:=D`` with ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`` and a domain id of the run's own.
-
-The runs go in rounds (each round runs every mode once), so a slow drift of a shared machine hits
-all modes alike; a mode's row holds the median of its rounds. Every run writes ``result.json`` into
-``OUTPUT/<mode>-r<round>/`` next to ``output.log`` (the run's stdout and stderr). The table has one
-row per mode (see :data:`COLUMNS`): the wall time for the budget and when the task was first
-solved, the evaluation return, sample efficiency (evaluation return relative to the bare loop's),
-achieved updates per transition, env steps/s, CPU utilisation of the whole process tree, the
-learner's utilisation (its share of the wall time spent in gradient steps, ``result.json``'s
-``learner_utilisation``: the rest it waited for batches, evaluated or kept books), and the wall
-time relative to the bare loop's. Below the table, where each mode's learner spent its wall time
-(median shares of ``result.json``'s ``learner_time_shares``: gradient steps, getting batches,
-evaluation, weights and checkpoints, and other: in one process, acting and storing).
-
-CPU time is measured here rather than read from the run: ``resource.getrusage(RUSAGE_CHILDREN)``
-before and after each run. The supervisor waits for its children and this process waits for the
-supervisor, so the delta is the CPU time of the run's whole process tree (processes that are
-killed rather than reaped by their parent are missing from it). CPU utilisation is that CPU time
-over the run's process wall time (start to exit, evaluation included) over the cores available.
-
-This module starts subprocesses only; it imports no rclpy. A run is stopped (on timeout or
-Ctrl-C) by :func:`rl_bringup.supervisor.stop_process`: SIGINT to the process group we started (the
-supervisor forwards it to its children), a grace period, then SIGKILL to it and the descendants it
-leaves, by PID.
-
-Exit codes: 0 every run completed; 1 some run failed (its row says why); 2 bad input.
+Each run is a fresh process tree started the way users start it (the bare loop, or
+``rl_bringup.cli launch MODE`` on a domain of its own), in rounds that run every mode once, so a
+slow drift of a shared machine hits all modes alike; a mode's row holds the median of its rounds
+(see :data:`COLUMNS`). CPU time is measured here, with ``resource.getrusage(RUSAGE_CHILDREN)``
+around each run. It starts subprocesses only and imports no rclpy; a run is stopped by
+:func:`rl_bringup.supervisor.stop_process`. How the runs are started and what each column means:
+docs/tools.md, "advise". Exit codes: 0 every run completed; 1 some run failed; 2 bad input.
 """
 
 from __future__ import annotations

@@ -5,46 +5,13 @@ Usage::
     rl-bringup compose MODE robots:=N output:=FILE [config:=NAME] [image:=IMAGE] [max_robots:=K]
 
 The services come from :func:`rl_bringup.tools.containers.container_layout`, the same plan the
-launch files and ``rl-bringup launch`` run: one service per learner process (hybrid:
-``learner``; decoupled: ``trainer`` and ``replay_buffer``; colocated: ``container``, which also
-hosts the robots) and **one scalable service per robot process** (hybrid: ``robot``;
-decoupled: ``simulator`` and ``policy``), started ``robots`` times (``scale``) and scaled with
-``docker compose up --scale robot=N``.
-
-Compose gives a replica nothing it could read its index from, so each robot replica claims one
-(:mod:`rl_bringup.replica`, ``--claim-dir``): it locks the lowest free ``robot_k.lock`` in a
-volume shared by the service's replicas, holds it while it runs, and becomes ``/robot_k``.
-Decoupled mode scales ``simulator`` and ``policy`` alike (``--scale simulator=N --scale
-policy=N``); each service claims in its own folder, so the k-th simulator pairs with the k-th
-policy.
-
-Everything runs on the internal bridge network ``rl_net`` (no route out) with
-``ROS_AUTOMATIC_DISCOVERY_RANGE=SUBNET`` from the plan's ``discovery:=subnet``. The scenario
-file is the image's installed copy, chosen at run time by ``RL_CONFIG`` (default: the
-``config:=`` given here); each learner process's parameter overrides (``output_dir``,
-``deployment_robots``) travel in the file as a compose ``configs`` entry with inline content
-(docker compose >= 2.23.1). The learner's private key is the secret ``weights_key`` from
-``weights.key`` beside the compose file, which this command writes (mode 0600) unless it exists,
-given only to the services that sign (trainer, replay buffer); the robot services get its
-public half alone, the secret ``weights_public_key`` from ``weights.pub``. Every service gets
-the same ``RL_ROS2_RUN_ID``, the run identity the weights and status signatures bind
-(rl_bringup.run_key), from the variable of that name at ``up`` time: the printed ``run:`` line
-sets it from a token kept in ``run.id`` beside the compose file (written here, kept when it
-exists); unset, the services sign and check for the unnamed run. Where a robot's
-simulator and policy are services of their own (decoupled), both get the run's action key as
-the secret ``action_key`` from ``action.key`` (written the same way), read through
-``RL_ROS2_ACTION_KEY_FILE``; no other service gets it (see
-:mod:`rl_bringup.tools.containers` for why a hybrid robot needs none, and why replicas get the
-run key rather than their robot's own).
-
-Every service runs as the Kubernetes pods do (:mod:`rl_bringup.tools.k8s_objects`): as the
-image's unprivileged user, with a read-only root filesystem (a tmpfs at ``/tmp`` holds ROS's
-logs, ``HOME`` and matplotlib's cache; the volumes hold what a node keeps), no capabilities and
-no privilege escalation (``no-new-privileges``, so no setuid binary in the image raises a
-process). Compose has no seccomp profile setting of its own: Docker's default profile applies,
-as ``RuntimeDefault`` does in the pods.
-``docker/compose.yaml`` is this command's output for ``hybrid robots:=2``; a unit test checks
-that it equals a fresh one.
+launch files and ``rl-bringup launch`` run: one service per learner process and one scalable
+service per robot process (``docker compose up --scale robot=N``), each robot replica claiming
+its index (:mod:`rl_bringup.replica`, ``--claim-dir``). The keys, the run identity and (in
+decoupled mode) the run's action key reach the services as secrets and variables, and every
+service runs unprivileged with a read-only root, as the Kubernetes pods do
+(:mod:`rl_bringup.tools.k8s_objects`); see docs/kubernetes.md and docs/reliability.md.
+``docker/compose.yaml`` is this command's output for ``hybrid robots:=2``; a unit test checks it.
 """
 
 from __future__ import annotations

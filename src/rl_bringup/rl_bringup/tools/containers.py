@@ -1,41 +1,18 @@
 """A deployment plan as container images run it: the part shared by ``rl-bringup k8s`` and
 ``rl-bringup compose``.
 
-Both generators start from :func:`rl_bringup.plan.make_plan` and split its processes into
+Both generators start from :func:`rl_bringup.plan.make_plan` and split its processes into the
+**learner** (every process hosting the replay buffer or the trainer; the trainer's is the *main*
+one, whose exit 0 ends the run) and the **robot template**: robot 0's processes with
+``/robot_0`` replaced by :data:`rl_bringup.replica.PLACEHOLDER`, which each replica fills in with
+its own ``/robot_k``; the orchestrator's replica count says how many robots run. The learner's
+``deployment_robots`` is ``max_robots``, so scaling up to it needs no change to the learner.
+Executables run directly, not through ``ros2 run``, so the orchestrator's SIGTERM reaches them;
+CPU pinning is left out (``cpus:=none``), as host CPU numbers mean nothing in a container.
 
-* the **learner**: every process that hosts the replay buffer or the trainer (hybrid: the
-  ``learner`` container; decoupled: ``replay_buffer`` and ``trainer``; colocated: the one
-  ``container`` with every node). The process hosting the trainer is the *main* one: its exit 0
-  ends the run;
-* the **robot template**: the processes of robot 0 (hybrid: ``robot_0``; decoupled: its
-  ``simulator`` and ``policy``) with their namespace ``/robot_0`` replaced by
-  :data:`rl_bringup.replica.PLACEHOLDER`. Every replica of the robot service runs this template
-  through ``python3 -m rl_bringup.replica``, which puts the replica's own ``/robot_k`` in. The
-  plan's processes of robots 1..N-1 are the same template with another namespace and are left
-  out: the orchestrator's replica count says how many robots run.
-
-The learner's ``deployment_robots`` (robot ids at or above it are refused) is set to
-``max_robots`` instead of the plan's robot count, so that scaling the robots up to
-``max_robots`` needs no change to the learner (and no restart of it).
-
-The command lines are the plan's (:meth:`rl_bringup.plan.ProcessSpec.argv`) with the
-executables' paths in the image's colcon install, the parameter file and the overrides file at
-the paths the generator mounts them. The executable runs directly, not through ``ros2 run``: it
-is then the process the orchestrator's SIGTERM reaches (rclpy shuts the nodes down on it), where
-``ros2 run`` would stand in between and, as a container's process 1 without a SIGTERM handler,
-ignore it until the kill after the grace period. CPU pinning is left out (``cpus:=none``): host
-CPU numbers mean nothing inside a container, where the orchestrator's CPU limits apply.
-
-Action keys (rl_core.security.action_auth): a container whose simulator's policy runs in another
-container (decoupled: ``simulator`` and ``policy``) gets the deployment's run action key
-(:func:`needs_action_key`), from ``action.key`` beside the weights key. A container that hosts a
-robot's simulator and its policy together (hybrid ``robot``, colocated ``container``) gets none:
-its policy authenticates with a key of its own process, which no other container can have, so a
-robot container that is taken over cannot drive another robot. The learner never gets one.
-Unlike ``rl-bringup launch``, which gives a process serving one robot that robot's key alone
-(rl_bringup.run_key), a replica learns its robot index only when it starts, and every replica of
-a service mounts the same files: so the decoupled robot containers hold the run key, from which
-every robot's key derives.
+Only decoupled robot containers get an action key (:func:`needs_action_key`), and it is the run's
+key, not their robot's, since a replica learns its index only when it starts; containers hosting
+a robot's simulator and policy together need none. Why: docs/kubernetes.md, "The action key".
 """
 
 from __future__ import annotations

@@ -8,17 +8,11 @@ Usage::
                                                           # names the task and must match it
     ... [env_id:=ID | config:=NAME]                       # the task, when the policy lacks it
 
-The episodes are those of :func:`rl_core.learning.evaluation.evaluate` (mean action, seeds
-``seed + 10000 + i``), so the figures match a training run's final evaluation. ``gif:=`` renders
-the first episode with ``env.render()`` and writes it with pillow at the simulated control rate.
-
-``checkpoint:=`` takes a checkpoint folder, a run's ``<output_dir>/best`` or ``<output_dir>/final``,
-or a run's output directory alone, which stands for its best checkpoint (its final one when the
-run kept no best; :mod:`rl_core.runs.run_checkpoints`).
-
-Exit codes: 0 done; 2 bad input (unknown keys, no checkpoint or model at the path, a task that
-does not fit the policy); 1 a checkpoint or model that exists but cannot be loaded, or a GIF that
-cannot be written.
+The episodes are those of :func:`rl_core.learning.evaluation.evaluate`, so the figures match a
+training run's final evaluation; ``gif:=`` renders the first one. ``checkpoint:=`` also takes a
+run's output directory, which stands for its best checkpoint (:mod:`rl_core.runs.run_checkpoints`).
+Exit codes: 0 done; 2 bad input; 1 a checkpoint or model that cannot be loaded, or a GIF that
+cannot be written (docs/tools.md, "eval").
 """
 
 from __future__ import annotations

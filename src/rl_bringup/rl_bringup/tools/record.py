@@ -7,21 +7,11 @@ Usage::
 
 What ``ros2 bag record -s mcap`` does, for installs without rosbag2 (it is not on PyPI): every
 chosen topic is subscribed with ``raw=True``, so messages are stored as the CDR bytes that came
-off the wire, never decoded and re-encoded. The file follows the MCAP ``ros2`` profile as
-rosbag2 writes it: one ``ros2msg`` schema per message type holding the complete message
-definition (the type's ``.msg`` text, then each nested type's after an 80-``=`` line and a
-``MSG: pkg/msg/Type`` line), one ``cdr`` channel per topic with the publishers' offered QoS in
-its ``offered_qos_profiles`` metadata, log time = reception time and publish time = the
-publisher's source timestamp. ``ros2 bag info/play``, Foxglove and ``mcap_ros2.reader`` read it.
-
-Subscriptions adapt to the publishers' QoS like rosbag2: reliable when every publisher is,
-transient local when every publisher is (so latched topics such as ``/policy_weights`` are
-recorded from the start). ``topics:=all`` (the default) also picks up topics that appear later.
-Recording stops after ``duration`` seconds or on Ctrl-C; the file is finalised either way.
-
-Note for the colocated mode: the recorder is a subscriber outside the process, so the container
-starts converting and publishing the recorded topics over DDS (that is what makes them
-recordable) and runs a little slower while it records.
+off the wire, and the file follows the MCAP ``ros2`` profile as rosbag2 writes it, so
+``ros2 bag info/play``, Foxglove and ``mcap_ros2.reader`` read it. Subscriptions adapt to the
+publishers' QoS like rosbag2's. In the colocated mode the recorder is a subscriber outside the
+process, so the container publishes the recorded topics over DDS and runs a little slower while
+it records. The file's layout and the QoS rule: docs/tools.md, "record".
 """
 
 from __future__ import annotations

@@ -5,21 +5,13 @@ Usage::
     rl-bringup status [domain_id:=N] [once:=true] [period:=1.0] [wait:=S]
                       [discovery:=localhost|subnet|server:HOST:PORT]
 
-Shows the nodes, per robot whether its simulator and policy run, its steps per second (from the
-``total_env_steps`` deltas of ``/episodes``), environment steps, episodes, last return and the
-policy version it acts with; the replay buffer's fill and insert/sample rates
-(``/replay_status``); the trainer's weights version (``/policy_weights``, transient local, so
-known at once); and, generically, the latest value of every scalar topic (``std_msgs/Float64``
-and friends, e.g. trainer metrics) and non-OK ``/diagnostics`` entries, when the graph has them.
-``-`` marks what is not known (yet).
-
-The table is redrawn in place every ``period`` seconds on a terminal (printed one after the
-other when the output is not a terminal). ``once:=true`` listens for ``wait`` seconds (default
-3; earlier when everything is known) and prints one table.
-
-Only low-rate topics are subscribed: in the colocated mode an outside subscriber makes the
-container publish a topic over DDS, and ``/episodes`` costs far less than the per-step
-observations would.
+Shows per robot whether its simulator and policy run, its steps per second and episodes (from
+``/episodes``), the replay buffer's fill and rates (``/replay_status``), the trainer's weights
+version (``/policy_weights``), the latest value of every scalar topic and non-OK
+``/diagnostics`` entries; ``-`` marks what is not known (yet). Columns and sources:
+docs/tools.md, "status". Only low-rate topics are subscribed: in the colocated mode an outside
+subscriber makes the container publish a topic over DDS, and ``/episodes`` costs far less than
+the per-step observations would.
 """
 
 from __future__ import annotations

@@ -1,36 +1,17 @@
-"""Gymnasium environments whose ``step`` drives remote simulators, in plain Python: the step
-protocol with each simulator, the same-step autoreset bookkeeping, and one environment out of a
-vector of one.
+"""Gymnasium environments whose ``step`` drives remote simulators, in plain Python.
 
-rl_nodes.gym_bridge supplies the link (a :class:`SimulatorLink`: ROS topics, waiting with
-deadlines); everything here runs without ROS and is tested with a fake link. The environments
-themselves are gymnasium's classes; no library maps a gym API onto a remote simulator's
-messages, hence this module.
+The step protocol with each simulator, the same-step autoreset bookkeeping, and one environment
+out of a vector of one. rl_nodes.gym_bridge supplies the link (a :class:`SimulatorLink`: ROS
+topics, waiting with deadlines); everything here runs without ROS and is tested with a fake
+link. The environments themselves are gymnasium's classes; no library maps a gym API onto a
+remote simulator's messages, hence this module.
 
-How a simulator's protocol maps onto gymnasium:
-
-* **The step protocol.** ``step`` sends each robot the actions answering its pending observation
-  batch, then waits for the next batch and for the experience rows those actions produced
-  (matched by the simulator's message counter, which equals the step of a simulator with one
-  lane). A batch republished by the simulator's watchdog (our answer was lost) is answered again
-  with the same actions, at most every ``REPUBLISH_AFTER_S``. Each answer's MAC binds the
-  digest of the batch it answers (:attr:`RemoteRobot.sent_digest`, rl_core.security.action_auth): the
-  simulator steps only with an answer to observations it published.
-* **Autoreset.** A simulator resets a finished environment inside the same step, so the vector
-  env uses ``AutoresetMode.SAME_STEP``: ``step`` returns the reset observation and puts the final
-  one in ``info["final_obs"]`` (masked by ``info["_final_obs"]``), as gymnasium's own vector
-  environments do in that mode. :class:`SingleRemoteEnv` returns the final observation from
-  ``step`` and the reset one from the following ``reset()``.
-* **reset().** A remote robot cannot be put back on request: ``reset()`` returns the simulators'
-  pending observations (the start of a new episode right after an episode ended) and
-  resynchronises with their step counters. Called in the middle of an episode, it continues that
-  episode, with a warning. ``seed`` seeds only the action spaces; the environments are seeded by
-  the simulator's ``seed`` parameter.
-* **What the simulator must be.** Non-pipelined and with no random first steps: a simulator
-  that replaces actions by random ones would feed the learner transitions it did not choose, so
-  experience whose actions are not the ones sent is refused (as when another node, a policy,
-  answers the same robot), and so is a step counter that went back (a restarted simulator: call
-  ``reset()``) or skipped ahead (:class:`SimulatorProtocolError`).
+``step`` answers each robot's pending observation batch and waits for the next batch and the
+experience rows those actions produced; each answer's MAC binds the digest of the batch it
+answers (:attr:`RemoteRobot.sent_digest`, rl_core.security.action_auth). Autoreset is
+``AutoresetMode.SAME_STEP``; ``reset()`` cannot put a remote robot back, it resynchronises. The
+simulator must be non-pipelined with no random first steps, else :class:`SimulatorProtocolError`.
+How the protocol maps onto gymnasium: docs/architecture.md, "The stepping loop".
 """
 
 from __future__ import annotations

@@ -1,33 +1,17 @@
 """Interventions: an operator takes over a robot, in plain Python.
 
-Two inputs drive a robot instead of its policy (HIL-SERL's interventions):
-
-* a gamepad or spacemouse, ``sensor_msgs/Joy``, through a :class:`JoyMapping` read from a YAML
-  file: which axis drives each action dimension, with what scale, and a *deadman* button that
-  must be held for the operator's command to count (let go, and the policy drives again);
-* a plain command topic carrying actions in the task's units ([-1, 1] per dimension), for
-  programs (a scripted expert, a test) and for teleop nodes of their own.
+Two inputs drive a robot instead of its policy (HIL-SERL's interventions): a gamepad or
+spacemouse (``sensor_msgs/Joy``) through a :class:`JoyMapping` read from a YAML file, with a
+*deadman* button that must be held for the operator's command to count; and a plain command
+topic carrying actions in the task's units, for programs and teleop nodes of their own.
 
 :class:`Intervention` keeps the newest input of either kind and answers, at every step, whether
-an operator drives and with what action. An input counts for ``timeout_s`` after it arrived: a
-gamepad that stops publishing (unplugged, its node killed) hands the robot back to the policy
-instead of holding its last command. It also counts the steps an operator drove, for the
-intervention rate that diagnostics, TensorBoard and ``result.json`` report.
-
-:class:`ScriptedIntervention` is the stand-in operator of tests and benchmarks: the task's
-scripted expert (:mod:`rl_core.acting.experts`) takes over a share of the episodes that start early
-in a run, as a person watching the first attempts would.
-
-A mapping file::
-
-    # axes[i]: the Joy axis that drives action dimension i (-1: none, the action stays 0)
-    axes: [1, 0, 4, 3, -1, -1, -1]
-    # scale[i]: multiplies the axis (a sign flips it); default 1 for every dimension
-    scale: [1.0, -1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
-    # the button that must be held while the operator drives
-    deadman_button: 4
-    # axis values within +-deadzone read as 0 (a stick at rest is rarely exactly 0)
-    deadzone: 0.05
+an operator drives and with what action. An input counts for ``timeout_s`` after it arrived, so
+a gamepad that stops publishing hands the robot back to the policy instead of holding its last
+command. It also counts the steps an operator drove. :class:`ScriptedIntervention` is the
+stand-in operator of tests and benchmarks: the task's scripted expert
+(:mod:`rl_core.acting.experts`) takes over a share of the early episodes. The mapping file's
+format: docs/human_in_the_loop.md, "3. Take over when it goes wrong".
 """
 
 from __future__ import annotations

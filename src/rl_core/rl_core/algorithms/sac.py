@@ -3,25 +3,16 @@
 Haarnoja et al. 2018, "Soft Actor-Critic Algorithms and Applications". The algorithm is split
 SB3-style: construction builds the model, :meth:`SAC.update` does one gradient step on a batch and
 returns scalar metrics; the collection loop (bare loop or ROS trainer node) lives elsewhere.
+Everything lives on one torch device (:mod:`rl_core.learning.device`), and each batch crosses to
+it once per update, so a GPU learner synchronises with the host a fixed, small number of times.
 
-Networks, temperature and optimiser state live on one torch device (``device``; see
-:mod:`rl_core.learning.device`). Each batch crosses to it once per update, as six tensors built straight
-from its numpy arrays; what comes back (TD errors, metrics) comes in one transfer each, so a GPU
-learner synchronises with the host a fixed, small number of times per gradient step.
-
-Image observations (stacked frames, :func:`rl_core.algorithms.encoders.is_image_shape`) select the pixel
-recipe of DrQ (Kostrikov, Yarats & Fergus 2021) automatically: a convolutional encoder shared by
-actor and critics, trained by the critic loss only (the actor loss sees detached features), a
-target encoder inside the target critics, and random-shift augmentation of every batch. Frames
-cross to the device as uint8 (a quarter of the bytes) and are scaled there.
-
-With demonstrations (a batch's rows whose ``indices`` are :data:`rl_core.wire.transport.DEMO_SLOT`),
-``demo_bc_weight`` > 0 adds behaviour cloning with a Q filter to the actor's loss (Nair et al.
-2018, "Overcoming Exploration in Reinforcement Learning with Demonstrations"): on each
-demonstration row whose action the critics value above the policy's, the squared distance of
-the policy's deterministic action to the demonstrated one, scaled by the batch's mean ``|Q|``
-so that the weight does not depend on the task's reward scale (as in TD3+BC, Fujimoto & Gu
-2021).
+Image observations (:func:`rl_core.algorithms.encoders.is_image_shape`) select DrQ's pixel recipe
+(Kostrikov, Yarats & Fergus 2021): a convolutional encoder shared by actor and critics, trained
+by the critic loss only, a target encoder, and random-shift augmentation; frames cross to the
+device as uint8. With demonstrations (rows whose ``indices`` are
+:data:`rl_core.wire.transport.DEMO_SLOT`), ``demo_bc_weight`` > 0 adds behaviour cloning with a Q
+filter to the actor's loss (Nair et al. 2018), scaled by the batch's mean ``|Q|`` as in TD3+BC.
+How the update is built: docs/architecture.md, "Learning".
 """
 
 from __future__ import annotations

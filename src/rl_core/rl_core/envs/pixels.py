@@ -5,14 +5,12 @@ of pybullet's CPU TinyRenderer (the environment's own DIRECT client, so it runs 
 parallel), ``uint8`` of shape ``(frame_stack, height, width, 3)``.
 
 The agent acts every ``action_repeat`` control periods, as in the published pixel benchmarks
-(PlaNet, DrQ: action repeat 8 on the DeepMind Control cart-pole's 0.01 s step): frames one
-control period apart barely differ at this resolution, so velocities could not be seen. Rewards
-are summed over the repeats and the registered time limits count agent steps
-(``state limit / action_repeat``), so dynamics, rewards, terminations and the largest return are
-those of the state task and returns compare directly.
+(PlaNet, DrQ): frames one control period apart barely differ at this resolution, so velocities
+could not be seen. Rewards are summed over the repeats and the registered time limits count
+agent steps (``state limit / action_repeat``), so dynamics, rewards, terminations and the
+largest return are those of the state task and returns compare directly.
 
-Gymnasium's own wrappers do the rest (``AddRenderObservation`` puts ``render()`` in the
-observation, ``FrameStackObservation`` stacks it, padding a new episode with its first frame);
+Gymnasium's own wrappers do the rest (``AddRenderObservation``, ``FrameStackObservation``);
 gymnasium has no general action-repeat wrapper, hence :class:`ActionRepeat`.
 """
 

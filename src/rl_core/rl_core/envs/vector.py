@@ -5,17 +5,13 @@ The environments run in :class:`gymnasium.vector.SyncVectorEnv` with
 same ``step`` call, its final observation and info kept in ``info["final_obs"]`` and
 ``info["final_info"]``. Each environment is wrapped in
 :class:`gymnasium.wrappers.RecordEpisodeStatistics`, which puts the finished episode's
-return and length into that final info. (Gymnasium's vector ``RecordEpisodeStatistics``
-reports the same, but its small-array numpy calls cost ~40k instructions per vector step,
-where the per-env wrapper costs ~3k per env, on a width-1 cart-pole step of ~230k; the
-shipped scenarios run 1 and 4 envs.)
+return and length into that final info; the per-env wrapper costs far less than gymnasium's
+vector one (docs/performance.md, "The vector env").
 
-:class:`VectorEnv` only turns that result into a :class:`VectorStep`: the true
-successor observations (final observations where an episode ended) for the replay
-buffer, the observations to act on next for the policy, and one
-:class:`EpisodeRecord` per finished episode. It also checks the shape of an action
-batch before any environment steps, so that a batch for another vector width cannot
-leave the vector half-stepped.
+:class:`VectorEnv` only turns that result into a :class:`VectorStep`: the true successor
+observations for the replay buffer, the observations to act on next, and one
+:class:`EpisodeRecord` per finished episode. It checks the shape of an action batch before any
+environment steps, so that a batch for another vector width cannot leave the vector half-stepped.
 """
 
 from __future__ import annotations

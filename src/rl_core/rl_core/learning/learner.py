@@ -4,16 +4,13 @@ The replay buffer's rate limiter decides how many gradient steps the data pays f
 mode; what it granted reaches the learner as a :class:`Grant`. There is one update loop (Acme's
 ``Learner.step()`` over a dataset): :meth:`Learner.learn` runs a gradient step on every batch of
 one grant and :meth:`Learner.run` pulls grants from a *source* until the replay buffer says the
-run is done (its budget is in and every update it pays for was granted). The sources are a
-local :class:`rl_core.replay.RateLimitedReplay` (the bare loop, pulled after every vector
-step), the replay node sampled in the same process or prefetched over DDS
-(the trainer's learner thread), and the interleaved trigger of a colocated run (one grant after
-each insert).
+run is done. The sources are a local :class:`rl_core.replay.RateLimitedReplay` (the bare loop),
+the replay node sampled in the same process or prefetched over DDS (the trainer's learner
+thread), and the interleaved trigger of a colocated run (one grant after each insert).
 
-Around the loop: the bookkeeping of finished episodes (progress, training curve, when the task
-was first solved), the TD errors a prioritized buffer gets back (:attr:`Learner.priorities`),
-periodic evaluations with the best checkpoint
-(:class:`rl_core.learning.periodic_evaluation.PeriodicEvaluator`) and one end of run
+Around the loop: finished episodes (progress, training curve, first solved), the TD errors a
+prioritized buffer gets back (:attr:`Learner.priorities`), periodic evaluations with the best
+checkpoint (:class:`rl_core.learning.periodic_evaluation.PeriodicEvaluator`) and one end of run
 (:meth:`Learner.finish`: evaluate, checkpoint, curve, ``result.json``).
 """
 

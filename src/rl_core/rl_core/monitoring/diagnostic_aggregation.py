@@ -4,37 +4,15 @@
 Why our own: ``diagnostic_aggregator`` (the ``aggregator_node``) is C++ on rclcpp and pluginlib
 and has no pip wheel, so the pip install cannot run it. The docker image (apt ROS) runs the real
 one; both read the same analyzer file (``config/robots/diagnostic_analyzers.yaml``), so there is
-one source. This module follows the upstream analyzers' documented behaviour:
-
-- the file's ``analyzers: ros__parameters:`` block holds ``path`` (the root, ``/<path>``),
-  ``pub_rate``, ``other_as_errors`` and one mapping per analyzer;
-- ``diagnostic_aggregator/GenericAnalyzer`` takes the statuses whose name ``startswith``,
-  ``contains``, equals (``expected``) or fully matches (``regex``) one of its lists,
-  and shows each as ``<parent path>/<path>/<status name with '/' as ' '>``, minus any
-  ``remove_prefix`` / ``find_and_remove_prefix`` (the latter is also a ``startswith``) and
-  leading blanks; a status not heard for ``timeout`` seconds (default 5, none when <= 0) shows
-  as STALE, and is dropped with ``discard_stale``; ``expected`` names show as STALE "Missing"
-  until heard; ``num_items`` N > 0 makes the header ERROR unless exactly N statuses are there,
-  ``num_items: 0`` lets an empty analyzer be OK instead of STALE;
-- ``diagnostic_aggregator/AnalyzerGroup`` nests analyzers under ``<parent path>/<path>``;
-  ``DiscardAnalyzer`` matches and hides statuses, ``IgnoreAnalyzer`` matches nothing;
-- every analyzer that matches a status gets it; a status no analyzer matched goes to
-  ``/<path>/Other`` (timeout 5 s, stale ones dropped; ERROR headers with ``other_as_errors``);
-- a header's level is its worst child's, except that STALE children beside live ones make it
-  ERROR (all children STALE, or none: STALE); its message is the level's word ("OK",
-  "Warning", "Error", "Stale") and its values name each child with the child's message;
-- the toplevel state is the worst level of the tree (ERROR when the tree is empty, or when
-  STALE statuses sit beside live ones).
-
-Times are the caller's seconds (a monotonic clock: staleness must not jump with wall-clock
-changes); every call passes ``now``.
+one source. This module follows the upstream analyzers' documented behaviour
+(``GenericAnalyzer``, ``AnalyzerGroup``, ``DiscardAnalyzer``, ``IgnoreAnalyzer``, the ``Other``
+branch, header levels); the rules it implements: docs/graph.md, "Nodes". Times are the caller's
+seconds of a monotonic clock, so staleness does not jump with wall-clock changes.
 
 Bounded, unlike upstream, since anyone on the domain can publish ``/diagnostics`` (issue 41):
-an analyzer holds at most :data:`MAX_ITEMS` statuses (the tree at most that many per analyzer
-of the file); a new name beyond it evicts the status heard least recently that is not an
-``expected`` one, and a status carries at most :data:`MAX_VALUES` values and
-:data:`MAX_TEXT_CHARS` characters per text. :attr:`Aggregator.dropped` and
-:attr:`Aggregator.clipped` count what was evicted or cut.
+an analyzer holds at most :data:`MAX_ITEMS` statuses, evicting the one heard least recently that
+is not ``expected``, and a status carries at most :data:`MAX_VALUES` values and
+:data:`MAX_TEXT_CHARS` characters per text (:attr:`Aggregator.dropped`, :attr:`Aggregator.clipped`).
 """
 
 from __future__ import annotations

@@ -2,33 +2,17 @@
 stream once; gaps inside a stream are counted as lost messages.
 
 A stream is one run of a robot's simulator (a respawn starts another). Streams are tracked apart,
-so nothing one stream carries changes what another may store: a forged batch with a huge stream
-number is one batch of its own stream (issue 19). The order of streams does not matter either,
-so a simulator respawned on a host whose clock is behind is stored like any other.
+so nothing one stream carries changes what another may store (issue 19), and their order does
+not matter, so a simulator respawned on a host whose clock is behind is stored like any other.
 
-Inside a stream no single message can lock the robot out either (issue 41, item 4). A replayed
-batch with ``sequence = 2**64 - 1`` used to become the stream's last sequence, and every later
-genuine batch was refused as old. Now:
-
-- a batch is a duplicate only when its own sequence number was stored: each stream remembers the
-  *runs* of sequences it stored (``[first, last]``, at most :data:`RUNS_PER_STREAM`; the shortest
-  is forgotten first, so a run of thousands of genuine batches outlives any number of forged
-  points). A genuine batch below a forged sequence is stored: it is not in any run;
-- a sequence more than :data:`MAX_SEQUENCE_JUMP` past the highest one stored is refused and
-  counted (``experience (sequence jump)``), not adopted. Only :data:`JUMP_CONFIRMATIONS`
-  consecutive sequences past it are taken as the robot's own after a long outage (the buffer
-  down while real robots kept acting); even an adopted jump refuses nothing below it;
-- a flood of new streams cannot push out real robots' state: a stream enters the pool of
-  :meth:`ExperienceAdmission.max_streams` *proven* streams once it stored
-  :data:`PROVEN_BATCHES` batches; until then it lives in a pool of :data:`NEW_STREAMS` of its
-  own, and new streams only ever push out other new streams. A forgotten stream that sends
-  again starts afresh: its next batch is stored (duplicates of its old batches would be too),
-  and no gap is counted.
-
-What a snapshot or the insert log restores follows the same rules, so a lockout saved before
-this change (a last sequence of ``2**64 - 1``) is restored as one stored sequence, not as a wall.
-Without authentication (SROS2) a peer can still forge fresh batches, one stored batch per
-message; it cannot make the buffer refuse more than the sequence numbers it sends.
+Inside a stream no single message can lock the robot out either (issue 41, item 4): a batch is a
+duplicate only when its own sequence was stored (each stream remembers at most
+:data:`RUNS_PER_STREAM` runs of stored sequences, the shortest forgotten first); a sequence more
+than :data:`MAX_SEQUENCE_JUMP` past the highest stored is refused until
+:data:`JUMP_CONFIRMATIONS` consecutive ones confirm it; and new streams live in a pool of
+:data:`NEW_STREAMS` of their own until they stored :data:`PROVEN_BATCHES` batches, so a flood of
+them cannot push out real robots' state. Snapshots and the insert log restore by the same rules.
+The rules in full: docs/replay.md, "What is stored, saved and loaded".
 """
 
 from __future__ import annotations

@@ -1,26 +1,17 @@
 """Ring-buffer experience replay with optional proportional prioritisation.
 
-Storage is one preallocated ``float32`` array written as a ring, one row per
-transition with the fields (obs, actions, reward, next_obs, terminated,
-truncated) side by side. Inserts are batched (``add`` takes ``N`` transitions at
-once) and land in at most two slice copies; a sample gathers one contiguous
-record per index, which is about three times faster than gathering six separate
-arrays once the buffer no longer fits in cache. Nothing here imports ROS: nodes
-convert messages to arrays and call into this module.
+Storage is one preallocated ``float32`` array written as a ring, one row per transition with the
+fields (obs, actions, reward, next_obs, terminated, truncated) side by side. Inserts are batched
+(``add`` takes ``N`` transitions at once) and land in at most two slice copies; a sample gathers
+one contiguous record per index, which is faster than gathering six separate arrays once the
+buffer no longer fits in cache. Nothing here imports ROS: nodes convert messages to arrays and
+call into this module.
 
-Image observations (``obs_dtype=np.uint8``) are the exception: a float32 copy of
-a stacked 64x64 RGB frame would take four times the memory of the frame itself,
-so obs and next_obs then live in two ``uint8`` rings of their own, written in the
-same slots as the float rows, and batches hand them out as ``uint8`` (the
-learner's encoder scales them).
-
-Prioritised mode follows Schaul et al. (2016), "Prioritized Experience Replay",
-proportional variant: ``P(i) = p_i^alpha / sum_k p_k^alpha`` with
-``p_i = priority_i + epsilon``, and importance-sampling weights
-``w_i = (len * P(i))^-beta`` divided by the largest weight in the batch.
-
-The buffer is not thread-safe; callers that add and sample from different
-threads must hold a lock around both.
+Image observations (``obs_dtype=np.uint8``) live in two ``uint8`` rings of their own (a float32
+copy would take four times the memory), written in the same slots, and batches hand them out as
+``uint8``. Prioritised mode follows Schaul et al. (2016), proportional variant
+(docs/replay.md, "Sampling"). The buffer is not thread-safe; callers that add and sample from
+different threads must hold a lock around both.
 """
 
 from __future__ import annotations

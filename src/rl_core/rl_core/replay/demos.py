@@ -1,28 +1,17 @@
 """Demonstrations: recorded experience loaded into a buffer of its own (RLPD's demo buffer).
 
 A demonstration is experience someone else chose the actions of: an operator, a scripted expert
-(:mod:`rl_core.acting.experts`) or an earlier run. ``demos:=PATH`` (``ReplayConfig.demos``) names MCAP
-files, or folders searched for ``*.mcap``, comma-separated, as ``rl-bringup record
-topics:=/experience`` writes them: every ``rl_interfaces/msg/ExperienceBatch`` message on any
-topic is read (decoded from the ``ros2msg`` schema the file carries, so no ROS install is needed)
-and its rows become transitions. The replay buffer keeps them apart from online data, and every
-batch draws ``demo_ratio`` of its rows from them (:class:`rl_core.replay.RateLimitedReplay`).
-
-Image tasks: over DDS an experience message leaves its observations to one image on the
-experience topic's image side topic (``/experience/image``, or ``/experience/image/compressed``
-for png and jpeg), so a recording of them holds both, ``rl-bringup record
-topics:=/experience,/experience/image``. Each message is paired with its image by camera and
-stamp (:class:`rl_core.wire.image_join.HalfJoin`, as a replay buffer does); messages whose image the
-recording missed (its first moments) are left out.
-
-A file without experience may hold a robot's own topics instead, as ``ros2 bag record`` keeps
-them while an operator drives it: ``<robot>/joint_states`` (``sensor_msgs/JointState``) and the
-commands of its forward command controller (``<robot>/<controller>/commands``,
-``std_msgs/Float64MultiArray``). With the task of the run (``env_id``) they become transitions
-by the task's observation and reward (:mod:`rl_core.robot.recorded`).
-
-Files that are missing, not MCAP, hold neither or hold data of another task are refused with a
-:class:`ConfigError` that says which file and how to fix it.
+(:mod:`rl_core.acting.experts`) or an earlier run. ``demos:=PATH`` (``ReplayConfig.demos``) names
+MCAP files, or folders searched for ``*.mcap``, comma-separated, as ``rl-bringup record
+topics:=/experience`` writes them: every ``rl_interfaces/msg/ExperienceBatch`` message is read
+(decoded from the schema the file carries, so no ROS install is needed) and its rows become
+transitions, kept apart from online data; every batch draws ``demo_ratio`` of its rows from them
+(:class:`rl_core.replay.RateLimitedReplay`). Image tasks pair each message with its image
+(:class:`rl_core.wire.image_join.HalfJoin`); a file without experience may hold a robot's joint
+states and commands instead, turned into transitions by the run's task
+(:mod:`rl_core.robot.recorded`). Files that are missing, not MCAP, or hold neither or another
+task's data are refused with a :class:`ConfigError` that says which file and how to fix it.
+What to record and how: docs/human_in_the_loop.md.
 """
 
 from __future__ import annotations

@@ -1,32 +1,15 @@
 """An append-only log of what a replay buffer stored since its last snapshot, so that a SIGKILL
 of the buffer's process loses no stored experience (issue 19, item 7; issue 41, item 11).
 
-A snapshot copies the whole buffer, so it is taken rarely (``snapshot_period``, 30 s shipped; a
-full pixel buffer is ~295 MB). Between snapshots each insert appends a *chunk* to the current
-*segment*, ``inserts-<n>.log`` beside the snapshot, before the insert returns: the rows stored
-since the previous chunk (copied from the buffer under its lock), who sent them (robot, stream,
-sequence and policy version of each batch) and how many samples were granted. A thread of the
-log writes the samples granted since (a chunk without rows) and ``fdatasync``-s the segment
-every ``flush_period_s`` (0.5 s by default).
-
-A snapshot starts a new segment and records its number; once the snapshot file is in place,
-the older segments are deleted (compaction). Each chunk names the segment that was current when
-it was collected (under the buffer's lock, as the snapshot's copy is) and the insert count it
-starts from, so a respawned buffer that loaded the snapshot applies exactly the chunks that
-continue it: those collected before the snapshot are skipped wherever they were written, and a
-chunk after a gap, a torn tail (the process was killed in the middle of a write) or a corrupt
-record ends the replay.
-
-Bytes written are in the kernel's page cache, so a kill of the process cannot lose them; a power
-cut loses what was written since the last ``fdatasync`` (at most ``flush_period_s``).
-
-A record is ``magic, length, crc32`` (``<4sII``) then its payload: ``<BQQQQQI`` (kind, segment
-when collected, inserts before the chunk, inserts in it, rows kept in it, samples granted,
-batches), the batches' senders
-(``<QQQQQ`` each: robot, stream, sequence, policy version, rows), the float32 rows, then the
-uint8 image fields of a pixel task; a chunk of kind 2 ends with one uint8 per row kept, 1 where
-an operator drove (an intervention, which a respawned buffer puts among the demonstrations too).
-Nothing is pickled.
+A snapshot copies the whole buffer, so it is taken rarely (``snapshot_period``). Between
+snapshots each insert appends a *chunk* to the current *segment* (``inserts-<n>.log`` beside the
+snapshot) before the insert returns: the rows stored, who sent them and the samples granted; a
+thread of the log writes later grants and ``fdatasync``-s the segment every ``flush_period_s``.
+A snapshot starts a new segment, and the older ones are deleted once it is in place. A respawned
+buffer that loaded the snapshot applies exactly the chunks that continue it, up to a gap, a torn
+tail or a corrupt record. A kill of the process loses nothing written; a power cut loses at most
+``flush_period_s``. Records are plain ``struct`` layouts with a CRC; nothing is pickled. The
+segments and the record layout: docs/replay.md, "What is stored, saved and loaded".
 """
 
 from __future__ import annotations

@@ -3,24 +3,15 @@ loop both serve batches from.
 
 Acting inserts, learning takes batches; the limiter (:class:`SampleToInsertRatio`) keeps
 ``updates_per_transition`` batches per inserted transition. Learning never runs ahead of the data
-(``min_diff = learning_starts * updates_per_transition``: exactly the bare loop's schedule), and acting
-may run ahead of learning by ``error_buffer`` transitions. Inserts are never refused — experience
-that arrived is kept — so the back-pressure is a flag, :attr:`RateLimitedReplay.acting_paused`,
-which the owner passes on to the actors. It is raised when the error buffer is used up and
-lowered once learning has caught up by half of it (hysteresis, so a fast alternation of one
-insert and one update does not flip it at every step). With ``enforce=False`` the flag stays
-down and the achieved ratio is only reported.
-
-With demonstrations (``demos``, :mod:`rl_core.replay.demos`) every batch draws ``demo_ratio`` of its rows
-from them and the rest from online data (RLPD's symmetric sampling, Ball et al. 2023); the
-limiter counts online inserts only, as without. Demonstration rows carry the slot index -1, and
-priorities sent back for them are dropped (the demo buffer samples uniformly). Transitions an
-operator drove (``intervened``) are stored online and among the demonstrations too (HIL-SERL's
-rule); the first of them starts a demonstration buffer where there was none.
-
-The buffer also owns the run's schedule: with a budget of ``total_env_steps`` transitions it grants
-only the batches those pay for, and :attr:`RateLimitedReplay.done` turns true once they are in
-and every batch they pay for was granted: the end of the run, whichever process learns.
+(exactly the bare loop's schedule), and acting may run ahead by ``error_buffer`` transitions.
+Inserts are never refused, so the back-pressure is a flag, :attr:`RateLimitedReplay.acting_paused`,
+which the owner passes on to the actors, with hysteresis. With ``enforce=False`` the flag stays
+down and the achieved ratio is only reported. With demonstrations (:mod:`rl_core.replay.demos`)
+every batch draws ``demo_ratio`` of its rows from them (RLPD's symmetric sampling) and the
+limiter counts online inserts only; transitions an operator drove are stored among them too.
+The buffer also owns the run's schedule: :attr:`RateLimitedReplay.done` turns true once the
+``total_env_steps`` transitions are in and every batch they pay for was granted. The rules:
+docs/architecture.md, "Rate limiting: acting and learning at one ratio".
 """
 
 from __future__ import annotations

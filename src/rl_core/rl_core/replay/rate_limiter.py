@@ -1,28 +1,18 @@
-"""A samples-per-insert rate limiter with the semantics of DeepMind Reverb's ``SampleToInsertRatio``.
+"""A samples-per-insert rate limiter with DeepMind Reverb's ``SampleToInsertRatio`` semantics.
 
 It keeps learning (samples) and acting (inserts) at a configured ratio, so a learner never trains
 on data that does not exist yet and acting never runs further ahead of learning than an error
-buffer allows:
+buffer allows. Below ``min_size_to_sample`` inserts every insert is allowed and every sample is
+refused. Above it, with ``diff = inserts * samples_per_insert - samples`` and
+``m = min_size_to_sample * samples_per_insert``, an insert is allowed while ``diff`` after it is
+at most ``m + error_buffer`` and a sample while ``diff`` after it is at least ``m - error_buffer``;
+the window holds at least one of each, so each side unblocks as the other moves. As in Reverb,
+``error_buffer`` may be a pair ``(min_diff, max_diff)``. ``samples_per_insert == 0`` means "no
+learning to wait for".
 
-* Below ``min_size_to_sample`` inserts every insert is allowed and every sample is refused.
-* Above it, with ``diff = inserts * samples_per_insert - samples``, an insert is allowed while
-  ``diff + samples_per_insert <= min_size_to_sample * samples_per_insert + error_buffer`` and a
-  sample of ``n`` while ``diff - n >= min_size_to_sample * samples_per_insert - error_buffer``.
-  The two conditions cannot both block (the window ``max_diff - min_diff`` must hold at least
-  one insert and one sample), so each side unblocks as the other moves.
-* As in Reverb, ``error_buffer`` may also be a pair ``(min_diff, max_diff)`` given directly; the
-  trainer uses ``min_diff = min_size_to_sample * samples_per_insert`` so that learning never runs
-  ahead of the data at all, while acting may run ahead by the upper side.
-
-Units are the caller's: the trainer counts one sample per gradient step (a batch), so
-``samples_per_insert`` is ``updates_per_transition``. ``samples_per_insert == 0`` means "no learning
-to wait for": inserts always pass.
-
-Reverb blocks the caller inside ``insert``/``sample``. Over ROS a node cannot block a topic
-callback, so this class answers questions (:meth:`can_insert`, :meth:`sample_allowance`) and
-records what happened (:meth:`insert`, :meth:`take_samples`), and the replay buffer turns its
-answers into back-pressure (acting paused) and granted batches. It also accounts the time each
-side spent blocked. Thread-safe.
+Reverb blocks the caller inside ``insert``/``sample``; a ROS node cannot block a topic callback,
+so this class answers questions (:meth:`can_insert`, :meth:`sample_allowance`), records what
+happened (:meth:`insert`, :meth:`take_samples`) and the time each side was blocked. Thread-safe.
 """
 
 from __future__ import annotations

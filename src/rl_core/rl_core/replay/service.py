@@ -2,26 +2,16 @@
 files, snapshots and the figures it reports.
 
 :class:`ReplayService` owns a :class:`~rl_core.replay.limited.RateLimitedReplay` and its lock:
-inserts come on the node's dispatch thread, ``sample``, ``save`` and ``load`` on the executor's
-(or a local caller's). Every rejected input is handed to the node's ``reject`` (a kind, counted
-apart on /diagnostics, and the reason), which logs and counts it; the service keeps going.
-
-``sample`` applies the priorities the request carries first (a bad update is rejected on its
-own, the batches are still drawn), then grants the batches the rate limiter allows, at most
-``max_rows`` rows per answer; the rest stays owed for the next request.
+inserts come on the node's dispatch thread, ``sample``, ``save`` and ``load`` on the executor's.
+Every rejected input is handed to the node's ``reject``, which logs and counts it; the service
+keeps going. ``sample`` applies the priorities the request carries first, then grants the batches
+the rate limiter allows, at most ``max_rows`` rows per answer; the rest stays owed.
 
 With ``output_dir`` the service survives a kill: snapshots every ``snapshot_period`` and, between
-them, an append-only log of every stored batch and every grant of samples
-(:mod:`rl_core.replay.insert_log`). :meth:`ReplayService.recover` (at start) loads the snapshot,
-replays the log after it and opens a new log segment.
-
-No request rolls a run back (issue 41, item 6). ``save`` writes at most once per
-``save_interval`` seconds. ``load`` replaces the contents only before the run is *active*
-(:attr:`ReplayService.run_active`: this service has stored an experience batch or granted a
-batch since it started), and only with a file that made at least as many inserts as the
-buffer it replaces, so ``total_inserted`` and the rate limiter's counters never move back (a
-respawned buffer that restored its snapshot counts as not yet active). Loading is for
-starting a run from saved experience; a live run's stored experience is never replaced.
+them, the insert log (:mod:`rl_core.replay.insert_log`); :meth:`ReplayService.recover` loads the
+snapshot and replays the log. No request rolls a run back (issue 41, item 6): ``save`` writes at
+most once per ``save_interval``, and ``load`` replaces the contents only before the run is
+*active* (:attr:`ReplayService.run_active`) and never moves a counter back (docs/replay.md).
 """
 
 from __future__ import annotations

@@ -11,10 +11,8 @@ One control period::
                                                                                            │
     transition (s, a, reward, s') ◀──outcome── next joint state s' (newer than s) ◀────────┘
 
-Episodes end by the task (``terminated``) or after the task's ``max_episode_steps``
-(``truncated``). A new episode starts from the task's reset target, put in place by the robot's
-reset service (``reset: service``) or by homing commands (``reset: homing``: position targets,
-or a proportional velocity towards them), then the first joint state after it.
+Episodes end by the task or after its ``max_episode_steps``; a new one starts from the task's
+reset target, reached through the robot's reset service or homing commands (docs/robots.md).
 """
 
 from __future__ import annotations

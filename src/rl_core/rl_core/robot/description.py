@@ -5,12 +5,9 @@ sim_robot's ``robot_description`` topic carry.
 absolute ``file://`` URIs (pybullet, rviz and Gazebo all read them; the relative names only
 resolve next to pybullet_data's file), and appends the robot's ``<ros2_control>`` block from
 ``config/robots/<robot>.ros2_control.xml`` with the hardware plugin chosen by ``hardware``:
-
-* ``mock``: ``mock_components/GenericSystem`` (ros2_control's mock hardware; it integrates
-  velocity commands into positions with ``calculate_dynamics``);
-* ``gazebo``: ``gz_ros2_control/GazeboSimSystem``, plus the ``<gazebo>`` tag that loads
-  gz_ros2_control's system plugin with ``config/robots/controllers.yaml``;
-* anything else: a real robot's plugin name (``package/Class`` or ``namespace::Class``).
+``mock`` (``mock_components/GenericSystem``), ``gazebo`` (``gz_ros2_control/GazeboSimSystem``,
+plus the ``<gazebo>`` tag that loads its system plugin with ``config/robots/controllers.yaml``),
+or anything else as a real robot's plugin name (``package/Class`` or ``namespace::Class``).
 
 For a URDF of the user's, :func:`describe_urdf` writes the block from a joint list. Nothing here
 imports rclpy; rl_nodes.visualization's ``urdf_for_rviz`` uses its mesh rewrite.

@@ -1,29 +1,18 @@
 """Driving one robot across the ros2_control boundary: when to observe, command, hold and reset.
 
 :class:`rl_core.robot.boundary.RobotLoop` says what a joint state or an action means;
-:class:`RobotDriver` adds what depends on time and on the node around it, in plain Python:
+:class:`RobotDriver` adds what depends on time and on the node around it, in plain Python: the
+command deadlines (a stalled loop thread, :data:`STALL_PERIODS`, or a missing action or joint
+state within ``command_timeout`` holds the robot); resets through the robot's reset service,
+asked again until it answers (:data:`RESET_TIMEOUT_S`); the e-stop (rl_core.robot.estop), the
+learner's pause and every other end of acting, which hold the robot at once; the velocity
+envelope; the robot's state from one plausible publisher (rl_core.robot.joint_io); a robot whose
+clock goes back ends its episode; and the figures and warnings on ``/diagnostics``. A transition
+is published only once the next command is out, so the learner's work cannot delay a command.
 
-* the command deadlines: the robot is held when a joint state is not taken by the loop within
-  :data:`STALL_PERIODS` control periods (the loop's thread is stalled: a learner's work beside
-  it, a blocked publish; :meth:`RobotDriver.state_seen` is told of each state on the deadline's
-  own thread), and when no action follows an observation, or no joint state answers a command,
-  within ``command_timeout``;
-* resets through the robot's reset service, asked again when the service is not there yet, when
-  it refuses, or when it does not answer within :data:`RESET_TIMEOUT_S`;
-* the e-stop (rl_core.robot.estop: anyone engages it, it holds at once and latches on disk; only
-  a release signed with the run's key resumes acting), the learner's pause and every other end
-  of acting (the robot held at once), and the velocity envelope (a joint faster than it allows
-  engages the e-stop);
-* the robot's state from the robot only: one publisher (rl_core.robot.joint_io.StateSource),
-  plausible states (``StateCheck``; an implausible one holds the robot);
-* a robot whose clock goes back (restarted) ends the episode in progress;
-* a transition is published only once the command for the next state is out, so the learner's
-  work on it cannot delay that command;
-* the figures and warnings the simulator reports on ``/diagnostics``.
-
-The driver acts through its host (:class:`DriverHost`, rl_nodes.robot_boundary): the host turns
-commands and reset requests into messages and service calls. Times are seconds of ``clock``, a
-steady clock, so that the deadline holds when simulated time stops.
+The driver acts through its host (:class:`DriverHost`, rl_nodes.robot_boundary). Times are seconds
+of ``clock``, a steady clock, so that the deadline holds when simulated time stops. The rules in
+full: docs/robots.md, "Safety at the boundary".
 """
 
 from __future__ import annotations

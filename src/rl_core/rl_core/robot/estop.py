@@ -3,17 +3,14 @@
 Engaging fails safe, so anyone on the domain may do it (``estop``, ``std_msgs/Bool`` true). A
 release must be proven: the pip install's Fast DDS has no DDS Security plugins, so SROS2
 permissions cannot restrict who publishes (docs/reliability.md); a release is therefore signed.
-Each engagement draws a fresh random **challenge**, which the boundary publishes on
-``estop/state`` (latched); a release is the run's Ed25519 signature of (robot namespace,
-challenge) on ``estop/release`` (rl_core.security.weights_auth: the learner's private key, which the
-operator has in the run directory and robots do not). A recorded release answers only the
-challenge it was made for, so it releases nothing later.
+Each engagement draws a fresh random **challenge**, published on ``estop/state`` (latched); a
+release is the run's Ed25519 signature of (robot namespace, challenge) on ``estop/release``
+(rl_core.security.weights_auth), so a recorded release releases nothing later.
 
 The engaged state **latches on disk** (:class:`EStopLatch`, a JSON file per robot in the run
 directory), written before the boundary acts on anything else and read before its first
-command: a simulator killed while stopped comes back stopped. A simulator that comes back after
-a fault (its last run did not close cleanly: crash, OOM, SIGKILL) starts engaged too, and waits
-for an explicit release.
+command: a simulator killed while stopped comes back stopped, and one that comes back after a
+fault (its last run did not close cleanly) starts engaged too and waits for a release.
 """
 
 from __future__ import annotations

@@ -1,26 +1,18 @@
 """A pybullet robot driven the way ros2_control drives hardware: joint commands in, joint states
 out, one control period at a time.
 
-``rl_nodes.sim_robot`` puts it behind ros2_control's topics (a forward command controller's
-``<controller>/commands``, joint_state_broadcaster's ``joint_states``), so the boundary trains it
-exactly as it would train a robot under gz_ros2_control or real hardware. The physics world is the
-in-process environments' own (:class:`~rl_core.envs.base.PybulletRobotEnv`: gravity, time step,
-substeps, fixed base, joint speed limit), so commanding the robot with ``action * scale`` gives
-the same trajectories as stepping :class:`~rl_core.envs.cartpole.CartPoleBalanceEnv` (effort) or
+``rl_nodes.sim_robot`` puts it behind ros2_control's topics, so the boundary trains it exactly
+as it would train a robot under gz_ros2_control or real hardware. The physics world is the
+in-process environments' own (:class:`~rl_core.envs.base.PybulletRobotEnv`), so commanding the
+robot with ``action * scale`` gives the same trajectories as stepping
+:class:`~rl_core.envs.cartpole.CartPoleBalanceEnv` (effort) or
 :class:`~rl_core.envs.kuka_reach.KukaReachEnv` (velocity) with ``action``.
 
-Motors, as ros2_control hardware exposes them (units REP-103: rad or m, rad/s or m/s, N m or N):
-
-* ``position``: ``POSITION_CONTROL`` towards the command, force limited to ``max_motor_force``
-  (pybullet's default gains);
-* ``velocity``: ``VELOCITY_CONTROL`` at the command, force limited to ``max_motor_force`` (as
-  KukaReachEnv drives its joints);
-* ``effort``: ``TORQUE_CONTROL`` with the command clipped to ``+-max_motor_force``, the joint's
-  velocity motor switched off (as CartPoleBalanceEnv does: pybullet's default velocity motor
-  would brake the joint).
-
-Joints that are not commanded are passive (velocity motor off), like joints without a command
-interface in gz_ros2_control. Nothing here imports rclpy.
+Motors, in REP-103 units: ``position`` (``POSITION_CONTROL``) and ``velocity``
+(``VELOCITY_CONTROL``), force limited to ``max_motor_force``; ``effort`` (``TORQUE_CONTROL``,
+clipped to ``+-max_motor_force``, the joint's velocity motor switched off, since pybullet's
+default velocity motor would brake it). Joints that are not commanded are passive (velocity motor
+off), like joints without a command interface in gz_ros2_control. Nothing here imports rclpy.
 """
 
 from __future__ import annotations

@@ -1,20 +1,16 @@
 """Transitions from a robot's own topics, as an operator drove it: the joint states it reported
-and the commands sent to its forward command controller, as ``ros2 bag record`` (MCAP storage)
-or ``rl-bringup record`` keep them, turned into what the boundary would have learned from.
+and the commands sent to its forward command controller, turned into what the boundary would
+have learned from.
 
 Every command is one control period: the joint state in effect when it was sent is the
 observation, the action is the command in the task's units (``command / action_scale``, clipped
-to [-1, 1], as the boundary learns from what the robot executed), and the joint state in effect
-when the next command was sent is where the period ended: the task's :meth:`~Task.observe` and
-:meth:`~Task.outcome` give the next observation, the reward and whether the episode ended.
-
-Episodes: the first command starts one (with the task's :meth:`~Task.reset`, which draws the
-task's own inputs, such as a goal); it ends where the task says so, after
-``max_episode_steps``, where the commands pause (a gap of more than :data:`PAUSE_PERIODS`
-control periods, or the end of the recording; truncated there), and the next command starts
-another. A task whose observation holds inputs the recording does not (KukaReach's target)
-gets the ones its ``reset`` draws: the transitions are consistent (reward and observation agree)
-but not aimed at them.
+to [-1, 1]), and the joint state in effect when the next command was sent ends the period; the
+task's :meth:`~Task.observe` and :meth:`~Task.outcome` give the next observation, the reward and
+whether the episode ended. An episode starts with a command (:meth:`~Task.reset`) and ends where
+the task says so, after ``max_episode_steps``, or where the commands pause (more than
+:data:`PAUSE_PERIODS` control periods, or the end of the recording). A task whose observation
+holds inputs the recording does not (KukaReach's target) gets the ones its ``reset`` draws:
+consistent transitions, but not aimed at them (docs/human_in_the_loop.md).
 """
 
 from __future__ import annotations

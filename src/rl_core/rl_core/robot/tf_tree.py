@@ -2,21 +2,15 @@
 
 Every URDF joint is one transform from its parent link's frame to its child link's frame, so
 every link has exactly one parent (:class:`~rl_core.robot.urdf.UrdfModel` refuses a URDF that is
-not a tree):
+not a tree). Fixed joints (and, as robot_state_publisher does, floating and planar ones, at their
+``<origin>``) never move: :meth:`TfTree.static_transforms`, sent once on ``/tf_static``.
+Revolute, continuous and prismatic joints move: :meth:`TfTree.moving_transforms` computes them
+from ``joint_states``, sent on ``/tf``. The root link hangs from a world frame by the robot's
+base pose (:meth:`TfTree.root_transform`).
 
-* fixed joints never move: :meth:`TfTree.static_transforms`, sent once on ``/tf_static``.
-  Floating and planar joints have no single position; like robot_state_publisher (whose
-  kdl_parser makes them KDL ``None`` joints) they are published at their ``<origin>`` with the
-  fixed ones;
-* revolute, continuous and prismatic joints move: :meth:`TfTree.moving_transforms` computes them
-  from the joint positions that ``joint_states`` carries, sent on ``/tf``;
-* the root link hangs from a world frame by one more transform, the robot's base pose
-  (:meth:`TfTree.root_transform`).
-
-Every link frame is ``frame_prefix + link`` (``robot_k/lbr_iiwa_link_0``), as
-robot_state_publisher's ``frame_prefix`` parameter names them, so several robots share one TF
-tree. Written here rather than taken from robot_state_publisher because that is a C++ node
-without Python bindings; the geometry is :mod:`rl_core.robot.urdf`'s.
+Every link frame is ``frame_prefix + link`` (``robot_k/lbr_iiwa_link_0``), so several robots share
+one TF tree. Written here rather than taken from robot_state_publisher because that is a C++
+node without Python bindings; the geometry is :mod:`rl_core.robot.urdf`'s.
 """
 
 from __future__ import annotations

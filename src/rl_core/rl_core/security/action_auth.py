@@ -1,44 +1,17 @@
 """Authenticated actions: an HMAC-SHA256 per action batch under a key per robot.
 
-Whoever can publish on ``/robot_k/actions`` drives robot k: a simulator steps with the first
-batch that answers its pending step. So the batches carry a MAC (``ActionBatch.mac``) that only
-the robot's own policy (or a central policy serving it) can make, and the simulator steps only
-with a batch whose MAC verifies. Asymmetric signatures would cost more than the step they guard
-(Ed25519 on the 2-core target: about 72 µs to sign, 226 µs to check, against a 150-250 µs acting
-step), so the key is a shared secret per robot, held by the processes of that robot and by a
-central policy: HMAC-SHA256 (the standard library's, a few µs per batch).
+Whoever can publish on ``/robot_k/actions`` drives robot k, so the batches carry a MAC
+(``ActionBatch.mac``) that only the robot's own policy (or a central policy serving it) can make,
+and the simulator steps only with a batch whose MAC verifies. The key is a shared secret per
+robot, not an asymmetric one: a signature would cost more than the acting step it guards.
 
-The MAC covers :func:`action_message`: robot id, step, number of environments, action shape,
-policy version, the digest of the observation batch the actions answer (:func:`batch_digest`)
-and the float32 actions. The policy digests the observations it received; the simulator
-remembers the digests of the observations it published (:meth:`ActionCheck.expect`) and steps
-only with an answer to one of those. Without the digest, a peer that published observations
-for a *future* step to the policy could harvest genuine answers and replay them once the
-simulator got there (476 of a robot's steps ran on harvested actions in the review's attack);
-now an answer to anything but what the simulator published is refused and counted. A batch recorded
-earlier cannot drive the simulator again within one run either: it takes only its pending step.
-
-The digest is of what crossed the wire, so both sides compute it from the same bytes
-(:func:`observation_digest`): the observation values as the wire carries them (little-endian
-float32; uint8 frames as they are), or, for frames sent as an encoded image (png, jpeg:
-rl_nodes.image_transport), the SHA-256 of the encoded payload, which the receiver hashes before
-decoding (a lossy decoder need not give the simulator's pixels back). SHA-256 (with the CPU's
-SHA extensions, the fastest hash in hashlib here, about 1.5 GB/s): 3 µs for 1x4 floats, 6 µs
-for 64x17 floats, 19 µs for one 84x84x3 frame, on each side (the 2-core development machine,
-best of 7; tests/unit/test_action_auth.py prints the figures).
-
-Where robot k's key comes from (first match):
-
-* ``RL_ROS2_ROBOT_ACTION_KEYS`` (``k=HEX[,k=HEX...]``): keys of single robots. ``rl-bringup`` and
-  the launch files give each process that serves one robot that robot's key alone
-  (rl_bringup.run_key), so a robot that is taken over cannot drive another one;
-* ``RL_ROS2_ACTION_KEY`` (64 hex digits) or ``RL_ROS2_ACTION_KEY_FILE``: the run's key, from which
-  every robot's key derives (:func:`robot_key`). ``rl-bringup`` makes one per launch and gives
-  it to the processes that serve several robots (a central policy, a colocated container); export
-  the same one on every host where one robot's simulator and policy run on different hosts;
-* otherwise a key of this process alone (random at import): then only a policy in the same
-  process (colocated, a hybrid robot container) can drive the robot. A simulator without a
-  configured key accepts other actions only with ``allow_unsigned:=true`` (development).
+The MAC covers :func:`action_message`, including the digest of the observation batch the actions
+answer (:func:`batch_digest`, :func:`observation_digest`: of the bytes that crossed the wire), and
+the simulator steps only with an answer to observations it published (:meth:`ActionCheck.expect`),
+so answers harvested with forged observations cannot drive it. Robot k's key comes from
+``RL_ROS2_ROBOT_ACTION_KEYS``, else the run's key (``RL_ROS2_ACTION_KEY(_FILE)``, from which each
+robot's derives, :func:`robot_key`), else a key of this process alone. Why, what it costs and
+where keys come from: docs/reliability.md, "What is protected".
 """
 
 from __future__ import annotations

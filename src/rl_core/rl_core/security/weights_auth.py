@@ -1,37 +1,18 @@
 """The learner's signing key: Ed25519 signatures on policy weights and on ``/replay_status``.
 
 A SHA-256 checksum only detects corruption: anyone on the DDS domain can publish weights with a
-correct checksum. The learner therefore signs what robots act on — every weights publication
-(run epoch, version, update step, architecture and the tensor bytes) and every replay status
-(which pauses, resumes and stops acting) — with an Ed25519 private key that only the learner's
-processes (trainer, replay buffer) hold. Robots hold the public key alone: a robot that is taken
-over can read it, but cannot sign with it, so it cannot make the other robots load weights or
-pause.
+correct checksum. The learner therefore signs what robots act on (every weights publication and
+every replay status, which pauses, resumes and stops acting) with an Ed25519 private key that only
+the learner's processes (trainer, replay buffer) hold. Robots hold the public key alone, so a
+robot that is taken over cannot make the other robots load weights or pause.
 
-Where the private key comes from (first match):
-
-* ``weights_key:=FILE`` (``rl-bringup``, the launch files): the learner's processes get
-  ``RL_ROS2_WEIGHTS_KEY_FILE=FILE`` and no ``RL_ROS2_WEIGHTS_KEY``, so the argument wins over the
-  caller's environment;
-* ``RL_ROS2_WEIGHTS_KEY``: the 32-byte key itself, as 64 hex digits;
-* ``RL_ROS2_WEIGHTS_KEY_FILE``: a file holding it (``rl-bringup`` writes ``weights.key``, mode
-  0600, into the run directory; ``python -m rl_core.security.weights_auth new DIR`` makes a pair).
-
-Where the public key comes from (first match): ``RL_ROS2_WEIGHTS_PUBLIC_KEY`` (hex),
-``RL_ROS2_WEIGHTS_PUBLIC_KEY_FILE`` (``weights.pub``), else the one of the private key, where a
-process holds that. A receiver without a public key refuses signed and unsigned messages alike,
-unless it was started with ``allow_unsigned:=true`` (development without ``rl-bringup``).
-
-Every signature also binds the **run identity** (``RL_ROS2_RUN_ID``, read with the key into
-:attr:`SigningKey.run_id` and :attr:`VerifyKey.run_id`): runs that share a key (one key across
-hosts, several ``namespace:=`` deployments on one domain) cannot replay each other's weights or
-statuses, as a signature made for another run does not verify. The identity is not sent: both
-sides know it (``rl-bringup`` and the launch files give every process of a deployment the same
-one, :mod:`rl_bringup.run_key`). A process without it signs and checks for the unnamed run,
-whose messages are byte for byte those of releases before run identities.
-
-This authenticates what robots load and obey from the learner; it does not authenticate
-observations, actions or experience (use SROS2 for those, see docs/reliability.md).
+The private key comes from ``weights_key:=FILE``, ``RL_ROS2_WEIGHTS_KEY`` or
+``RL_ROS2_WEIGHTS_KEY_FILE`` (``python -m rl_core.security.weights_auth new DIR`` makes a pair),
+the public key from ``RL_ROS2_WEIGHTS_PUBLIC_KEY(_FILE)`` or the private one; without one a
+receiver refuses everything unless ``allow_unsigned:=true``. Every signature also binds the run
+identity (``RL_ROS2_RUN_ID``, :mod:`rl_bringup.run_key`), so runs that share a key cannot replay
+each other's. This does not authenticate observations, actions or experience (use SROS2 for
+those). Precedence and keys across hosts: docs/reliability.md.
 """
 
 from __future__ import annotations

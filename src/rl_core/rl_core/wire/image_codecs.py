@@ -5,15 +5,12 @@ encoded **once**, as one tall image of ``N * stack * h`` rows, so one message ca
 the codec's per-call overhead is paid once per batch, not per frame:
 
 * ``raw``: the bytes as they are (a ``sensor_msgs/Image`` with encoding ``rgb8``);
-* ``png``: lossless, zlib level 1 (the fastest level; higher levels shrink these flat-coloured
-  renders by a few per cent for several times the CPU);
+* ``png``: lossless, zlib level 1 (the fastest; higher levels shrink these renders little);
 * ``jpeg``: lossy, ``quality`` 1-100 (``sensor_msgs/CompressedImage`` with format ``jpeg``).
 
 Pillow does the work: it is already a dependency, wraps libjpeg-turbo and zlib, and is kept up to
-date. (``latent``, features of the policy's own encoder instead of images, needs no codec: the
-features are float32 vectors and travel like state observations.)
-
-Nothing here imports ROS or torch; the nodes put the bytes into messages (rl_nodes.conversions).
+date. (``latent`` needs no codec: encoder features travel like state observations.) Nothing here
+imports ROS or torch; the nodes put the bytes into messages (rl_nodes.conversions).
 """
 
 from __future__ import annotations

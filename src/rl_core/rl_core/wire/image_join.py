@@ -2,19 +2,15 @@
 
 Over DDS a batch of image observations travels as two messages with the same stamp: the batch
 without its frames, and one image of all of them on a side topic (rl_nodes.image_transport).
-A receiver pairs them by ``(frame_id, stamp)``, in whichever order they arrive, and completes the
-batch from the image. This module holds that pairing: bounded queues of halves waiting for
-their partner. It knows neither ROS messages nor codecs: the caller hands it a batch that awaits
-its pixels and the decoded image.
+A receiver pairs them by ``(frame_id, stamp)``, in whichever order they arrive; this module
+holds that pairing, bounded queues of halves waiting for their partner, and knows neither ROS
+messages nor codecs.
 
-A half whose partner was lost in transport (a reader's queue overflowing while the receiver is
-busy) is given up as soon as a later pair of the same camera joins: one sender publishes each
-batch and its image one after the other, and each topic delivers in order, so the partner of an
-earlier half can no longer come. Those halves are counted (:attr:`HalfJoin.lost`), not refused:
-the receiver already counts the lost message (a replay buffer by the gap in the robot's
-sequence numbers). A half whose camera never joins again (a peer sending only one half) is given
-up, and refused, once :data:`JOIN_CAPACITY` newer ones of its camera wait, or
-:data:`MAX_WAITING_HALVES` of all cameras.
+A half whose partner was lost in transport is given up as soon as a later pair of the same camera
+joins (each topic delivers in order, so the partner can no longer come) and counted
+(:attr:`HalfJoin.lost`), not refused: the receiver already counts the lost message. A half whose
+camera never joins again is given up, and refused, once :data:`JOIN_CAPACITY` newer ones of its
+camera wait, or :data:`MAX_WAITING_HALVES` of all cameras.
 """
 
 from __future__ import annotations

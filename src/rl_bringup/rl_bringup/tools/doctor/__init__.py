@@ -6,25 +6,12 @@ Usage::
                       [discovery:=localhost|subnet|server:HOST:PORT] [wait:=S] [window:=S]
 
 Prints one ``PASS`` / ``WARN`` / ``FAIL`` line per check, each ``WARN`` and ``FAIL`` followed by
-a ``fix:`` line; exits 1 when any check failed, else 0.
-
-Environment: rclpy and the RMW load, ``RMW_IMPLEMENTATION``, ``ROS_DOMAIN_ID`` (set, in range),
-``ROS_AUTOMATIC_DISCOVERY_RANGE`` (``LOCALHOST`` unless multi-host is an explicit choice, see
-docs/architecture.md, "Network safety"), ``/dev/shm`` (Fast DDS' shared-memory transport).
-
-Deployment (in the domain): the nodes, topics (with types, publishers, subscribers) and services
-of :func:`expected_graph` — the table of docs/graph.md for ``robots`` robots, node layout from
-:func:`rl_bringup.plan.make_plan` — are present; no node name is taken twice (two deployments in
-one domain); publishers and subscribers of every topic have compatible QoS (reliability,
-durability, ...); which nodes share a process (one DDS participant per process) matches
-``mode``; and over ``window`` seconds observations and actions flow and ``/replay_status``
-arrives at about 1 Hz. Without ``mode:=`` the robots are counted from the graph and a domain
-without a deployment is only a warning; with ``mode:=`` it is a failure naming the missing nodes.
-
-This module is the command; each kind of check has a module of its own: :mod:`.environment`,
-:mod:`.graph` (the expected graph, the snapshot of the live one, nodes, topics, services and
-process layout), :mod:`.qos`, :mod:`.rates`; :mod:`.deployment` runs the graph checks in order and
-:mod:`.report` formats the outcome.
+a ``fix:`` line; exits 1 when any check failed, else 0. It checks the environment (rclpy, RMW,
+domain, discovery, ``/dev/shm``) and the deployment against :func:`expected_graph` (the table of
+docs/graph.md, node layout from :func:`rl_bringup.plan.make_plan`); the checks: docs/tools.md,
+"doctor". This module is the command; each kind of check has a module of its own:
+:mod:`.environment`, :mod:`.graph`, :mod:`.qos`, :mod:`.rates`; :mod:`.deployment` runs the
+graph checks in order and :mod:`.report` formats the outcome.
 """
 
 from __future__ import annotations
