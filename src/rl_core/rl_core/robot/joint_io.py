@@ -2,8 +2,9 @@
 
 :class:`JointStateReader` turns the fields of a ``sensor_msgs/JointState`` (any joint order,
 more joints than the task's, velocities or efforts left out) into a :class:`JointSample` of the
-task's joints; :class:`StateSource` accepts states from one publisher only, pinned while it is the only one
-(anyone on the domain can publish ``joint_states``); :class:`StateCheck` refuses states no robot can be in
+task's joints; :class:`StateSource` accepts states from one publisher only, pinned while it is
+the only one (anyone on the domain can publish ``joint_states``); :class:`StateCheck` refuses
+states no robot can be in
 (outside the URDF's limits, moving faster than the positions change, stamps that go back or
 come from the future); :class:`ControlStats` keeps the latency from a state to its command and
 the achieved command rate with pauses left out.
