@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.learning import report_outcome
-from tests.system.test_training_modes import check_best_return, finish, launch
+from tests.system.test_training_modes import BUDGET, STOP_AT_TARGET, check_target_met, finish, \
+    launch
 
 pytestmark = pytest.mark.system
 BOUNDARY = "robot_interface:=ros2_control"
@@ -28,12 +29,13 @@ def check_boundary_figures(result: dict, robots: int) -> None:
 
 
 def test_cartpole_effort_interface_colocated(tmp_path: Path, ros_env) -> None:
-    """Cart-pole through effort_controller/commands, config/cartpole.yaml's budget."""
-    run = launch("colocated", tmp_path, ros_env, BOUNDARY)
+    """Cart-pole through effort_controller/commands, config/cartpole.yaml's budget, ending at the
+    first evaluation that meets 180."""
+    run = launch("colocated", tmp_path, ros_env, BOUNDARY, *STOP_AT_TARGET)
     code = finish(run, 600.0)
     assert code == 0, run.output()[-4000:]
     result = json.loads((tmp_path / "run" / "result.json").read_text())
-    check_best_return(result)
+    check_target_met(result, BUDGET)
     check_boundary_figures(result, 1)
     assert any("sim_robot_robot_0" in line and "effort_controller/commands" in line
                for line in run.lines), "sim_robot did not take effort commands"

@@ -52,7 +52,11 @@ BUDGET = 3000  # env steps over both robots
 RATE_HZ = 50.0  # per simulator: 2 robots -> ~30 s of stepping, light enough for 2 cores
 DISCOVERY_PORT = 11811
 LINK_CUT_S = 10.0
-LINK_CUT_BUDGET = 12000  # env steps (both robots): the distributed tests' budget
+#: Env steps (both robots). The cut comes at about 4,000 and robot_1 goes on alone while it
+#: lasts; what is left after it lets robot_0 rejoin and send episodes played with new weights
+#: (no learning outcome is asserted). At 8,000 robot_0 sent 2 episodes after the cut, one run,
+#: 2026-12-06: too few to count on, so 10,000.
+LINK_CUT_BUDGET = 10000
 LINK_CUT_AT = 2000  # robot_0's own env steps when its link is cut: mid-training
 #: What a simulator logs when it first hears the replay buffer (rl_nodes.simulator).
 FIRST_STATUS = "the replay buffer reports; acting follows its rate limiter"

@@ -14,6 +14,9 @@ from tests.processes import Child
 pytestmark = pytest.mark.system
 RL_BRINGUP = str(Path(sys.executable).parent / "rl-bringup")
 MAX_RETURN = 200.0
+SOLVED = 0.9 * MAX_RETURN
+#: config/cartpole.yaml's budget.
+BUDGET = 8000
 
 
 def launch(mode: str, tmp_path: Path, env: dict[str, str], *arguments: str) -> Child:
@@ -23,11 +26,26 @@ def launch(mode: str, tmp_path: Path, env: dict[str, str], *arguments: str) -> C
                   f"domain_id:={env['ROS_DOMAIN_ID']}", *seed_arguments(), *arguments], env=env)
 
 
-def check_best_return(result: dict) -> None:
-    """The run solved cart-pole: its best checkpoint (docs/architecture.md, "The best
-    checkpoint") evaluates >= 180."""
-    report_outcome("best evaluation", result["best_eval_mean_return"], 0.9 * MAX_RETURN)
-    assert result["best_eval_mean_return"] >= 0.9 * MAX_RETURN, result
+#: The runs end at their first periodic evaluation (config/cartpole.yaml: 10 episodes every
+#: 1,000 transitions) whose mean return meets 180, within their budget (issue 42: a run that
+#: asserts an outcome stops at it). What the learner's best checkpoint then evaluates to is
+#: printed, not asserted.
+STOP_AT_TARGET = (f"target_return:={SOLVED:g}", "stop_at_target:=true")
+#: config/cartpole.yaml's replay settings: learning starts after 500 transitions, and acting
+#: pauses once it is 100 transitions ahead of the learner's updates (error_buffer).
+LEARNING_STARTS, ERROR_BUFFER = 500, 100
+
+
+def check_target_met(result: dict, budget: int) -> None:
+    """The run solved cart-pole: a periodic evaluation met 180 within ``budget`` transitions,
+    and the run ended there."""
+    met = result["target_env_steps"]
+    report_outcome("transitions of the budget left at the criterion",
+                   budget - (budget if met is None else met), 1)
+    assert met is not None, result["evaluations"]
+    assert met <= result["env_steps"] <= budget, result
+    print(f"target met at {met} of {budget} transitions; best checkpoint evaluates "
+          f"{result['best_eval_mean_return']}")
 
 
 def finish(run: Child, timeout_s: float) -> int | None:
@@ -38,12 +56,12 @@ def finish(run: Child, timeout_s: float) -> int | None:
 
 
 def test_colocated_training_solves_cartpole(tmp_path: Path, ros_env) -> None:
-    run = launch("colocated", tmp_path, ros_env)
+    run = launch("colocated", tmp_path, ros_env, *STOP_AT_TARGET)
     code = finish(run, 600.0)
     assert code == 0, run.output()[-4000:]
     result = json.loads((tmp_path / "run" / "result.json").read_text())
     assert result["update_mode"] == "interleaved"
-    check_best_return(result)
+    check_target_met(result, BUDGET)
     assert (tmp_path / "run" / "checkpoint" / "model.safetensors").is_file()
     assert (tmp_path / "run" / "best" / "model.safetensors").is_file()
     assert any("steps/s" in line for line in run.lines), "no progress lines"
@@ -58,43 +76,40 @@ def test_colocated_training_solves_cartpole(tmp_path: Path, ros_env) -> None:
     assert (tmp_path / "run" / "training_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def check_learned_like_the_bare_loop(tmp_path: Path, update_mode: str) -> dict:
-    """The run solved cart-pole (:func:`check_best_return`) with the configured update-to-data
-    ratio (cartpole.yaml: 1.0)."""
+def check_learned_like_the_bare_loop(tmp_path: Path, update_mode: str, budget: int) -> dict:
+    """The run solved cart-pole (:func:`check_target_met`) with the configured update-to-data
+    ratio (cartpole.yaml: 1.0): one update per transition after the first 500, short of it by
+    at most what acting may run ahead (the run ends at an evaluation, not at a budget whose
+    every update was granted)."""
     result = json.loads((tmp_path / "run" / "result.json").read_text())
     assert result["update_mode"] == update_mode, result
-    check_best_return(result)
-    assert result["updates_per_transition"] == pytest.approx(1.0, rel=0.05), result
+    check_target_met(result, budget)
+    paid = result["env_steps"] - LEARNING_STARTS
+    assert paid - ERROR_BUFFER - 20 <= result["updates"] <= paid, result
     return result
 
 
-#: The distributed tests train 12,000 transitions instead of the config's 8,000: with two robots
-#: the timing of weight updates varies from run to run; at 8,000 one run in a few evaluated just
-#: under 180 (measured: 179-200, see
-#: docs/history/benchmarks-2026-12.md#learning-per-mode-rl-bringup-compare), and at 10,000 a
-#: hybrid run on a heavily loaded 2-core machine evaluated 178.1. The threshold stays 180 (as in
-#: the fault and link-cut tests, which train 30,000 and 12,000). Each run is still one draw from
-#: the final policy's spread over seeds. With gamma 0.99 about 1 bare-loop seed in 24 ended below
-#: 180 at 12,000, and more budget made it worse (3 in 16 at 16,000: the policy collapses late);
-#: cartpole.yaml's gamma 0.98 had none below 180 in 16 seeds at 16,000, as measured in
-#: docs/history/benchmarks-2026-12.md#spread-of-the-final-policy-over-seeds-benchmarksseed_spreadpy.
-DISTRIBUTED_BUDGET = "total_env_steps:=12000"
+#: The most transitions the distributed tests may take to meet the criterion: the config's 8,000
+#: and room, as with two robots the timing of weight updates varies from run to run (their
+#: failure rates: docs/results.md#learning-test-failure-rates).
+DISTRIBUTED_BUDGET = 12000
 
 
 def test_decoupled_two_robots_solve_cartpole(tmp_path: Path, ros_env) -> None:
     # The replay buffer's rate limiter pauses both robots while the learner catches up.
-    run = launch("decoupled", tmp_path, ros_env, "robots:=2", DISTRIBUTED_BUDGET)
+    run = launch("decoupled", tmp_path, ros_env, "robots:=2",
+                 f"total_env_steps:={DISTRIBUTED_BUDGET}", *STOP_AT_TARGET)
     code = finish(run, 600.0)
     assert code == 0, run.output()[-4000:]
-    check_learned_like_the_bare_loop(tmp_path, "thread")
+    check_learned_like_the_bare_loop(tmp_path, "thread", DISTRIBUTED_BUDGET)
     robots_seen = {line.split("]")[0] for line in run.lines if line.startswith("[simulator_robot_")}
     assert robots_seen == {"[simulator_robot_0", "[simulator_robot_1"}
 
 
 def test_hybrid_two_robots_solve_cartpole(tmp_path: Path, ros_env) -> None:
-    run = launch("hybrid", tmp_path, ros_env, "robots:=2", DISTRIBUTED_BUDGET)
+    run = launch("hybrid", tmp_path, ros_env, "robots:=2",
+                 f"total_env_steps:={DISTRIBUTED_BUDGET}", *STOP_AT_TARGET)
     code = finish(run, 600.0)
     assert code == 0, run.output()[-4000:]
-    result = check_learned_like_the_bare_loop(tmp_path, "thread")
-    assert result["env_steps"] >= 10000
+    check_learned_like_the_bare_loop(tmp_path, "thread", DISTRIBUTED_BUDGET)
     assert not any("cannot publish data" in line for line in run.lines), run.output()[-3000:]

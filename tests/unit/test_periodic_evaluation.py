@@ -221,6 +221,27 @@ def test_a_run_reports_when_it_met_its_target_and_can_stop_there(tmp_path: Path,
     assert 0.0 <= first["wall_time_s"] <= second["wall_time_s"] == result.target_wall_time_s
 
 
+def test_a_return_target_is_met_by_the_mean_return_where_no_success_rate_is_set(
+        tmp_path: Path) -> None:
+    evaluator = Scripted([(150.0, None), (185.0, None)], ENV_ID, 100, 10, 0, tmp_path,
+                         target_return=180.0)
+    learner = Learner(cartpole_sac(), ENV_ID, evaluator=evaluator, stop_at_target=True)
+    learner.learn(EmptyGrant(100))
+    evaluator.wait()
+    learner.learn(EmptyGrant(150))
+    assert evaluator.target_met is None and not learner.done  # 150 < 180
+    learner.learn(EmptyGrant(200))
+    evaluator.wait()
+    learner.learn(EmptyGrant(250))
+    assert evaluator.target_met is evaluator.history[1] and learner.done
+    # A success rate target, where set, is the criterion whatever the return.
+    both = Scripted([(500.0, 0.5)], ENV_ID, 100, 10, 0, tmp_path, target_success_rate=0.8,
+                    target_return=180.0)
+    both.submit(cartpole_sac(), 100)
+    both.wait()
+    assert both.target_met is None
+
+
 def test_no_target_is_tracked_by_default(tmp_path: Path) -> None:
     evaluator = Scripted([(-0.5, 1.0)], ENV_ID, 100, 10, 0, tmp_path)
     evaluator.submit(cartpole_sac(), 100)
@@ -235,3 +256,4 @@ def test_stopping_at_a_target_needs_a_target_and_evaluations() -> None:
     with pytest.raises(ConfigError, match="eval_period > 0"):
         TrainerConfig(stop_at_target=True, target_success_rate=0.8, eval_period=0)
     assert TrainerConfig(stop_at_target=True, target_success_rate=0.8).stop_at_target
+    assert TrainerConfig(stop_at_target=True, target_return=180.0).stop_at_target

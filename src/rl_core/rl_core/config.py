@@ -496,8 +496,12 @@ class TrainerConfig:
                                        "and seconds of the first that did (target_env_steps, "
                                        "target_wall_time_s); 0 = not tracked.", 0.0, 1.0, 0.0,
                                        read_only=True)
+    target_return: float = param(0.0, "Mean return of a periodic evaluation that meets the "
+                                 "task's criterion, for tasks judged by return (used where "
+                                 "target_success_rate is 0): reported and stopped at like it; "
+                                 "0 = not tracked.", -1e9, 1e9, 0.0, read_only=True)
     stop_at_target: bool = param(False, "End the run at the first periodic evaluation that meets "
-                                 "target_success_rate (Stable-Baselines3's "
+                                 "target_success_rate or target_return (Stable-Baselines3's "
                                  "StopTrainingOnRewardThreshold) instead of at total_env_steps.",
                                  read_only=True)
     torch_threads: int = param(0, "torch intra-op threads for updates (0 = leave the process "
@@ -520,10 +524,11 @@ class TrainerConfig:
         _check_ranges(self)
         _check_choice(self, "device", DEVICES)
         _check_choice(self, "update_mode", UPDATE_MODES)
-        if self.stop_at_target and not (self.target_success_rate and self.eval_period):
+        if self.stop_at_target and not ((self.target_success_rate or self.target_return)
+                                        and self.eval_period):
             raise ConfigError("TrainerConfig.stop_at_target needs a target_success_rate above 0 "
-                              "and periodic evaluations (eval_period > 0) to stop at; set both, "
-                              "or stop_at_target: false")
+                              "or a target_return, and periodic evaluations (eval_period > 0) "
+                              "to stop at; set them, or stop_at_target: false")
 
 
 UPDATE_MODES = ("auto", "interleaved", "thread")

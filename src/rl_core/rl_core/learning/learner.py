@@ -120,8 +120,8 @@ class TrainResult:
     best_eval_mean_return: float | None = None
     best_eval_std_return: float | None = None
     best_eval_success_rate: float | None = None
-    #: The first periodic evaluation whose success rate met ``target_success_rate``: its
-    #: transitions and seconds into the run (None: none did, or no target).
+    #: The first periodic evaluation that met the target (``target_success_rate`` or
+    #: ``target_return``): its transitions and seconds into the run (None: none did, or none set).
     target_env_steps: int | None = None
     target_wall_time_s: float | None = None
     #: Every periodic evaluation: env_steps, mean_return, success_rate, wall_time_s (selection
@@ -147,7 +147,7 @@ class Learner:
     :param counters: extra counters stored with each periodic snapshot (weights version, ...).
     :param priority_rows: most TD-error rows :attr:`priorities` holds.
     :param stop_at_target: the run is done once a periodic evaluation met the evaluator's
-        ``target_success_rate``.
+        target (:meth:`PeriodicEvaluator.meets_target`).
     """
 
     def __init__(self, sac: SAC, env_id: str, solve_return: float = 0.0,

@@ -72,12 +72,15 @@ class PeriodicEvaluator:
         already in ``directory`` stays the one to beat. A fresh learner replaces it.
     :param target_success_rate: the success rate that meets the task's criterion
         (:attr:`target_met`; 0: none).
+    :param target_return: the mean return that meets it where ``target_success_rate`` is 0
+        (0: none).
     """
 
     def __init__(self, env_id: str, period: int, episodes: int, seed: int,
                  directory: Path | None = None,
                  on_evaluated: Callable[[Evaluation, Evaluation], None] | None = None,
-                 resumed: bool = False, target_success_rate: float = 0.0) -> None:
+                 resumed: bool = False, target_success_rate: float = 0.0,
+                 target_return: float = 0.0) -> None:
         self.task_id = env_id
         self.env_id = evaluation_env_id(env_id)
         self.period = period
@@ -87,7 +90,8 @@ class PeriodicEvaluator:
         self._on_evaluated = on_evaluated
         self.enabled = self.env_id is not None and period > 0 and episodes > 0
         self.target_success_rate = target_success_rate
-        #: The first evaluation that met ``target_success_rate`` (None: none yet, or no target).
+        self.target_return = target_return
+        #: The first evaluation that met the target (None: none yet, or no target).
         self.target_met: Evaluation | None = None
         self.started = time.monotonic()
         self.history: list[Evaluation] = []
@@ -178,6 +182,14 @@ class PeriodicEvaluator:
             return evaluate(sac.actor, self.env_id, self.episodes,
                             seed=self.seed + SELECTION_SEED_OFFSET, env=self._env)
 
+    def meets_target(self, evaluation: Evaluation) -> bool:
+        """Whether ``evaluation`` meets the task's criterion: its success rate where
+        ``target_success_rate`` is set, else its mean return where ``target_return`` is."""
+        if self.target_success_rate > 0.0:
+            return evaluation.success_rate is not None and \
+                evaluation.success_rate >= self.target_success_rate
+        return self.target_return != 0.0 and evaluation.mean_return >= self.target_return
+
     def _evaluate_snapshot(self, sac: SAC, env_steps: int, counters: dict[str, Any],
                            wall_time_s: float) -> Evaluation | None:
         try:
@@ -187,9 +199,7 @@ class PeriodicEvaluator:
             if not math.isfinite(evaluation.mean_return):
                 return None
             self.history.append(evaluation)
-            if (self.target_met is None and self.target_success_rate > 0.0
-                    and evaluation.success_rate is not None
-                    and evaluation.success_rate >= self.target_success_rate):
+            if self.target_met is None and self.meets_target(evaluation):
                 self.target_met = evaluation
             best = self.best
             if best is None or evaluation.score() >= best.score():

@@ -60,7 +60,8 @@ def train(config: RunConfig, output_dir: str | Path | None = None,
         log(f"[bare] {replay.demo_note}")
     evaluator = PeriodicEvaluator(sim.env_id, trainer.eval_period, trainer.eval_episodes,
                                   sim.seed, Path(output_dir) if output_dir is not None else None,
-                                  target_success_rate=trainer.target_success_rate)
+                                  target_success_rate=trainer.target_success_rate,
+                                  target_return=trainer.target_return)
     learner = Learner(sac, sim.env_id, trainer.solve_return, evaluator,
                       stop_at_target=trainer.stop_at_target)
     action_rng = np.random.default_rng(sim.seed)

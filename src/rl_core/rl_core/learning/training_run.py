@@ -117,7 +117,8 @@ class TrainingRun:
         self.evaluator = PeriodicEvaluator(config.env_id, config.eval_period, config.eval_episodes,
                                            config.seed, self.output_dir, on_evaluated=on_evaluated,
                                            resumed=self.sac.update_step > 0,
-                                           target_success_rate=config.target_success_rate)
+                                           target_success_rate=config.target_success_rate,
+                                           target_return=config.target_return)
         self.learner = Learner(self.sac, config.env_id, config.solve_return, self.evaluator,
                                report=report, stop_at_target=config.stop_at_target,
                                counters=lambda: {"weights_version": self.weights_version,
