@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.learning import report_outcome
-from tests.system.test_training_modes import BUDGET, STOP_AT_TARGET, check_target_met, finish, \
-    launch
+from tests.system.test_training_modes import BUDGET, STOP_AT_TARGET, check_target_met, finish, launch
 
 pytestmark = pytest.mark.system
 BOUNDARY = "robot_interface:=ros2_control"
