@@ -242,10 +242,12 @@ def test_a_gamepad_drives_while_its_deadman_button_is_held(tmp_path: Path, ros_e
             assert commands, run.output()[-3000:]
             held = drive(3.0, held=True)
             released = drive(2.0, held=False)
-    # Held: the operator's command (an episode's reset sends none; a hold would be 0).
-    assert held and sum(value == OPERATOR_COMMAND for value in held) >= 0.9 * len(held), held
-    # Released: the policy drives again.
-    assert released and sum(value == OPERATOR_COMMAND for value in released) < 0.5 * len(released)
+    with stopped_on_failure(run):
+        # Held: the operator's command (an episode's reset sends none; a hold would be 0).
+        assert held and sum(value == OPERATOR_COMMAND for value in held) >= 0.9 * len(held), held
+        # Released: the policy drives again.
+        assert released and sum(value == OPERATOR_COMMAND for value in released) < \
+            0.5 * len(released)
     assert finish(run, 300.0) == 0, run.output()[-4000:]
     rate = float(json.loads((tmp_path / "run" / "result.json").read_text())
                  ["robots"]["/robot_0"]["intervention rate"])
