@@ -28,14 +28,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # run as a script: benchmarks/ is a package at the repository root
+    sys.path.insert(0, str(REPO))
+from benchmarks.tables import LEFT, RIGHT, figures, markdown_table  # noqa: E402
 
 BIN = Path(sys.executable).parent
 MODES = ("colocated", "decoupled", "hybrid")
@@ -102,35 +109,69 @@ def simulator_figures(domain_id: int, wait_s: float, window_s: float,
 
 
 def timing(modes: list[str], rates: list[float], window_s: float, domain_id: int,
-           output: Path) -> list[dict[str, Any]]:
+           output: Path, repeats: int = 1) -> list[dict[str, Any]]:
+    """One run per mode and rate, ``repeats`` rounds of them; a row of figures per run."""
     rows = []
-    for mode in modes:
-        for rate in rates:
-            domain_id += 1
-            env = ros_environment(domain_id)
-            run_dir = output / f"timing-{mode}-{rate:g}"
-            run_dir.mkdir(parents=True, exist_ok=True)
-            robot = start([str(BIN / "sim_robot"), "--ros-args", "-r", "__ns:=/robot_0",
-                           "-p", "robot:=cartpole", "-p", "mode:=free_run",
-                           "-p", f"control_period:={1.0 / rate}", "-p", "physics_substeps:=1"],
-                          env, run_dir / "sim_robot.log")
-            run = start([str(BIN / "rl-bringup"), "launch", mode, "robot_interface:=ros2_control",
-                         "sim_robot:=false", f"control_rate_hz:={rate}", "random_steps:=500",
-                         "total_env_steps:=1000000", f"output_dir:={run_dir}",
-                         f"domain_id:={domain_id}"], env, run_dir / "run.log")
-            try:
-                figures = simulator_figures(domain_id, 120.0, window_s, run)
-            finally:
-                stop(run)
-                stop(robot)
-            row = {"mode": mode, "rate_hz": rate,
-                   "p50_ms": float(figures.get("command latency p50 ms", "nan")),
-                   "p99_ms": float(figures.get("command latency p99 ms", "nan")),
-                   "achieved_hz": float(figures.get("control rate hz", "nan"))}
-            rows.append(row)
-            print(f"  {mode:10s} {rate:6.0f} Hz: latency p50 {row['p50_ms']:.2f} ms, p99 "
-                  f"{row['p99_ms']:.2f} ms, achieved {row['achieved_hz']:.1f} Hz", flush=True)
+    for repeat, mode, rate in ((r, m, h) for r in range(repeats) for m in modes for h in rates):
+        domain_id += 1
+        env = ros_environment(domain_id)
+        run_dir = output / (f"timing-{mode}-{rate:g}" + (f"-{repeat + 1}" if repeats > 1 else ""))
+        run_dir.mkdir(parents=True, exist_ok=True)
+        robot = start([str(BIN / "sim_robot"), "--ros-args", "-r", "__ns:=/robot_0",
+                       "-p", "robot:=cartpole", "-p", "mode:=free_run",
+                       "-p", f"control_period:={1.0 / rate}", "-p", "physics_substeps:=1"],
+                      env, run_dir / "sim_robot.log")
+        run = start([str(BIN / "rl-bringup"), "launch", mode, "robot_interface:=ros2_control",
+                     "sim_robot:=false", f"control_rate_hz:={rate}", "random_steps:=500",
+                     "total_env_steps:=1000000", f"output_dir:={run_dir}",
+                     f"domain_id:={domain_id}"], env, run_dir / "run.log")
+        try:
+            values = simulator_figures(domain_id, 120.0, window_s, run)
+        finally:
+            stop(run)
+            stop(robot)
+        row = {"mode": mode, "rate_hz": rate,
+               "p50_ms": float(values.get("command latency p50 ms", "nan")),
+               "p99_ms": float(values.get("command latency p99 ms", "nan")),
+               "achieved_hz": float(values.get("control rate hz", "nan"))}
+        rows.append(row)
+        print(f"  {mode:10s} {rate:6.0f} Hz: latency p50 {row['p50_ms']:.2f} ms, p99 "
+              f"{row['p99_ms']:.2f} ms, achieved {row['achieved_hz']:.1f} Hz", flush=True)
     return rows
+
+
+#: How the page counts runs in a column's header.
+RUN_COUNTS = {2: "two", 3: "three", 4: "four", 5: "five"}
+
+
+def results_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    """docs/results.md's "Control latency at the robot boundary" table of :func:`timing`'s
+    rows: per mode a p50 / p99 cell and an achieved-rate cell per robot rate, each run's
+    latencies in one cell and the achieved rate's range over them (the header says how many
+    runs where there are several)."""
+    modes = list(dict.fromkeys(row["mode"] for row in rows))
+    rates = list(dict.fromkeys(row["rate_hz"] for row in rows))
+    runs = {(mode, rate): [row for row in rows if (row["mode"], row["rate_hz"]) == (mode, rate)]
+            for mode in modes for rate in rates}
+    columns = [("mode", LEFT)]
+    for index, rate in enumerate(rates):
+        count = max(len(runs[mode, rate]) for mode in modes)
+        columns += [(f"{rate:g} Hz{' robot' if index == 0 else ''}: p50 / p99"
+                     + (f", {RUN_COUNTS.get(count, count)} runs" if count > 1 else ""), LEFT),
+                    ("achieved", LEFT if count > 1 else RIGHT)]
+    cells = []
+    for mode in modes:
+        line = [mode]
+        for rate in rates:
+            mine = [row for row in runs[mode, rate] if not math.isnan(row["p50_ms"])]
+            achieved = sorted(row["achieved_hz"] for row in mine
+                              if not math.isnan(row["achieved_hz"]))
+            line += [", ".join(f"{figures(row['p50_ms'])} / {figures(row['p99_ms'])} ms"
+                               for row in mine) or "-",
+                     "-" if not achieved else f"{achieved[0]:.1f} Hz" if len(achieved) == 1
+                     else f"{achieved[0]:.1f}–{achieved[-1]:.1f} Hz"]
+        cells.append(line)
+    return markdown_table(columns, cells)
 
 
 def cost(total_env_steps: int | None, domain_id: int, output: Path) -> list[dict[str, Any]]:
@@ -173,10 +214,17 @@ def main(argv: list[str] | None = None) -> int:
                         help="budget of the KukaReach runs (default: config/kuka_reach.yaml's)")
     parser.add_argument("--domain-id", type=int, default=60,
                         help="ROS_DOMAIN_ID before the first run's; each run takes the next "
-                        "(timing: up to 9 runs, cost: the 21st and 22nd; at most 101)")
+                        "(timing: up to 9 runs a repeat, cost: the 21st and 22nd; at most 101)")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="timing: runs of every mode and rate, 1 or 2 (default 1; two "
+                        "repeats of 9 runs stay below the cost part's domain ids)")
+    parser.add_argument("--markdown", action="store_true",
+                        help="also print docs/results.md's table of the timing figures")
     parser.add_argument("--output", default=None)
     parser.add_argument("--json", default=None)
     arguments = parser.parse_args(argv)
+    if arguments.repeats not in (1, 2):
+        parser.error("--repeats takes 1 or 2 (the cost part's domain ids follow the timing's)")
     output = Path(arguments.output or tempfile.mkdtemp(prefix="boundary-bench-"))
     report: dict[str, Any] = {}
     if arguments.part in ("timing", "both"):
@@ -184,7 +232,8 @@ def main(argv: list[str] | None = None) -> int:
               "sim_robot free_run:", flush=True)
         report["timing"] = timing(arguments.modes.split(","),
                                   [float(rate) for rate in arguments.rates.split(",")],
-                                  arguments.window, arguments.domain_id, output)
+                                  arguments.window, arguments.domain_id, output,
+                                  arguments.repeats)
     if arguments.part in ("cost", "both"):
         print("KukaReach, hybrid robots:=2, in-process envs against the boundary "
               "(sim_robot lockstep):", flush=True)
@@ -195,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     if arguments.json:
         Path(arguments.json).write_text(json.dumps(report, indent=2))
     print(f"runs in {output}")
+    if arguments.markdown and report.get("timing"):
+        print("\n" + results_table(report["timing"]))
     failed = any(row.get("code", 0) != 0 for row in report.get("cost", []))
     return 1 if failed else 0
 

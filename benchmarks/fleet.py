@@ -57,6 +57,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from benchmarks.elastic import deployment_pids  # noqa: E402
+from benchmarks.tables import RIGHT, markdown_table, number  # noqa: E402
 from benchmarks.throughput import csv_ints  # noqa: E402
 from tests.processes import Child  # noqa: E402  (the repository's process helper)
 
@@ -313,6 +314,29 @@ def print_fleet(rows: Sequence[FleetRow]) -> None:
               f"{row.robot_rss_mb:>8.0f} / {row.robot_uss_mb:<6.0f}  {row.learner_rss_mb:>15.0f}")
 
 
+#: docs/results.md's "Fleet and ingest" table.
+RESULTS_COLUMNS = tuple((header, RIGHT) for header in (
+    "robots", "all flowing", "node up (median)", "up -> flowing (median / max)",
+    "transitions/s (target)", "updates/transition", "CPU per robot", "learner CPU", "idle CPU",
+    "robot RSS / USS", "learner RSS"))
+
+
+def results_table(rows: Sequence[FleetRow]) -> str:
+    """docs/results.md's "Fleet and ingest" table: a row per deployment measured (the discovery
+    named after the robot count where the rows used more than one)."""
+    several = len({row.discovery for row in rows}) > 1
+    cells = [[f"{row.robots} ({row.discovery} discovery)" if several else str(row.robots),
+              f"{row.all_flowing_s:.1f} s", f"{row.up_median_s:.1f} s",
+              f"{row.up_to_flow_median_s:.1f} / {row.up_to_flow_max_s:.1f} s",
+              f"{number(row.env_steps_per_s, 1)} ({number(row.target_env_steps_per_s)})",
+              f"{row.updates_per_transition:.2f}", f"{row.robot_cpus:.3f}",
+              f"{row.learner_cpus:.2f}", f"{row.idle_cpus:.2f}",
+              f"{number(row.robot_rss_mb)} / {number(row.robot_uss_mb)} MiB",
+              f"{number(row.learner_rss_mb)} MiB"]
+             for row in rows]
+    return markdown_table(RESULTS_COLUMNS, cells)
+
+
 # --- part 2: the replay buffer's ingest ceiling ------------------------------------------------
 
 @dataclass
@@ -564,6 +588,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
                         help="ROS_DOMAIN_ID of every process (default: 20 + pid %% 60)")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--plot", type=Path, help="write the scaling curves (PNG) here")
+    parser.add_argument("--markdown", action="store_true",
+                        help="also print docs/results.md's table of the fleet part")
     # the light robot worker (started by the ingest part)
     parser.add_argument("--light-robots-worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--robot-ids", default="0-0", help=argparse.SUPPRESS)
@@ -617,6 +643,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print_fleet(fleet)
     if args.plot is not None and (fleet or ingest):
         plot(fleet, ingest, args.plot)
+    if args.markdown and fleet:
+        print("\n" + results_table(fleet))
     return 0
 
 

@@ -63,6 +63,7 @@ from benchmarks.seed_spread import (  # noqa: E402
     parse_seeds,
     run_one,
 )
+from benchmarks.tables import LEFT, RIGHT, bold, markdown_table, number, plain_table  # noqa: E402
 
 CONFIG = REPO / "config" / "kuka_reach_demos.yaml"
 NONE = "none"
@@ -164,19 +165,29 @@ def runner_for(mode: str, robots: int, budget: int, variant: str, demos: Path | 
     return Runner(mode, robots, budget, (*extra, *own))
 
 
-def cell(values: list[float], lower_bound: bool, fmt: str) -> str:
+#: Issue 22's goal: this many demonstrations in at most this share of the transitions of none.
+GOAL_DEMOS, GOAL_RATIO = 20, 0.5
+#: docs/results.md's "People in the loop" table.
+COLUMNS = (("mode", LEFT), ("variant", LEFT), ("met", RIGHT),
+           ("transitions to criterion, median", RIGHT), ("x none", RIGHT),
+           ("seconds, median", RIGHT), ("x none", RIGHT))
+
+
+def cell(values: list[float], lower_bound: bool) -> str:
     if not values:
         return "-"
-    return (">=" if lower_bound else "") + format(statistics.median(values), fmt)
+    return (">=" if lower_bound else "") + number(statistics.median(values))
 
 
-def table(outcomes: list[Outcome], variants: list[str], modes: list[str]) -> str:
+def table_rows(outcomes: list[Outcome], variants: list[str], modes: list[str],
+               robots: int = 2) -> list[list[str]]:
     """Per mode and variant: runs meeting the criterion, median transitions and seconds until
     they did (the budget and the run's time where one did not: then a lower bound), and the
-    ratio of both medians to the same mode's baseline."""
-    lines = ["| mode | variant | met | transitions to criterion | x none | seconds | x none |",
-             "|---|---|---:|---:|---:|---:|---:|"]
+    ratio of both medians to the same mode's baseline (bold where :data:`GOAL_DEMOS`
+    demonstrations meet the goal)."""
+    rows = []
     for mode in modes:
+        label = mode if mode == "colocated" else f"{mode} robots:={robots}"
         baseline: tuple[float, float] | None = None
         for variant in variants:
             mine = [o for o in outcomes if (o.mode, o.variant) == (mode, variant) and not o.error]
@@ -192,12 +203,20 @@ def table(outcomes: list[Outcome], variants: list[str], modes: list[str]) -> str
             medians = (statistics.median(steps), statistics.median(seconds))
             if variant == NONE:
                 baseline = medians
-            ratios = ("-", "-") if baseline is None or variant == NONE else \
-                tuple(f"{medians[k] / baseline[k]:.2f}" for k in range(2))
-            lines.append(f"| {mode} | {variant} | {len(met)}/{len(mine)} | "
-                         f"{cell(steps, censored, '.0f')} | {ratios[0]} | "
-                         f"{cell(seconds, censored, '.0f')} | {ratios[1]} |")
-    return "\n".join(lines)
+            ratios = ["-", "-"]
+            if baseline is not None and variant != NONE:
+                ratios = [f"{medians[k] / baseline[k]:.2f}" for k in range(2)]
+                ratios[0] = bold(ratios[0], variant == f"{GOAL_DEMOS} demos"
+                                 and medians[0] <= GOAL_RATIO * baseline[0])
+            rows.append([label, variant, f"{len(met)}/{len(mine)}", cell(steps, censored),
+                         ratios[0], cell(seconds, censored), ratios[1]])
+    return rows
+
+
+def table(outcomes: list[Outcome], variants: list[str], modes: list[str],
+          robots: int = 2) -> str:
+    """docs/results.md's "People in the loop" table of :func:`table_rows`."""
+    return markdown_table(COLUMNS, table_rows(outcomes, variants, modes, robots))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -228,6 +247,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="folder for the runs (default runs/hil-<time>)")
     parser.add_argument("--json", type=Path, default=None,
                         help="write every run's outcome here (rewritten as each run ends)")
+    parser.add_argument("--markdown", action="store_true",
+                        help="also print the table as docs/results.md shows it")
     args = parser.parse_args(argv)
     try:
         demo_counts = sorted({int(part) for part in args.demos.split(",") if part.strip()})
@@ -279,7 +300,10 @@ def main(argv: list[str] | None = None) -> int:
                       f"(run {outcome.wall_time_s:.0f} s)", flush=True)
                 if args.json is not None:
                     args.json.write_text(json.dumps([asdict(o) for o in outcomes], indent=2))
-    print(table(outcomes, variants, args.modes))
+    rows = table_rows(outcomes, variants, args.modes, args.robots)
+    print(plain_table(COLUMNS, rows))
+    if args.markdown:
+        print("\n" + markdown_table(COLUMNS, rows))
     return 1 if any(o.error for o in outcomes) else 0
 
 

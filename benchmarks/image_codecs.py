@@ -48,6 +48,7 @@ PIXELS_CONFIG = REPO / "config" / "cartpole_pixels.yaml"
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from benchmarks.tables import LEFT, RIGHT, markdown_table, number  # noqa: E402
 from rl_core.algorithms.encoders import PixelEncoder, image_to_tensor
 from rl_core.config import load_run_config
 from rl_core.envs import CARTPOLE_PIXELS_ID, VectorEnv
@@ -220,6 +221,35 @@ def measure_dds(codecs: tuple[str, ...], rounds: int, warmup_s: float, window_s:
             for codec, results in runs.items()}
 
 
+#: docs/results.md's "Image codecs" table.
+RESULTS_COLUMNS = (("codec", LEFT), ("acting bytes/step (DDS)", RIGHT),
+                   ("experience bytes/step (DDS)", RIGHT),
+                   (f"env steps/s, {ROBOTS} robots (DDS)", RIGHT), ("vs raw", RIGHT),
+                   ("encode µs/step", RIGHT), ("decode µs/step", RIGHT))
+
+
+def results_table(codec_work: dict[str, dict[str, float]], dds: dict[str, dict[str, float]],
+                  quality: int, feature_dim: int) -> str:
+    """docs/results.md's "Image codecs" table: per codec of :data:`CODECS` its DDS figures
+    (:func:`measure_dds`; ``-`` without them) and its codec work (:func:`measure`, keyed ``jpeg
+    q<quality>`` for jpeg); ``vs raw``: env steps/s over raw's."""
+    labels = {"raw": "raw (`Image`)", "png": "png (`CompressedImage`)",
+              "jpeg": f"jpeg q{quality} (`CompressedImage`)",
+              "latent": f"latent ({feature_dim} features)"}
+    raw_rate = dds.get("raw", {}).get("steps_per_s")
+    cells = []
+    for codec in CODECS:
+        through = dds.get(codec, {})
+        work = codec_work.get(f"jpeg q{quality}" if codec == "jpeg" else codec, {})
+        rate = through.get("steps_per_s")
+        cells.append([labels[codec], number(through.get("acting_bytes_per_step")),
+                      number(through.get("experience_bytes_per_step")), number(rate, 1),
+                      f"{rate / raw_rate:.2f}" if rate is not None and raw_rate else "-",
+                      number(work.get("encode_us_per_step")),
+                      number(work.get("decode_us_per_step"))])
+    return markdown_table(RESULTS_COLUMNS, cells)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--robots", type=int, default=2, help="observations per batch")
@@ -233,6 +263,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=8.0, help="seconds before the window")
     parser.add_argument("--window", type=float, default=20.0, help="DDS window in seconds")
     parser.add_argument("--domain-id", type=int, default=1 + os.getpid() % 100)
+    parser.add_argument("--markdown", action="store_true",
+                        help="also print docs/results.md's table of the figures measured")
     args = parser.parse_args()
     torch.set_num_threads(1)
     batches = rollout(args.robots, args.steps, args.seed)
@@ -259,6 +291,9 @@ def main() -> None:
             print(f"{codec:<10} {figures['steps_per_s']:>12.1f} {ratio:>7} "
                   f"{figures['acting_bytes_per_step']:>14,.0f} "
                   f"{figures['experience_bytes_per_step']:>18,.0f}")
+    if args.markdown:
+        feature_dim = load_run_config(PIXELS_CONFIG).sac.feature_dim
+        print("\n" + results_table(results, dds, args.quality, feature_dim))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump({"robots": args.robots, "steps": args.steps, "results": results,

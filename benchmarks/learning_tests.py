@@ -51,6 +51,7 @@ from rl_bringup.supervisor import describe_exit, stop_process
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script: the tests package lives at the repository root
     sys.path.insert(0, str(REPO))
+from benchmarks.tables import LEFT, RIGHT, bold, markdown_table  # noqa: E402
 from tests.learning import OUTCOME_PREFIX, SEED_VARIABLE  # noqa: E402
 
 #: Seconds one test run may take before it is stopped and counted as failed.
@@ -161,12 +162,17 @@ def short(test: str) -> str:
     return f"{Path(path).stem}::{name}" if name else Path(path).stem
 
 
+#: The table's columns (:func:`table`).
+COLUMNS = (("test", LEFT), ("outcome", LEFT),
+           *((header, RIGHT) for header in ("runs", "failed", "min", "median", "needs",
+                                            "smallest margin", "failure rate, 95 % bound",
+                                            "median time")))
+
+
 def table(runs: list[Run]) -> str:
     """One markdown row per test and outcome: runs, failures, the outcome's minimum, median and
     smallest margin over its threshold, the failure rate's 95 % upper bound, the median time."""
-    lines = ["| test | outcome | runs | failed | min | median | needs | smallest margin "
-             "| failure rate, 95 % bound | median time |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    cells = []
     for test in dict.fromkeys(run.test for run in runs):
         mine = [run for run in runs if run.test == test]
         failed = sum(not run.passed for run in mine)
@@ -176,12 +182,49 @@ def table(runs: list[Run]) -> str:
         for name in names:
             pairs = [run.outcomes[name] for run in mine if name in run.outcomes]
             values = [value for value, _ in pairs]
-            figures = (f"{min(values):.4g} | {statistics.median(values):.4g} | "
-                       f"{pairs[0][1]:g} | {min(v - t for v, t in pairs):+.4g}"
-                       if pairs else "- | - | - | -")
-            lines.append(f"| {short(test)} | {name} | {len(mine)} | {failed} | {figures} | "
-                         f"{bound} | {seconds} |")
-    return "\n".join(lines)
+            figures = ([f"{min(values):.4g}", f"{statistics.median(values):.4g}",
+                        f"{pairs[0][1]:g}", f"{min(v - t for v, t in pairs):+.4g}"]
+                       if pairs else ["-"] * 4)
+            cells.append([short(test), name, str(len(mine)), str(failed), *figures, bound,
+                          seconds])
+    return markdown_table(COLUMNS, cells)
+
+
+#: docs/results.md's "Learning-test failure rates" table.
+RESULTS_COLUMNS = (("test", LEFT), ("what it asserts", LEFT), ("runs", RIGHT), ("failed", RIGHT),
+                   ("median", RIGHT), ("min", RIGHT), ("smallest margin", RIGHT),
+                   ("95 % bound", RIGHT))
+
+
+def measured(value: float, sign: str = "") -> str:
+    """An outcome as the page writes it: ``200.0``, ``0.725``, ``10,500`` (``sign="+"``: with
+    its sign, for margins)."""
+    if abs(value) >= 1000:
+        return f"{value:{sign},.0f}"
+    text = repr(round(value, 3))
+    return f"+{text}" if sign == "+" and value >= 0 else text
+
+
+def results_table(runs: list[Run]) -> str:
+    """docs/results.md's "Learning-test failure rates" table: per test and outcome the runs,
+    the failures (bold when any), the outcome's median, minimum and smallest margin over its
+    threshold, and the failure rate's 95 % upper bound."""
+    cells = []
+    for test in dict.fromkeys(run.test for run in runs):
+        mine = [run for run in runs if run.test == test]
+        failed = sum(not run.passed for run in mine)
+        path, _, name = test.partition("::")
+        label = f"`{Path(path).stem}`" + (f" {name[name.index('[') + 1:-1]}" if "[" in name
+                                          else "")
+        for outcome in list(dict.fromkeys(o for run in mine for o in run.outcomes)) or ["-"]:
+            pairs = [run.outcomes[outcome] for run in mine if outcome in run.outcomes]
+            values = [value for value, _ in pairs]
+            asserts = f"{outcome} >= {pairs[0][1]:g}" if pairs else outcome
+            figures = ([measured(statistics.median(values)), measured(min(values)),
+                        measured(min(v - t for v, t in pairs), "+")] if pairs else ["-"] * 3)
+            cells.append([label, asserts, str(len(mine)), bold(str(failed), failed > 0),
+                          *figures, f"{100 * failure_rate_bound(failed, len(mine)):.1f} %"])
+    return markdown_table(RESULTS_COLUMNS, cells)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -201,10 +244,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tabulate", type=Path, nargs="+", default=None, metavar="JSON",
                         help="run nothing: tabulate the runs of earlier --json files together "
                         "(the parts of one measurement)")
+    parser.add_argument("--markdown", action="store_true",
+                        help="also print the table as docs/results.md shows it")
     args = parser.parse_args(argv)
     if args.tabulate is not None:
         try:
-            print(table([run for path in args.tabulate for run in load_runs(path)]))
+            tabulated = [run for path in args.tabulate for run in load_runs(path)]
+            print(table(tabulated))
+            if args.markdown:
+                print("\n" + results_table(tabulated))
         except (OSError, ValueError, TypeError, KeyError) as error:
             parser.error(f"cannot tabulate {' '.join(map(str, args.tabulate))}: {error}")
         return 0
@@ -234,6 +282,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.json is not None:  # rewritten after every run: a cut-short measurement counts
                 args.json.write_text(json.dumps([asdict(run) for run in runs], indent=2))
     print(table(runs))
+    if args.markdown:
+        print("\n" + results_table(runs))
     return 0 if all(run.passed for run in runs) else 1
 
 

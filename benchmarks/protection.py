@@ -26,9 +26,11 @@ from __future__ import annotations
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from benchmarks.tables import LEFT, RIGHT, bold, duration, markdown_table, percent
 
 
 @dataclass
@@ -247,6 +249,67 @@ def _applies(cost: Cost, mode: str) -> bool:
                 (cost.nodes_only and mode == "bare"))
 
 
+def acting_share(costs: Sequence[Cost], mode: str, rate: float, width: int) -> float:
+    """The share of ``mode``'s acting time (``rate`` env steps/s at ``width``) that its per-batch
+    protections among ``costs`` take."""
+    return sum(cost.seconds for cost in costs[:PER_BATCH] if _applies(cost, mode)) * rate / width
+
+
+def _deployment_shares(shares: Mapping[int, Mapping[str, float]]) -> str:
+    """``width 1: 4.0 % of colocated, 1.1 % of decoupled; width 64: ...`` from ``{width: {mode:
+    share}}``; the bare loop left out (it runs no nodes: the page asks what deployments pay)."""
+    parts = []
+    for width, by_mode in shares.items():
+        text = ", ".join(f"{percent(share)} of {mode}" for mode, share in by_mode.items()
+                         if mode != "bare")
+        if text:
+            parts.append(f"width {width}: {text}")
+    return "; ".join(parts)
+
+
+def _periodic_groups(costs: Sequence[Cost]) -> list[list[Cost]]:
+    """Consecutive periodic costs of one period (sign and verify, copy and write) together."""
+    groups: list[list[Cost]] = []
+    for cost in costs:
+        if groups and groups[-1][-1].basis == cost.basis:
+            groups[-1].append(cost)
+        else:
+            groups.append([cost])
+    return groups
+
+
+def results_table(costs: Mapping[int, Sequence[Cost]], rates: Mapping[int, Mapping[str, float]],
+                  date: str) -> str:
+    """docs/results.md's "Protection costs" table: ``costs`` as :func:`measure` returns them per
+    width, ``rates`` the env steps/s of each mode per width (as :func:`report` takes them),
+    measured on ``date``. Per-batch costs get a column per width and their share of each
+    deployment's acting time; periodic ones (measured alike at every width: the first width's)
+    a share of one core, those of one period in one row; the last row sums the acting path."""
+    widths = list(costs)
+    first = costs[widths[0]]
+    blank = [""] * (len(widths) - 1)
+    columns = [("protection", LEFT), ("where", LEFT), *((f"width {w}", RIGHT) for w in widths),
+               ("share", LEFT), ("date", LEFT)]
+    cells = []
+    for index, cost in enumerate(first[:PER_BATCH]):
+        shares = {width: {mode: costs[width][index].seconds * rate / width
+                          for mode, rate in rates.get(width, {}).items() if _applies(cost, mode)}
+                  for width in widths}
+        cells.append([cost.name, cost.where,
+                      *(duration(costs[width][index].seconds) for width in widths),
+                      _deployment_shares(shares), date])
+    for group in _periodic_groups(first[PER_BATCH:]):
+        where = " / ".join(dict.fromkeys(cost.where for cost in group))
+        cells.append([" / ".join(cost.name for cost in group), f"{where}, {group[0].basis}",
+                      " / ".join(duration(cost.seconds) for cost in group), *blank,
+                      " / ".join(percent(cost.share) for cost in group) + " of a core", date])
+    total = {width: {mode: acting_share(costs[width], mode, rate, width)
+                     for mode, rate in rates.get(width, {}).items()} for width in widths}
+    cells.append([bold("acting path in total"), "", *[""] * len(widths),
+                  _deployment_shares(total), date])
+    return markdown_table(columns, cells)
+
+
 def report(costs: list[Cost], width: int, rates: dict[str, float]) -> list[dict[str, object]]:
     """Print the table; ``rates``: env steps/s of each measured mode at ``width``."""
     print(f"\nprotections at width {width}:")
@@ -264,7 +327,6 @@ def report(costs: list[Cost], width: int, rates: dict[str, float]) -> list[dict[
         rows.append({"name": cost.name, "where": cost.where, "seconds": cost.seconds,
                      "shares": shares, "basis": cost.basis})
     for mode, rate in rates.items():
-        acting = sum(cost.seconds for cost in costs[:PER_BATCH]
-                     if _applies(cost, mode)) * rate / width
+        acting = acting_share(costs, mode, rate, width)
         print(f"  acting path in {mode}: {100 * acting:.2f} % of its time (target <= 5 %)")
     return rows

@@ -57,6 +57,11 @@ from rl_bringup.supervisor import describe_exit, stop_process
 from rl_bringup.tools.common import load_config
 from rl_bringup.tools.subcommand import ToolError
 
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # run as a script: benchmarks/ is a package at the repository root
+    sys.path.insert(0, str(REPO))
+from benchmarks.tables import LEFT, RIGHT, markdown_table  # noqa: E402
+
 #: Seconds one run may take before it is stopped and reported as failed.
 RUN_TIMEOUT_S = 3600.0
 #: Seconds a launched run gets to shut down after SIGINT before its process group is killed.
@@ -167,28 +172,32 @@ def train_one(runner: Runner, config: Path, seed: int, output: Path, domain_id: 
     return outcome
 
 
-def spread(values: list[float], threshold: float) -> str:
-    """``median | min | max | reached/runs`` cells of one column of returns."""
+#: The table's columns: each config's runs, then the final and the best evaluation's spread.
+COLUMNS = (("config", LEFT), ("solve_return", RIGHT), ("runs", RIGHT),
+           *((header, RIGHT) for header in ("final: median", "min", "max", "reached",
+                                            "best: median", "min", "max", "reached")))
+
+
+def spread(values: list[float], threshold: float) -> list[str]:
+    """``median``, ``min``, ``max``, ``reached/runs`` cells of one column of returns."""
     if not values:
-        return "- | - | - | -"
+        return ["-"] * 4
     reached = sum(value >= threshold for value in values)
-    return (f"{statistics.median(values):.1f} | {min(values):.1f} | {max(values):.1f} | "
-            f"{reached}/{len(values)}")
+    return [f"{statistics.median(values):.1f}", f"{min(values):.1f}", f"{max(values):.1f}",
+            f"{reached}/{len(values)}"]
 
 
 def table(configs: dict[str, float], outcomes: list[Outcome]) -> str:
     """One markdown row per config: runs, then median/min/max and runs reaching ``solve_return``
     for the final evaluation and for the best checkpoint's."""
-    lines = ["| config | solve_return | runs | final: median | min | max | reached "
-             "| best: median | min | max | reached |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    cells = []
     for name, threshold in configs.items():
         mine = [o for o in outcomes if o.config == name and not o.error]
         final = [o.eval_mean_return for o in mine if o.eval_mean_return is not None]
         best = [o.best_eval_mean_return for o in mine if o.best_eval_mean_return is not None]
-        lines.append(f"| {Path(name).name} | {threshold:g} | {len(mine)} | "
-                     f"{spread(final, threshold)} | {spread(best, threshold)} |")
-    return "\n".join(lines)
+        cells.append([Path(name).name, f"{threshold:g}", str(len(mine)),
+                      *spread(final, threshold), *spread(best, threshold)])
+    return markdown_table(COLUMNS, cells)
 
 
 def main(argv: list[str] | None = None) -> int:

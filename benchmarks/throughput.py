@@ -66,6 +66,11 @@ from pathlib import Path
 from rl_core.names.variables import ACTION_KEY, ACTION_KEY_FILE
 
 REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # run as a script: benchmarks/ is a package at the repository root
+    sys.path.insert(0, str(REPO))
+from benchmarks import protection  # noqa: E402
+from benchmarks.tables import LEFT, RIGHT, markdown_table, number  # noqa: E402
+
 BIN_DIR = Path(sys.executable).parent  # the venv's console scripts (simulator, policy)
 MODES = ("bare", "colocated", "decoupled", "central")
 DEFAULT_MODES = ("bare", "colocated", "decoupled")  # central starts N + 1 processes: opt in
@@ -591,6 +596,31 @@ def report(rows: dict[tuple[str, int], Row], header: str) -> list[dict[str, obje
     return outcomes
 
 
+#: docs/results.md's "Acting throughput" table.
+RESULTS_COLUMNS = (("mode", LEFT), ("width", RIGHT), ("steps/s", RIGHT), ("min..max", RIGHT),
+                   ("x bare", RIGHT), ("target", LEFT), ("date", LEFT))
+
+
+def results_table(rows: dict[tuple[str, int], Row], date: str) -> str:
+    """docs/results.md's "Acting throughput" table of ``rows``, measured on ``date``: median
+    steps/s, the range over runs (of two or more), the ratio to the bare loop with as many
+    environments, and the verdict where the design has a target (``width`` of a central row:
+    its robots' environments in all, the bare loop it is compared with)."""
+    targets = {(mode, width): minimum for mode, width, minimum in TARGETS}
+    cells = []
+    for (mode, width), row in sorted(rows.items(), key=lambda kv: (kv[1].environments,
+                                                                   MODES.index(kv[0][0]))):
+        r = ratio(rows, mode, width)
+        minimum = CENTRAL_TARGET if mode == "central" else targets.get((mode, width))
+        target = "" if minimum is None or r is None else \
+            f">= {minimum:.1f}: {'met' if r >= minimum else 'SHORT'}"
+        spread = f"{min(row.runs):,.0f}..{max(row.runs):,.0f}" if len(row.runs) > 1 else ""
+        label = f"central, {row.robots} robots x {row.width}" if mode == "central" else mode
+        cells.append([label, str(row.environments), number(row.median), spread,
+                      "" if r is None else f"{r:.2f}", target, date])
+    return markdown_table(RESULTS_COLUMNS, cells)
+
+
 def round_runs(modes: Sequence[str], widths: Sequence[int], robots: int) -> list[tuple[str, int]]:
     """The ``(mode, width)`` runs of one round: every mode at every width, and for ``central``
     at width W also its reference, the bare loop at width N x W (when bare is measured)."""
@@ -676,6 +706,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
                         help="also time the fault and security protections (admission checks, "
                              "weights signing, snapshots) against the rates of this run "
                              "(benchmarks/protection.py)")
+    parser.add_argument("--markdown", action="store_true",
+                        help="also print docs/results.md's tables of the figures measured "
+                             "(acting throughput; protection costs with --protection)")
     parser.add_argument("--profile", action="store_true",
                         help="cProfile the measured window of bare and colocated runs and print "
                              "the top functions (slows them down; for diagnosis only)")
@@ -777,19 +810,25 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("throughput: interrupted; reporting the runs so far", file=sys.stderr)
     outcomes = report(rows, header)
     protections = {}
+    costs: dict[int, list[protection.Cost]] = {}
+    rates: dict[int, dict[str, float]] = {}
     if args.protection:
-        import protection  # benchmarks/protection.py, next to this script
-
         for width in args.widths:
-            rates = {mode: statistics.median(row.runs) for (mode, row_width), row in rows.items()
-                     if row_width == width and row.runs}
-            costs = protection.measure(env_id, width, args.hidden)
-            protections[width] = protection.report(costs, width, rates)
+            rates[width] = {mode: statistics.median(row.runs)
+                            for (mode, row_width), row in rows.items()
+                            if row_width == width and row.runs}
+            costs[width] = protection.measure(env_id, width, args.hidden)
+            protections[width] = protection.report(costs[width], width, rates[width])
     contended = sum(row.contended for row in rows.values())
     if contended:
         print(f"WARNING: {contended} run(s) kept more than {args.max_foreign_load:.2f} cores of "
               "other load after retries (marked *); rerun on a quiet machine")
     print(f"(total {time.time() - started:.0f} s)")
+    if args.markdown:
+        date = time.strftime("%Y-%m-%d")
+        print("\n" + results_table(rows, date))
+        if costs:
+            print("\n" + protection.results_table(costs, rates, date))
     if args.json:
         Path(args.json).write_text(json.dumps({
             "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

@@ -39,11 +39,17 @@ import statistics
 import sys
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # run as a script: benchmarks/ is a package at the repository root
+    sys.path.insert(0, str(REPO))
+from benchmarks.tables import LEFT, RIGHT, bold, markdown_table, number, times  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -141,6 +147,50 @@ def rate(step: Callable[[], None], seconds: float) -> float:
     return count / (time.perf_counter() - start)
 
 
+#: Our learners of the page's table (``--compile --bfloat16``): what each name measures.
+LEARNERS = ("ours", "compiled", "ours bf16", "compiled bf16")
+#: Issue 21 item 3's goal: an update rate of this many times SB3's.
+GOAL_X_SB3 = 2.0
+#: docs/results.md's "Update speed" table.
+RESULTS_COLUMNS = (("run", LEFT), ("size", LEFT), *((name, RIGHT) for name in LEARNERS),
+                   ("SB3", RIGHT), *((f"{name} / SB3", RIGHT) for name in
+                                     ("ours", "compiled", "compiled bf16")),
+                   ("compiled bf16 / bf16 limit", RIGHT))
+
+
+@dataclass(frozen=True)
+class SizeResult:
+    """One size's medians: ``rates`` updates/s per learner (:data:`LEARNERS` measured, and
+    ``sb3``), ``limits`` the machine's updates/s per precision (``float32``, ``bfloat16``)."""
+
+    name: str
+    size: Size
+    rates: Mapping[str, float]
+    limits: Mapping[str, float]
+
+
+def results_table(results: Sequence[SizeResult], run: int = 1) -> str:
+    """docs/results.md's "Update speed" table: per size the updates/s of each learner and SB3,
+    the ratios to SB3 (the best one bold where it meets :data:`GOAL_X_SB3`) and compiled
+    bfloat16's share of the bfloat16 limit; ``-`` for a learner not measured."""
+    cells = []
+    for result in results:
+        rates, sb3 = result.rates, result.rates.get("sb3")
+        over_sb3 = {name: rates[name] / sb3 for name in ("ours", "compiled", "compiled bf16")
+                    if name in rates and sb3}
+        best = max(over_sb3.values(), default=0.0)
+        limit = result.limits.get("bfloat16")
+        size = result.size
+        cells.append([
+            str(run), f"{result.name} ({'x'.join(map(str, size.hidden))}, batch {size.batch})",
+            *(number(rates.get(name)) for name in LEARNERS), number(sb3),
+            *(bold(times(over_sb3[name]), over_sb3[name] == best and best >= GOAL_X_SB3)
+              if name in over_sb3 else "-" for name in ("ours", "compiled", "compiled bf16")),
+            f"{rates['compiled bf16'] / limit:.2f}" if "compiled bf16" in rates and limit else "-",
+        ])
+    return markdown_table(RESULTS_COLUMNS, cells)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", choices=sorted(SIZES), action="append",
@@ -152,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="also measure ours with compile_update (torch.compile)")
     parser.add_argument("--bfloat16", action="store_true",
                         help="also measure ours with update_precision: bfloat16")
+    parser.add_argument("--markdown", action="store_true",
+                        help="also print docs/results.md's table of the figures measured")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore")
@@ -174,6 +226,7 @@ def main(argv: list[str] | None = None) -> int:
           + "".join(f" {'' if p == 'float32' else p + ' '}limit updates/s |" for p in precisions)
           + "".join(f" {key} / limit |" for key in variants))
     print("|---|" + "---:|" * (3 * len(variants) + 1 + len(precisions)))
+    results: list[SizeResult] = []
     for name in args.size or sorted(SIZES):
         size = SIZES[name]
         learners = {key: ours(size, *variant) for key, variant in variants.items()}
@@ -203,6 +256,9 @@ def main(argv: list[str] | None = None) -> int:
               + "".join(f" {limit[precision]:,.0f} |" for precision in precisions)
               + "".join(f" {median[key] / limit[variant[1]]:.2f} |"
                         for key, variant in variants.items()), flush=True)
+        results.append(SizeResult(name, size, median, limit))
+    if args.markdown:
+        print("\n" + results_table(results))
     return 0
 
 

@@ -40,6 +40,6 @@ def test_table_gives_ratios_to_none_and_marks_censored_medians() -> None:
                  Outcome("colocated", "20 demos", 2, 20000, env_steps=20000, wall_time_s=500.0),
                  Outcome("colocated", "20 demos", 3, 20000, error="exit 1: boom")]
     rows = table(outcomes, [NONE, "20 demos"], ["colocated"]).splitlines()
-    assert rows[2] == "| colocated | none | 2/2 | 7000 | - | 180 | - |"
+    assert rows[2] == "| colocated | none | 2/2 | 7,000 | - | 180 | - |"
     # One of two runs never met the criterion (counted as its budget): a lower bound.
-    assert rows[3] == "| colocated | 20 demos | 1/2 | >=11500 | 1.64 | >=290 | 1.61 |"
+    assert rows[3] == "| colocated | 20 demos | 1/2 | >=11,500 | 1.64 | >=290 | 1.61 |"
