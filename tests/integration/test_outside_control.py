@@ -34,7 +34,7 @@ from lifecycle_msgs.srv import ChangeState, GetState
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.parameter import Parameter
 
-from rl_bringup.supervisor import Command, Supervisor
+from rl_bringup.run.supervisor import Command, Supervisor
 from rl_nodes import graph
 from rl_nodes.lifecycle import EXIT_RESTART
 from tests.processes import REPO, Child

@@ -1,4 +1,4 @@
-"""Integration tests of rl_bringup.supervisor with tiny ``python -c`` processes.
+"""Integration tests of rl_bringup.run.supervisor with tiny ``python -c`` processes.
 
 Every wait has a deadline (conditions are polled; child scripts carry their own deadlines and
 fail loudly), and every process a test starts is killed by PID in a ``finally``/fixture
@@ -24,7 +24,7 @@ from typing import Any
 import psutil
 import pytest
 
-from rl_bringup.supervisor import (
+from rl_bringup.run.supervisor import (
     EXIT_CANNOT_START,
     RETIRING,
     RUNNING,
@@ -454,7 +454,7 @@ def test_sigint_to_the_supervisor_is_forwarded_and_children_are_gone(extra_pids:
     script = textwrap.dedent(
         """
         import json, sys
-        from rl_bringup.supervisor import Command, Supervisor
+        from rl_bringup.run.supervisor import Command, Supervisor
         python, sleeper = json.loads(sys.argv[1])
         commands = [
             Command("obedient", python + [sleeper, "-"]),
