@@ -17,7 +17,7 @@
 Every run learns (cart-pole, SAC, rate limiter on) with ``learning_starts:=100`` and no step
 budget; ``--max-rate-hz`` caps each robot's control rate like a real robot's (0: as fast as the
 machine goes). ROS runs on the loopback with a ``ROS_DOMAIN_ID`` of this benchmark's own; every
-process is stopped by PID (:func:`rl_bringup.run.supervisor.stop_process`).
+process is stopped by PID (:func:`rl_bringup.run.processes.stop_process`).
 
 Usage::
 
@@ -94,7 +94,7 @@ def launch(arguments: Sequence[str], domain_id: int, log_path: Path) -> subproce
 
 
 def stop(process: subprocess.Popen[bytes]) -> None:
-    from rl_bringup.run.supervisor import stop_process
+    from rl_bringup.run.processes import stop_process
 
     stop_process(process, STOP_GRACE_S)
 

@@ -40,7 +40,8 @@ from rl_bringup.plan.autoscale import (
 )
 from rl_bringup.plan.deployment import Plan
 from rl_bringup.plan.discovery import DISCOVERY_RANGE_VARIABLE, DISCOVERY_SERVER_VARIABLE
-from rl_bringup.run.supervisor import RESTARTING, RUNNING, STANDBY, Supervisor
+from rl_bringup.run.supervision import RESTARTING, RUNNING, STANDBY
+from rl_bringup.run.supervisor import Supervisor
 from rl_core.learning.cpus import available_cpus
 from rl_core.security import weights_auth
 from rl_core.security.signed_status import StatusCheck

@@ -1,18 +1,17 @@
 """A small process supervisor: runs a deployment plan where ``ros2 launch`` is not installed.
 
 It does what the launch front end does for this project, with the standard library only: starts
-each process in its own session, prefixes its output lines with ``[name]``, forwards SIGINT and
-SIGTERM, respawns crashed ``respawn`` processes with a doubling delay up to a bounded number of
-restarts, ends the run when a ``required`` process exits (with that process's code), and stops
-in phases (the forwarded signal, a grace period, SIGTERM, SIGKILL). ``standby`` processes wait
-until :meth:`Supervisor.start_standby` and go back on :meth:`Supervisor.retire`: the elastic
-robots of :mod:`rl_bringup.run.elastic` scale this way.
+each process in its own session, prefixes its output lines with ``[name]`` (:mod:`.output`),
+forwards SIGINT and SIGTERM, restarts, gives up or ends the run after an exit and kills hung
+processes by the rules of :mod:`.supervision`, and stops in phases (the forwarded signal, a grace
+period, SIGTERM, SIGKILL). ``standby`` processes wait until :meth:`Supervisor.start_standby` and
+go back on :meth:`Supervisor.retire`: the elastic robots of :mod:`rl_bringup.run.elastic` scale
+this way. Requests from other threads reach the supervising loop through a queue.
 
-Signals go only to the process groups this supervisor started (:func:`signal_group`), never by
-name. :func:`stop_process` is the same stop for one process started elsewhere. Processes are
-anything with ``name``, ``env``, ``respawn``, ``required`` and ``argv(python_bin_dir)``:
-:class:`rl_bringup.plan.deployment.ProcessSpec`, or :class:`Command` for plain command lines. Every rule in
-full: docs/architecture.md, "Launch: two front ends, one plan".
+Signals go only to the process groups this supervisor started
+(:func:`rl_bringup.run.processes.signal_group`), never by name. Processes are anything
+:class:`rl_bringup.run.processes.SupervisedProcess` describes: a plan's ``ProcessSpec``, or a
+plain ``Command``. Every rule in full: docs/architecture.md, "Launch: two front ends, one plan".
 """
 
 from __future__ import annotations
@@ -25,155 +24,18 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
 from types import FrameType
-from typing import IO, Any, Protocol
+from typing import IO, Any
 
 from rl_bringup.plan.deployment import MAX_RESPAWNS, RESPAWN_DELAY_S
-from rl_bringup.plan.process_spec import private_directory
+from rl_bringup.run.output import LineOutput
+from rl_bringup.run.processes import EXIT_CANNOT_START, SupervisedProcess, describe_exit, signal_group
+from rl_bringup.run.supervision import Child, ExitRules, HeartbeatWatch, ProcessState
 from rl_core.monitoring import heartbeat
 from rl_core.names import variables
 
-# Exit code when a process cannot be started at all (the shell's "command not found").
-EXIT_CANNOT_START = 127
 #: How many times the process was restarted before this start (0 the first time).
 RESTART_VARIABLE = variables.RESTART_COUNT
-
-
-class SupervisedProcess(Protocol):
-    """What the supervisor needs to know about a process (read-only, so plain attributes fit)."""
-
-    @property
-    def name(self) -> str:
-        """Log prefix and identity; unique within a run."""
-        ...
-
-    @property
-    def env(self) -> Mapping[str, str]:
-        """Variables added to the environment of the process."""
-        ...
-
-    @property
-    def respawn(self) -> bool:
-        """Restart the process when it exits."""
-        ...
-
-    @property
-    def required(self) -> bool:
-        """End the run when the process exits."""
-        ...
-
-    def argv(self, python_bin_dir: str | os.PathLike[str] | None = None) -> list[str]:
-        """The command line to start."""
-        ...
-
-
-@dataclass
-class Command:
-    """A plain command line to supervise.
-
-    :param name: log prefix and identity of the process.
-    :param command: program and arguments.
-    :param env: variables added to the supervisor's environment.
-    :param respawn: restart it when it exits.
-    :param required: end the run when it exits.
-    """
-
-    name: str
-    command: list[str]
-    env: dict[str, str] = field(default_factory=dict)
-    respawn: bool = False
-    required: bool = False
-
-    def argv(self, python_bin_dir: str | os.PathLike[str] | None = None) -> list[str]:
-        """The command line; ``python_bin_dir`` is ignored (the command is already complete)."""
-        return list(self.command)
-
-
-def _steps_a_robot(spec: Any) -> bool:
-    """Whether a supervised process hosts a simulator node (a plan's ProcessSpec does)."""
-    hosted = getattr(spec, "hosted_nodes", None)
-    return hosted is not None and any(kind == "simulator" for kind, _ in hosted())
-
-
-STANDBY, RUNNING, RETIRING, RESTARTING, FINISHED = (
-    "standby", "running", "retiring", "restarting", "finished")
-
-
-@dataclass(frozen=True)
-class ProcessState:
-    """A supervised process as another thread sees it (:meth:`Supervisor.states`).
-
-    :param state: :data:`STANDBY` (not started, or retired), :data:`RUNNING`, :data:`RETIRING`
-        (asked to stop, not yet exited), :data:`RESTARTING` (waiting to be respawned) or
-        :data:`FINISHED` (exited for good, or not yet started while the run begins).
-    :param pid: the running process's pid; ``None`` when none runs.
-    :param returncode: the last exit's return code; ``None`` before any exit.
-    """
-
-    state: str
-    pid: int | None
-    returncode: int | None
-
-
-@dataclass
-class _Child:
-    """Book-keeping for one supervised process across its restarts."""
-
-    spec: SupervisedProcess
-    process: subprocess.Popen[bytes] | None = None
-    reader: threading.Thread | None = None
-    started_at: float = 0.0
-    restarts: int = 0
-    #: Restarts asked for in a row (exit code EXIT_RESTART): they back off but never give up.
-    requested_restarts: int = 0
-    total_restarts: int = 0
-    restart_at: float | None = None
-    returncode: int | None = None
-    finished: bool = False
-    standby: bool = False
-    #: Retirement: asked to stop for good, the signals still to send, when the next one is due.
-    retiring: bool = False
-    retire_phases: list[tuple[int, float]] = field(default_factory=list)
-    retire_next_at: float | None = None
-    #: The heartbeat file's last modification time and when (monotonic) it was first seen;
-    #: None before the first beat of this run of the process.
-    last_beat: tuple[float, float] | None = None
-    #: Killed for a stale heartbeat (once per run of the process).
-    hung: bool = False
-    #: An earlier run of the process beat: a run that does not is hung while starting.
-    beats: bool = False
-
-    def state(self) -> ProcessState:
-        process = self.process
-        if self.retiring and process is not None:
-            name = RETIRING
-        elif process is not None:
-            name = RUNNING
-        elif self.standby:
-            name = STANDBY
-        elif self.restart_at is not None:
-            name = RESTARTING
-        else:
-            name = FINISHED
-        return ProcessState(name, process.pid if process is not None else None, self.returncode)
-
-
-def exit_status(returncode: int) -> int:
-    """A shell-style exit status for a child's return code (128 + N for death by signal N)."""
-    return returncode if returncode >= 0 else 128 - returncode
-
-
-def describe_exit(returncode: int) -> str:
-    """Human words for a return code: "exited with code 3", "was killed by SIGKILL"."""
-    if returncode >= 0:
-        return f"exited with code {returncode}"
-    try:
-        name = signal.Signals(-returncode).name
-    except ValueError:
-        name = f"signal {-returncode}"
-    return f"was killed by {name}"
 
 
 class Supervisor:
@@ -238,28 +100,22 @@ class Supervisor:
             raise ValueError("grace_period, terminate_timeout and kill_timeout must be >= 0")
         if respawn_delay < 0 or max_respawns < 0 or poll_interval <= 0:
             raise ValueError("respawn_delay and max_respawns must be >= 0, poll_interval > 0")
-        self._children = [_Child(spec=process, standby=process.name in standby)
+        self._children = [Child(spec=process, standby=process.name in standby)
                           for process in processes]
         self._by_name = {child.spec.name: child for child in self._children}
-        self._unfinished = unfinished
         # start_standby / retire requests from other threads, served by the supervising loop.
         self._requests: queue.SimpleQueue[tuple[str, str]] = queue.SimpleQueue()
         self._environment = dict(environment or {})
         self._python_bin_dir = python_bin_dir
-        self._output = output if output is not None else sys.stdout
-        self._output_lock = threading.Lock()
+        self._output = LineOutput(output if output is not None else sys.stdout, label)
         self._grace_period = grace_period
         self._terminate_timeout = terminate_timeout
         self._kill_timeout = kill_timeout
-        self._respawn_delay = respawn_delay
-        self._max_respawn_delay = max_respawn_delay
-        self._max_respawns = max_respawns
-        self._stable_run_s = stable_run_s
+        self._exit_rules = ExitRules(respawn_delay, max_respawn_delay, max_respawns, stable_run_s,
+                                     log=self._log, unfinished=unfinished)
+        self._heartbeats = HeartbeatWatch(heartbeat_timeout, log=self._log)
         self._poll_interval = poll_interval
-        self._heartbeat_timeout = heartbeat_timeout
-        self._heartbeat_dir = private_directory() if heartbeat_timeout > 0 else None
         self._cwd = cwd
-        self._label = label
         # Written by signal handlers and other threads; plain attribute stores are atomic, and a
         # signal handler must not take locks the interrupted main thread may hold.
         self._stop_signal: int | None = None
@@ -366,7 +222,7 @@ class Supervisor:
                     if returncode is not None:
                         result = self._handle_exit(child, returncode)
                     else:
-                        self._check_heartbeat(child, now)
+                        self._heartbeats.check(child, now)
                 elif child.restart_at is not None and now >= child.restart_at:
                     child.restart_at = None
                     result = self._start(child)
@@ -380,47 +236,6 @@ class Supervisor:
                 return 1 if failed else 0
             self._wake.wait(self._poll_interval)
             self._wake.clear()
-
-    def _heartbeat_file(self, child: _Child) -> Path | None:
-        if self._heartbeat_dir is None:
-            return None
-        return self._heartbeat_dir / f"heartbeat-{os.getpid()}-{child.spec.name}"
-
-    def _check_heartbeat(self, child: _Child, now: float) -> None:
-        """Kill a running child whose heartbeat stopped (it is respawned as after a crash).
-
-        The file's time only tells whether it changed; how long it has not is measured here on
-        the monotonic clock, so a step of the wall clock is no hang."""
-        path = self._heartbeat_file(child)
-        if path is None or child.retiring or child.process is None or child.hung:
-            return
-        try:
-            modified = os.stat(path).st_mtime
-        except OSError:  # not beating yet
-            # A process whose earlier run beat is one that beats: silent for longer than
-            # heartbeat.STARTUP_TIMEOUTS timeouts after it started (imports, configuration,
-            # restoring snapshots), it hung before its first beat (a SIGSTOP, a deadlock).
-            # A process that never beat (not an rl_nodes process) is left alone.
-            allowance_s = heartbeat.STARTUP_TIMEOUTS * self._heartbeat_timeout
-            if child.beats and now - child.started_at > allowance_s:
-                self._kill_hung(child, f"no heartbeat since it started {now - child.started_at:.0f}"
-                                f" s ago (more than {allowance_s:g} s; its earlier runs beat)")
-            return
-        child.beats = True
-        if child.last_beat is None or child.last_beat[0] != modified:
-            child.last_beat = (modified, now)
-            return
-        silent_s = now - child.last_beat[1]
-        if silent_s > self._heartbeat_timeout:
-            self._kill_hung(child, f"no heartbeat for {silent_s:.0f} s (more than "
-                            f"{self._heartbeat_timeout:g} s)")
-
-    def _kill_hung(self, child: _Child, why: str) -> None:
-        """Kill a hung child; it is respawned as after a crash."""
-        assert child.process is not None  # a running child is judged
-        child.hung = True
-        self._log(f"{child.spec.name} is hung: {why}; killing it")
-        signal_group(child.process, signal.SIGKILL, leader_exited=False)
 
     def _serve_requests(self) -> int | None:
         """Start and retire what other threads asked for; the run's exit code when it must end."""
@@ -450,7 +265,7 @@ class Supervisor:
                                        (signal.SIGKILL, self._kill_timeout)]
                 self._next_retire_signal(child, time.monotonic())
 
-    def _next_retire_signal(self, child: _Child, now: float) -> None:
+    def _next_retire_signal(self, child: Child, now: float) -> None:
         """Send a retiring child the next signal of its stop sequence."""
         if child.process is None or not child.retire_phases:
             child.retire_next_at = None  # SIGKILL sent: only the reaping is left
@@ -460,7 +275,7 @@ class Supervisor:
         signal_group(child.process, signum, leader_exited=False)
         child.retire_next_at = now + timeout
 
-    def _start(self, child: _Child) -> int | None:
+    def _start(self, child: Child) -> int | None:
         """Start ``child``; a failure to start counts as an exit with :data:`EXIT_CANNOT_START`.
 
         :return: the run's exit code when the run must end, else ``None``.
@@ -472,11 +287,7 @@ class Supervisor:
         environment = {**os.environ, **self._environment, **dict(spec.env),
                        RESTART_VARIABLE: str(child.total_restarts),
                        variables.SUPERVISOR_PID: str(os.getpid())}
-        heartbeat_file = self._heartbeat_file(child)
-        child.hung, child.last_beat = False, None
-        if heartbeat_file is not None:
-            heartbeat_file.unlink(missing_ok=True)  # the last run's beats are not this run's
-            environment[variables.HEARTBEAT_FILE] = str(heartbeat_file)
+        self._heartbeats.prepare(child, environment)
         try:
             process = subprocess.Popen(
                 argv,
@@ -496,20 +307,14 @@ class Supervisor:
         child.process = process
         child.started_at = time.monotonic()
         assert process.stdout is not None  # stdout=PIPE above
-        child.reader = threading.Thread(
-            target=self._pump,
-            args=(spec.name, process.stdout),
-            name=f"output-{spec.name}",
-            daemon=True,
-        )
-        child.reader.start()
+        child.reader = self._output.start_reader(spec.name, process.stdout)
         # Keep only live readers: a long run with many respawns must not accumulate threads.
         self._readers = [reader for reader in self._readers if reader.is_alive()]
         self._readers.append(child.reader)
         self._log(f"started {spec.name} (pid {process.pid}): {' '.join(argv)}")
         return None
 
-    def _handle_exit(self, child: _Child, returncode: int) -> int | None:
+    def _handle_exit(self, child: Child, returncode: int) -> int | None:
         """Account for an exit: end the run, schedule a restart, or mark the child finished.
 
         :return: the run's exit code when the run must end, else ``None``.
@@ -530,55 +335,8 @@ class Supervisor:
             child.standby, child.restarts = True, 0
             self._log(f"{spec.name} retired: it {words}")
             return None
-        if spec.required and (returncode == 0 or not spec.respawn):
-            why = self._unfinished(spec.name) if returncode == 0 and self._unfinished else None
-            if why is not None and not self._stopping:
-                self._log(f"{spec.name} {words} before the run finished ({why}); it is "
-                          "required, stopping everything")
-                return 1
-            self._log(f"{spec.name} {words}; it is required, stopping everything")
-            return exit_status(returncode)
-        if not spec.respawn:
-            child.finished = True
-            self._log(f"{spec.name} {words}")
-            return None
-        if time.monotonic() - child.started_at >= self._stable_run_s:
-            child.restarts = child.requested_restarts = 0
-        if returncode == heartbeat.EXIT_RESTART:
-            # A lifecycle shutdown or cleanup, from outside or not: the process saved its state
-            # and asked to be started again. Not a crash, so no count of them gives it up (a
-            # peer repeating the call would otherwise end the run); they back off like crashes.
-            child.requested_restarts += 1
-            return self._schedule_restart(child, words, child.requested_restarts,
-                                          "asked to be restarted")
-        if child.restarts >= self._max_respawns:
-            child.finished = True
-            self._log(f"{spec.name} {words}; giving up after {self._max_respawns} restarts")
-            if spec.required:
-                return exit_status(returncode)
-            return self._check_robots_left(returncode)
-        child.restarts += 1
-        return self._schedule_restart(child, words, child.restarts,
-                                      f"restart {child.restarts}/{self._max_respawns}")
-
-    def _schedule_restart(self, child: _Child, words: str, in_a_row: int, why: str) -> None:
-        """Start ``child`` again after a delay that doubles with each restart ``in_a_row``."""
-        delay = min(self._respawn_delay * 2 ** (in_a_row - 1), self._max_respawn_delay)
-        child.total_restarts += 1
-        child.restart_at = time.monotonic() + delay
-        self._log(f"{child.spec.name} {words}; restarting in {delay:.1f} s ({why})")
-        return None
-
-    def _check_robots_left(self, returncode: int) -> int | None:
-        """End the run (with the last robot's exit status) once every process that steps a
-        robot has been given up: the learner would otherwise wait for experience forever."""
-        robots = [child for child in self._children if _steps_a_robot(child.spec)]
-        if not robots or not all(child.finished for child in robots):
-            return None
-        self._log(f"every robot process ({', '.join(child.spec.name for child in robots)}) "
-                  "has been given up after repeated crashes, so no experience can come; "
-                  "stopping the run (their last lines above say why)")
-        return exit_status(returncode) or 1
+        return self._exit_rules.after_exit(child, returncode, words, children=self._children,
+                                           stopping=self._stopping)
 
     # ------------------------------------------------------------------------------ stopping
 
@@ -592,7 +350,7 @@ class Supervisor:
         phases.append((signal.SIGKILL, self._kill_timeout))
         stopping = [child for child in self._children if child.process is not None]
         for signum, timeout in phases:
-            alive = [child for child in stopping if _running(child)]
+            alive = [child for child in stopping if child.running()]
             if not alive:
                 break
             names = ", ".join(child.spec.name for child in alive)
@@ -603,7 +361,7 @@ class Supervisor:
                 signal_group(child.process, signum, leader_exited=False)
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline and not self._escalate:
-                if not any(_running(child) for child in alive):
+                if not any(child.running() for child in alive):
                     break
                 time.sleep(min(self._poll_interval, 0.02))
         for child in stopping:
@@ -647,99 +405,7 @@ class Supervisor:
             previous[signum] = signal.signal(signum, handler)
         return previous
 
-    def _pump(self, name: str, stream: IO[bytes]) -> None:
-        """Copy a child's output to ours, one prefixed line at a time, until end of file."""
-        prefix = f"[{name}] "
-        try:
-            for raw_line in iter(stream.readline, b""):
-                self._write(prefix + raw_line.decode("utf-8", errors="replace").rstrip("\r\n"))
-        except (OSError, ValueError):
-            pass  # the pipe closed under us while stopping; nothing left to copy
-        finally:
-            stream.close()
-
     def _log(self, message: str) -> None:
         """A line of the supervisor's own."""
-        self._write(f"[{self._label}] {message}")
+        self._output.log(message)
 
-    def _write(self, line: str) -> None:
-        """Write one whole line; the lock keeps lines of different children from interleaving."""
-        with self._output_lock:
-            try:
-                self._output.write(line + "\n")
-                self._output.flush()
-            except (OSError, ValueError):
-                pass  # our own output is gone (closed pipe); keep supervising regardless
-
-
-def _running(child: _Child) -> bool:
-    """Whether the child's current process is still running (not yet exited)."""
-    return child.process is not None and child.process.poll() is None
-
-
-def signal_group(process: subprocess.Popen[bytes], signum: int, *, leader_exited: bool) -> None:
-    """Send ``signum`` to the process group of a process this supervisor started.
-
-    The group id is the pid returned by Popen (``start_new_session``). When the leader still
-    runs but moved itself to another group, fall back to the pid alone.
-
-    :param process: the started process.
-    :param signum: the signal.
-    :param leader_exited: the leader was reaped; only leftover members can receive the signal.
-    """
-    try:
-        os.killpg(process.pid, signum)
-        return
-    except ProcessLookupError:
-        pass  # the whole group is gone
-    except PermissionError:
-        pass  # a member changed credentials; fall back to the leader
-    if not leader_exited and process.poll() is None:
-        try:
-            process.send_signal(signum)
-        except ProcessLookupError:
-            pass
-
-
-def stop_process(process: subprocess.Popen[bytes], grace_s: float, *,
-                 first_signal: int = signal.SIGINT, kill_timeout_s: float = 10.0) -> None:
-    """Stop one process the caller started in a session of its own, and everything it started.
-
-    ``first_signal`` goes to its process group; after ``grace_s`` without an exit, SIGKILL goes
-    to the group and to every descendant. Descendants are listed by PID (psutil) before that
-    SIGKILL: a :class:`Supervisor` starts each child in a session of its own, which the group
-    signal does not reach, and once the supervisor is dead they are orphans. A
-    ``KeyboardInterrupt`` during the grace period (a second Ctrl-C) cuts it short and is raised
-    again once the process is killed.
-
-    :param process: the started process (``start_new_session=True``).
-    :param grace_s: seconds to wait for an exit after ``first_signal``.
-    :param first_signal: the signal that asks for a clean shutdown.
-    :param kill_timeout_s: seconds to wait for the kernel to reap after SIGKILL.
-    """
-    if process.poll() is not None:
-        return
-    interrupted = False
-    try:
-        signal_group(process, first_signal, leader_exited=False)
-        process.wait(timeout=grace_s)
-        return
-    except subprocess.TimeoutExpired:
-        pass
-    except KeyboardInterrupt:
-        interrupted = True
-    import psutil  # noqa: PLC0415 - only this fallback needs it; the Supervisor does not
-
-    try:
-        descendants = psutil.Process(process.pid).children(recursive=True)
-    except psutil.NoSuchProcess:
-        descendants = []
-    signal_group(process, signal.SIGKILL, leader_exited=process.poll() is not None)
-    for descendant in descendants:
-        try:
-            descendant.kill()  # psutil checks the PID still belongs to the process it listed
-        except psutil.NoSuchProcess:
-            pass
-    process.wait(timeout=kill_timeout_s)
-    if interrupted:
-        raise KeyboardInterrupt

@@ -11,7 +11,7 @@ Each run is a fresh process tree started the way users start it (the bare loop, 
 slow drift of a shared machine hits all modes alike; a mode's row holds the median of its rounds
 (see :data:`COLUMNS`). CPU time is measured here, with ``resource.getrusage(RUSAGE_CHILDREN)``
 around each run. It starts subprocesses only and imports no rclpy; a run is stopped by
-:func:`rl_bringup.run.supervisor.stop_process`. How the runs are started and what each column
+:func:`rl_bringup.run.processes.stop_process`. How the runs are started and what each column
 means: docs/tools.md, "advise". Exit codes: 0 every run completed; 1 some run failed; 2 bad input.
 """
 
@@ -35,7 +35,7 @@ from typing import Any
 from rl_bringup.plan.deployment import DEFAULT_CONFIG, MAX_ROBOTS, MIN_ROBOTS
 from rl_bringup.plan.discovery import MAX_DOMAIN_ID, MIN_DOMAIN_ID, RANDOM_DOMAIN_ID_RANGE
 from rl_bringup.plan.layouts import MODES as ROS_MODES
-from rl_bringup.run.supervisor import describe_exit, stop_process
+from rl_bringup.run.processes import describe_exit, stop_process
 from rl_bringup.tools.common import load_config
 from rl_bringup.tools.subcommand import (
     EXIT_FAILURE,
