@@ -6,8 +6,8 @@
   shared machine hit every count alike). One measurement: wait until learning started, the
   learner caught up with the first transitions and k simulators publish experience, then
   ``--warmup-s``, then ``--window-s`` of ``/replay_status``: transitions stored per second (the
-  same window the autoscaler judges, :func:`rl_bringup.autoscale.window_from_samples`), achieved
-  updates per transition, the share of time the rate limiter blocked acting, CPUs per robot
+  same window the autoscaler judges, :func:`rl_bringup.plan.autoscale.window_from_samples`),
+  achieved updates per transition, the share of time the rate limiter blocked acting, CPUs per robot
   process, and the CPU other processes took meanwhile (foreign load: the machine's busy CPUs
   minus this deployment's). The table shows medians and the ratio of each count's median to one
   robot's.
@@ -17,7 +17,7 @@
 Every run learns (cart-pole, SAC, rate limiter on) with ``learning_starts:=100`` and no step
 budget; ``--max-rate-hz`` caps each robot's control rate like a real robot's (0: as fast as the
 machine goes). ROS runs on the loopback with a ``ROS_DOMAIN_ID`` of this benchmark's own; every
-process is stopped by PID (:func:`rl_bringup.supervisor.stop_process`).
+process is stopped by PID (:func:`rl_bringup.run.processes.stop_process`).
 
 Usage::
 
@@ -94,7 +94,7 @@ def launch(arguments: Sequence[str], domain_id: int, log_path: Path) -> subproce
 
 
 def stop(process: subprocess.Popen[bytes]) -> None:
-    from rl_bringup.supervisor import stop_process
+    from rl_bringup.run.processes import stop_process
 
     stop_process(process, STOP_GRACE_S)
 
@@ -105,8 +105,8 @@ def measure(robots: int, extra: Sequence[str], args: argparse.Namespace, domain_
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
 
-    from rl_bringup.autoscale import learning_steady, window_from_samples
-    from rl_bringup.elastic import CpuMeter, status_sample
+    from rl_bringup.plan.autoscale import learning_steady, window_from_samples
+    from rl_bringup.run.elastic import CpuMeter, status_sample
     from rl_core.learning.cpus import available_cpus
     from rl_interfaces.msg import ReplayStatus
     from rl_nodes import graph

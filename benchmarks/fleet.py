@@ -94,7 +94,7 @@ def ros_environment(domain_id: int, server_port: int | None) -> dict[str, str]:
 
 def start_discovery_server(port: int, env: dict[str, str]) -> Child:
     """Fast DDS's discovery server (the venv's ``fastdds`` tool) on 127.0.0.1:``port``."""
-    from rl_bringup.discovery import discovery_server_argv
+    from rl_bringup.plan.discovery import discovery_server_argv
 
     argv = discovery_server_argv("127.0.0.1", port)
     tool = BIN.parent / "tools" / "fastdds" / "fastdds.py"
@@ -155,7 +155,7 @@ class Observer:
 
     def window(self, seconds: float, alive: Callable[[], bool]) -> list[Any]:
         """The status reports from the next one until they span ``seconds``."""
-        from rl_bringup.elastic import status_sample
+        from rl_bringup.run.elastic import status_sample
 
         first = len(self.statuses)
         self.spin_until(
@@ -226,7 +226,8 @@ def node_up_times(lines: Sequence[str]) -> dict[int, float]:
 
 
 def cpus_used(first: Any, last: Any) -> dict[int, float]:
-    """CPUs (cores' worth) each process used between two rl_bringup.elastic.CpuMeter readings."""
+    """CPUs (cores' worth) each process used between two rl_bringup.run.elastic.CpuMeter
+    readings."""
     elapsed = last.at - first.at
     return {pid: (last.busy_s[pid] - first.busy_s[pid]) / elapsed
             for pid in first.busy_s.keys() & last.busy_s.keys()}
@@ -248,8 +249,8 @@ def memory_mb(pids: Sequence[int]) -> tuple[float, float]:
 def measure_fleet(robots: int, discovery: str, args: argparse.Namespace, domain_id: int,
                   workdir: Path) -> FleetRow:
     """One fresh ``hybrid robots:=N`` deployment, measured from an observer in this process."""
-    from rl_bringup.autoscale import window_from_samples
-    from rl_bringup.elastic import CpuMeter, status_sample
+    from rl_bringup.plan.autoscale import window_from_samples
+    from rl_bringup.run.elastic import CpuMeter, status_sample
 
     port = free_udp_port() if discovery == "server" else None
     env = ros_environment(domain_id, port)  # the observer is a client of the server too
@@ -423,8 +424,8 @@ def measure_ingest(light_robots: int, args: argparse.Namespace, domain_id: int,
                    workdir: Path) -> IngestRow:
     """One fresh replay buffer fed by fresh light robot processes; the buffer's stored count
     over ``--ingest-s`` after ``--warmup-s``."""
-    from rl_bringup.autoscale import window_from_samples
-    from rl_bringup.elastic import CpuMeter, status_sample
+    from rl_bringup.plan.autoscale import window_from_samples
+    from rl_bringup.run.elastic import CpuMeter, status_sample
 
     env = ros_environment(domain_id, None)
     buffer = Child([str(BIN / "replay_buffer"), "--ros-args", "--params-file",

@@ -48,8 +48,8 @@ from pathlib import Path
 
 import numpy as np
 
-from rl_bringup.discovery import RANDOM_DOMAIN_ID_RANGE
-from rl_bringup.layouts import MODES as ROS_MODES
+from rl_bringup.plan.discovery import RANDOM_DOMAIN_ID_RANGE
+from rl_bringup.plan.layouts import MODES as ROS_MODES
 from rl_core.acting.experts import KukaReachExpert
 from rl_core.envs import KUKA_REACH_ID, make_env
 from rl_core.wire.transport import Experience
@@ -122,7 +122,7 @@ def write_demonstrations(path: Path, batches: list[Experience]) -> int:
     from mcap.writer import Writer
     from rclpy.serialization import serialize_message
 
-    from rl_bringup.tools.message_types import full_message_definition
+    from rl_bringup.tools.operate.message_types import full_message_definition
     from rl_nodes.conversions import experience_to_msg
 
     type_name = "rl_interfaces/msg/ExperienceBatch"

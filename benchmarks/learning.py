@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Learning per deployment mode: the same task trained bare, colocated, decoupled and hybrid.
 
-The same comparison as ``rl-bringup compare`` (:mod:`rl_bringup.tools.compare`), with argparse
+The same comparison as ``rl-bringup compare`` (:mod:`rl_bringup.tools.train.compare`), with argparse
 flags for use without the CLI: every mode is trained once per round, one run after the other, each
 in a fresh process tree, and one markdown table prints one row per mode (median over rounds):
 
@@ -36,7 +36,7 @@ import sys
 from collections.abc import Sequence
 
 from rl_bringup.tools.common import ToolError
-from rl_bringup.tools.compare import (
+from rl_bringup.tools.train.compare import (
     ALL_MODES,
     DEFAULT_ROBOTS,
     DEFAULT_TIMEOUT_S,

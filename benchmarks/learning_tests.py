@@ -45,8 +45,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from rl_bringup.discovery import RANDOM_DOMAIN_ID_RANGE
-from rl_bringup.supervisor import describe_exit, stop_process
+from rl_bringup.plan.discovery import RANDOM_DOMAIN_ID_RANGE
+from rl_bringup.run.processes import describe_exit, stop_process
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script: the tests package lives at the repository root

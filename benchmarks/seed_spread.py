@@ -51,9 +51,9 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from rl_bringup.discovery import RANDOM_DOMAIN_ID_RANGE
-from rl_bringup.layouts import MODES as ROS_MODES
-from rl_bringup.supervisor import describe_exit, stop_process
+from rl_bringup.plan.discovery import RANDOM_DOMAIN_ID_RANGE
+from rl_bringup.plan.layouts import MODES as ROS_MODES
+from rl_bringup.run.processes import describe_exit, stop_process
 from rl_bringup.tools.common import load_config
 from rl_bringup.tools.subcommand import ToolError
 

@@ -21,7 +21,7 @@ exit (training complete) ends the launch. policy_layout:=central hosts one polic
 the container instead of one per robot; robot_interface:=ros2_control adds a `sim_robot` process
 per robot.
 
-The processes come from rl_bringup.plan (the layout in rl_bringup.layouts), the same plan
+The processes come from rl_bringup.plan (the layout in rl_bringup.plan.layouts), the same plan
 `rl-bringup launch colocated` runs; `ros2 launch rl_bringup colocated.launch.py --show-args` lists the
 arguments.
 """

@@ -22,7 +22,7 @@ not (the run goes on without it). policy_layout:=central starts one `policy` pro
 /policy) instead of one per robot; robot_interface:=ros2_control adds a `sim_robot` process per
 robot.
 
-The processes come from rl_bringup.plan (the layout in rl_bringup.layouts), the same plan
+The processes come from rl_bringup.plan (the layout in rl_bringup.plan.layouts), the same plan
 `rl-bringup launch decoupled` runs; `ros2 launch rl_bringup decoupled.launch.py --show-args` lists the
 arguments.
 """

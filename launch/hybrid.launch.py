@@ -21,7 +21,7 @@ its clean exit (training complete) ends the launch. policy_layout:=central leave
 alone in the robot containers and starts one `policy` process (node /policy);
 robot_interface:=ros2_control adds a `sim_robot` process per robot.
 
-The processes come from rl_bringup.plan (the layout in rl_bringup.layouts), the same plan
+The processes come from rl_bringup.plan (the layout in rl_bringup.plan.layouts), the same plan
 `rl-bringup launch hybrid` runs; `ros2 launch rl_bringup hybrid.launch.py --show-args` lists the
 arguments.
 """

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from rl_bringup.tools import advise
+from rl_bringup.tools.deploy import advise
 
 pytestmark = pytest.mark.integration
 

@@ -34,7 +34,8 @@ from lifecycle_msgs.srv import ChangeState, GetState
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.parameter import Parameter
 
-from rl_bringup.supervisor import Command, Supervisor
+from rl_bringup.run.processes import Command
+from rl_bringup.run.supervisor import Supervisor
 from rl_nodes import graph
 from rl_nodes.lifecycle import EXIT_RESTART
 from tests.processes import REPO, Child

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from rl_bringup.tools.doctor.graph import expected_graph
+from rl_bringup.tools.operate.doctor.graph import expected_graph
 from tests.integration.deployments import deployment, tool_argv
 from tests.processes import Child
 

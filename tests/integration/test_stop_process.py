@@ -1,4 +1,4 @@
-"""``rl_bringup.supervisor.stop_process``: one process started in its own session, and what it
+"""``rl_bringup.run.processes.stop_process``: one process started in its own session, and what it
 started, stopped by PID: the first signal, a grace period, then SIGKILL to every descendant."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import psutil
 import pytest
 
-from rl_bringup.supervisor import stop_process
+from rl_bringup.run.processes import stop_process
 
 pytestmark = pytest.mark.integration
 

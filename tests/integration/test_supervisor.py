@@ -1,4 +1,4 @@
-"""Integration tests of rl_bringup.supervisor with tiny ``python -c`` processes.
+"""Integration tests of rl_bringup.run.supervisor with tiny ``python -c`` processes.
 
 Every wait has a deadline (conditions are polled; child scripts carry their own deadlines and
 fail loudly), and every process a test starts is killed by PID in a ``finally``/fixture
@@ -24,15 +24,9 @@ from typing import Any
 import psutil
 import pytest
 
-from rl_bringup.supervisor import (
-    EXIT_CANNOT_START,
-    RETIRING,
-    RUNNING,
-    STANDBY,
-    Command,
-    ProcessState,
-    Supervisor,
-)
+from rl_bringup.run.processes import EXIT_CANNOT_START, Command
+from rl_bringup.run.supervision import RETIRING, RUNNING, STANDBY, ProcessState
+from rl_bringup.run.supervisor import Supervisor
 from rl_core.monitoring.heartbeat import EXIT_RESTART
 
 pytestmark = pytest.mark.integration
@@ -454,7 +448,8 @@ def test_sigint_to_the_supervisor_is_forwarded_and_children_are_gone(extra_pids:
     script = textwrap.dedent(
         """
         import json, sys
-        from rl_bringup.supervisor import Command, Supervisor
+        from rl_bringup.run.processes import Command
+        from rl_bringup.run.supervisor import Supervisor
         python, sleeper = json.loads(sys.argv[1])
         commands = [
             Command("obedient", python + [sleeper, "-"]),

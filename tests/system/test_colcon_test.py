@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from rl_bringup.layouts import MODES
+from rl_bringup.plan.layouts import MODES
 from tests.processes import REPO, Child
 from tests.system.test_colcon_workspace import BIN, COLCON, colcon_build, copy_repository
 

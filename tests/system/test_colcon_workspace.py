@@ -125,7 +125,7 @@ def test_ros_user_workflow_symlink_install_source_and_ros2_launch(tmp_path: Path
     script = (
         "source install/setup.bash && "
         "ros2 pkg prefix rl_bringup && ros2 pkg prefix rl_nodes && "
-        "python -c 'import rl_bringup.paths as p; print(p.launch_directory())' && "
+        "python -c 'import rl_bringup.plan.paths as p; print(p.launch_directory())' && "
         f"exec ros2 launch rl_bringup colocated.launch.py total_env_steps:=600 eval_episodes:=1 "
         f"output_dir:={tmp_path / 'run'}"
     )

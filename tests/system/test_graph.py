@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import rclpy
 
-from rl_bringup.tools.doctor.graph import expected_graph
+from rl_bringup.tools.operate.doctor.graph import expected_graph
 from rl_nodes import graph as graph_module
 from tests.processes import Child
 

@@ -8,8 +8,8 @@ the veths), so whatever reaches the learner crossed the bridge. The same deploym
 * ``subnet``: multicast discovery (``ROS_AUTOMATIC_DISCOVERY_RANGE=SUBNET``);
 * ``server``: a Fast DDS discovery server in the learner namespace, every process a client.
 
-The discovery variables come from ``rl_bringup.discovery.discovery_environment``, so the test checks
-the settings ``rl-bringup ... discovery:=subnet|server:HOST:PORT`` gives users.
+The discovery variables come from ``rl_bringup.plan.discovery.discovery_environment``, so the test
+checks the settings ``rl-bringup ... discovery:=subnet|server:HOST:PORT`` gives users.
 
 Proof that the deployment worked across hosts:
 
@@ -40,7 +40,7 @@ import pytest
 from netns import NamespaceUnavailable, Network, bridged_hosts, check_rights, ip, namespaces_with_prefix
 from processes import REPO, Child
 
-from rl_bringup.discovery import discovery_environment
+from rl_bringup.plan.discovery import discovery_environment
 
 pytestmark = pytest.mark.system
 

@@ -10,7 +10,7 @@ from typing import Any
 from unittest import mock
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-REPLICA_PREFIX = ["python3", "-m", "rl_bringup.replica"]
+REPLICA_PREFIX = ["python3", "-m", "rl_bringup.run.replica"]
 #: Where docker/Dockerfile builds the workspace (``WORKDIR /ws``, ``colcon build``).
 IMAGE_INSTALL = "/ws/install"
 
@@ -50,7 +50,7 @@ def without_params_files(arguments: list[str]) -> list[str]:
 
 
 def parse_node_command(command: list[str]) -> NodeCommand:
-    """Split ``[python3 -m rl_bringup.replica OPTIONS --] /ws/install/PACKAGE/lib/PACKAGE/EXE
+    """Split ``[python3 -m rl_bringup.run.replica OPTIONS --] /ws/install/PACKAGE/lib/PACKAGE/EXE
     ARGS...`` (an executable of the image's colcon install, run directly)."""
     replica: dict[str, str] = {}
     if command[:len(REPLICA_PREFIX)] == REPLICA_PREFIX:

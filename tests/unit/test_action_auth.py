@@ -1,7 +1,7 @@
 """Authenticated actions (rl_core.security.action_auth): the MAC of an action batch under its robot's key
 and over the digest of the observations it answers, where the keys come from, what a simulator
 steps with, and how ``rl-bringup`` gives each robot's processes that robot's key alone
-(rl_bringup.run_key). No rclpy."""
+(rl_bringup.plan.run_key). No rclpy."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rl_bringup.plan import Plan, PlanError, make_plan
-from rl_bringup.process_spec import ProcessSpec
-from rl_bringup.run_key import served_robots, with_action_keys, with_weights_key
+from rl_bringup.plan.deployment import Plan, PlanError, make_plan
+from rl_bringup.plan.process_spec import ProcessSpec
+from rl_bringup.plan.run_key import served_robots, with_action_keys, with_weights_key
 from rl_core.security import action_auth
 from rl_core.security.action_auth import (
     KEY_FILE_VARIABLE,
@@ -259,7 +259,7 @@ def test_without_a_key_only_allow_unsigned_accepts_actions_from_elsewhere() -> N
     assert ActionCheck(ActionKeys(), allow_unsigned=True).refusal(*BATCH[:4], b"") is None
 
 
-# --- every robot's processes get that robot's key (rl_bringup.run_key) -------------------------
+# --- every robot's processes get that robot's key (rl_bringup.plan.run_key) --------------------
 
 def plan_of(mode: str, robots: int = 2, **options: object) -> Plan:
     return make_plan(mode, robots, domain_id=7, environ={}, **options)  # type: ignore[arg-type]

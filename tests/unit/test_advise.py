@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 import pytest
 
-from rl_bringup.tools import advise
-from rl_bringup.tools.advise import Recommendation, recommend
+from rl_bringup.tools.deploy import advise
+from rl_bringup.tools.deploy.advise import Recommendation, recommend
 
 pytestmark = pytest.mark.unit
 

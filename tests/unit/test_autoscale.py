@@ -1,4 +1,4 @@
-"""The elastic-robots rule (rl_bringup.autoscale) on measured numbers: no ROS, no processes.
+"""The elastic-robots rule (rl_bringup.plan.autoscale) on measured numbers: no ROS, no processes.
 
 Windows are written as the controller measures them. The tests marked "recorded" replay windows
 logged by ``rl-bringup launch hybrid robots:=auto`` (cart-pole, 2 shared vCPUs;
@@ -12,7 +12,7 @@ import math
 
 import pytest
 
-from rl_bringup.autoscale import (
+from rl_bringup.plan.autoscale import (
     ADD,
     HOLD,
     RETIRE,

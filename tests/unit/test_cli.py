@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 import yaml
 
-from rl_bringup import cli, paths
-from rl_bringup.plan import make_plan
+from rl_bringup import cli
+from rl_bringup.plan import paths
+from rl_bringup.plan.deployment import make_plan
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CARTPOLE = str(REPO_ROOT / "config" / "cartpole.yaml")
@@ -117,7 +118,7 @@ def test_unknown_subcommand_exits_2_listing_the_subcommands(run_cli: RunCli) -> 
 
 
 TOOLS = ("advise", "eval", "export", "record", "status", "doctor", "compare")
-#: Tools that also run on their own as ``python -m rl_bringup.tools.<module>``.
+#: Tools that also run on their own as ``python -m rl_bringup.tools.operate.<module>``.
 STANDALONE_TOOLS = ("record", "status", "doctor")
 
 
@@ -149,7 +150,7 @@ def test_tools_refuse_unknown_keys_before_doing_anything(run_cli: RunCli, comman
 @pytest.mark.parametrize("command", STANDALONE_TOOLS)
 def test_a_tool_run_on_its_own_answers_like_the_cli(run_cli: RunCli, command: str) -> None:
     _, _, cli_err = run_cli(command, "colour:=red")
-    alone = subprocess.run([sys.executable, "-m", f"rl_bringup.tools.{command}", "colour:=red"],
+    alone = subprocess.run([sys.executable, "-m", f"rl_bringup.tools.operate.{command}", "colour:=red"],
                            capture_output=True, text=True, timeout=60, check=False)
     assert (alone.returncode, alone.stdout, alone.stderr) == (2, "", cli_err)
 

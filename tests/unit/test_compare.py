@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from rl_bringup import cli
-from rl_bringup.tools import compare
 from rl_bringup.tools.common import ToolError, load_config
-from rl_bringup.tools.compare import (
+from rl_bringup.tools.train import compare
+from rl_bringup.tools.train.compare import (
     CompareSettings,
     ModeRow,
     RunMetrics,

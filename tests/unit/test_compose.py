@@ -20,10 +20,10 @@ import pytest
 import yaml
 from compose_spec import PyCompose
 
-from rl_bringup import replica
-from rl_bringup.plan import make_plan
-from rl_bringup.tools import compose
-from rl_bringup.tools.containers import layout_from_values
+from rl_bringup.plan.deployment import make_plan
+from rl_bringup.run import replica
+from rl_bringup.tools.deploy import compose
+from rl_bringup.tools.deploy.containers import layout_from_values
 from rl_bringup.tools.subcommand import parse_key_values
 from rl_core.security import action_auth
 from tests.unit.container_commands import (
@@ -284,7 +284,7 @@ def test_a_scenario_outside_the_image_is_refused(
 def assert_unprivileged(name: str, service: dict[str, Any]) -> None:
     """A service as restricted as the Kubernetes pods: the image's user, a read-only root with a
     tmpfs for what ROS writes, no capabilities, no privilege escalation."""
-    from rl_bringup.tools.k8s_objects import IMAGE_UID
+    from rl_bringup.tools.deploy.k8s_objects import IMAGE_UID
 
     assert str(service["user"]) == f"{IMAGE_UID}:{IMAGE_UID}" and IMAGE_UID != 0, name
     assert service["read_only"] is True, name

@@ -18,7 +18,7 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
-from rl_bringup.tools.containers import IMAGE_INSTALL
+from rl_bringup.tools.deploy.containers import IMAGE_INSTALL
 
 pytestmark = pytest.mark.unit
 
@@ -155,7 +155,7 @@ def test_dockerfile_builds_on_kilted_with_colcon_and_the_repository_sources() ->
 
 def test_the_image_runs_as_an_unprivileged_user_that_owns_its_output_folders() -> None:
     """Issue 19: no process of the image runs as root (the k8s pods run as the same uid)."""
-    from rl_bringup.tools.k8s_objects import IMAGE_UID
+    from rl_bringup.tools.deploy.k8s_objects import IMAGE_UID
 
     instructions = dockerfile()
     users = [index for index, instruction in enumerate(instructions) if instruction.keyword == "USER"]

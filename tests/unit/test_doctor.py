@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from rl_bringup.tools.doctor.environment import check_discovery, check_domain_id
-from rl_bringup.tools.doctor.graph import (
+from rl_bringup.tools.operate.doctor.environment import check_discovery, check_domain_id
+from rl_bringup.tools.operate.doctor.graph import (
     ROSOUT_TOPIC,
     Endpoint,
     GraphSnapshot,
@@ -19,8 +19,8 @@ from rl_bringup.tools.doctor.graph import (
     check_services,
     expected_graph,
 )
-from rl_bringup.tools.doctor.rates import check_rates
-from rl_bringup.tools.doctor.report import Check, Level, format_report
+from rl_bringup.tools.operate.doctor.rates import check_rates
+from rl_bringup.tools.operate.doctor.report import Check, Level, format_report
 from rl_nodes import graph
 from rl_nodes.graph import GUID_PREFIX_BYTES
 

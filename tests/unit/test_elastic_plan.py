@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from rl_bringup.plan import Plan, PlanError, make_plan
+from rl_bringup.plan.deployment import Plan, PlanError, make_plan
 
 pytestmark = pytest.mark.unit
 

@@ -20,10 +20,10 @@ import pytest
 import yaml
 from kubernetes import client
 
-from rl_bringup import replica
-from rl_bringup.discovery import discovery_server_argv
-from rl_bringup.plan import MAX_ROBOTS, make_plan
-from rl_bringup.tools import k8s_objects
+from rl_bringup.plan.deployment import MAX_ROBOTS, make_plan
+from rl_bringup.plan.discovery import discovery_server_argv
+from rl_bringup.run import replica
+from rl_bringup.tools.deploy import k8s_objects
 from rl_core.security import action_auth
 from tests.unit.container_commands import (
     REPO_ROOT,

@@ -1,11 +1,11 @@
-"""Message types by name (rl_bringup.tools.message_types): the complete ``ros2msg`` definition
-``rl-bringup record`` stores in MCAP files, built from ``.msg`` texts; no ROS graph."""
+"""Message types by name (rl_bringup.tools.operate.message_types): the complete ``ros2msg``
+definition ``rl-bringup record`` stores in MCAP files, built from ``.msg`` texts; no ROS graph."""
 
 from __future__ import annotations
 
 import pytest
 
-from rl_bringup.tools.message_types import (
+from rl_bringup.tools.operate.message_types import (
     DEFINITION_SEPARATOR,
     DefinitionError,
     full_message_definition,

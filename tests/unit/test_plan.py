@@ -20,12 +20,12 @@ from xml.etree import ElementTree
 import pytest
 import yaml
 
-from rl_bringup import arguments, paths
-from rl_bringup.discovery import PROFILES_VARIABLE
-from rl_bringup.layouts import MODES
-from rl_bringup.parameter_overrides import format_parameter_value
-from rl_bringup.plan import MAX_RESPAWNS, RESPAWN_DELAY_S, Plan, PlanError, ProcessSpec, make_plan
-from rl_bringup.run_key import with_weights_key
+from rl_bringup.plan import arguments, paths
+from rl_bringup.plan.deployment import MAX_RESPAWNS, RESPAWN_DELAY_S, Plan, PlanError, ProcessSpec, make_plan
+from rl_bringup.plan.discovery import PROFILES_VARIABLE
+from rl_bringup.plan.layouts import MODES
+from rl_bringup.plan.parameter_overrides import format_parameter_value
+from rl_bringup.plan.run_key import with_weights_key
 from rl_core.config import NODE_CONFIGS, RENAMED_PARAMETERS, parameters_for
 
 pytestmark = pytest.mark.unit
@@ -492,7 +492,7 @@ class FakeContext:
 
 def launch_output_dir(mode: str, given: dict[str, str] | None = None) -> str:
     """The ``output_dir`` a faked launch of ``mode`` passes on: the one ``given``, else the run
-    directory :func:`rl_bringup.arguments.default_output_dir` picks (fixed by the fixture)."""
+    directory :func:`rl_bringup.plan.arguments.default_output_dir` picks (fixed by the fixture)."""
     return (given or {}).get("output_dir") or f"/tmp/rl-default-{mode}"
 
 
@@ -827,7 +827,7 @@ def cpu_env(plan: Plan) -> dict[str, dict[str, str]]:
 def test_auto_splits_cores_between_acting_and_learning(
     cores: set[int], acting: set[int], learning: set[int]
 ) -> None:
-    from rl_bringup.cpu_sets import split_cores
+    from rl_bringup.plan.cpu_sets import split_cores
 
     assert split_cores(cores) == (acting, learning)
     plan = plan_for("decoupled", cpus="auto", machine_cpus=cores)
@@ -858,7 +858,7 @@ def test_auto_on_two_cores_gives_each_mode_its_cpu_variables() -> None:
         "simulator_robot_0": acting, "policy_robot_0": acting,
         "simulator_robot_1": acting, "policy_robot_1": acting,
         "replay_buffer": learning, "trainer": learning,
-        # The aggregator runs on the replay buffer's CPUs (rl_bringup.cpu_sets.SHARES_CPUS_WITH).
+        # The aggregator runs on the replay buffer's CPUs (cpu_sets.SHARES_CPUS_WITH).
         "diagnostics_aggregator": learning,
     }
     hybrid = plan_for("hybrid", 2, cpus="auto", machine_cpus=machine)
@@ -1146,7 +1146,7 @@ def test_parameter_files_go_to_a_folder_only_this_user_may_enter(
     import stat
     import tempfile
 
-    from rl_bringup import process_spec
+    from rl_bringup.plan import process_spec
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     trainer = {process.name: process for process in plan_for("decoupled", 1).processes}["trainer"]

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from rl_bringup.cli import format_node_table, main
-from rl_bringup.layouts import MODES
-from rl_bringup.plan import Plan, make_plan
+from rl_bringup.plan.deployment import Plan, make_plan
+from rl_bringup.plan.layouts import MODES
 
 pytestmark = pytest.mark.unit
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from mcap_ros2.writer import Writer
 
-from rl_bringup.tools.message_types import full_message_definition
+from rl_bringup.tools.operate.message_types import full_message_definition
 from rl_core.config import ConfigError
 from rl_core.replay.demos import COMMAND_SCHEMA, JOINT_STATE_SCHEMA, load_demonstrations
 from rl_core.robot import JointSample

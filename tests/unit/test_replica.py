@@ -1,4 +1,4 @@
-"""Unit tests of rl_bringup.replica: how each replica of a scaled robot service becomes
+"""Unit tests of rl_bringup.run.replica: how each replica of a scaled robot service becomes
 ``/robot_k`` (Kubernetes: the StatefulSet ordinal of its pod name; compose: a claimed index)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rl_bringup import replica
+from rl_bringup.run import replica
 
 pytestmark = pytest.mark.unit
 
@@ -22,8 +22,8 @@ HOLDER = ("import os, sys; print(sys.argv[1], os.environ['RL_ROS2_ROBOT_INDEX'],
 
 
 def start_replica(options: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    """``python -m rl_bringup.replica OPTIONS -- python -c HOLDER {robot_namespace}``."""
-    command = [sys.executable, "-m", "rl_bringup.replica", *options, "--",
+    """``python -m rl_bringup.run.replica OPTIONS -- python -c HOLDER {robot_namespace}``."""
+    command = [sys.executable, "-m", "rl_bringup.run.replica", *options, "--",
                sys.executable, "-c", HOLDER, replica.PLACEHOLDER]
     return subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})

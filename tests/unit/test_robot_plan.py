@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from rl_bringup.arguments import plan_from_arguments
-from rl_bringup.layouts import MODES
-from rl_bringup.plan import PlanError, make_plan
+from rl_bringup.plan.arguments import plan_from_arguments
+from rl_bringup.plan.deployment import PlanError, make_plan
+from rl_bringup.plan.layouts import MODES
 
 pytestmark = pytest.mark.unit
 

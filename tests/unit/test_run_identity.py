@@ -1,4 +1,4 @@
-"""The run identity of a deployment (rl_bringup.run_key, issue 41 item 7): every process of a
+"""The run identity of a deployment (rl_bringup.plan.run_key, issue 41 item 7): every process of a
 plan, every Kubernetes container and every compose service gets the same ``RL_ROS2_RUN_ID``,
 kept with the run directory, so that the weights and status signatures of runs sharing a key
 differ. No rclpy."""
@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 import yaml
 
-from rl_bringup.plan import Plan, make_plan
-from rl_bringup.run_key import RUN_ID_FILE_NAME, with_weights_key
-from rl_bringup.tools import k8s_objects
+from rl_bringup.plan.deployment import Plan, make_plan
+from rl_bringup.plan.run_key import RUN_ID_FILE_NAME, with_weights_key
+from rl_bringup.tools.deploy import k8s_objects
 from rl_core.security.weights_auth import KEY_VARIABLE, PUBLIC_KEY_VARIABLE, RUN_ID_VARIABLE, SigningKey
 
 pytestmark = pytest.mark.unit

@@ -1,6 +1,6 @@
 """The learner's Ed25519 key and signatures (rl_core.security.weights_auth), signed replay status
 (rl_core.security.signed_status), and how ``rl-bringup`` gives the private key to the learner's processes
-and the public key alone to the robots' (rl_bringup.run_key). No rclpy."""
+and the public key alone to the robots' (rl_bringup.plan.run_key). No rclpy."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from rl_bringup.plan import Plan, PlanError, make_plan
-from rl_bringup.run_key import signs, with_weights_key
+from rl_bringup.plan.deployment import Plan, PlanError, make_plan
+from rl_bringup.plan.run_key import signs, with_weights_key
 from rl_core.security import weights_auth
 from rl_core.security.signed_status import StatusCheck, StatusSigner
 from rl_core.security.weights_auth import (
@@ -260,7 +260,7 @@ def test_a_respawned_signer_stays_after_its_snapshot_epoch() -> None:
     assert restored.epoch == far_future + 1
 
 
-# --- the private key for the learner's processes, the public key for all (rl_bringup.run_key) ----
+# --- the private key for the learner's processes, the public key for all (rl_bringup.plan.run_key)
 
 def decoupled_plan(output_dir: Path | None) -> Plan:
     return make_plan("decoupled", output_dir=output_dir, domain_id=7, environ={})

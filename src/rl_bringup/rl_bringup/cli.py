@@ -9,10 +9,10 @@ Usage::
     rl-bringup train [MODE] [key:=value ...]    # launch; mode colocated, config cartpole by default
     rl-bringup plan MODE [key:=value ...] [--format table|yaml|nodes]    # dry run: print the plan
 
-Both front ends take the same ``key:=value`` keys (:mod:`rl_bringup.arguments`; ``PARAMETER`` is
-any node parameter), so the same line works with ``ros2 launch rl_bringup MODE.launch.py``;
+Both front ends take the same ``key:=value`` keys (:mod:`rl_bringup.plan.arguments`;
+``PARAMETER`` is any node parameter), so the same line works with ``ros2 launch rl_bringup``;
 unknown keys and bad input exit here with code 2. Subcommands register through
-:data:`SUBCOMMANDS`; their shared pieces live in the leaf module :mod:`rl_bringup.tools.subcommand`.
+:data:`SUBCOMMANDS`; their shared pieces live in :mod:`rl_bringup.tools.subcommand`.
 """
 
 from __future__ import annotations
@@ -28,13 +28,14 @@ from typing import TextIO
 
 import yaml
 
-from rl_bringup import paths
-from rl_bringup.arguments import DEPLOYMENT_KEYS, ELASTIC_KEYS, PARAMETER_KEYS, plan_from_arguments
-from rl_bringup.layouts import MODES
-from rl_bringup.plan import DEFAULT_CONFIG, Plan, ProcessSpec
-from rl_bringup.run_key import with_weights_key
-from rl_bringup.supervisor import Supervisor
-from rl_bringup.tools import advise, compare, compose, doctor, estop, evaluate, export, k8s, record, status
+from rl_bringup.plan import paths
+from rl_bringup.plan.arguments import DEPLOYMENT_KEYS, ELASTIC_KEYS, PARAMETER_KEYS, plan_from_arguments
+from rl_bringup.plan.deployment import DEFAULT_CONFIG, Plan, ProcessSpec
+from rl_bringup.plan.layouts import MODES
+from rl_bringup.plan.run_key import with_weights_key
+from rl_bringup.run.supervisor import Supervisor
+from rl_bringup.tools.deploy import advise, compose, k8s
+from rl_bringup.tools.operate import doctor, estop, record, status
 from rl_bringup.tools.subcommand import (
     EXIT_FAILURE,
     PROGRAM,
@@ -46,6 +47,7 @@ from rl_bringup.tools.subcommand import (
     parse_key_values,
     run_parser,
 )
+from rl_bringup.tools.train import compare, evaluate, export
 from rl_core.learning.cpus import format_cpu_list
 from rl_core.monitoring import heartbeat
 
@@ -56,7 +58,7 @@ def _plan_from_tokens(tokens: Sequence[str], default_mode: str | None) -> Plan:
     """Build the plan of a ``launch`` / ``train`` / ``plan`` command line.
 
     :raises CliError: for a missing mode or bad tokens (unknown keys among them).
-    :raises rl_bringup.plan.PlanError: for invalid values.
+    :raises rl_bringup.plan.deployment.PlanError: for invalid values.
     """
     mode, values = parse_key_values(tokens, DEPLOYMENT_KEYS + ELASTIC_KEYS + PARAMETER_KEYS,
                                     positional_mode=True)
@@ -116,7 +118,7 @@ def _run_plan(plan: Plan, arguments: argparse.Namespace, key_file: str | None = 
     if plan.autoscale is None:
         return supervisor.run()
     # Only elastic runs load rclpy into this process (the autoscaler's ROS participant).
-    from rl_bringup.elastic import ElasticRobots  # noqa: PLC0415
+    from rl_bringup.run.elastic import ElasticRobots  # noqa: PLC0415
 
     with ElasticRobots(supervisor, plan):
         return supervisor.run()

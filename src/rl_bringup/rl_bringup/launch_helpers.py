@@ -4,8 +4,8 @@ Each file in ``launch/`` lists the nodes its mode starts and builds its descript
 pieces of this module: :func:`declare_arguments`, then an ``OpaqueFunction`` running
 :func:`launch_setup`, which turns the plan's processes into ``Node`` actions once the arguments'
 values are known. So the plan (:mod:`rl_bringup.plan`) stays the single source of the process
-layout, and :mod:`rl_bringup.arguments` the single source of the arguments ``rl-bringup`` takes
-too.
+layout, and :mod:`rl_bringup.plan.arguments` the single source of the arguments ``rl-bringup``
+takes too.
 
 ``launch`` and ``launch_ros`` are imported inside the functions: they exist only in a ROS 2
 install, and importing them late lets ``rl_bringup`` import everywhere (and lets tests substitute
@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from rl_bringup.arguments import (
+from rl_bringup.plan.arguments import (
     DEPLOYMENT_ARGUMENTS,
     DEPLOYMENT_KEYS,
     PARAMETER_KEYS,
@@ -25,10 +25,10 @@ from rl_bringup.arguments import (
     parameter_keys_by_node,
     plan_from_arguments,
 )
-from rl_bringup.layouts import MODES
-from rl_bringup.plan import MAX_RESPAWNS, RESPAWN_DELAY_S, Plan, PlanError, ProcessSpec
-from rl_bringup.robot_plan import parse_flag
-from rl_bringup.run_key import with_weights_key
+from rl_bringup.plan.deployment import MAX_RESPAWNS, RESPAWN_DELAY_S, Plan, PlanError, ProcessSpec
+from rl_bringup.plan.layouts import MODES
+from rl_bringup.plan.robot_plan import parse_flag
+from rl_bringup.plan.run_key import with_weights_key
 from rl_core.config import ConfigError
 from rl_core.names.node_kinds import DIAGNOSTICS_AGGREGATOR, POLICY, REPLAY_BUFFER, SIMULATOR, TRAINER
 from rl_nodes.graph import COMPONENT_MANAGER, in_namespace
@@ -102,7 +102,8 @@ def plan_from_context(context: Any, mode: str | None) -> Plan:
 
     :param context: the ``launch.LaunchContext`` given to an ``OpaqueFunction``.
     :param mode: the mode fixed by the launch file, or ``None`` to read the ``mode`` argument.
-    :raises rl_bringup.plan.PlanError: for invalid arguments (launch reports it and exits 1).
+    :raises rl_bringup.plan.deployment.PlanError: for invalid arguments (launch reports it and
+        exits 1).
     """
     configurations = context.launch_configurations
     values = {name: str(configurations[name]) for name in DEPLOYMENT_KEYS + PARAMETER_KEYS
@@ -216,7 +217,8 @@ def launch_setup(context: Any, mode: str | None = None) -> list[Any]:
     """``OpaqueFunction`` body: the plan's processes as launch actions, after the lines both
     front ends print first (layout, domain and how to attach, notes).
 
-    Like ``rl-bringup``, it gives the run a weights key (:func:`rl_bringup.run_key.with_weights_key`).
+    Like ``rl-bringup``, it gives the run a weights key
+    (:func:`rl_bringup.plan.run_key.with_weights_key`).
     """
     from launch.actions import GroupAction, LogInfo, OpaqueFunction
 

@@ -316,7 +316,7 @@ class PolicyConfig:
                                  "(RL_ROS2_WEIGHTS_PUBLIC_KEY); development only: anyone on the "
                                  "domain could then reprogram this robot's policy.",
                                  read_only=True)
-    # 64 = rl_bringup.plan.MAX_ROBOTS (rl_core imports nothing from the bringup package).
+    # 64 = rl_bringup.plan.deployment.MAX_ROBOTS (rl_core imports nothing from the bringup package).
     robots: int = param(0, "0 = serve the observations of this node's own namespace; N >= 1 = "
                         "central policy serving /robot_0 .. /robot_{N-1}, one forward pass over "
                         "the robots' batches (SEED RL style).", 0, 64, 1, read_only=True)

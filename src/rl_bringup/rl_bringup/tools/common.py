@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from rl_bringup.paths import resolve_config
+from rl_bringup.plan.paths import resolve_config
 from rl_bringup.tools.subcommand import EXIT_FAILURE, EXIT_USAGE, ToolError
 from rl_core.config import ConfigError, RunConfig, load_run_config
 

@@ -7,8 +7,8 @@ tool, so ``cli`` and the tools both import it at their top and there is no impor
 
 A subcommand is an argparse subparser whose ``handler`` default takes the parsed namespace and
 the leftover ``key:=value`` tokens and returns the exit code. :func:`dispatch` calls it and turns
-a :class:`ToolError` (or a :class:`rl_bringup.plan.PlanError`) into one ``rl-bringup COMMAND:
-error: ...`` line on stderr and the error's exit code.
+a :class:`ToolError` (or a :class:`rl_bringup.plan.deployment.PlanError`) into one
+``rl-bringup COMMAND: error: ...`` line on stderr and the error's exit code.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from rl_bringup.plan import PlanError
+from rl_bringup.plan.deployment import PlanError
 
 PROGRAM = "rl-bringup"
 #: The input exists but cannot be used: a corrupt checkpoint, a failed export, an unwritable file,
@@ -214,7 +214,8 @@ def new_parser(description: str | None = None) -> tuple[argparse.ArgumentParser,
 
 def standalone_main(register: Callable[[SubparsersAction], object],
                     argv: Sequence[str] | None = None) -> int:
-    """Run one tool outside ``rl-bringup`` (``python -m rl_bringup.tools.status once:=true``).
+    """Run one tool outside ``rl-bringup``
+    (``python -m rl_bringup.tools.operate.status once:=true``).
 
     The parser holds only that tool's subcommand and dispatches as ``rl-bringup`` does, so both
     paths accept the same arguments and give the same exit codes.

@@ -1,7 +1,7 @@
 """The kinds of node a deployment is made of, named once (plain strings, no ROS).
 
 ``rl_core.config`` maps each kind to its parameter blocks, ``rl_nodes.graph`` to its topics,
-``rl_nodes.runtime`` to its class, and ``rl_bringup.layouts`` places them in processes.
+``rl_nodes.runtime`` to its class, and ``rl_bringup.plan.layouts`` places them in processes.
 """
 
 from __future__ import annotations

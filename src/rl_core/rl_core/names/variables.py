@@ -21,7 +21,7 @@ WEIGHTS_PUBLIC_KEY = "RL_ROS2_WEIGHTS_PUBLIC_KEY"
 #: A file holding that public key (weights.pub beside weights.key).
 WEIGHTS_PUBLIC_KEY_FILE = "RL_ROS2_WEIGHTS_PUBLIC_KEY_FILE"
 #: The run identity every weights and status signature binds (rl_core.security.weights_auth): rl-bringup
-#: and the launch files give all processes of a deployment the same one (rl_bringup.run_key); a
+#: and the launch files give all processes of a deployment the same one (rl_bringup.plan.run_key); a
 #: process without it signs and checks for the unnamed run, as before run identities.
 RUN_ID = "RL_ROS2_RUN_ID"
 #: The run's action key, as hex: the key of every robot's actions derives from it

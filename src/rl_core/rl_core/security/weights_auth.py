@@ -10,8 +10,8 @@ The private key comes from ``weights_key:=FILE``, ``RL_ROS2_WEIGHTS_KEY`` or
 ``RL_ROS2_WEIGHTS_KEY_FILE`` (``python -m rl_core.security.weights_auth new DIR`` makes a pair),
 the public key from ``RL_ROS2_WEIGHTS_PUBLIC_KEY(_FILE)`` or the private one; without one a
 receiver refuses everything unless ``allow_unsigned:=true``. Every signature also binds the run
-identity (``RL_ROS2_RUN_ID``, :mod:`rl_bringup.run_key`), so runs that share a key cannot replay
-each other's. This does not authenticate observations, actions or experience (use SROS2 for
+identity (``RL_ROS2_RUN_ID``, :mod:`rl_bringup.plan.run_key`), so runs that share a key cannot
+replay each other's. This does not authenticate observations, actions or experience (use SROS2 for
 those). Precedence and keys across hosts: docs/reliability.md.
 """
 

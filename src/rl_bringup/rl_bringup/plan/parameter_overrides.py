@@ -1,0 +1,92 @@
+"""The parameter overrides a plan gives its nodes, on top of the scenario file.
+
+Every node gets the ``NAME:=VALUE`` overrides of the command line (checked here: ROS 2 parameter
+names and types only) and what ``robot_interface:=``, ``task:=`` and ``use_sim_time:=`` set
+(:mod:`rl_bringup.plan.robot_plan`); the processes hosting the trainer or the replay buffer also get
+``output_dir``. :class:`rl_bringup.plan.process_spec.ProcessSpec` writes them to a parameter file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+
+from rl_bringup.plan import robot_plan
+from rl_bringup.plan.process_spec import PlanError
+from rl_core.config import ConfigError
+
+_PARAMETER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+
+
+def format_parameter_value(value: Any) -> str:
+    """Render a parameter value as ROS command-line text (the ``value`` of ``name:=value``); the
+    plan also calls it to refuse values no ROS 2 parameter can hold.
+
+    rcl parses the text after ``:=`` as YAML, so strings that YAML would read as another type
+    (``"1"``, ``"true"``, ``"null"``) are quoted to stay strings.
+
+    :param value: bool, int, float, str or a list of those.
+    :raises PlanError: for other types (ROS 2 parameters cannot hold them).
+    """
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        try:
+            parsed = yaml.safe_load(value)
+        except yaml.YAMLError:
+            parsed = None
+        if isinstance(parsed, str) and parsed == value:
+            return value
+        return "'" + value.replace("'", "''") + "'"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(format_parameter_value(item) for item in value) + "]"
+    raise PlanError(
+        f"parameter value {value!r} of type {type(value).__name__} is not a ROS 2 parameter "
+        f"type; use bool, int, float, str or a list of those"
+    )
+
+
+def check_parameters(parameters: Mapping[str, Any]) -> dict[str, Any]:
+    """Validate parameter overrides (names and value types) before they reach a command line."""
+    checked: dict[str, Any] = {}
+    for name, value in parameters.items():
+        if not isinstance(name, str) or not _PARAMETER_NAME.match(name):
+            raise PlanError(
+                f"bad parameter name {name!r}: use letters, digits, '_' and '.' separators, "
+                f"starting with a letter or '_'"
+            )
+        format_parameter_value(value)  # raises PlanError for unsupported types
+        checked[name] = value
+    return checked
+
+
+def node_overrides(
+    config_file: str, extra_parameters: Mapping[str, Any] | None, robots: int,
+    robot_interface: str | None, task: str | None, use_sim_time: bool | str, sim_robot: bool | str,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The parameter overrides every node gets (the checked ``extra_parameters`` and what
+    ``robot_interface:=``, ``task:=`` and ``use_sim_time:=`` set), and the parameters of each
+    robot's sim_robot process (none without one)."""
+    shared_parameters = check_parameters(extra_parameters or {})
+    try:
+        shared_parameters.update(robot_plan.shared_overrides(robot_interface, task, use_sim_time))
+        sim_robots = robot_plan.sim_robots(config_file, shared_parameters, robots, sim_robot)
+    except ConfigError as error:
+        raise PlanError(str(error)) from None
+    return shared_parameters, sim_robots
+
+
+def learning_overrides(shared_parameters: Mapping[str, Any],
+                       output_dir: str | os.PathLike[str] | None) -> dict[str, Any]:
+    """The overrides of the processes hosting the trainer or the replay buffer: the shared ones
+    and ``output_dir`` when given, made absolute so that every process agrees on it."""
+    parameters = dict(shared_parameters)
+    if output_dir is not None and str(output_dir).strip() != "":
+        parameters["output_dir"] = os.path.abspath(os.path.expanduser(os.fspath(output_dir)))
+    return parameters

@@ -1,8 +1,0 @@
-"""``python -m rl_bringup.tools.doctor key:=value ...``: the doctor without the CLI wiring."""
-
-import sys
-
-from rl_bringup.tools.doctor import register
-from rl_bringup.tools.subcommand import standalone_main
-
-sys.exit(standalone_main(register))
