@@ -158,11 +158,11 @@ def test_any_gymnasium_env_trains_in_process(tmp_path: Path, ros_env, mode: str,
 
 def test_a_run_whose_every_robot_gave_up_ends_with_the_reason(tmp_path: Path, ros_env) -> None:
     """Broken-v0's reset raises, so the simulator crashes at every start: after the
-    supervisor's 5 restarts (delays 2, 4, 8, 16, 30 s: about 60 s plus six starts; measured
-    100 to 130 s on a loaded 2-core machine) the run ends with an error, not a learner waiting
-    for experience forever."""
+    supervisor's 5 restarts (here ``--respawn-delay 0.5``: delays 0.5, 1, 2, 4, 8 s, about 16 s
+    plus six starts, instead of the default's 60 s) the run ends with an error, not a learner
+    waiting for experience forever."""
     run = launch("decoupled", tmp_path, user_env(ros_env), "task:=user_env_module:Broken-v0",
-                 *GYM_ARGUMENTS)
+                 *GYM_ARGUMENTS, options=("--respawn-delay", "0.5"))
     code = finish(run, 420.0)
     output = run.output()
     assert code is not None, f"the run did not end: {output[-4000:]}"

@@ -19,10 +19,11 @@ SOLVED = 0.9 * MAX_RETURN
 BUDGET = 8000
 
 
-def launch(mode: str, tmp_path: Path, env: dict[str, str], *arguments: str) -> Child:
-    """``rl-bringup launch MODE`` into ``tmp_path/run`` on the test's domain, with the seed of a
-    failure-rate measurement where one runs (tests/learning.py)."""
-    return Child([RL_BRINGUP, "launch", mode, f"output_dir:={tmp_path / 'run'}",
+def launch(mode: str, tmp_path: Path, env: dict[str, str], *arguments: str,
+           options: tuple[str, ...] = ()) -> Child:
+    """``rl-bringup launch [OPTIONS] MODE`` into ``tmp_path/run`` on the test's domain, with the
+    seed of a failure-rate measurement where one runs (tests/learning.py)."""
+    return Child([RL_BRINGUP, "launch", *options, mode, f"output_dir:={tmp_path / 'run'}",
                   f"domain_id:={env['ROS_DOMAIN_ID']}", *seed_arguments(), *arguments], env=env)
 
 

@@ -111,6 +111,18 @@ def test_bad_input_exits_2_naming_the_valid_choices(
 
 
 @pytest.mark.unit
+@pytest.mark.parametrize(("option", "message"), [
+    (["--respawn-delay", "0"], "argument --respawn-delay: 0: give from 0.1 to 30 seconds"),
+    (["--heartbeat-timeout", "5"], "argument --heartbeat-timeout: 5: give 0 (off) or at least 10"),
+])
+def test_bad_supervisor_options_exit_2_with_the_range(run_cli: RunCli, option: list[str],
+                                                      message: str) -> None:
+    code, out, err = run_cli("launch", *option, "hybrid")
+    assert code == 2 and out == ""
+    assert f"rl-bringup launch: error: {message}" in err, err
+
+
+@pytest.mark.unit
 def test_unknown_subcommand_exits_2_listing_the_subcommands(run_cli: RunCli) -> None:
     code, _, err = run_cli("fly")
     assert code == 2

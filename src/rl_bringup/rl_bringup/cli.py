@@ -30,7 +30,7 @@ import yaml
 
 from rl_bringup.plan import paths
 from rl_bringup.plan.arguments import DEPLOYMENT_KEYS, ELASTIC_KEYS, PARAMETER_KEYS, plan_from_arguments
-from rl_bringup.plan.deployment import DEFAULT_CONFIG, Plan, ProcessSpec
+from rl_bringup.plan.deployment import DEFAULT_CONFIG, MAX_RESPAWNS, RESPAWN_DELAY_S, Plan, ProcessSpec
 from rl_bringup.plan.layouts import MODES
 from rl_bringup.plan.run_key import with_weights_key
 from rl_bringup.run.supervisor import Supervisor
@@ -111,6 +111,7 @@ def _run_plan(plan: Plan, arguments: argparse.Namespace, key_file: str | None = 
         environment=plan.environment,
         grace_period=arguments.grace_period,
         heartbeat_timeout=arguments.heartbeat_timeout,
+        respawn_delay=arguments.respawn_delay,
         label=PROGRAM,
         standby=plan.standby_processes(),
         unfinished=_unfinished_check(plan),
@@ -276,6 +277,24 @@ def _add_run_command(subparsers: SubparsersAction, name: str, handler: Handler, 
         f"default {heartbeat.HEARTBEAT_TIMEOUT_S:g}, at least {MIN_HEARTBEAT_TIMEOUT_S:g}; 0 = "
         "never)",
     )
+
+    parser.add_argument(
+        "--respawn-delay",
+        type=_respawn_delay,
+        default=RESPAWN_DELAY_S,
+        metavar="SECONDS",
+        help="delay before a crashed process's first restart; it doubles per consecutive "
+        f"restart, up to 30 s, and a process is given up after {MAX_RESPAWNS} (default "
+        f"{RESPAWN_DELAY_S:g}, from 0.1 to 30)",
+    )
+
+
+def _respawn_delay(text: str) -> float:
+    """``--respawn-delay``: from 0.1 s (no restart storm) to the 30 s the delay doubles up to."""
+    value = float(text)
+    if not 0.1 <= value <= 30.0:
+        raise argparse.ArgumentTypeError(f"{text}: give from 0.1 to 30 seconds")
+    return value
 
 
 #: The shortest ``--heartbeat-timeout``: many beats, so a loaded machine's delays are no hang.
