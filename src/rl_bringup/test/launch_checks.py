@@ -285,6 +285,8 @@ class AfterShutdown(unittest.TestCase):
         self.assertTrue(result_file.is_file(), f"no {result_file}")
         result = json.loads(result_file.read_text())
         self.assertGreaterEqual(result["env_steps"], TOTAL_ENV_STEPS)
-        self.assertGreater(result["updates"], 0)
+        # The replay buffer's rate limiter granted the updates the budget pays for, no more and
+        # no fewer: one per transition after learning_starts (the bare loop's number).
+        self.assertAlmostEqual(result["updates_per_transition"], 1.0, delta=0.02, msg=result)
         self.assertGreaterEqual(result["weights_version"], 1)
         self.assertEqual(len(result["eval_returns"]), EVAL_EPISODES)
