@@ -84,6 +84,8 @@ class ReplayBufferNode(RLNode):
 
     @property
     def replay(self) -> RateLimitedReplay:
+        """The service's rate-limited buffer; it has no lock of its own, so another thread
+        reads it under ``self.service.lock`` (or through the service's methods)."""
         return self.service.replay
 
     @property
@@ -122,9 +124,12 @@ class ReplayBufferNode(RLNode):
             (self.get_logger().info if restored else self.get_logger().error)(message)
 
     def close(self) -> None:
-        if self.replay.intervened_rows:
+        # One int read without the service's lock: atomic in CPython, and a late insert only
+        # makes it one batch old.
+        interventions = self.replay.intervened_rows
+        if interventions:
             self.get_logger().info(
-                f"interventions: {self.replay.intervened_rows} transitions an operator drove "
+                f"interventions: {interventions} transitions an operator drove "
                 "were stored online and among the demonstrations")
         self.service.close()
         if self.service.snapshot_error:
