@@ -3,6 +3,7 @@ priorities, files, snapshots and its figures, without ROS."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -134,6 +135,48 @@ def test_acting_pauses_and_resumes_are_told_at_once() -> None:
     assert service.replay.acting_paused and node.pause_changes == 1
     service.sample(request(batch_size=2, max_batches=10))
     assert not service.replay.acting_paused and node.pause_changes == 2
+
+
+def test_a_pause_change_is_told_after_the_lock_is_released() -> None:
+    """The node publishes its status from the callback, and the status takes the one lock: a
+    callback under it would deadlock."""
+    node = Node()
+    statuses = []
+    service = node.service(updates_per_transition=1.0, learning_starts=4, error_buffer=2)
+    service._on_pause_change = lambda: statuses.append(
+        (service.lock.locked(), service.status(0.0).acting_paused))
+    service.insert(experience(0, rows=8))
+    service.sample(request(batch_size=2, max_batches=10))
+    assert statuses == [(False, True), (False, False)]
+
+
+def test_one_lock_keeps_the_rate_limiter_exact_across_threads() -> None:
+    """Inserts on this thread; samples, statuses and diagnostics on another; no lock but the
+    service's. Every insert and every granted batch counts once: 2,000 transitions pay for
+    exactly 2,000 - learning_starts batches, the bare loop's number."""
+    node = Node()
+    service = node.service(capacity=10_000, updates_per_transition=1.0, learning_starts=4,
+                           error_buffer=4)
+    granted = []
+
+    def learn() -> None:
+        while True:
+            inserted = service.sizes()[1]
+            granted.append(len(service.sample(request(batch_size=2, max_batches=3)).batches))
+            service.status(time.monotonic())
+            service.diagnostics()
+            if inserted == 2_000 and not granted[-1]:
+                return
+
+    learner = threading.Thread(target=learn, daemon=True)
+    learner.start()
+    for sequence in range(500):
+        service.insert(experience(sequence))
+    learner.join(timeout=60.0)
+    assert not learner.is_alive()
+    stats = service.replay.stats()
+    assert (stats.inserts, stats.samples, sum(granted)) == (2_000, 1_996, 1_996)
+    assert not node.rejected
 
 
 def test_priorities_are_applied_or_rejected_per_reason() -> None:

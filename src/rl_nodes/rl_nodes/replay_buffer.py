@@ -30,12 +30,17 @@ from rl_core.wire.transport import SampleRequest
 from rl_interfaces.msg import ReplayStatus
 from rl_nodes import graph
 from rl_nodes.base import EXPERIENCE_QOS, OK, WARN, RLNode, load_signing_key
-from rl_nodes.conversions import EXPERIENCE_WITH_IMAGES, Experience
+from rl_nodes.conversions import (
+    BUFFER_FILE_SERVICE,
+    EXPERIENCE_WITH_IMAGES,
+    PRIORITIES_SERVICE,
+    SAMPLE_SERVICE,
+    Experience,
+)
 from rl_nodes.image_transport import subscribe_with_images
 from rl_nodes.intra_process_services import create_service
 from rl_nodes.parameters import declare_config, watch_config
 from rl_nodes.runtime import main_for
-from rl_nodes.service_types import BUFFER_FILE_SERVICE, PRIORITIES_SERVICE, SAMPLE_SERVICE
 
 STATUS_PERIOD_S = 1.0
 
@@ -84,6 +89,8 @@ class ReplayBufferNode(RLNode):
 
     @property
     def replay(self) -> RateLimitedReplay:
+        """The service's rate-limited buffer; it has no lock of its own, so another thread
+        reads it under ``self.service.lock`` (or through the service's methods)."""
         return self.service.replay
 
     @property
@@ -122,9 +129,12 @@ class ReplayBufferNode(RLNode):
             (self.get_logger().info if restored else self.get_logger().error)(message)
 
     def close(self) -> None:
-        if self.replay.intervened_rows:
+        # One int read without the service's lock: atomic in CPython, and a late insert only
+        # makes it one batch old.
+        interventions = self.replay.intervened_rows
+        if interventions:
             self.get_logger().info(
-                f"interventions: {self.replay.intervened_rows} transitions an operator drove "
+                f"interventions: {interventions} transitions an operator drove "
                 "were stored online and among the demonstrations")
         self.service.close()
         if self.service.snapshot_error:

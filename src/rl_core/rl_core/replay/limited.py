@@ -16,7 +16,6 @@ docs/architecture.md, "Rate limiting: acting and learning at one ratio".
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -59,6 +58,10 @@ class RateLimitedReplay:
         for the interventions to come (:func:`rl_core.replay.demos.demo_buffer`).
     :param demo_ratio: the share of every batch drawn from ``demos``.
     :param demo_note: what the demonstrations are, for the log.
+
+    Not thread-safe, and it takes no lock of its own: the bare loop calls it from one thread, and
+    the replay node's :class:`~rl_core.replay.service.ReplayService` serialises every call (and
+    every read of its state from another thread) under the service's lock.
     """
 
     def __init__(self, buffer: ReplayBuffer, updates_per_transition: float, learning_starts: int,
@@ -82,7 +85,6 @@ class RateLimitedReplay:
         high = low + max(error_buffer * updates_per_transition, updates_per_transition + 1)
         self.limiter = SampleToInsertRatio(updates_per_transition, learning_starts, (low, high))
         self._resume_headroom = max(1.0, error_buffer / 2)
-        self._lock = threading.Lock()
         self.acting_paused = False
         self._done_reported = False  # the done the last status change saw
         self.acting_weights_version = 0
@@ -101,14 +103,13 @@ class RateLimitedReplay:
 
         :returns: whether :attr:`acting_paused` changed.
         """
-        with self._lock:
-            self.buffer.add(obs, actions, rewards, next_obs, terminated, truncated)
-            if intervened is not None and np.any(intervened):
-                self._add_demonstrations(np.asarray(intervened, dtype=bool), obs, actions,
-                                         rewards, next_obs, terminated, truncated)
-            self.limiter.insert(len(rewards))
-            self.acting_weights_version = max(self.acting_weights_version, int(policy_version))
-            return self._update_pause()
+        self.buffer.add(obs, actions, rewards, next_obs, terminated, truncated)
+        if intervened is not None and np.any(intervened):
+            self._add_demonstrations(np.asarray(intervened, dtype=bool), obs, actions,
+                                     rewards, next_obs, terminated, truncated)
+        self.limiter.insert(len(rewards))
+        self.acting_weights_version = max(self.acting_weights_version, int(policy_version))
+        return self._update_pause()
 
     def _demo_buffer(self) -> ReplayBuffer:
         """The demonstration buffer; made like the online one for the first intervention of a
@@ -131,23 +132,22 @@ class RateLimitedReplay:
     def restore(self, chunk: Chunk) -> None:
         """Put back what an insert log's chunk holds (rows, inserts, samples granted) as the
         adds and takes it records did (ValueError when its rows do not fit)."""
-        with self._lock:
-            if chunk.intervened is not None and len(chunk.intervened) != len(chunk.rows):
-                raise ValueError(f"{len(chunk.intervened)} intervention flags for "
-                                 f"{len(chunk.rows)} rows")
-            self.buffer.restore_rows(chunk.rows, chunk.images, chunk.inserted)
-            if chunk.intervened is not None and chunk.intervened.any():
-                rows = chunk.intervened
-                self._demo_buffer().restore_rows(
-                    chunk.rows[rows], {name: frames[rows] for name, frames in chunk.images.items()},
-                    int(rows.sum()))
-                self.intervened_rows += int(rows.sum())
-            self.limiter.insert(chunk.inserted)
-            self.limiter.sample(chunk.sampled)
-            if len(chunk.senders):
-                self.acting_weights_version = max(self.acting_weights_version,
-                                                  int(chunk.senders["policy_version"].max()))
-            self._update_pause()
+        if chunk.intervened is not None and len(chunk.intervened) != len(chunk.rows):
+            raise ValueError(f"{len(chunk.intervened)} intervention flags for "
+                             f"{len(chunk.rows)} rows")
+        self.buffer.restore_rows(chunk.rows, chunk.images, chunk.inserted)
+        if chunk.intervened is not None and chunk.intervened.any():
+            rows = chunk.intervened
+            self._demo_buffer().restore_rows(
+                chunk.rows[rows], {name: frames[rows] for name, frames in chunk.images.items()},
+                int(rows.sum()))
+            self.intervened_rows += int(rows.sum())
+        self.limiter.insert(chunk.inserted)
+        self.limiter.sample(chunk.sampled)
+        if len(chunk.senders):
+            self.acting_weights_version = max(self.acting_weights_version,
+                                              int(chunk.senders["policy_version"].max()))
+        self._update_pause()
 
     def replace_buffer(self, buffer: ReplayBuffer) -> bool:
         """Put ``buffer`` (a loaded file) in place of the storage. Counters only move forward:
@@ -157,14 +157,13 @@ class RateLimitedReplay:
         :raises ValueError: when ``buffer`` made fewer inserts than the storage it replaces
             (``total_inserted`` would move back: a rollback).
         """
-        with self._lock:
-            if buffer.total_inserted < self.buffer.total_inserted:
-                raise ValueError(f"it holds {buffer.total_inserted} inserts, fewer than the "
-                                 f"{self.buffer.total_inserted} this buffer made: loading it "
-                                 "would roll the run back")
-            self.buffer = buffer
-            self.limiter.insert(max(0, buffer.total_inserted - self.limiter.inserts))
-            return self._update_pause()
+        if buffer.total_inserted < self.buffer.total_inserted:
+            raise ValueError(f"it holds {buffer.total_inserted} inserts, fewer than the "
+                             f"{self.buffer.total_inserted} this buffer made: loading it "
+                             "would roll the run back")
+        self.buffer = buffer
+        self.limiter.insert(max(0, buffer.total_inserted - self.limiter.inserts))
+        return self._update_pause()
 
     @property
     def done(self) -> bool:
@@ -179,13 +178,12 @@ class RateLimitedReplay:
 
         :returns: the draw and whether :attr:`acting_paused` changed.
         """
-        with self._lock:
-            granted = (self.limiter.take_samples(max_batches, self.total_env_steps or None)
-                       if len(self.buffer) else 0)
-            batches = [self._batch(batch_size) for _ in range(granted)]
-            return (Draw(batches, len(self.buffer), self.buffer.total_inserted,
-                         self.buffer.prioritized, self.total_env_steps, self.done),
-                    self._update_pause())
+        granted = (self.limiter.take_samples(max_batches, self.total_env_steps or None)
+                   if len(self.buffer) else 0)
+        batches = [self._batch(batch_size) for _ in range(granted)]
+        return (Draw(batches, len(self.buffer), self.buffer.total_inserted,
+                     self.buffer.prioritized, self.total_env_steps, self.done),
+                self._update_pause())
 
     def _batch(self, batch_size: int) -> Batch:
         """One batch: ``demo_ratio`` of it from the demonstrations, the rest online."""
@@ -212,9 +210,7 @@ class RateLimitedReplay:
             online = update.indices != DEMO_SLOT
             update = PriorityUpdate(update.indices[online], update.priorities[online],
                                     update.drawn_at)
-        with self._lock:
-            return self.buffer.update_priorities(update.indices, update.priorities,
-                                                 update.drawn_at)
+        return self.buffer.update_priorities(update.indices, update.priorities, update.drawn_at)
 
     def _update_pause(self) -> bool:
         headroom = self.limiter.insert_headroom()

@@ -11,14 +11,13 @@ the window holds at least one of each, so each side unblocks as the other moves.
 learning to wait for".
 
 Reverb blocks the caller inside ``insert``/``sample``; a ROS node cannot block a topic callback,
-so this class answers questions (:meth:`can_insert`, :meth:`sample_allowance`), records what
-happened (:meth:`insert`, :meth:`take_samples`) and the time each side was blocked. Thread-safe.
+so this class answers questions (:meth:`can_insert`, :meth:`sample_allowance`) and records what
+happened and the time each side was blocked. No lock: its owner serialises every call.
 """
 
 from __future__ import annotations
 
 import math
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -48,6 +47,9 @@ class SampleToInsertRatio:
         ``samples_per_insert + 1``, else insert and sample could block each other forever.
     :param clock: monotonic clock in seconds (tests inject one).
     :raises ValueError: on values outside those ranges, saying how to fix them.
+
+    Not thread-safe: :class:`~rl_core.replay.limited.RateLimitedReplay` owns one, and the replay
+    node's :class:`~rl_core.replay.service.ReplayService` serialises every call under its lock.
     """
 
     def __init__(self, samples_per_insert: float, min_size_to_sample: int,
@@ -72,7 +74,6 @@ class SampleToInsertRatio:
         self.min_size_to_sample = int(min_size_to_sample)
         self.min_diff, self.max_diff = min_diff, max_diff
         self._clock = clock
-        self._lock = threading.Lock()
         self.inserts = 0
         self.samples = 0
         self._inserts_at_min_size: int | None = None
@@ -85,53 +86,42 @@ class SampleToInsertRatio:
     def _diff(self) -> float:
         return self.inserts * self.samples_per_insert - self.samples
 
-    def _can_insert(self, count: int) -> bool:
+    def can_insert(self, count: int = 1) -> bool:
+        """Whether ``count`` more inserts stay within the error buffer."""
         if self.samples_per_insert == 0 or self.inserts < self.min_size_to_sample:
             return True
         return self._diff() + count * self.samples_per_insert <= self.max_diff
 
-    def _allowance(self, insert_cap: int | None = None) -> int:
+    def insert_headroom(self) -> float:
+        """Inserts still allowed before inserts block (infinite below the minimum size)."""
+        if self.samples_per_insert == 0 or self.inserts < self.min_size_to_sample:
+            return math.inf
+        return (self.max_diff - self._diff()) / self.samples_per_insert
+
+    def sample_allowance(self, insert_cap: int | None = None) -> int:
+        """The largest number of samples allowed now (0 while the learner is ahead), counting
+        only the first ``insert_cap`` inserts when given (see :meth:`take_samples`)."""
         inserts = self.inserts if insert_cap is None else min(self.inserts, insert_cap)
         if inserts < self.min_size_to_sample:
             return 0
         diff = inserts * self.samples_per_insert - self.samples
         return max(0, math.floor(diff - self.min_diff + 1e-9))
 
-    def can_insert(self, count: int = 1) -> bool:
-        """Whether ``count`` more inserts stay within the error buffer."""
-        with self._lock:
-            return self._can_insert(count)
-
-    def insert_headroom(self) -> float:
-        """Inserts still allowed before inserts block (infinite below the minimum size)."""
-        with self._lock:
-            if self.samples_per_insert == 0 or self.inserts < self.min_size_to_sample:
-                return math.inf
-            return (self.max_diff - self._diff()) / self.samples_per_insert
-
-    def sample_allowance(self, insert_cap: int | None = None) -> int:
-        """The largest number of samples allowed now (0 while the learner is ahead), counting
-        only the first ``insert_cap`` inserts when given (see :meth:`take_samples`)."""
-        with self._lock:
-            return self._allowance(insert_cap)
-
     # --- records ------------------------------------------------------------------------------
 
     def insert(self, count: int = 1) -> None:
         """Record ``count`` inserts. Never refuses: data that arrived is kept (back-pressure is
         the caller's business, through :meth:`can_insert`)."""
-        with self._lock:
-            self.inserts += count
-            if self._inserts_at_min_size is None and self.inserts >= self.min_size_to_sample:
-                self._inserts_at_min_size = self.inserts
-                self._samples_at_min_size = self.samples
-            self._account()
+        self.inserts += count
+        if self._inserts_at_min_size is None and self.inserts >= self.min_size_to_sample:
+            self._inserts_at_min_size = self.inserts
+            self._samples_at_min_size = self.samples
+        self._account()
 
     def sample(self, count: int = 1) -> None:
         """Record ``count`` samples (the caller checked :meth:`sample_allowance`)."""
-        with self._lock:
-            self.samples += count
-            self._account()
+        self.samples += count
+        self._account()
 
     def take_samples(self, wanted: int, insert_cap: int | None = None) -> int:
         """Grant and record up to ``wanted`` samples at once; returns how many were granted.
@@ -139,12 +129,11 @@ class SampleToInsertRatio:
         :param insert_cap: grant only what the first ``insert_cap`` inserts pay for (a learner
             with a fixed budget of data); None = no cap.
         """
-        with self._lock:
-            granted = min(max(wanted, 0), self._allowance(insert_cap))
-            self.samples += granted
-            self._mark("sample", wanted > 0 and granted == 0)
-            self._account()
-            return granted
+        granted = min(max(wanted, 0), self.sample_allowance(insert_cap))
+        self.samples += granted
+        self._mark("sample", wanted > 0 and granted == 0)
+        self._account()
+        return granted
 
     # --- accounting ---------------------------------------------------------------------------
 
@@ -158,34 +147,31 @@ class SampleToInsertRatio:
             self._blocked_since[side] = None
 
     def _account(self) -> None:
-        self._mark("insert", not self._can_insert(1))
-        if self._allowance() > 0:
+        self._mark("insert", not self.can_insert())
+        if self.sample_allowance() > 0:
             self._mark("sample", False)
 
     def stats(self) -> RateLimiterStats:
         """Counters, blocked state and blocked time (including a block still going on)."""
-        with self._lock:
-            now = self._clock()
-            blocked = {side: self._blocked_total[side] + (now - since if since is not None else 0.0)
-                       for side, since in self._blocked_since.items()}
-            achieved = 0.0
-            if self._inserts_at_min_size is not None:
-                inserts = self.inserts - self._inserts_at_min_size
-                achieved = (self.samples - self._samples_at_min_size) / inserts if inserts else 0.0
-            return RateLimiterStats(self.inserts, self.samples, not self._can_insert(1),
-                                    self._blocked_since["sample"] is not None,
-                                    blocked["insert"], blocked["sample"], achieved)
+        now = self._clock()
+        blocked = {side: self._blocked_total[side] + (now - since if since is not None else 0.0)
+                   for side, since in self._blocked_since.items()}
+        achieved = 0.0
+        if self._inserts_at_min_size is not None:
+            inserts = self.inserts - self._inserts_at_min_size
+            achieved = (self.samples - self._samples_at_min_size) / inserts if inserts else 0.0
+        return RateLimiterStats(self.inserts, self.samples, not self.can_insert(),
+                                self._blocked_since["sample"] is not None,
+                                blocked["insert"], blocked["sample"], achieved)
 
     def state_dict(self) -> dict[str, int]:
         """Counters to store with a replay snapshot (the configuration comes from parameters)."""
-        with self._lock:
-            return {"inserts": self.inserts, "samples": self.samples}
+        return {"inserts": self.inserts, "samples": self.samples}
 
     def load_state_dict(self, state: dict[str, int]) -> None:
         """Continue from stored counters."""
-        with self._lock:
-            self.inserts, self.samples = int(state["inserts"]), int(state["samples"])
-            self._inserts_at_min_size = (self.inserts if self.inserts >= self.min_size_to_sample
-                                         else None)
-            self._samples_at_min_size = self.samples
-            self._account()
+        self.inserts, self.samples = int(state["inserts"]), int(state["samples"])
+        self._inserts_at_min_size = (self.inserts if self.inserts >= self.min_size_to_sample
+                                     else None)
+        self._samples_at_min_size = self.samples
+        self._account()

@@ -1,8 +1,9 @@
 """What the replay node serves, without ROS: experience admitted, sample answers, priorities,
 files, snapshots and the figures it reports.
 
-:class:`ReplayService` owns a :class:`~rl_core.replay.limited.RateLimitedReplay` and its lock:
-inserts come on the node's dispatch thread, ``sample``, ``save`` and ``load`` on the executor's.
+:class:`ReplayService` owns a :class:`~rl_core.replay.limited.RateLimitedReplay` and the one lock
+that serialises every access to it: the node's callbacks on its dispatch thread, ``sample`` also
+on an in-process caller's (a learner thread), the insert log and snapshots on threads of theirs.
 Every rejected input is handed to the node's ``reject``, which logs and counts it; the service
 keeps going. ``sample`` applies the priorities the request carries first, then grants the batches
 the rate limiter allows, at most ``max_rows`` rows per answer; the rest stays owed.
@@ -139,7 +140,9 @@ class RateMeter:
 
 
 class ReplayService:
-    """A replay node's storage and answers; thread-safe.
+    """A replay node's storage and answers; thread-safe: :attr:`lock` serialises every access
+    to :attr:`replay` (which has no lock of its own) and to this service's counters, and the
+    node's callback ``on_pause_change`` is called after it is released.
 
     :param config: the node's parameters.
     :param obs_shape: observation shape of the task.
@@ -169,8 +172,9 @@ class ReplayService:
         # Bounded in bytes too: a pixel task's rows are 40 KB each.
         self.max_rows = min(max_rows, max_answer_rows(obs_shape, self.buffer.obs_dtype.itemsize,
                                                       action_shape))
-        # RateLimitedReplay locks its own state; this lock keeps a sample, save or load
-        # consistent with the inserts around it and guards replacing the buffer.
+        #: The one lock of an insert, a sample, a save or load, a snapshot's copy, the insert
+        #: log's collection and a status: :attr:`replay` and the admission state are plain
+        #: single-threaded objects. Never held while calling ``on_pause_change``.
         self.lock = threading.Lock()
         self.rates = RateMeter(status_period_s, time.monotonic())
         self.admission = ExperienceAdmission(config.deployment_robots)
@@ -181,7 +185,8 @@ class ReplayService:
         #: (then ``load`` is refused: it would replace what the run learns from).
         self.run_active = False
         self._last_save: float | None = None  # when the save service last wrote
-        #: Why the last snapshot was skipped ("" = it was not).
+        #: Why the last snapshot was skipped ("" = it was not). Set outside :attr:`lock` (a
+        #: snapshot takes it to copy the state) and read whole: a reference, atomic in CPython.
         self.snapshot_error = ""
         self.run_lock = (RunLock(self.files_dir / LOCK_FILE, "replay buffer")
                          if self.files_dir is not None else None)
@@ -205,14 +210,20 @@ class ReplayService:
 
     def configure(self, config: ReplayConfig) -> None:
         """Follow changed parameters."""
-        self.config = config
-        if config.deployment_robots != self.admission.robots:
-            self.admission.resize(config.deployment_robots)
-        if config.prioritized:
-            self.buffer.beta = config.priority_beta
+        with self.lock:
+            self.config = config
+            if config.deployment_robots != self.admission.robots:
+                self.admission.resize(config.deployment_robots)
+            if config.prioritized:
+                self.buffer.beta = config.priority_beta
 
     def sizes(self) -> tuple[int, int]:
         """Transitions stored now, and inserted in all."""
+        with self.lock:
+            return self._sizes()
+
+    def _sizes(self) -> tuple[int, int]:
+        """:meth:`sizes`, for a caller holding the lock."""
         return len(self.replay), self.replay.total_inserted
 
     def insert(self, msg: Any) -> None:
@@ -255,7 +266,7 @@ class ReplayService:
             return SampleAnswer(False, message, [], *self.sizes())
         max_batches = min(request.max_batches, self.max_rows // max(request.batch_size, 1))
         with self.lock:
-            size, total = self.sizes()
+            size, total = self._sizes()
             schedule = self.replay.total_env_steps, self.replay.done
             if max_batches == 0:
                 return SampleAnswer(True, "sizes only", [], size, total, False, *schedule)
@@ -270,18 +281,18 @@ class ReplayService:
         message = ("run done: the budget is in and its updates were granted" if draw.done else
                    "" if draw.batches else "rate limited: learning is ahead of the data")
         return SampleAnswer(True, message, draw.batches, draw.buffer_size, draw.total_inserted,
-                            self.buffer.prioritized, draw.total_env_steps, draw.done)
+                            draw.prioritized, draw.total_env_steps, draw.done)
 
     def update_priorities(self, update: PriorityUpdate) -> PriorityAnswer:
         """Apply a learner's priorities, or reject them (counted per reason)."""
-        if not self.buffer.prioritized:
-            return self._refuse_priorities("buffer not prioritized", f"{len(update)} priorities "
-                                           "sent to a buffer that samples uniformly "
-                                           "(prioritized: false)")
-        if max(len(update.indices), len(update.priorities)) > self.max_rows:
-            return self._refuse_priorities("too many", f"{len(update)} priorities in one "
-                                           f"request, more than the cap of {self.max_rows}")
         with self.lock:
+            if not self.buffer.prioritized:
+                return self._refuse_priorities("buffer not prioritized", f"{len(update)} "
+                                               "priorities sent to a buffer that samples "
+                                               "uniformly (prioritized: false)")
+            if max(len(update.indices), len(update.priorities)) > self.max_rows:
+                return self._refuse_priorities("too many", f"{len(update)} priorities in one "
+                                               f"request, more than the cap of {self.max_rows}")
             try:
                 applied = self.replay.update_priorities(update)
             except InvalidPriorities as error:
@@ -407,25 +418,28 @@ class ReplayService:
         """
         if self.files_dir is None:
             return None
-        outcome, log_from = self._restore_snapshot()
-        # A snapshot that could not be read leaves nothing for the log to continue.
-        replayed, stopped = self._replay_log(log_from) if outcome is None or outcome[0] \
-            else (0, "")
-        self._restart_log_chunk()
-        self.insert_log = InsertLog(self.files_dir, next_segment(self.files_dir),
-                                    self._collect_chunk)
+        # Under the lock: in a container an insert may come while this node is still built.
+        with self.lock:
+            outcome, log_from = self._restore_snapshot()
+            # A snapshot that could not be read leaves nothing for the log to continue.
+            replayed, stopped = self._replay_log(log_from) if outcome is None or outcome[0] \
+                else (0, "")
+            self._restart_log_chunk()
+            self.insert_log = InsertLog(self.files_dir, next_segment(self.files_dir),
+                                        self._collect_chunk)
+            size, total = self._sizes()
         if outcome is None and not replayed:
             return None
         restored, message = outcome or (True, "no snapshot")
         if restored:
-            message = (f"restored {len(self.buffer)} transitions ({self.replay.total_inserted} "
-                       f"inserted so far) from {message}, then {replayed} logged chunks"
+            message = (f"restored {size} transitions ({total} inserted so far) from {message}, "
+                       f"then {replayed} logged chunks"
                        + (f"; the log ended early: {stopped}" if stopped else ""))
         return restored, message
 
     def _restore_snapshot(self) -> tuple[tuple[bool, str] | None, int]:
-        """Load the snapshot: whether it was loaded and where from or why not (None without a
-        snapshot), and the first log segment it does not hold."""
+        """Load the snapshot (the caller holds the lock): whether it was loaded and where from or
+        why not (None without a snapshot), and the first log segment it does not hold."""
         if self.snapshot_writer is None or not self.snapshot_writer.exists():
             return None, 0
         base = self.snapshot_writer.base
@@ -469,7 +483,8 @@ class ReplayService:
 
     def _replay_log(self, first: int) -> tuple[int, str]:
         """Apply the logged chunks collected in segment ``first`` or later (the snapshot holds
-        the others); how many, and why the replay stopped early (``""``: it did not)."""
+        the others; the caller holds the lock); how many, and why the replay stopped early
+        (``""``: it did not)."""
         assert self.files_dir is not None
         replayed = 0
         images = {name: self.obs_shape for name in self.buffer.image_fields}
@@ -584,38 +599,46 @@ class ReplayService:
 
     def diagnostics(self) -> tuple[bool, str, dict[str, object]]:
         """``(healthy, message, values)`` for /diagnostics; an empty buffer is not healthy."""
-        size, total = self.sizes()
-        stats = self.replay.stats()
         writer = self.snapshot_writer
-        values = {"size": size, "capacity": self.config.capacity, "total inserted": total,
-                  "fill": f"{size / self.config.capacity:.1%}",
-                  "updates per transition": f"{stats.achieved_samples_per_insert:.3f}",
-                  "target updates per transition": self.config.updates_per_transition,
-                  "acting paused": self.replay.acting_paused,
-                  "acting blocked s": f"{stats.insert_blocked_s:.1f}",
-                  "learner blocked s": f"{stats.sample_blocked_s:.1f}",
-                  "lost experience messages": self.admission.lost_messages,
-                  "experience streams (proven, new)": ", ".join(map(str, self.admission.streams)),
-                  "sequence jumps adopted": self.admission.jumps_adopted,
-                  "priorities applied": self.priorities_applied,
-                  "priorities skipped (slot overwritten)": self.priorities_stale,
-                  "priorities clipped (over value_bound)": self.priorities_clipped,
-                  "snapshots": writer.snapshots if writer else 0,
-                  "snapshot hold ms": f"{1000 * writer.hold_s if writer else 0.0:.1f}",
-                  "demonstrations": len(self.replay.demos) if self.replay.demos else 0,
-                  "interventions stored": self.replay.intervened_rows,
-                  **self._log_figures()}
+        with self.lock:
+            size, total = self._sizes()
+            stats = self.replay.stats()
+            paused = self.replay.acting_paused
+            values = {"size": size, "capacity": self.config.capacity, "total inserted": total,
+                      "fill": f"{size / self.config.capacity:.1%}",
+                      "updates per transition": f"{stats.achieved_samples_per_insert:.3f}",
+                      "target updates per transition": self.config.updates_per_transition,
+                      "acting paused": paused,
+                      "acting blocked s": f"{stats.insert_blocked_s:.1f}",
+                      "learner blocked s": f"{stats.sample_blocked_s:.1f}",
+                      "lost experience messages": self.admission.lost_messages,
+                      "experience streams (proven, new)":
+                          ", ".join(map(str, self.admission.streams)),
+                      "sequence jumps adopted": self.admission.jumps_adopted,
+                      "priorities applied": self.priorities_applied,
+                      "priorities skipped (slot overwritten)": self.priorities_stale,
+                      "priorities clipped (over value_bound)": self.priorities_clipped,
+                      # The writer's figures are its own, written by its thread: one int and
+                      # one float, each read whole (atomic in CPython).
+                      "snapshots": writer.snapshots if writer else 0,
+                      "snapshot hold ms": f"{1000 * writer.hold_s if writer else 0.0:.1f}",
+                      "demonstrations": len(self.replay.demos) if self.replay.demos else 0,
+                      "interventions stored": self.replay.intervened_rows,
+                      **self._log_figures()}
+        # Two strings set by other threads, each read whole (a reference: atomic in CPython).
         if self.insert_log is not None and self.insert_log.error:
             return False, f"insert log not written: {self.insert_log.error}", values
         if self.snapshot_error:
             return False, f"snapshot skipped: {self.snapshot_error}", values
         if size == 0:
             return False, "empty: no experience received yet", values
-        if self.replay.acting_paused:
+        if paused:
             return True, f"{size} transitions; acting paused while learning catches up", values
         return True, f"{size} transitions", values
 
     def _log_figures(self) -> dict[str, object]:
+        """The insert log's figures. Its segment and chunk count are its own, written under its
+        file's lock: each is one int read whole (atomic in CPython)."""
         log = self.insert_log
         if log is None:
             return {"insert log": "off (no output_dir)"}
@@ -623,18 +646,20 @@ class ReplayService:
                 "insert log overruns": self.log_overruns}
 
     def status(self, now: float) -> StatusFigures:
-        """The figures of ``/replay_status`` at ``now`` (``time.monotonic()``)."""
-        size, total = self.sizes()
-        stats = self.replay.stats()
-        insert_rate, sample_rate = self.rates.update(now, total, stats.samples)
-        return StatusFigures(size=size, capacity=self.config.capacity, total_inserted=total,
-                             insert_rate=insert_rate, sample_rate=sample_rate,
-                             rate_limited=self.config.rate_limit,
-                             acting_paused=self.replay.acting_paused,
-                             target_updates_per_transition=self.config.updates_per_transition,
-                             learning_starts=self.config.learning_starts,
-                             updates_per_transition=stats.achieved_samples_per_insert,
-                             total_sampled=stats.samples, insert_blocked_s=stats.insert_blocked_s,
-                             sample_blocked_s=stats.sample_blocked_s,
-                             total_env_steps=self.replay.total_env_steps, done=self.replay.done,
-                             acting_weights_version=self.replay.acting_weights_version)
+        """The figures of ``/replay_status`` at ``now`` (``time.monotonic()``), taken together
+        under the lock (the node calls this from its timer and after a pause change)."""
+        with self.lock:
+            size, total = self._sizes()
+            stats = self.replay.stats()
+            insert_rate, sample_rate = self.rates.update(now, total, stats.samples)
+            return StatusFigures(
+                size=size, capacity=self.config.capacity, total_inserted=total,
+                insert_rate=insert_rate, sample_rate=sample_rate,
+                rate_limited=self.config.rate_limit, acting_paused=self.replay.acting_paused,
+                target_updates_per_transition=self.config.updates_per_transition,
+                learning_starts=self.config.learning_starts,
+                updates_per_transition=stats.achieved_samples_per_insert,
+                total_sampled=stats.samples, insert_blocked_s=stats.insert_blocked_s,
+                sample_blocked_s=stats.sample_blocked_s,
+                total_env_steps=self.replay.total_env_steps, done=self.replay.done,
+                acting_weights_version=self.replay.acting_weights_version)
