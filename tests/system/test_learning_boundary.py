@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.learning import report_outcome
-from tests.system.test_training_modes import BUDGET, STOP_AT_TARGET, check_target_met, finish, launch
+from tests.system.test_training_modes import SOLVED, finish, launch
 
 pytestmark = pytest.mark.system
 BOUNDARY = "robot_interface:=ros2_control"
@@ -28,13 +28,16 @@ def check_boundary_figures(result: dict, robots: int) -> None:
 
 
 def test_cartpole_effort_interface_colocated(tmp_path: Path, ros_env) -> None:
-    """Cart-pole through effort_controller/commands, config/cartpole.yaml's budget, ending at the
-    first evaluation that meets 180."""
-    run = launch("colocated", tmp_path, ros_env, BOUNDARY, *STOP_AT_TARGET)
+    """Cart-pole through effort_controller/commands, config/cartpole.yaml's budget; its best
+    checkpoint (docs/architecture.md, "The best checkpoint") evaluates >= 180. (Ended at the
+    first periodic evaluation >= 180 instead, one run in 8 had none by 8,000 transitions,
+    2026-12-06: so it trains its whole budget.)"""
+    run = launch("colocated", tmp_path, ros_env, BOUNDARY)
     code = finish(run, 600.0)
     assert code == 0, run.output()[-4000:]
     result = json.loads((tmp_path / "run" / "result.json").read_text())
-    check_target_met(result, BUDGET)
+    report_outcome("best evaluation", result["best_eval_mean_return"], SOLVED)
+    assert result["best_eval_mean_return"] >= SOLVED, result
     check_boundary_figures(result, 1)
     assert any("sim_robot_robot_0" in line and "effort_controller/commands" in line
                for line in run.lines), "sim_robot did not take effort commands"
