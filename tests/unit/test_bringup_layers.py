@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 import rl_bringup
+from tests.unit.package_imports import imported_names, owning_module, package_modules
 
 pytestmark = pytest.mark.unit
 
@@ -42,13 +43,7 @@ PROCESS_CALLS = ("system", "popen", "fork", "forkpty", "posix_spawn", "posix_spa
                  "spawnle", "spawnlp", "spawnlpe", "spawnv", "spawnve", "spawnvp", "spawnvpe")
 
 
-def module_name(path: Path) -> str:
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-MODULES = {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))
-           if "__pycache__" not in path.parts}
+MODULES = package_modules(PACKAGE)
 
 
 def entry(module: str) -> str | None:
@@ -63,35 +58,12 @@ def layer(module: str) -> str | None:
     return ENTRIES.get(own) if own is not None else None
 
 
-def resolve(module: str) -> str:
-    """The rl_bringup module ``module`` names: itself, or the module that holds it when it names a
-    class or function (``from rl_bringup.plan.deployment import Plan``)."""
-    while module not in MODULES and "." in module:
-        module = module.rsplit(".", 1)[0]
-    return module
-
-
 @cache
 def imports(module: str) -> frozenset[tuple[str, int]]:
-    """``(imported name, line)`` of every import in ``module``'s source, wherever it is (module
-    top, functions, ``if TYPE_CHECKING:``); relative imports resolved, rl_bringup names resolved
-    to their module, and ``from m import name`` also giving ``m.name``."""
-    path = MODULES[module]
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        names: list[str] = []
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")[:len(package.split(".")) - node.level + 1]
-                base = ".".join([*anchor, *([base] if base else [])])
-            names = [base, *(f"{base}.{alias.name}" for alias in node.names)]
-        found.update((resolve(name) if name.startswith("rl_bringup") else name, node.lineno)
-                     for name in names)
-    return frozenset(found)
+    """``(imported name, line)`` of every import in ``module``'s source (package_imports), with
+    rl_bringup names resolved to their module."""
+    return frozenset((owning_module(name, MODULES) if name.startswith("rl_bringup") else name,
+                      line) for name, line in imported_names(MODULES[module], module))
 
 
 @cache

@@ -11,13 +11,13 @@ modules once, about 0.3 s.
 
 from __future__ import annotations
 
-import ast
 from functools import cache
 from pathlib import Path
 
 import pytest
 
 import rl_core
+from tests.unit.package_imports import imported_names, owning_module, package_modules
 
 pytestmark = pytest.mark.unit
 
@@ -35,13 +35,7 @@ EXCEPTIONS = {
 }
 
 
-def module_name(path: Path) -> str:
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-MODULES = {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))
-           if "__pycache__" not in path.parts}
+MODULES = package_modules(PACKAGE)
 
 
 def layer(module: str) -> str | None:
@@ -50,34 +44,12 @@ def layer(module: str) -> str | None:
     return parts[1] if len(parts) > 1 else None
 
 
-def resolve(module: str) -> str:
-    """The rl_core module ``module`` names: itself, or the module that holds it when it names a
-    class or function (``from rl_core.wire.transport import Batch``)."""
-    while module not in MODULES and "." in module:
-        module = module.rsplit(".", 1)[0]
-    return module
-
-
 @cache
 def rl_core_imports(module: str) -> frozenset[tuple[str, int]]:
-    """``(imported rl_core module, line)`` of every import in ``module``'s source, wherever it is
-    (module top, functions, ``if TYPE_CHECKING:``); relative imports resolved."""
-    path = MODULES[module]
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        names: list[str] = []
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")[:len(package.split(".")) - node.level + 1]
-                base = ".".join([*anchor, *([base] if base else [])])
-            names = [f"{base}.{alias.name}" for alias in node.names] or [base]
-        found.update((resolve(name), node.lineno) for name in names
+    """``(imported rl_core module, line)`` of every import in ``module``'s source."""
+    return frozenset((owning_module(name, MODULES), line)
+                     for name, line in imported_names(MODULES[module], module)
                      if name.split(".")[0] == "rl_core")
-    return frozenset(found)
 
 
 def test_every_entry_of_rl_core_has_a_layer() -> None:

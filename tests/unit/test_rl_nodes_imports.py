@@ -5,29 +5,25 @@ takes a port, rl_nodes.ports, instead). Reads the sources only: well under a sec
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import pytest
+
+from tests.unit.package_imports import imported_names, owning_module, package_modules
 
 pytestmark = pytest.mark.unit
 
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "rl_nodes" / "rl_nodes"
 
 
-def imports_of(path: Path, modules: set[str]) -> set[str]:
-    """The rl_nodes modules ``path`` imports anywhere in it."""
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module:
-            if node.module == "rl_nodes":
-                found |= {alias.name for alias in node.names}
-            elif node.module.startswith("rl_nodes."):
-                found.add(node.module.split(".")[1])
-        elif isinstance(node, ast.Import):
-            found |= {alias.name.split(".")[1] for alias in node.names
-                      if alias.name.startswith("rl_nodes.")}
-    return (found & modules) - {path.stem}
+MODULES = package_modules(PACKAGE)
+
+
+def imports_of(module: str) -> set[str]:
+    """The rl_nodes modules (by file name) that ``module`` imports anywhere in it."""
+    found = {owning_module(name, MODULES) for name, _ in imported_names(MODULES[module], module)
+             if name.startswith("rl_nodes.")}
+    return {name.split(".")[1] for name in found if name in MODULES} - {module.split(".")[1]}
 
 
 def cycle_in(edges: dict[str, set[str]]) -> list[str] | None:
@@ -54,8 +50,7 @@ def cycle_in(edges: dict[str, set[str]]) -> list[str] | None:
 
 
 def test_rl_nodes_has_no_import_circle() -> None:
-    modules = {path.stem for path in PACKAGE.glob("*.py")}
-    edges = {path.stem: imports_of(path, modules) for path in PACKAGE.glob("*.py")}
+    edges = {module.split(".")[1]: imports_of(module) for module in MODULES if "." in module}
     assert "runtime" in edges and "component_manager" in edges["container"]
     circle = cycle_in(edges)
     assert circle is None, " -> ".join(circle or [])
