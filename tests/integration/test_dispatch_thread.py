@@ -20,9 +20,10 @@ from std_srvs.srv import Trigger
 from rl_core.wire.dispatch import STEPPING_TURN_S
 from rl_nodes import graph
 from rl_nodes.base import STREAM_QOS
-from rl_nodes.conversions import ServiceType, plain
+from rl_nodes.conversions import plain
 from rl_nodes.intra_process import IntraProcessManager
 from rl_nodes.intra_process_services import IntraProcessClient, create_service
+from rl_nodes.service_types import ServiceType
 from rl_nodes.stepping_wait import SteppingWait
 
 pytestmark = pytest.mark.integration

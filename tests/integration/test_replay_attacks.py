@@ -32,12 +32,8 @@ from rl_core.wire.transport import SampleRequest
 from rl_interfaces.msg import ExperienceBatch
 from rl_nodes import graph
 from rl_nodes.base import EXPERIENCE_QOS
-from rl_nodes.conversions import (
-    BUFFER_FILE_SERVICE,
-    SAMPLE_SERVICE,
-    Experience,
-    experience_to_msg,
-)
+from rl_nodes.conversions import Experience, experience_to_msg
+from rl_nodes.service_types import BUFFER_FILE_SERVICE, SAMPLE_SERVICE
 from tests.integration.in_process import overrides_file
 from tests.processes import REPO, Child
 

@@ -23,13 +23,13 @@ from rl_nodes.conversions import (
     EXPERIENCE_WITH_IMAGES,
     OBSERVATIONS,
     OBSERVATIONS_WITH_IMAGES,
-    SAMPLE_SERVICE,
     AwaitingImages,
     Episodes,
     Experience,
     Observations,
 )
 from rl_nodes.image_transport import ImageJoin, image_topic_type, side_topic
+from rl_nodes.service_types import SAMPLE_SERVICE
 
 pytestmark = pytest.mark.unit
 

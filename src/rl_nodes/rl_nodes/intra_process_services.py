@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from rclpy.node import Node
 
-from rl_nodes.conversions import ServiceType
+from rl_nodes.service_types import ServiceType
 
 if TYPE_CHECKING:
     from rl_nodes.intra_process import IntraProcessManager

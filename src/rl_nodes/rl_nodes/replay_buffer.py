@@ -30,17 +30,12 @@ from rl_core.wire.transport import SampleRequest
 from rl_interfaces.msg import ReplayStatus
 from rl_nodes import graph
 from rl_nodes.base import EXPERIENCE_QOS, OK, WARN, RLNode, load_signing_key
-from rl_nodes.conversions import (
-    BUFFER_FILE_SERVICE,
-    EXPERIENCE_WITH_IMAGES,
-    PRIORITIES_SERVICE,
-    SAMPLE_SERVICE,
-    Experience,
-)
+from rl_nodes.conversions import EXPERIENCE_WITH_IMAGES, Experience
 from rl_nodes.image_transport import subscribe_with_images
 from rl_nodes.intra_process_services import create_service
 from rl_nodes.parameters import declare_config, watch_config
 from rl_nodes.runtime import main_for
+from rl_nodes.service_types import BUFFER_FILE_SERVICE, PRIORITIES_SERVICE, SAMPLE_SERVICE
 
 STATUS_PERIOD_S = 1.0
 
