@@ -6,6 +6,7 @@ resolved."""
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable, Container, Sequence
 from pathlib import Path
 
 
@@ -45,3 +46,30 @@ def owning_module(name: str, modules: dict[str, Path]) -> str:
     while name not in modules and "." in name:
         name = name.rsplit(".", 1)[0]
     return name
+
+
+def entries(package: Path) -> set[str]:
+    """The entries of the package in folder ``package``: its packages and modules by name."""
+    return {path.stem for path in package.iterdir()
+            if path.name not in ("__init__.py", "__pycache__")}
+
+
+def upward_imports(modules: dict[str, Path], imports: Callable[[str], frozenset[tuple[str, int]]],
+                   layer: Callable[[str], str | None], layers: Sequence[str],
+                   allowed: Container[tuple[str, str]] = ()) -> list[str]:
+    """``file:line (layer) imports module (layer)`` for every import from a higher layer, but
+    those ``allowed`` as ``(importing module, imported module)``."""
+    upward = []
+    for module, path in modules.items():
+        own = layer(module)
+        if own is None:
+            continue
+        for imported, line in sorted(imports(module)):
+            other = layer(imported)
+            if (other is not None and layers.index(other) > layers.index(own)
+                    and (module, imported) not in allowed):
+                root = next(folder for folder in path.parents
+                            if folder.name == module.split(".")[0]).parent
+                upward.append(f"{path.relative_to(root)}:{line} ({own}) imports {imported} "
+                              f"({other})")
+    return upward

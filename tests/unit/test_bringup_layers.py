@@ -22,7 +22,13 @@ from pathlib import Path
 import pytest
 
 import rl_bringup
-from tests.unit.package_imports import imported_names, owning_module, package_modules
+from tests.unit.package_imports import (
+    entries,
+    imported_names,
+    owning_module,
+    package_modules,
+    upward_imports,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -87,23 +93,14 @@ def where(module: str, line: int) -> str:
 
 
 def test_every_entry_of_rl_bringup_has_a_layer() -> None:
-    entries = {path.stem for path in PACKAGE.iterdir()
-               if path.name not in ("__init__.py", "__pycache__")}
-    assert entries == set(ENTRIES), (
+    found = entries(PACKAGE)
+    assert found == set(ENTRIES), (
         f"place each entry of rl_bringup in ENTRIES (tests/unit/test_bringup_layers.py): new "
-        f"{sorted(entries - set(ENTRIES))}, gone {sorted(set(ENTRIES) - entries)}")
+        f"{sorted(found - set(ENTRIES))}, gone {sorted(set(ENTRIES) - found)}")
 
 
 def test_no_module_imports_from_a_higher_layer() -> None:
-    upward = []
-    for module in MODULES:
-        own = layer(module)
-        if own is None:
-            continue
-        for imported, line in sorted(imports(module)):
-            other = layer(imported)
-            if other is not None and LAYERS.index(other) > LAYERS.index(own):
-                upward.append(f"{where(module, line)} ({own}) imports {imported} ({other})")
+    upward = upward_imports(MODULES, imports, layer, LAYERS)
     assert not upward, ("imports from a higher layer of rl_bringup (order, lowest first: "
                         f"{' < '.join(LAYERS)}); move what is imported down, or the importer "
                         "up:\n" + "\n".join(upward))

@@ -17,7 +17,13 @@ from pathlib import Path
 import pytest
 
 import rl_core
-from tests.unit.package_imports import imported_names, owning_module, package_modules
+from tests.unit.package_imports import (
+    entries,
+    imported_names,
+    owning_module,
+    package_modules,
+    upward_imports,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -53,25 +59,14 @@ def rl_core_imports(module: str) -> frozenset[tuple[str, int]]:
 
 
 def test_every_entry_of_rl_core_has_a_layer() -> None:
-    entries = {path.stem for path in PACKAGE.iterdir()
-               if path.name not in ("__init__.py", "__pycache__")}
-    assert entries == set(LAYERS), (
+    found = entries(PACKAGE)
+    assert found == set(LAYERS), (
         f"place each package of rl_core in LAYERS (tests/unit/test_layers.py): new "
-        f"{sorted(entries - set(LAYERS))}, gone {sorted(set(LAYERS) - entries)}")
+        f"{sorted(found - set(LAYERS))}, gone {sorted(set(LAYERS) - found)}")
 
 
 def test_no_module_imports_from_a_higher_layer() -> None:
-    upward = []
-    for module in MODULES:
-        own = layer(module)
-        if own is None:
-            continue
-        for imported, line in sorted(rl_core_imports(module)):
-            other = layer(imported)
-            if (other is not None and LAYERS.index(other) > LAYERS.index(own)
-                    and (module, imported) not in EXCEPTIONS):
-                upward.append(f"{MODULES[module].relative_to(PACKAGE.parent)}:{line} "
-                              f"({own}) imports {imported} ({other})")
+    upward = upward_imports(MODULES, rl_core_imports, layer, LAYERS, EXCEPTIONS)
     assert not upward, ("imports from a higher layer of rl_core (order, lowest first: "
                         f"{' < '.join(LAYERS)}); move what is imported down, or the importer "
                         "up:\n" + "\n".join(upward))
