@@ -164,6 +164,8 @@ class Report:
     estop_releases: dict[str, int] = field(default_factory=dict)
     result: dict[str, Any] = field(default_factory=dict)
     lost_messages: int = 0
+    #: Transitions inserted when ``stop_at_target`` was set after the last fault (None: not set).
+    stop_set_at: int | None = None
     output_dir: str = ""
     lines: list[str] = field(default_factory=list, repr=False)  # the run's output
 
@@ -851,21 +853,28 @@ def launch_command(mode: str, robots: int, output_dir: Path, domain_id: int,
 
 def run_scenario(output_dir: Path, environ: dict[str, str], seed: int, kills_per_kind: int = 2,
                  total_env_steps: int = TOTAL_ENV_STEPS, log: Callable[[str], None] = print,
-                 robot_interface: str = "") -> Report:
+                 robot_interface: str = "", stop_at_return: float | None = None,
+                 arguments: tuple[str, ...] = ()) -> Report:
     """Train decoupled robots:=2 under faults; return what happened (raises if the scenario
     could not be carried out, e.g. a process never came back).
 
     :param robot_interface: ``ros2_control``: through the robot boundary (sim_robot), with the
         boundary's probes and sim_robot among the kinds killed.
+    :param stop_at_return: once the last fault is over, the run ends at its first periodic
+        evaluation with this mean return (the trainer's ``target_return``; ``stop_at_target``
+        set live), or at its budget where none comes. None: it trains its whole budget.
+    :param arguments: more launch arguments (a test's learning seed).
     """
     rng = random.Random(seed)
     report = Report(seed=seed, output_dir=str(output_dir))
     domain_id = int(environ["ROS_DOMAIN_ID"])
     boundary = robot_interface == ROS2_CONTROL
     started = time.monotonic()
+    arguments = (*([f"robot_interface:={robot_interface}"] if robot_interface else []),
+                 *([f"target_return:={stop_at_return:g}"] if stop_at_return is not None else []),
+                 *arguments)
     run = Child(launch_command("decoupled", 2, output_dir, domain_id, total_env_steps,
-                               *([f"robot_interface:={robot_interface}"] if robot_interface
-                                 else [])), env=environ)
+                               *arguments), env=environ)
     injector = Injector(domain_id, boundary_robots=2 if boundary else 0)
     scenario = Scenario(run, injector, log)
     try:
@@ -897,6 +906,8 @@ def run_scenario(output_dir: Path, environ: dict[str, str], seed: int, kills_per
             scenario.wait_until(lambda point=point: injector.replay()[1] >= point, 300.0,
                                 f"{point:.0f} transitions inserted")
             report.kills.append(scenario.kill(kind, rng.randrange(2), signal_number))
+        if stop_at_return is not None:
+            report.stop_set_at = stop_at_target(injector, log)
         report.exit_code = run.wait(600.0)
         report.lost_messages = injector.counter(REPLAY, "lost experience messages")
     finally:
@@ -910,6 +921,22 @@ def run_scenario(output_dir: Path, environ: dict[str, str], seed: int, kills_per
         report.result = json.loads(result_file.read_text())
     report.lines = run.lines
     return report
+
+
+def stop_at_target(injector: Injector, log: Callable[[str], None]) -> int:
+    """Set the trainer's ``stop_at_target`` live, as an operator would; return the transitions
+    inserted by then."""
+    from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
+    from rcl_interfaces.srv import SetParameters
+
+    value = ParameterValue(type=ParameterType.PARAMETER_BOOL, bool_value=True)
+    answer = injector.call(SetParameters, f"{TRAINER}/set_parameters", SetParameters.Request(
+        parameters=[Parameter(name="stop_at_target", value=value)]))
+    if not answer.results[0].successful:
+        raise RuntimeError(f"the trainer refused stop_at_target: {answer.results[0].reason}")
+    inserted = injector.replay()[1]
+    log(f"stop_at_target set at {inserted} transitions inserted: the run ends at its target")
+    return inserted
 
 
 def fuzz_run(scenario: Scenario, seed: int, report: Report | None = None,
@@ -944,7 +971,10 @@ def fuzz_run(scenario: Scenario, seed: int, report: Report | None = None,
 def print_tables(report: Report) -> None:
     print(f"\nseed {report.seed}; run exit code {report.exit_code}; wall {report.wall_s:.0f} s; "
           f"evaluation {report.result.get('eval_mean_return', float('nan')):.1f}; env steps "
-          f"{report.result.get('env_steps')}; lost experience messages {report.lost_messages}\n")
+          f"{report.result.get('env_steps')}; lost experience messages {report.lost_messages}"
+          + (f"; stop_at_target set at {report.stop_set_at}, target met at "
+             f"{report.result.get('target_env_steps')}" if report.stop_set_at is not None else "")
+          + "\n")
     print(f"{'killed':<20} {'signal':<8} {'inserted':>9} {'held':>6} {'restored':>9} "
           f"{'kept':>6} {'lost':>5} {'respawn s':>10} {'back s':>7}")
     for kill in report.kills:
@@ -982,6 +1012,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--robot-interface", choices=("", ROS2_CONTROL), default="",
                         help="ros2_control: through the robot boundary (sim_robot), with its "
                              "probes (forged e-stop releases and joint states)")
+    parser.add_argument("--stop-at-return", type=float, default=None,
+                        help="once the last fault is over, end the run at its first periodic "
+                             "evaluation with this mean return (default: its whole budget)")
     parser.add_argument("--json", type=Path, help="also write the report as JSON")
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(10**6)
@@ -989,7 +1022,8 @@ def main(argv: list[str] | None = None) -> int:
                    ROS_DOMAIN_ID=str(args.domain_id), PYTHONUNBUFFERED="1")
     with tempfile.TemporaryDirectory(prefix="rl_faults_") as folder:
         report = run_scenario(Path(folder) / "run", environ, seed, args.kills_per_kind,
-                              args.total_env_steps, robot_interface=args.robot_interface)
+                              args.total_env_steps, robot_interface=args.robot_interface,
+                              stop_at_return=args.stop_at_return)
     print_tables(report)
     if args.json:
         data = asdict(report)

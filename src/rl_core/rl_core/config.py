@@ -502,8 +502,9 @@ class TrainerConfig:
                                  "0 = not tracked.", -1e9, 1e9, 0.0, read_only=True)
     stop_at_target: bool = param(False, "End the run at the first periodic evaluation that meets "
                                  "target_success_rate or target_return (Stable-Baselines3's "
-                                 "StopTrainingOnRewardThreshold) instead of at total_env_steps.",
-                                 read_only=True)
+                                 "StopTrainingOnRewardThreshold) instead of at total_env_steps. "
+                                 "Live: set true during a run, it ends the run at the next "
+                                 "round if an evaluation of this learner met it already.")
     torch_threads: int = param(0, "torch intra-op threads for updates (0 = leave the process "
                                "default: 1 in node processes, torch's own in the bare loop).",
                                0, 256, 1, read_only=True)

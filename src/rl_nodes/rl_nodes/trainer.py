@@ -112,6 +112,7 @@ class TrainerNode(RLNode):
 
     def _apply_config(self, config: TrainerConfig) -> None:
         self.config = self.run.config = config
+        self.learner.stop_at_target = config.stop_at_target  # the learner holds a copy
 
     def begin(self) -> None:
         warning = self.run.start()
