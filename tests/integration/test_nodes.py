@@ -164,6 +164,11 @@ def test_live_parameters_take_effect_and_invalid_values_are_refused(colocated) -
     assert descriptor.description and descriptor.floating_point_range[0].to_value == 1.0
     read_only = trainer.set_parameters([Parameter("env_id", value="other")])[0]
     assert not read_only.successful
+    # stop_at_target is live (an operator's "end the run at its target"), given a target: this
+    # run has none, so it is refused with the reason and the learner goes on.
+    refused = trainer.set_parameters([Parameter("stop_at_target", value=True)])[0]
+    assert not refused.successful and "target_return" in refused.reason, refused.reason
+    assert not trainer.learner.stop_at_target
     # Issue 19: what would stop or wreck a run at run time is refused (set it at launch).
     for name, value in (("use_sim_time", True), ("batch_size", 65536), ("checkpoint_period", 0.0),
                         ("eval_episodes", 10000), ("weights_period", 3600.0)):

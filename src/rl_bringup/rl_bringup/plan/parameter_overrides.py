@@ -17,7 +17,7 @@ import yaml
 
 from rl_bringup.plan import robot_plan
 from rl_bringup.plan.process_spec import PlanError
-from rl_core.config import ConfigError
+from rl_core.config import ConfigError, SimulatorConfig
 
 _PARAMETER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
@@ -77,9 +77,29 @@ def node_overrides(
     try:
         shared_parameters.update(robot_plan.shared_overrides(robot_interface, task, use_sim_time))
         sim_robots = robot_plan.sim_robots(config_file, shared_parameters, robots, sim_robot)
+        check_task(config_file, shared_parameters)
     except ConfigError as error:
         raise PlanError(str(error)) from None
     return shared_parameters, sim_robots
+
+
+def check_task(config_file: str, shared_parameters: Mapping[str, Any]) -> None:
+    """The task every node learns exists and has spaces rl_ros2 learns: refused here, once,
+    rather than by node processes that would fail at every respawn.
+
+    :raises ConfigError: naming the task, its spaces and what is supported.
+    """
+    from rl_core.robot.tasks import check_spaces
+
+    env_id = robot_plan.effective_simulator_parameter("env_id", config_file, shared_parameters,
+                                                      SimulatorConfig().env_id)
+    try:
+        check_spaces(str(env_id))
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+    except Exception as error:  # noqa: BLE001 - the user's env may fail in any way
+        raise ConfigError(f"env_id {env_id!r} cannot be made here ({type(error).__name__}: "
+                          f"{error}); install what it needs, or choose another env_id") from None
 
 
 def learning_overrides(shared_parameters: Mapping[str, Any],

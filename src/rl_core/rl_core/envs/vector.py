@@ -23,6 +23,8 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from gymnasium.wrappers import RecordEpisodeStatistics
 
+from rl_core.envs.spaces import unsupported_spaces
+
 __all__ = ["EpisodeRecord", "VectorEnv", "VectorStep"]
 
 
@@ -111,14 +113,12 @@ class VectorEnv:
         self.envs: list[gymnasium.Env] = self.vector_env.envs
         observation_space = self.vector_env.single_observation_space
         action_space = self.vector_env.single_action_space
-        if not isinstance(observation_space, gymnasium.spaces.Box) or not isinstance(
-            action_space, gymnasium.spaces.Box
-        ):
+        refusal = unsupported_spaces(env_id, observation_space, action_space)
+        if refusal is not None:
             self.close()
-            raise ValueError(
-                f"VectorEnv supports Box spaces only, {env_id} has "
-                f"{observation_space} and {action_space}"
-            )
+            raise ValueError(refusal)
+        assert isinstance(observation_space, gymnasium.spaces.Box)
+        assert isinstance(action_space, gymnasium.spaces.Box)
         self.single_observation_space: gymnasium.spaces.Box = observation_space
         self.single_action_space: gymnasium.spaces.Box = action_space
         self._batch_action_shape = (self.num_envs, *action_space.shape)

@@ -16,6 +16,7 @@ tests compare them with the envs'.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import math
@@ -323,8 +324,8 @@ def is_task_name(name: str) -> bool:
         return False
 
 
-def space_shapes(env_id: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """``(observation shape, action shape)`` of a task: a gymnasium id (registered, or
+def task_spaces(env_id: str) -> tuple[gymnasium.Space, gymnasium.Space]:
+    """``(observation space, action space)`` of a task: a gymnasium id (registered, or
     ``module:Id``) or a robot task's entry point (``module:TaskClass``, rl_core.robot.tasks).
 
     :raises ValueError: when ``env_id`` names neither; the message lists the built-in ids.
@@ -335,16 +336,36 @@ def space_shapes(env_id: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
     if not _registered(env_id):
         if is_task_name(env_id):
             task = load_task(env_id)
-            return tuple(task.observation_space.shape), tuple(task.action_space.shape)
+            return task.observation_space, task.action_space
         known = ", ".join(sorted(k for k in gymnasium.registry if k.startswith("rl_ros2/")))
         raise ValueError(f"unknown env_id {env_id!r}: neither a registered gymnasium id, nor "
                          f"'module:Id' whose module registers Id, nor 'module:Task' naming a "
                          f"rl_core.robot.tasks.Task; rl_ros2 provides: {known}")
     env = gymnasium.make(env_id, disable_env_checker=True)
     try:
-        return tuple(env.observation_space.shape or ()), tuple(env.action_space.shape or ())
+        return env.observation_space, env.action_space
     finally:
         env.close()
+
+
+def space_shapes(env_id: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """``(observation shape, action shape)`` of a task (:func:`task_spaces`)."""
+    observation_space, action_space = task_spaces(env_id)
+    return tuple(observation_space.shape or ()), tuple(action_space.shape or ())
+
+
+@functools.lru_cache(maxsize=64)
+def check_spaces(env_id: str) -> None:
+    """Whether rl_ros2 learns the task ``env_id`` (once per id and process: a plan is made
+    often, the task's spaces do not change).
+
+    :raises ValueError: naming the unknown task, or its spaces and what is supported.
+    """
+    from rl_core.envs.spaces import unsupported_spaces
+
+    refusal = unsupported_spaces(env_id, *task_spaces(env_id))
+    if refusal is not None:
+        raise ValueError(refusal)
 
 
 def _registered(env_id: str) -> bool:

@@ -1,0 +1,78 @@
+"""A task whose spaces rl_ros2 cannot learn is refused once, by the plan, before any process
+starts, with one line naming the spaces, what is supported and how to get there (issue 43
+item 1); an env made directly (VectorEnv) says the same. About 2 s (classic-control envs)."""
+
+from __future__ import annotations
+
+import gymnasium
+import numpy as np
+import pytest
+
+from rl_bringup.plan.deployment import PlanError, make_plan
+from rl_core.envs import VectorEnv
+from rl_core.envs.spaces import SUPPORTED_SPACES, unsupported_spaces
+
+pytestmark = pytest.mark.unit
+
+BOX = gymnasium.spaces.Box(-1.0, 1.0, (3,), np.float32)
+IMAGE = gymnasium.spaces.Box(0, 255, (3, 64, 64), np.uint8)
+
+
+def _broken_env(**_: object) -> gymnasium.Env:
+    raise RuntimeError("needs a robot arm")
+
+
+gymnasium.register("rl_ros2_test/Broken-v0", entry_point=_broken_env)
+
+
+@pytest.mark.parametrize("mode", ["colocated", "decoupled", "hybrid"])
+def test_a_discrete_action_task_is_refused_by_the_plan_in_every_mode(mode: str) -> None:
+    with pytest.raises(PlanError) as refused:
+        make_plan(mode, 2, domain_id=7, environ={}, extra_parameters={"env_id": "CartPole-v1"})
+    message = str(refused.value)
+    assert "\n" not in message
+    assert message.startswith("env_id 'CartPole-v1' has actions Discrete(2): ")
+    assert SUPPORTED_SPACES in message and "wrapper" in message, message
+    assert "observations" not in message.split(":")[0]  # its Box observation is fine
+
+
+def test_a_box_task_and_a_robot_task_are_planned() -> None:
+    for env_id in ("Pendulum-v1", "rl_ros2/CartPoleBalancePixels-v0"):
+        plan = make_plan("colocated", 1, domain_id=7, environ={},
+                         extra_parameters={"env_id": env_id})
+        assert plan.processes
+    plan = make_plan("hybrid", 1, domain_id=7, environ={}, robot_interface="ros2_control",
+                     task="rl_core.robot.tasks:KukaReachTask")
+    assert plan.processes
+
+
+def test_an_unknown_or_broken_task_is_refused_by_the_plan() -> None:
+    with pytest.raises(PlanError, match="unknown env_id 'Nope-v0'.*rl_ros2 provides"):
+        make_plan("colocated", domain_id=7, environ={}, extra_parameters={"env_id": "Nope-v0"})
+    with pytest.raises(PlanError, match="unknown env_id 'no_such_module:Task'"):
+        make_plan("colocated", domain_id=7, environ={},
+                  extra_parameters={"env_id": "no_such_module:Task"})
+    with pytest.raises(PlanError, match="'rl_ros2_test/Broken-v0' cannot be made here "
+                                        r"\(RuntimeError: needs a robot arm\); install"):
+        make_plan("colocated", domain_id=7, environ={},
+                  extra_parameters={"env_id": "rl_ros2_test/Broken-v0"})
+
+
+@pytest.mark.parametrize(("observation", "action", "named"), [
+    (gymnasium.spaces.Dict({"state": BOX, "image": IMAGE}), BOX, "observations Dict("),
+    (BOX, gymnasium.spaces.MultiDiscrete([3, 2]), "actions MultiDiscrete("),
+    (BOX, gymnasium.spaces.MultiBinary(2), "actions MultiBinary("),
+    (gymnasium.spaces.Discrete(5), gymnasium.spaces.Dict({"arm": BOX}),
+     "observations Discrete(5) and actions Dict("),
+])
+def test_every_unsupported_space_is_named(observation, action, named: str) -> None:
+    message = unsupported_spaces("my/Env-v0", observation, action)
+    assert message is not None and message.startswith(f"env_id 'my/Env-v0' has {named}"), message
+    assert unsupported_spaces("my/Env-v0", IMAGE, BOX) is None
+
+
+def test_vector_env_refuses_with_the_same_words() -> None:
+    with pytest.raises(ValueError) as refused:
+        VectorEnv("CartPole-v1", num_envs=1)
+    assert str(refused.value) == unsupported_spaces(
+        "CartPole-v1", gymnasium.spaces.Box(-1, 1, (4,)), gymnasium.spaces.Discrete(2))
