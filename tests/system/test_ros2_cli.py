@@ -26,8 +26,12 @@ import re
 import signal
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from collections.abc import Set as AbstractSet
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 import psutil
 import pytest
@@ -37,6 +41,7 @@ from tests.processes import REPO, Child
 from tests.system.netns import NamespaceUnavailable, Network, bridged_hosts, check_rights
 
 #: The per-robot policy's request/response service: /robot_0/policy/get_action.
+T = TypeVar("T")
 GET_ACTION_SERVICE = graph.service_name(graph.GET_ACTION, graph.robot_namespace(0))
 ROS2_CLI_DIR = Path(os.environ.get("ROS2_CLI_DIR", REPO.parent / "shared" / "ros2-cli"))
 ROS2 = Path(sys.executable).parent / "ros2"
@@ -95,6 +100,14 @@ def on_node(env: dict[str, str], *arguments: str) -> tuple[int | None, str]:
     return code, output
 
 
+def at_once(*calls: Callable[[], T]) -> list[T]:
+    """Run independent ``ros2`` commands side by side and return their results in order: each
+    spends most of its 4-5 s waiting (start-up, ``--spin-time``), so a round of them costs about
+    one command's time."""
+    with ThreadPoolExecutor(max_workers=len(calls)) as pool:
+        return list(pool.map(lambda call: call(), calls))
+
+
 def launch(env: dict[str, str], file_name: str, *arguments: str) -> Child:
     """``ros2 launch rl_bringup FILE ARGUMENTS`` in a session of its own."""
     return Child([str(ROS2), "launch", "rl_bringup", file_name, *arguments], env=env)
@@ -137,13 +150,15 @@ def weights_version(env: dict[str, str]) -> int:
 
 def wait_until_experience_and_weights_flow(env: dict[str, str], launched: Child,
                                            robots: int) -> None:
-    """Every robot's experience reaches /experience and the trainer publishes updated weights."""
-    for robot in range(robots):
-        # --filter sees what --field selected.
-        poll(lambda robot=robot: echoed(env, graph.EXPERIENCE.name, "--field", "robot_id",
-                                        "--filter", f"m == {robot}"),
-             START_TIMEOUT_S, launched, f"experience of robot {robot}")
-    poll(lambda: weights_version(env) >= 2, START_TIMEOUT_S, launched, "weights version 2")
+    """Every robot's experience reaches /experience and the trainer publishes updated weights
+    (watched side by side)."""
+    # --filter sees what --field selected.
+    at_once(*(partial(poll, partial(echoed, env, graph.EXPERIENCE.name, "--field", "robot_id",
+                                    "--filter", f"m == {robot}"),
+                      START_TIMEOUT_S, launched, f"experience of robot {robot}")
+              for robot in range(robots)),
+            partial(poll, lambda: weights_version(env) >= 2, START_TIMEOUT_S, launched,
+                    "weights version 2"))
 
 
 def descendants(process: Child) -> list[psutil.Process]:
@@ -238,8 +253,7 @@ def test_decoupled_two_robots_under_the_ros2_command_line(ros2_env, tmp_path: Pa
         assert rate_line is not None, hz.output()
         assert float(rate_line.split(":")[1]) > 1.0, rate_line
 
-        check_parameters(ros2_env)
-        check_get_action_service(ros2_env)
+        at_once(partial(check_parameters, ros2_env), partial(check_get_action_service, ros2_env))
         interrupt_and_check_nothing_is_left(launched)
     finally:
         launched.stop(grace_s=20.0)
@@ -248,19 +262,23 @@ def test_decoupled_two_robots_under_the_ros2_command_line(ros2_env, tmp_path: Pa
 def check_parameters(env: dict[str, str]) -> None:
     """The parameter overrides reached the node; a live parameter changes, a read-only one is
     refused with the reason."""
-    code, output = on_node(env, "param", "get", "/replay_buffer", "total_env_steps")
-    assert code == 0 and "Integer value is: 1000000000" in output, output
-    # It moved to the replay buffer: the trainer declares it only to say so (unset here).
-    code, output = on_node(env, "param", "get", "/trainer", "total_env_steps")
-    assert code == 0 and "Integer value is: 0" in output, output
-    code, output = on_node(env, "param", "set", "/trainer", "actor_lr", "0.0005")
+    buffer_budget, trainer_budget, (code, output), refused = at_once(
+        partial(on_node, env, "param", "get", "/replay_buffer", "total_env_steps"),
+        # It moved to the replay buffer: the trainer declares it only to say so (unset here).
+        partial(on_node, env, "param", "get", "/trainer", "total_env_steps"),
+        partial(on_node, env, "param", "set", "/trainer", "actor_lr", "0.0005"),
+        partial(on_node, env, "param", "set", "/trainer", "seed", "5"))
+    assert buffer_budget[0] == 0 and "Integer value is: 1000000000" in buffer_budget[1], \
+        buffer_budget
+    assert trainer_budget[0] == 0 and "Integer value is: 0" in trainer_budget[1], trainer_budget
     assert code == 0 and "Set parameter successful" in output, output
-    code, output = on_node(env, "param", "get", "/trainer", "actor_lr")
+    assert "Setting parameter failed: Trying to set a read-only parameter: seed" in refused[1], \
+        refused
+    (code, output), (seed_code, seed) = at_once(
+        partial(on_node, env, "param", "get", "/trainer", "actor_lr"),
+        partial(on_node, env, "param", "get", "/trainer", "seed"))
     assert code == 0 and "Double value is: 0.0005" in output, output
-    code, output = on_node(env, "param", "set", "/trainer", "seed", "5")
-    assert "Setting parameter failed: Trying to set a read-only parameter: seed" in output, output
-    code, output = on_node(env, "param", "get", "/trainer", "seed")
-    assert code == 0 and "Integer value is: 0" in output, output
+    assert seed_code == 0 and "Integer value is: 0" in seed, seed
 
 
 def check_get_action_service(env: dict[str, str]) -> None:
@@ -414,7 +432,7 @@ def replay_figure(env: dict[str, str], field: str) -> int:
 
 
 def component_list(env: dict[str, str], launched: Child, wanted: set[str],
-                   unwanted: set[str] = frozenset()) -> str:
+                   unwanted: AbstractSet[str] = frozenset()) -> str:
     """The first ``ros2 component list`` that shows every ``wanted`` name and no ``unwanted`` one
     (a listing may come before discovery settles)."""
     def listed() -> str | None:
@@ -485,14 +503,16 @@ def check_components(env: dict[str, str], launched: Child) -> None:
     experience is learned from; a bad plugin is refused with the reason; unload removes."""
     component_list(env, launched, {"/container", "/robot_0/simulator", "/robot_0/policy",
                                    "/replay_buffer", "/trainer"})
-    for plugin in ("rl_nodes::Simulator", "rl_nodes::Policy"):
-        code, output = on_node(env, "component", "load", "/container", "rl_nodes", plugin,
-                               "--node-namespace", "/robot_1")
+    for code, output in at_once(*(
+            partial(on_node, env, "component", "load", "/container", "rl_nodes", plugin,
+                    "--node-namespace", "/robot_1")
+            for plugin in ("rl_nodes::Simulator", "rl_nodes::Policy"))):
         assert code == 0 and "Loaded component" in output, output
     # The run's autostart:=false holds for loaded nodes too: the orchestrator brings them up.
     for transition in ("configure", "activate"):
-        for node in ("/robot_1/policy", "/robot_1/simulator"):
-            assert "Transitioning successful" in lifecycle_set(env, node, transition)
+        for output in at_once(*(partial(lifecycle_set, env, node, transition)
+                                for node in ("/robot_1/policy", "/robot_1/simulator"))):
+            assert "Transitioning successful" in output, output
     wait_until_experience_and_weights_flow(env, launched, robots=2)
     output = component_list(env, launched, {"/robot_1/simulator", "/robot_1/policy"})
     simulator_1 = re.search(r"^\s*(\d+)\s+/robot_1/simulator$", output, flags=re.M)
