@@ -42,6 +42,7 @@ derived from the process id). Processes are stopped by PID (the launch's process
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import platform
@@ -386,6 +387,8 @@ def summary_rows(report: SoakReport) -> list[tuple[str, str]]:
         return f"median {sorted(values)[len(values) // 2]:.1f}, max {max(values):.1f}" \
             if values else "-"
 
+    per_kind = ", ".join(f"{kind} {count}" for kind, count
+                         in collections.Counter(kill.kind for kill in kills).items())
     evaluation = (f"{report.eval_mean:.1f} ± {report.eval_std:.1f} over {EVAL_EPISODES} "
                   f"episodes (target >= {TARGET_RETURN:g} of {MAX_RETURN:g}): "
                   f"{'met' if report.solved else 'NOT met'}"
@@ -396,7 +399,7 @@ def summary_rows(report: SoakReport) -> list[tuple[str, str]]:
                      + (f"; {report.skipped} events skipped (behind schedule)"
                         if report.skipped else "")
                      + (f"; ABORTED: {report.aborted.splitlines()[0]}" if report.aborted else "")),
-        ("SIGKILLs survived", f"{len(kills)} ({', '.join(kill.process for kill in kills) or '-'})"),
+        ("SIGKILLs survived", f"{len(kills)} ({per_kind or '-'})"),
         ("respawn s", spread([kill.respawn_s for kill in kills])),
         ("back at work s", spread([kill.recovery_s for kill in kills])),
         ("replay rows lost per replay-buffer kill",
@@ -460,6 +463,8 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
                              "folder, removed)")
     parser.add_argument("--markdown", action="store_true", help="print the figures as markdown")
     parser.add_argument("--json", type=Path, help="also write the report as JSON")
+    parser.add_argument("--tabulate", type=Path, default=None, metavar="JSON",
+                        help="print the figures of a report --json wrote, and run nothing")
     args = parser.parse_args(argv)
     if args.minutes <= 0 or args.robots < 1 or not 0 <= args.domain_id <= 101:
         parser.error("--minutes must be positive, --robots >= 1, --domain-id in 0..101")
@@ -468,8 +473,21 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def load_report(path: Path) -> SoakReport:
+    """A report as ``--json`` wrote it (its output lines are not kept there)."""
+    data = json.loads(path.read_text())
+    data["kills"] = [Kill(**kill) for kill in data["kills"]]
+    data["bursts"] = [Burst(**burst) for burst in data["bursts"]]
+    data["estops"] = [EStopCycle(**cycle) for cycle in data["estops"]]
+    return SoakReport(**data)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_arguments(argv)
+    if args.tabulate is not None:
+        report = load_report(args.tabulate)
+        print(markdown(report) if args.markdown else plain(report))
+        return 0
     command = (f".venv/bin/python benchmarks/soak.py --minutes {args.minutes:g} --kill-every "
                f"{args.kill_every:g} --hostile-every {args.hostile_every:g} --estop-every "
                f"{args.estop_every:g} --seed {args.seed} --mode {args.mode} --robots "
