@@ -221,6 +221,19 @@ def test_a_run_reports_when_it_met_its_target_and_can_stop_there(tmp_path: Path,
     assert 0.0 <= first["wall_time_s"] <= second["wall_time_s"] == result.target_wall_time_s
 
 
+def test_stop_at_target_set_during_a_run_ends_it_at_the_next_round(tmp_path: Path) -> None:
+    """Live: an operator sets stop_at_target after the target was met; the next round ends it."""
+    evaluator = Scripted([(185.0, None)], ENV_ID, 100, 10, 0, tmp_path, target_return=180.0)
+    learner = Learner(cartpole_sac(), ENV_ID, evaluator=evaluator)
+    learner.learn(EmptyGrant(100))
+    evaluator.wait()
+    learner.learn(EmptyGrant(150))
+    assert evaluator.target_met is not None and not learner.done
+    learner.stop_at_target = True
+    learner.learn(EmptyGrant(160))
+    assert learner.done
+
+
 def test_a_return_target_is_met_by_the_mean_return_where_no_success_rate_is_set(
         tmp_path: Path) -> None:
     evaluator = Scripted([(150.0, None), (185.0, None)], ENV_ID, 100, 10, 0, tmp_path,
