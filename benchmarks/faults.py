@@ -923,26 +923,17 @@ def run_scenario(output_dir: Path, environ: dict[str, str], seed: int, kills_per
     return report
 
 
-def stop_at_target(injector: Injector, log: Callable[[str], None],
-                   timeout_s: float = 60.0) -> int:
+def stop_at_target(injector: Injector, log: Callable[[str], None]) -> int:
     """Set the trainer's ``stop_at_target`` live, as an operator would; return the transitions
-    inserted by then. A trainer that has not declared its parameters yet (seen right after a
-    respawn: "Invalid access to undeclared parameter(s)") is asked again."""
+    inserted by then."""
     from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
     from rcl_interfaces.srv import SetParameters
 
     value = ParameterValue(type=ParameterType.PARAMETER_BOOL, bool_value=True)
-    deadline = time.monotonic() + timeout_s
-    while True:
-        answer = injector.call(SetParameters, f"{TRAINER}/set_parameters", SetParameters.Request(
-            parameters=[Parameter(name="stop_at_target", value=value)]))
-        result = answer.results[0]
-        if result.successful:
-            break
-        if "undeclared" not in result.reason or time.monotonic() > deadline:
-            raise RuntimeError(f"the trainer refused stop_at_target: {result.reason}")
-        log(f"stop_at_target: {result.reason}; asking again")
-        time.sleep(1.0)
+    answer = injector.call(SetParameters, f"{TRAINER}/set_parameters", SetParameters.Request(
+        parameters=[Parameter(name="stop_at_target", value=value)]))
+    if not answer.results[0].successful:
+        raise RuntimeError(f"the trainer refused stop_at_target: {answer.results[0].reason}")
     inserted = injector.replay()[1]
     log(f"stop_at_target set at {inserted} transitions inserted: the run ends at its target")
     return inserted
