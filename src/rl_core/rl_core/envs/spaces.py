@@ -2,8 +2,8 @@
 
 SAC, the replay rows and the messages take one ``Box`` observation (a flat vector or a
 ``uint8`` image) and one ``Box`` action. The deployment plan checks a task's spaces before any
-process starts (``rl_bringup.plan.robot_plan``) and :class:`~rl_core.envs.vector.VectorEnv`
-checks them where an env is made, with the same words.
+process starts (``rl_bringup.plan.parameter_overrides.check_task``), and
+:class:`~rl_core.envs.vector.VectorEnv` where an env is made, with the same words.
 """
 
 from __future__ import annotations

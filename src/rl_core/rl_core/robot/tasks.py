@@ -356,8 +356,8 @@ def space_shapes(env_id: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
 
 @functools.lru_cache(maxsize=64)
 def check_spaces(env_id: str) -> None:
-    """Whether rl_ros2 learns the task ``env_id`` (once per id and process: a plan is made
-    often, the task's spaces do not change).
+    """Refuse a task rl_ros2 cannot learn (made once per id and process: a plan is made often,
+    the task's spaces do not change).
 
     :raises ValueError: naming the unknown task, or its spaces and what is supported.
     """
