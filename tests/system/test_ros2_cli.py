@@ -461,10 +461,13 @@ def test_a_run_under_ros2_lifecycle_and_ros2_component(
 
         poll(unconfigured, START_TIMEOUT_S, launched, "an unconfigured simulator")
         assert echoed(ros2_env, graph.EXPERIENCE.name, "--field", "robot_id") is None
-        # What an orchestrator does: configure everything, then activate, learning side first.
-        for transition in ("configure", "activate"):
-            for node in nodes:
-                assert "Transitioning successful" in lifecycle_set(ros2_env, node, transition)
+        # What an orchestrator does: configure everything (side by side: each node builds
+        # itself), then activate, learning side first.
+        for output in at_once(*(partial(lifecycle_set, ros2_env, node, "configure")
+                                for node in nodes)):
+            assert "Transitioning successful" in output, output
+        for node in nodes:
+            assert "Transitioning successful" in lifecycle_set(ros2_env, node, "activate")
         wait_until_experience_and_weights_flow(ros2_env, launched, robots=1)
         check_lifecycle(ros2_env, launched)
         check_components(ros2_env, launched)
