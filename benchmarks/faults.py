@@ -870,11 +870,12 @@ def run_scenario(output_dir: Path, environ: dict[str, str], seed: int, kills_per
     domain_id = int(environ["ROS_DOMAIN_ID"])
     boundary = robot_interface == ROS2_CONTROL
     started = time.monotonic()
-    arguments = (*([f"robot_interface:={robot_interface}"] if robot_interface else []),
-                 *([f"target_return:={stop_at_return:g}"] if stop_at_return is not None else []),
-                 *arguments)
+    launch_arguments = (
+        *([f"robot_interface:={robot_interface}"] if robot_interface else []),
+        *([f"target_return:={stop_at_return:g}"] if stop_at_return is not None else []),
+        *arguments)
     run = Child(launch_command("decoupled", 2, output_dir, domain_id, total_env_steps,
-                               *arguments), env=environ)
+                               *launch_arguments), env=environ)
     injector = Injector(domain_id, boundary_robots=2 if boundary else 0)
     scenario = Scenario(run, injector, log)
     try:

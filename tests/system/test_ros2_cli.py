@@ -40,8 +40,8 @@ from rl_nodes import graph
 from tests.processes import REPO, Child
 from tests.system.netns import NamespaceUnavailable, Network, bridged_hosts, check_rights
 
-#: The per-robot policy's request/response service: /robot_0/policy/get_action.
 T = TypeVar("T")
+#: The per-robot policy's request/response service: /robot_0/policy/get_action.
 GET_ACTION_SERVICE = graph.service_name(graph.GET_ACTION, graph.robot_namespace(0))
 ROS2_CLI_DIR = Path(os.environ.get("ROS2_CLI_DIR", REPO.parent / "shared" / "ros2-cli"))
 ROS2 = Path(sys.executable).parent / "ros2"
