@@ -87,7 +87,8 @@ def test_plan_accepts_mode_as_a_key(run_cli: RunCli) -> None:
         (["plan", "hybrid", "robots:=0"], r"robots must be an integer from 1 to 64, got '0'"),
         (
             ["plan", "hybrid", "config:=nope"],
-            r"config 'nope' not found .*available configs in .*: cartpole, cartpole_pixels, kuka_reach",
+            r"config 'nope' not found .*available configs in .*: "
+            r"cartpole, cartpole_discrete, cartpole_pixels, kuka_reach",
         ),
         (["plan", "hybrid", "domain_id:=500"], r"domain_id must be an integer from 0 to 101, got '500'"),
         (

@@ -37,6 +37,7 @@ class FakeEnvs:
     def __init__(self, num_envs: int, episode_length: int = 3) -> None:
         self.num_envs, self.episode_length, self.steps = num_envs, episode_length, 0
         self.single_action_space = Box(-1.0, 1.0, (2,), np.float32)
+        self.action_shape = (2,)
         self.applied: list[np.ndarray] = []
 
     def step(self, actions: np.ndarray) -> VectorStep:

@@ -86,7 +86,7 @@ class SimulatorNode(RLNode):
             self.boundary = RobotBoundary.for_simulator(self, seed)
             self._take_teleop(self.boundary.task.action_space.shape, 1, seed)
             return
-        self._take_teleop(self.envs.single_action_space.shape, self.config.num_envs, seed)
+        self._take_teleop(self.envs.action_shape, self.config.num_envs, seed)
         self.display = RvizDisplay.of(self, self.envs.envs[0].unwrapped, self.robot_id,
                                       self.config.visualization_rate_hz)
         lanes = len(self.stepper.lanes)

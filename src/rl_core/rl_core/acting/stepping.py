@@ -122,7 +122,7 @@ class Stepper:
     @staticmethod
     def actions_shape(lane: Lane) -> tuple[int, ...]:
         """The shape of an action batch for ``lane``."""
-        return (len(lane.env_ids), *lane.envs.single_action_space.shape)
+        return (len(lane.env_ids), *lane.envs.action_shape)
 
     def _random(self, shape: tuple[int, ...]) -> np.ndarray | None:
         if self.total_env_steps < self.random_steps:

@@ -117,9 +117,9 @@ class SAC:
         self.log_alpha = torch.tensor(float(np.log(config.init_alpha)), device=self.device,
                                       requires_grad=True)
         self.target_entropy = -config.target_entropy_scale * action_dim
-        self.actor_optimizer = _adam(self._actor_head.parameters(), config.actor_lr)
-        self.critic_optimizer = _adam(self.critic.parameters(), config.critic_lr)
-        self.alpha_optimizer = _adam([self.log_alpha], config.alpha_lr)
+        self.actor_optimizer = new_adam(self._actor_head.parameters(), config.actor_lr)
+        self.critic_optimizer = new_adam(self.critic.parameters(), config.critic_lr)
+        self.alpha_optimizer = new_adam([self.log_alpha], config.alpha_lr)
         # The tensors of the multi-tensor steps: gradients per optimizer, Polyak averaging.
         self._critic_parameters: list[torch.Tensor] = list(self.critic.parameters())
         self._actor_parameters: list[torch.Tensor] = list(self._actor_head.parameters())
@@ -199,7 +199,7 @@ class SAC:
                                                          not_done, weights, alpha, draws)
         if not torch.isfinite(critic_loss):
             raise ValueError(CRITIC_NOT_FINITE)
-        _step(self.critic_optimizer, self._critic_parameters, critic_loss)
+        gradient_step(self.critic_optimizer, self._critic_parameters, critic_loss)
 
         # The actor's gradient comes through the critics to its actions but is taken for the
         # actor's parameters only (no critic gradients computed, none to clear), and the
@@ -213,10 +213,10 @@ class SAC:
         if not bool(torch.isfinite(torch.stack([actor_loss.detach(), alpha_loss.detach()])).all()):
             raise ValueError(ACTOR_NOT_FINITE)
         if self.config.autotune_alpha:  # disjoint parameters: one backward pass for both
-            _step(self.actor_optimizer, self._actor_parameters, actor_loss + alpha_loss,
+            gradient_step(self.actor_optimizer, self._actor_parameters, actor_loss + alpha_loss,
                   (self.alpha_optimizer, [self.log_alpha]))
         else:
-            _step(self.actor_optimizer, self._actor_parameters, actor_loss)
+            gradient_step(self.actor_optimizer, self._actor_parameters, actor_loss)
 
         with torch.no_grad():
             torch._foreach_lerp_(self._target_parameters, self._critic_parameters,
@@ -379,7 +379,7 @@ def _metric_tensor(critic_loss: torch.Tensor, actor_loss: torch.Tensor,
                         -log_prob.mean(), bc_loss]).detach()
 
 
-def _adam(parameters: Iterable[torch.Tensor], lr: float) -> torch.optim.Adam:
+def new_adam(parameters: Iterable[torch.Tensor], lr: float) -> torch.optim.Adam:
     """Adam stepping all its tensors at once: the fused kernel where this torch has one for
     the parameters' device, else the multi-tensor (foreach) path; never a loop per tensor."""
     parameters = list(parameters)
@@ -389,7 +389,7 @@ def _adam(parameters: Iterable[torch.Tensor], lr: float) -> torch.optim.Adam:
         return torch.optim.Adam(parameters, lr=lr, foreach=True)
 
 
-def _step(optimizer: torch.optim.Optimizer, parameters: list[torch.Tensor], loss: torch.Tensor,
+def gradient_step(optimizer: torch.optim.Optimizer, parameters: list[torch.Tensor], loss: torch.Tensor,
           *others: tuple[torch.optim.Optimizer, list[torch.Tensor]]) -> None:
     """Step ``optimizer`` (and ``others``) on the gradient of ``loss`` for their parameters
     only: one backward pass, nothing accumulated into other tensors, nothing to clear first."""

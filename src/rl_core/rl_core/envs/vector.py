@@ -23,7 +23,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from gymnasium.wrappers import RecordEpisodeStatistics
 
-from rl_core.envs.spaces import unsupported_spaces
+from rl_core.envs.spaces import action_row_shape, choice_indices, unsupported_spaces
 
 __all__ = ["EpisodeRecord", "VectorEnv", "VectorStep"]
 
@@ -78,14 +78,18 @@ class VectorEnv:
     :ivar single_action_space: Action space of one environment.
     """
 
-    def __init__(self, env_id: str, num_envs: int, **env_kwargs: Any) -> None:
+    def __init__(self, env_id: str, num_envs: int, discrete_actions: bool = False,
+                 **env_kwargs: Any) -> None:
         """Creates the environments.
 
         :param env_id: A registered gymnasium id, e.g. ``rl_ros2/CartPoleBalance-v0``.
         :param num_envs: Number of environments; at least 1.
+        :param discrete_actions: accept a ``Discrete`` action (the bare loop); its actions are
+            rows ``(1,)`` holding the choice's index.
         :param **env_kwargs: Passed to ``gymnasium.make`` for every environment
             (e.g. ``max_episode_steps``).
-        :raises ValueError: If ``num_envs`` is less than 1 or the spaces are not Boxes.
+        :raises ValueError: If ``num_envs`` is less than 1 or the spaces are not supported
+            (rl_core.envs.spaces).
         """
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
@@ -113,15 +117,20 @@ class VectorEnv:
         self.envs: list[gymnasium.Env] = self.vector_env.envs
         observation_space = self.vector_env.single_observation_space
         action_space = self.vector_env.single_action_space
-        refusal = unsupported_spaces(env_id, observation_space, action_space)
+        refusal = unsupported_spaces(env_id, observation_space, action_space, discrete_actions)
         if refusal is not None:
             self.close()
             raise ValueError(refusal)
         assert isinstance(observation_space, gymnasium.spaces.Box)
-        assert isinstance(action_space, gymnasium.spaces.Box)
+        assert isinstance(action_space, (gymnasium.spaces.Box, gymnasium.spaces.Discrete))
         self.single_observation_space: gymnasium.spaces.Box = observation_space
-        self.single_action_space: gymnasium.spaces.Box = action_space
-        self._batch_action_shape = (self.num_envs, *action_space.shape)
+        self.single_action_space: gymnasium.spaces.Box | gymnasium.spaces.Discrete = action_space
+        #: Shape of one action row (``(1,)``, the index, for a Discrete action).
+        self.action_shape = action_row_shape(action_space)
+        #: The number of choices of a Discrete action; 0 for a Box.
+        self.choices = int(action_space.n) if isinstance(action_space, gymnasium.spaces.Discrete) \
+            else 0
+        self._batch_action_shape = (self.num_envs, *self.action_shape)
 
     def reset(self, seed: int | None = None) -> np.ndarray:
         """Resets every environment.
@@ -136,7 +145,8 @@ class VectorEnv:
     def step(self, actions: np.ndarray) -> VectorStep:
         """Steps every environment once and resets those whose episode ended.
 
-        :param actions: ``(num_envs, *action_shape)`` finite actions. Finiteness is left
+        :param actions: ``(num_envs, *action_shape)`` finite actions (a Discrete action's rows
+            hold indices, :func:`~rl_core.envs.spaces.choice_indices`). Finiteness is left
             to the environments, which raise ValueError for a non-finite action;
             the simulator node rejects such a batch before it gets here, so a
             whole-batch check here would be a third one on the hot path.
@@ -145,12 +155,15 @@ class VectorEnv:
         :raises ValueError: If ``actions`` has the wrong shape (before any environment
             steps) or an environment rejects its action.
         """
-        actions = np.asarray(actions, dtype=self.single_action_space.dtype)
+        actions = np.asarray(actions, dtype=np.float32 if self.choices
+                             else self.single_action_space.dtype)
         if actions.shape != self._batch_action_shape:
             raise ValueError(
                 f"actions must have shape {self._batch_action_shape} "
                 f"(num_envs, *action_shape), got {actions.shape}"
             )
+        if self.choices:
+            actions = choice_indices(actions, self.choices)
         batch_obs, rewards, terminated, truncated, info = self.vector_env.step(actions)
         obs = batch_obs.copy()
         next_obs = batch_obs.copy()

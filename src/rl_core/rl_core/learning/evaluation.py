@@ -12,6 +12,7 @@ from rl_core.envs import make_env
 from rl_core.monitoring import heartbeat
 
 if TYPE_CHECKING:
+    from rl_core.algorithms.discrete_sac import CategoricalActor
     from rl_core.algorithms.encoders import EncodedActor
 
 EVAL_SEED_OFFSET = 10_000  # evaluation episodes never reuse a training seed
@@ -50,9 +51,10 @@ def evaluation_env_id(env_id: str) -> str | None:
     return env_id
 
 
-def evaluate(actor: SquashedGaussianActor | EncodedActor, env_id: str, episodes: int, seed: int = 0,
-             env: gym.Env | None = None) -> EvalResult:
-    """Run ``episodes`` deterministic episodes (mean action) and return their returns.
+def evaluate(actor: SquashedGaussianActor | EncodedActor | CategoricalActor, env_id: str,
+             episodes: int, seed: int = 0, env: gym.Env | None = None) -> EvalResult:
+    """Run ``episodes`` deterministic episodes (mean action, or most probable choice) and
+    return their returns.
 
     :param env_id: a gymnasium id, or a robot task's name (evaluated on its in-process twin;
         no episodes for a task without one).
@@ -73,6 +75,8 @@ def evaluate(actor: SquashedGaussianActor | EncodedActor, env_id: str, episodes:
             total, length, done = 0.0, 0, False
             while not done:
                 action = actor.act(obs[None, :], deterministic=True)[0]
+                if isinstance(env.action_space, gym.spaces.Discrete):
+                    action = int(action[0])
                 obs, reward, terminated, truncated, info = env.step(action)
                 total += float(reward)
                 length += 1

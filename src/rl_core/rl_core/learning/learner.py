@@ -32,7 +32,7 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from rl_core.algorithms.sac import SAC
+from rl_core.algorithms import Algorithm
 from rl_core.learning.evaluation import EvalResult, evaluate
 from rl_core.learning.periodic_evaluation import PeriodicEvaluator
 from rl_core.monitoring.plotting import plot_training_curve
@@ -150,7 +150,7 @@ class Learner:
         target (:meth:`PeriodicEvaluator.meets_target`).
     """
 
-    def __init__(self, sac: SAC, env_id: str, solve_return: float = 0.0,
+    def __init__(self, sac: Algorithm, env_id: str, solve_return: float = 0.0,
                  evaluator: PeriodicEvaluator | None = None, report: Report | None = None,
                  counters: Callable[[], dict[str, Any]] = dict,
                  priority_rows: int = PRIORITY_ROWS, stop_at_target: bool = False) -> None:

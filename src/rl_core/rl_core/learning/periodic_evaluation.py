@@ -27,7 +27,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from rl_core.algorithms.sac import SAC
+from rl_core.algorithms import Algorithm
 from rl_core.envs import make_env
 from rl_core.learning.evaluation import EvalResult, evaluate, evaluation_env_id
 from rl_core.runs.checkpoint import load_actor, read_checkpoint_meta, save_checkpoint
@@ -97,7 +97,7 @@ class PeriodicEvaluator:
         self.history: list[Evaluation] = []
         self.best: Evaluation | None = None
         #: The best snapshot (None after a restart until :meth:`best_actor` loads it).
-        self.best_sac: SAC | None = None
+        self.best_sac: Algorithm | None = None
         self.best_checkpoint: Path | None = None
         self.errors: list[str] = []
         self._next = period
@@ -125,7 +125,8 @@ class PeriodicEvaluator:
     def due(self, env_steps: int) -> bool:
         return self.enabled and env_steps >= self._next
 
-    def submit(self, sac: SAC, env_steps: int, counters: dict[str, Any] | None = None) -> bool:
+    def submit(self, sac: Algorithm, env_steps: int, counters: dict[str, Any] | None = None
+               ) -> bool:
         """Evaluate a snapshot of ``sac`` at ``env_steps`` when an evaluation is due and the
         previous one is done (a slow evaluation is skipped, never queued). Call it from the
         thread that updates ``sac``; the snapshot costs a deep copy of the networks."""
@@ -142,7 +143,8 @@ class PeriodicEvaluator:
         self._pending.start()
         return True
 
-    def evaluate_now(self, sac: SAC, env_steps: int, counters: dict[str, Any] | None = None
+    def evaluate_now(self, sac: Algorithm, env_steps: int,
+                     counters: dict[str, Any] | None = None
                      ) -> Evaluation | None:
         """Evaluate ``sac`` itself on this thread (the final weights, once updates stopped);
         weights evaluated already (the last snapshot had them) are not evaluated again."""
@@ -174,7 +176,7 @@ class PeriodicEvaluator:
             return load_actor(self.best_checkpoint)[0]
         return None
 
-    def _selection_episodes(self, sac: SAC) -> EvalResult:
+    def _selection_episodes(self, sac: Algorithm) -> EvalResult:
         assert self.env_id is not None  # enabled only with an in-process twin
         with self._lock:  # one evaluation at a time shares the environment
             if self._env is None:
@@ -190,7 +192,7 @@ class PeriodicEvaluator:
                 evaluation.success_rate >= self.target_success_rate
         return self.target_return != 0.0 and evaluation.mean_return >= self.target_return
 
-    def _evaluate_snapshot(self, sac: SAC, env_steps: int, counters: dict[str, Any],
+    def _evaluate_snapshot(self, sac: Algorithm, env_steps: int, counters: dict[str, Any],
                            wall_time_s: float) -> Evaluation | None:
         try:
             result = self._selection_episodes(sac)
@@ -213,7 +215,7 @@ class PeriodicEvaluator:
                                f"{type(error).__name__}: {error}")
             return None
 
-    def _keep(self, sac: SAC, evaluation: Evaluation, counters: dict[str, Any]) -> None:
+    def _keep(self, sac: Algorithm, evaluation: Evaluation, counters: dict[str, Any]) -> None:
         if self.directory is not None:
             meta = {**counters, "env_steps": evaluation.env_steps,
                     "selection_return": evaluation.mean_return,

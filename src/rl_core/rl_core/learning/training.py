@@ -1,7 +1,9 @@
 """The bare training loop: SAC on a vectorised pybullet task, no ROS.
 
 This is the reference the ROS deployments are measured against (same envs, buffer and learner;
-only the transport differs). Run it with ``rl-train-bare --config config/cartpole.yaml``.
+only the transport differs). Run it with ``rl-train-bare --config config/cartpole.yaml``. A task
+with a ``Discrete`` action trains here with SAC for discrete actions
+(rl_core.algorithms.discrete_sac); the nodes do not take one yet.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from rl_core.algorithms.discrete_sac import DiscreteSAC
 from rl_core.algorithms.sac import SAC
 from rl_core.config import NODE_CONFIGS, ConfigError, RunConfig, load_run_config
 from rl_core.envs import VectorEnv
@@ -49,12 +52,19 @@ def train(config: RunConfig, output_dir: str | Path | None = None,
     seed_everything(trainer.seed)
     if trainer.torch_threads:
         torch.set_num_threads(trainer.torch_threads)
-    envs = VectorEnv(sim.env_id, sim.num_envs)
+    envs = VectorEnv(sim.env_id, sim.num_envs, discrete_actions=True)
     obs_shape = envs.single_observation_space.shape
-    action_shape = envs.single_action_space.shape
+    action_shape = envs.action_shape
     replay = make_replay(config, obs_shape, action_shape)
-    sac = SAC(obs_shape, int(np.prod(action_shape)), config.sac, seed=trainer.seed,
-              device=device)
+    try:
+        sac: SAC | DiscreteSAC = (
+            DiscreteSAC(obs_shape, envs.choices, config.sac, seed=trainer.seed, device=device)
+            if envs.choices else
+            SAC(obs_shape, int(np.prod(action_shape)), config.sac, seed=trainer.seed,
+                device=device))
+    except ConfigError:
+        envs.close()
+        raise
     log(f"[bare] learning and acting on {describe(device)}")
     if replay.demo_note:
         log(f"[bare] {replay.demo_note}")
@@ -72,7 +82,10 @@ def train(config: RunConfig, output_dir: str | Path | None = None,
     try:
         while not learner.done:
             if env_steps < sim.random_steps:
-                actions = action_rng.uniform(-1.0, 1.0, (sim.num_envs, *action_shape)).astype(np.float32)
+                actions = (action_rng.integers(0, envs.choices, (sim.num_envs, 1))
+                           if envs.choices else
+                           action_rng.uniform(-1.0, 1.0, (sim.num_envs, *action_shape))
+                           ).astype(np.float32)
             else:
                 actions = sac.act(obs if sac.pixels else obs.reshape(sim.num_envs, -1)
                                   ).reshape(sim.num_envs, *action_shape)
@@ -95,9 +108,11 @@ def train(config: RunConfig, output_dir: str | Path | None = None,
         envs.close()
 
     paying = min(env_steps, replay.total_env_steps) - config.replay.learning_starts
+    algorithm = "discrete SAC" if envs.choices else "SAC"
     result = learner.finish(env_steps, paying, trainer.eval_episodes,
                             sim.seed, Path(output_dir) if output_dir is not None else None,
-                            title=f"{sim.env_id} (SAC, bare loop)", extra={"device": device.type})
+                            title=f"{sim.env_id} ({algorithm}, bare loop)",
+                            extra={"device": device.type})
     log(f"[bare] {summary_line(result)}")
     return result
 

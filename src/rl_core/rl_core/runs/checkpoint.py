@@ -23,6 +23,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from rl_core.algorithms import Algorithm, DiscreteSAC
+from rl_core.algorithms.discrete_sac import CategoricalActor
 from rl_core.algorithms.encoders import EncodedActor, make_actor
 from rl_core.algorithms.networks import SquashedGaussianActor
 from rl_core.algorithms.sac import SAC
@@ -92,7 +94,8 @@ def _unflatten_optimizer(prefix: str, tensors: dict[str, torch.Tensor],
     return {"state": state, "param_groups": param_groups}
 
 
-def save_checkpoint(directory: str | Path, sac: SAC, counters: dict[str, Any] | None = None,
+def save_checkpoint(directory: str | Path, sac: Algorithm,
+                    counters: dict[str, Any] | None = None,
                     env_id: str | None = None) -> Path:
     """Write a checkpoint of ``sac`` into ``directory``, replacing it atomically.
 
@@ -116,11 +119,12 @@ def save_checkpoint(directory: str | Path, sac: SAC, counters: dict[str, Any] | 
     data, digest = tensors_to_bytes(tensors)
     meta = {
         "format_version": FORMAT_VERSION,
-        "algorithm": "sac",
+        "algorithm": DiscreteSAC.ALGORITHM if isinstance(sac, DiscreteSAC) else "sac",
         "env_id": env_id,
         "obs_dim": sac.obs_dim,
         "obs_shape": list(sac.obs_shape),
         "action_dim": sac.action_dim,
+        **({"choices": sac.choices} if isinstance(sac, DiscreteSAC) else {}),
         "seed": sac.seed,
         "update_step": sac.update_step,
         "sac_config": dataclasses.asdict(sac.config),
@@ -198,7 +202,7 @@ class CheckpointStore:
                  if path.is_dir() and path.name.startswith(self.PREFIX)]
         return sorted(found, key=lambda path: path.name)
 
-    def save(self, sac: SAC, counters: dict[str, Any] | None = None,
+    def save(self, sac: Algorithm, counters: dict[str, Any] | None = None,
              env_id: str | None = None) -> Path:
         """Write a new checkpoint (atomically) and drop all but the newest ``keep``."""
         existing = self.checkpoints()
@@ -246,7 +250,7 @@ def _read_tensors(directory: Path, meta: dict[str, Any]) -> dict[str, torch.Tens
 
 
 def load_checkpoint(directory: str | Path, device: torch.device | str = "cpu"
-                    ) -> tuple[SAC, dict[str, Any]]:
+                    ) -> tuple[Algorithm, dict[str, Any]]:
     """Rebuild the learner saved in ``directory`` on ``device``; returns ``(sac, meta)``.
 
     The file holds CPU tensors whatever device wrote it; loading copies them to ``device`` (the
@@ -260,8 +264,11 @@ def load_checkpoint(directory: str | Path, device: torch.device | str = "cpu"
     tensors = _read_tensors(directory, meta)
     config = SACConfig(**meta["sac_config"])
     # Checkpoints from before image observations hold flat vectors and no obs_shape.
-    sac = SAC(meta.get("obs_shape", meta["obs_dim"]), meta["action_dim"], config,
-              seed=meta["seed"], device=device)
+    obs = meta.get("obs_shape", meta["obs_dim"])
+    sac: Algorithm = (
+        DiscreteSAC(obs, meta["choices"], config, seed=meta["seed"], device=device)
+        if meta.get("algorithm") == DiscreteSAC.ALGORITHM else
+        SAC(obs, meta["action_dim"], config, seed=meta["seed"], device=device))
     for name, module in sac.modules().items():
         prefix = name + "."
         _load_module_state(module, {k[len(prefix):]: v for k, v in tensors.items()
@@ -293,19 +300,25 @@ def resume_or_new(resume: str | Path | None, obs_shape: tuple[int, ...],
         obs = obs_shape if is_image_shape(obs_shape) else int(np.prod(obs_shape))
         return SAC(obs, int(np.prod(action_shape)), config, seed=seed, device=device), {}
     sac, meta = load_checkpoint(resume, device)
+    if not isinstance(sac, SAC):
+        raise ValueError(f"{resume} holds SAC for a discrete action, which the nodes do not "
+                         "train yet; resume it with the bare loop (rl-train-bare)")
     restore_rng(meta, resume)
     return sac, dict(meta["counters"])
 
 
 def load_actor(directory: str | Path
-               ) -> tuple[SquashedGaussianActor | EncodedActor, dict[str, Any]]:
+               ) -> tuple[SquashedGaussianActor | EncodedActor | CategoricalActor, dict[str, Any]]:
     """Load only the actor of a checkpoint (evaluation, export, robot-side policies)."""
     directory = Path(directory)
     meta = read_checkpoint_meta(directory)
     tensors = _read_tensors(directory, meta)
     config = SACConfig(**meta["sac_config"])
-    actor = make_actor(meta.get("obs_shape", meta["obs_dim"]), meta["action_dim"],
-                       config.hidden_sizes, config.feature_dim, config.encoder_channels)
+    actor: SquashedGaussianActor | EncodedActor | CategoricalActor = (
+        CategoricalActor(meta["obs_dim"], meta["choices"], config.hidden_sizes)
+        if meta.get("algorithm") == DiscreteSAC.ALGORITHM else
+        make_actor(meta.get("obs_shape", meta["obs_dim"]), meta["action_dim"],
+                   config.hidden_sizes, config.feature_dim, config.encoder_channels))
     _load_module_state(actor, {k[6:]: v for k, v in tensors.items() if k.startswith("actor.")},
                        "actor")
     return actor, meta
