@@ -212,7 +212,7 @@ class DiscreteSAC:
             raise ValueError(ACTOR_NOT_FINITE)
         if self.config.autotune_alpha:
             gradient_step(self.actor_optimizer, self._actor_parameters, actor_loss + alpha_loss,
-                  (self.alpha_optimizer, [self.log_alpha]))
+                          (self.alpha_optimizer, [self.log_alpha]))
         else:
             gradient_step(self.actor_optimizer, self._actor_parameters, actor_loss)
         with torch.no_grad():

@@ -214,7 +214,7 @@ class SAC:
             raise ValueError(ACTOR_NOT_FINITE)
         if self.config.autotune_alpha:  # disjoint parameters: one backward pass for both
             gradient_step(self.actor_optimizer, self._actor_parameters, actor_loss + alpha_loss,
-                  (self.alpha_optimizer, [self.log_alpha]))
+                          (self.alpha_optimizer, [self.log_alpha]))
         else:
             gradient_step(self.actor_optimizer, self._actor_parameters, actor_loss)
 
@@ -389,8 +389,9 @@ def new_adam(parameters: Iterable[torch.Tensor], lr: float) -> torch.optim.Adam:
         return torch.optim.Adam(parameters, lr=lr, foreach=True)
 
 
-def gradient_step(optimizer: torch.optim.Optimizer, parameters: list[torch.Tensor], loss: torch.Tensor,
-          *others: tuple[torch.optim.Optimizer, list[torch.Tensor]]) -> None:
+def gradient_step(optimizer: torch.optim.Optimizer, parameters: list[torch.Tensor],
+                  loss: torch.Tensor, *others: tuple[torch.optim.Optimizer, list[torch.Tensor]]
+                  ) -> None:
     """Step ``optimizer`` (and ``others``) on the gradient of ``loss`` for their parameters
     only: one backward pass, nothing accumulated into other tensors, nothing to clear first."""
     everything = [(optimizer, parameters), *others]
