@@ -24,9 +24,8 @@ from torch import nn
 
 from rl_core.algorithms.networks import EnsembleLayerNorm, EnsembleLinear, float32_head, mlp
 from rl_core.algorithms.sac import (
-    ACTOR_NOT_FINITE,
     CRITIC_NOT_FINITE,
-    METRIC_NAMES,
+    SoftActorCritic,
     gradient_step,
     new_adam,
 )
@@ -93,7 +92,7 @@ class DiscreteQ(nn.Module):
         return float32_head(self.layers[-1], hidden)
 
 
-class DiscreteSAC:
+class DiscreteSAC(SoftActorCritic):
     """Discrete SAC learner for flat observations and one ``Discrete(choices)`` action.
 
     :param obs_dim: size of a flat observation (or its one-dimensional shape).
@@ -145,20 +144,6 @@ class DiscreteSAC:
         #: |TD error| of the last batch, for prioritised replay (float32, (batch,)).
         self.last_td_errors = np.zeros(0, dtype=np.float32)
 
-    @property
-    def alpha(self) -> float:
-        """Current entropy temperature."""
-        return float(self.log_alpha.detach().exp())
-
-    def set_learning_rates(self, actor_lr: float | None = None, critic_lr: float | None = None,
-                           alpha_lr: float | None = None) -> None:
-        """Change learning rates of a running learner (live parameter updates)."""
-        for optimizer, lr in ((self.actor_optimizer, actor_lr), (self.critic_optimizer, critic_lr),
-                              (self.alpha_optimizer, alpha_lr)):
-            if lr is not None:
-                for group in optimizer.param_groups:
-                    group["lr"] = lr
-
     def act(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:
         """Chosen indices for observations ``(N, obs_dim)`` as float32 ``(N, 1)``."""
         return self.actor.act(obs, deterministic=deterministic)
@@ -208,27 +193,11 @@ class DiscreteSAC:
         alpha_loss = torch.zeros((), device=self.device)
         if self.config.autotune_alpha:
             alpha_loss = (self.log_alpha * (entropy.detach() - self.target_entropy)).mean()
-        if not bool(torch.isfinite(torch.stack([actor_loss.detach(), alpha_loss.detach()])).all()):
-            raise ValueError(ACTOR_NOT_FINITE)
-        if self.config.autotune_alpha:
-            gradient_step(self.actor_optimizer, self._actor_parameters, actor_loss + alpha_loss,
-                          (self.alpha_optimizer, [self.log_alpha]))
-        else:
-            gradient_step(self.actor_optimizer, self._actor_parameters, actor_loss)
-        with torch.no_grad():
-            torch._foreach_lerp_(self._target_parameters, self._critic_parameters,
-                                 self.config.tau)
-            scalars = torch.stack([critic_loss, actor_loss, alpha_loss, alpha, q[0].mean(),
-                                   entropy.mean(), torch.zeros((), device=self.device)])
-        self.last_td_errors = td.detach().abs().mean(dim=0).cpu().numpy()
-        self.update_step += 1
-        return dict(zip(METRIC_NAMES, scalars.detach().cpu().tolist()))
+        self._step_actor(actor_loss, alpha_loss)
+        scalars = torch.stack([critic_loss, actor_loss, alpha_loss, alpha, q[0].mean(),
+                               entropy.mean(), torch.zeros((), device=self.device)]).detach()
+        return self._metrics(scalars, td.detach().abs().mean(dim=0))
 
     def modules(self) -> dict[str, nn.Module]:
         """Networks whose parameters make up the learner's state."""
         return {"actor": self.actor, "critic": self.critic, "critic_target": self.critic_target}
-
-    def optimizers(self) -> dict[str, torch.optim.Optimizer]:
-        """Optimizers whose state makes up the learner's state."""
-        return {"actor_optimizer": self.actor_optimizer, "critic_optimizer": self.critic_optimizer,
-                "alpha_optimizer": self.alpha_optimizer}

@@ -63,7 +63,67 @@ class Draws(NamedTuple):
     noise: torch.Tensor
 
 
-class SAC:
+class SoftActorCritic:
+    """What :class:`SAC` and SAC for a discrete action (rl_core.algorithms.discrete_sac) share:
+    a temperature, the optimizers of actor, critics and temperature, the eager step of the
+    actor and the targets, and the count of finished steps."""
+
+    config: SACConfig
+    log_alpha: torch.Tensor
+    actor_optimizer: torch.optim.Adam
+    critic_optimizer: torch.optim.Adam
+    alpha_optimizer: torch.optim.Adam
+    _actor_parameters: list[torch.Tensor]
+    _critic_parameters: list[torch.Tensor]
+    _target_parameters: list[torch.Tensor]
+    update_step: int
+    last_td_errors: np.ndarray
+
+    def _step_actor(self, actor_loss: torch.Tensor, alpha_loss: torch.Tensor) -> None:
+        """Step the actor and the temperature on their losses, then move the target critics
+        towards the critics (after the critics' own step).
+
+        :raises ValueError: when a loss is not finite (nothing stepped).
+        """
+        # One check (one host synchronisation on a GPU) for both losses, before either steps.
+        if not bool(torch.isfinite(torch.stack([actor_loss.detach(), alpha_loss.detach()])).all()):
+            raise ValueError(ACTOR_NOT_FINITE)
+        if self.config.autotune_alpha:  # disjoint parameters: one backward pass for both
+            gradient_step(self.actor_optimizer, self._actor_parameters, actor_loss + alpha_loss,
+                          (self.alpha_optimizer, [self.log_alpha]))
+        else:
+            gradient_step(self.actor_optimizer, self._actor_parameters, actor_loss)
+        with torch.no_grad():
+            torch._foreach_lerp_(self._target_parameters, self._critic_parameters,
+                                 self.config.tau)
+
+    def _metrics(self, scalars: torch.Tensor, td_errors: torch.Tensor) -> dict[str, float]:
+        """Count a finished gradient step; its metrics and TD errors back to the host."""
+        self.last_td_errors = td_errors.cpu().numpy()
+        self.update_step += 1
+        return dict(zip(METRIC_NAMES, scalars.cpu().tolist()))
+
+    @property
+    def alpha(self) -> float:
+        """Current entropy temperature."""
+        return float(self.log_alpha.detach().exp())
+
+    def set_learning_rates(self, actor_lr: float | None = None, critic_lr: float | None = None,
+                           alpha_lr: float | None = None) -> None:
+        """Change learning rates of a running learner (live parameter updates)."""
+        for optimizer, lr in ((self.actor_optimizer, actor_lr), (self.critic_optimizer, critic_lr),
+                              (self.alpha_optimizer, alpha_lr)):
+            if lr is not None:
+                for group in optimizer.param_groups:
+                    group["lr"] = lr
+
+    def optimizers(self) -> dict[str, torch.optim.Optimizer]:
+        """Optimizers whose state makes up the learner's state."""
+        return {"actor_optimizer": self.actor_optimizer, "critic_optimizer": self.critic_optimizer,
+                "alpha_optimizer": self.alpha_optimizer}
+
+
+class SAC(SoftActorCritic):
     """SAC learner for flat or image observations and flat actions (actions in [-1, 1]).
 
     :param obs_dim: size of a flat observation, or the shape of an observation; an image shape
@@ -141,20 +201,6 @@ class SAC:
         #: |TD error| of the last batch, for prioritised replay (float32, (batch,)).
         self.last_td_errors = np.zeros(0, dtype=np.float32)
 
-    @property
-    def alpha(self) -> float:
-        """Current entropy temperature."""
-        return float(self.log_alpha.detach().exp())
-
-    def set_learning_rates(self, actor_lr: float | None = None, critic_lr: float | None = None,
-                           alpha_lr: float | None = None) -> None:
-        """Change learning rates of a running learner (live parameter updates)."""
-        for optimizer, lr in ((self.actor_optimizer, actor_lr), (self.critic_optimizer, critic_lr),
-                              (self.alpha_optimizer, alpha_lr)):
-            if lr is not None:
-                for group in optimizer.param_groups:
-                    group["lr"] = lr
-
     def act(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:
         """Actions for observations ``(N, obs_dim)`` (or ``(N, *obs_shape)`` images) ->
         ``(N, action_dim)`` float32 in [-1, 1]."""
@@ -209,18 +255,8 @@ class SAC:
                                                                      draws.noise)
         bc_loss = self._cloning_loss(demo_mask, features, actions, q_new)
         actor_loss = actor_loss + bc_loss
-        # One check (one host synchronisation on a GPU) for both losses, before either steps.
-        if not bool(torch.isfinite(torch.stack([actor_loss.detach(), alpha_loss.detach()])).all()):
-            raise ValueError(ACTOR_NOT_FINITE)
-        if self.config.autotune_alpha:  # disjoint parameters: one backward pass for both
-            gradient_step(self.actor_optimizer, self._actor_parameters, actor_loss + alpha_loss,
-                          (self.alpha_optimizer, [self.log_alpha]))
-        else:
-            gradient_step(self.actor_optimizer, self._actor_parameters, actor_loss)
-
+        self._step_actor(actor_loss, alpha_loss)
         with torch.no_grad():
-            torch._foreach_lerp_(self._target_parameters, self._critic_parameters,
-                                 self.config.tau)
             scalars = _metric_tensor(critic_loss, actor_loss, alpha_loss, alpha, q, log_prob,
                                      bc_loss)
         return self._metrics(scalars, td.detach().abs().mean(dim=0))
@@ -283,12 +319,6 @@ class SAC:
             scalars = _metric_tensor(critic_loss, actor_loss, alpha_loss, alpha, q, log_prob,
                                      bc_loss)
         return scalars, td.detach().abs().mean(dim=0), torch.stack([critic_finite, actor_finite])
-
-    def _metrics(self, scalars: torch.Tensor, td_errors: torch.Tensor) -> dict[str, float]:
-        """Count a finished gradient step; its metrics and TD errors back to the host."""
-        self.last_td_errors = td_errors.cpu().numpy()
-        self.update_step += 1
-        return dict(zip(METRIC_NAMES, scalars.cpu().tolist()))
 
     def _critic_loss(self, obs: torch.Tensor, next_obs: torch.Tensor, actions: torch.Tensor,
                      rewards: torch.Tensor, not_done: torch.Tensor, weights: torch.Tensor,
@@ -364,10 +394,6 @@ class SAC:
         """Networks whose parameters make up the learner's state."""
         return {"actor": self.actor, "critic": self.critic, "critic_target": self.critic_target}
 
-    def optimizers(self) -> dict[str, torch.optim.Optimizer]:
-        """Optimizers whose state makes up the learner's state."""
-        return {"actor_optimizer": self.actor_optimizer, "critic_optimizer": self.critic_optimizer,
-                "alpha_optimizer": self.alpha_optimizer}
 
 
 def _metric_tensor(critic_loss: torch.Tensor, actor_loss: torch.Tensor,

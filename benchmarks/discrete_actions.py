@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""SAC for a Discrete action (the bare loop) beside Stable-Baselines3's DQN, on gymnasium's
+CartPole-v1 with one budget (issue 43 item 2: choose the discrete learner by measurement).
+
+Per seed, one after the other: ``rl-train-bare``'s loop on ``config/cartpole_discrete.yaml`` and
+SB3's DQN with rl-baselines3-zoo's CartPole-v1 hyperparameters, each evaluated deterministically
+on 10 episodes every 5,000 transitions. The table gives per learner the median over seeds of the
+last evaluation and of the best, how many seeds reached 500 at all, and the wall time. Both train
+on one torch thread. No ROS.
+
+Usage::
+
+    .venv/bin/python benchmarks/discrete_actions.py --seeds 1-3 --markdown
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+from benchmarks.tables import LEFT, RIGHT, markdown_table, number, plain_table  # noqa: E402
+
+BUDGET = 50_000
+EVAL_PERIOD = 5_000
+EVAL_EPISODES = 10
+MAX_RETURN = 500.0
+COLUMNS = [("learner", LEFT), ("seeds", RIGHT), ("last evaluation", RIGHT), ("best", RIGHT),
+           ("seeds reaching 500", RIGHT), ("wall time", RIGHT)]
+
+
+def discrete_sac(seed: int) -> tuple[list[float], float]:
+    """The bare loop's evaluations of one seed, and its wall time."""
+    from rl_core.config import NODE_CONFIGS, load_run_config
+    from rl_core.learning.training import train
+
+    overrides = {node: {"seed": seed} for node in NODE_CONFIGS}
+    overrides["replay_buffer"]["total_env_steps"] = BUDGET
+    overrides["trainer"].update(eval_period=EVAL_PERIOD, eval_episodes=EVAL_EPISODES)
+    config = load_run_config(REPO / "config" / "cartpole_discrete.yaml", overrides)
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory() as output:
+        result = train(config, output, log=lambda _line: None)
+    return [float(e["mean_return"]) for e in result.evaluations], time.monotonic() - started
+
+
+def sb3_dqn(seed: int) -> tuple[list[float], float]:
+    """SB3 DQN (the zoo's CartPole-v1 settings): its evaluations of one seed, and its wall time."""
+    import gymnasium
+    import torch
+    from stable_baselines3 import DQN
+    from stable_baselines3.common.evaluation import evaluate_policy
+
+    torch.set_num_threads(1)
+    model = DQN("MlpPolicy", gymnasium.make("CartPole-v1"), learning_rate=2.3e-3, batch_size=64,
+                buffer_size=100_000, learning_starts=1000, gamma=0.99, target_update_interval=10,
+                train_freq=256, gradient_steps=128, exploration_fraction=0.16,
+                exploration_final_eps=0.04, policy_kwargs={"net_arch": [256, 256]}, seed=seed)
+    evaluation_env = gymnasium.make("CartPole-v1")
+    returns = []
+    started = time.monotonic()
+    for _ in range(BUDGET // EVAL_PERIOD):
+        model.learn(EVAL_PERIOD, reset_num_timesteps=False)
+        mean, _ = evaluate_policy(model, evaluation_env, EVAL_EPISODES, deterministic=True)
+        returns.append(float(mean))
+    return returns, time.monotonic() - started
+
+
+LEARNERS = {"discrete SAC (bare loop)": discrete_sac, "SB3 DQN (zoo settings)": sb3_dqn}
+
+
+def seeds_of(text: str) -> list[int]:
+    first, _, last = text.partition("-")
+    return list(range(int(first), int(last or first) + 1))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", default="1-3", help="seeds, e.g. 1-3 (default)")
+    parser.add_argument("--markdown", action="store_true", help="also print the page's table")
+    args = parser.parse_args(argv)
+    rows = []
+    for name, run in LEARNERS.items():
+        lasts, bests, walls = [], [], []
+        for seed in seeds_of(args.seeds):
+            returns, wall = run(seed)
+            print(f"{name} seed {seed}: evaluations {[round(r, 1) for r in returns]}, "
+                  f"{wall:.0f} s", flush=True)
+            lasts.append(returns[-1])
+            bests.append(max(returns))
+            walls.append(wall)
+        reached = sum(best >= MAX_RETURN for best in bests)
+        rows.append([name, str(len(lasts)), number(statistics.median(lasts), 1),
+                     number(statistics.median(bests), 1), f"{reached} of {len(bests)}",
+                     f"{statistics.median(walls):.0f} s"])
+    print(plain_table(COLUMNS, rows))
+    if args.markdown:
+        print(markdown_table(COLUMNS, rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
