@@ -80,6 +80,16 @@ def seeds_of(text: str) -> list[int]:
     return list(range(int(first), int(last or first) + 1))
 
 
+def summary_row(learner: str, runs: list[tuple[list[float], float]]) -> list[str]:
+    """The page's row of one learner from its seeds' ``(evaluations, wall time)``."""
+    lasts = [returns[-1] for returns, _ in runs]
+    bests = [max(returns) for returns, _ in runs]
+    reached = sum(best >= MAX_RETURN for best in bests)
+    return [learner, str(len(runs)), number(statistics.median(lasts), 1),
+            number(statistics.median(bests), 1), f"{reached} of {len(runs)}",
+            f"{statistics.median(wall for _, wall in runs):.0f} s"]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", default="1-3", help="seeds, e.g. 1-3 (default)")
@@ -87,18 +97,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     rows = []
     for name, run in LEARNERS.items():
-        lasts, bests, walls = [], [], []
+        runs = []
         for seed in seeds_of(args.seeds):
             returns, wall = run(seed)
             print(f"{name} seed {seed}: evaluations {[round(r, 1) for r in returns]}, "
                   f"{wall:.0f} s", flush=True)
-            lasts.append(returns[-1])
-            bests.append(max(returns))
-            walls.append(wall)
-        reached = sum(best >= MAX_RETURN for best in bests)
-        rows.append([name, str(len(lasts)), number(statistics.median(lasts), 1),
-                     number(statistics.median(bests), 1), f"{reached} of {len(bests)}",
-                     f"{statistics.median(walls):.0f} s"])
+            runs.append((returns, wall))
+        rows.append(summary_row(name, runs))
     print(plain_table(COLUMNS, rows))
     if args.markdown:
         print(markdown_table(COLUMNS, rows))

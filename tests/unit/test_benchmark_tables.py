@@ -11,6 +11,8 @@ import pytest
 
 from benchmarks import tables
 from benchmarks.boundary import results_table as boundary_table
+from benchmarks.discrete_actions import COLUMNS as DISCRETE_COLUMNS
+from benchmarks.discrete_actions import summary_row
 from benchmarks.fleet import FleetRow
 from benchmarks.fleet import results_table as fleet_table
 from benchmarks.human_in_loop import INTERVENTIONS, NONE, Outcome
@@ -208,3 +210,10 @@ def test_learning_tests_table() -> None:
         "| `test_training_modes` colocated | best checkpoint >= 180 | 24 | 0 | 208.3 | 196.8 "
         "| +16.8 | 11.7 % |",
         "| `test_faults` | left >= 1 | 24 | **1** | 14,750 | 9,000 | +8,999 | 18.3 % |"]
+
+
+def test_discrete_actions_table() -> None:
+    rows = [summary_row("SB3 DQN (zoo settings)", [([100.0, 500.0, 250.0], 240.0),
+                                                  ([90.0, 480.0, 470.0], 260.0)])]
+    body = assert_page_columns(tables.markdown_table(DISCRETE_COLUMNS, rows), "Discrete actions")
+    assert body == ["| SB3 DQN (zoo settings) | 2 | 360.0 | 490.0 | 1 of 2 | 250 s |"]
