@@ -128,7 +128,10 @@ def test_evaluation_acts_with_the_most_probable_choice() -> None:
     assert len(result.returns) == 2 and np.all(result.returns >= 1)
 
 
-def test_the_bare_loop_trains_a_discrete_task_and_saves_its_kind(tmp_path: Path) -> None:
+def test_the_bare_loop_trains_a_discrete_task_and_saves_its_kind(tmp_path: Path, run_cli
+                                                                 ) -> None:
+    """... and ``rl-bringup eval`` evaluates the checkpoint, ``export`` refuses it with the
+    reason."""
     overrides = {"replay_buffer": {"total_env_steps": 600, "learning_starts": 200},
                  "simulator": {"random_steps": 200},
                  "trainer": {"eval_episodes": 1, "eval_period": 0}}
@@ -137,3 +140,7 @@ def test_the_bare_loop_trains_a_discrete_task_and_saves_its_kind(tmp_path: Path)
     assert result.env_steps >= 600 and result.updates == 200
     meta = json.loads((tmp_path / "run" / "checkpoint" / "checkpoint.json").read_text())
     assert meta["algorithm"] == DiscreteSAC.ALGORITHM and meta["choices"] == 2
+    code, out, err = run_cli("eval", f"checkpoint:={tmp_path / 'run'}", "episodes:=1")
+    assert code == 0 and "CartPole-v1" in out, (out, err)
+    code, _, err = run_cli("export", f"checkpoint:={tmp_path / 'run'}")
+    assert code == 2 and "discrete_sac learner" in err and "rl-bringup eval" in err, err

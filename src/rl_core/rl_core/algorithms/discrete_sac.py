@@ -45,6 +45,8 @@ class CategoricalActor(nn.Module):
         super().__init__()
         self.obs_dim = obs_dim
         self.choices = choices
+        #: Width of an action row: the chosen index.
+        self.action_dim = 1
         self.hidden_sizes = tuple(int(h) for h in hidden_sizes)
         self.body = mlp(obs_dim, self.hidden_sizes[:-1], self.hidden_sizes[-1])
         self.logits = nn.Linear(self.hidden_sizes[-1], choices)

@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING, NamedTuple
 import gymnasium as gym
 import numpy as np
 
+from rl_core.algorithms.discrete_sac import CategoricalActor
 from rl_core.algorithms.networks import SquashedGaussianActor
 from rl_core.envs import make_env
 from rl_core.monitoring import heartbeat
 
 if TYPE_CHECKING:
-    from rl_core.algorithms.discrete_sac import CategoricalActor
     from rl_core.algorithms.encoders import EncodedActor
 
 EVAL_SEED_OFFSET = 10_000  # evaluation episodes never reuse a training seed
@@ -75,7 +75,7 @@ def evaluate(actor: SquashedGaussianActor | EncodedActor | CategoricalActor, env
             total, length, done = 0.0, 0, False
             while not done:
                 action = actor.act(obs[None, :], deterministic=True)[0]
-                if isinstance(env.action_space, gym.spaces.Discrete):
+                if isinstance(actor, CategoricalActor):  # the choice's index
                     action = int(action[0])
                 obs, reward, terminated, truncated, info = env.step(action)
                 total += float(reward)

@@ -349,9 +349,12 @@ def task_spaces(env_id: str) -> tuple[gymnasium.Space, gymnasium.Space]:
 
 
 def space_shapes(env_id: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """``(observation shape, action shape)`` of a task (:func:`task_spaces`)."""
+    """``(observation shape, action row shape)`` of a task (:func:`task_spaces`; a Discrete
+    action's row is its index, ``(1,)``)."""
+    from rl_core.envs.spaces import action_row_shape
+
     observation_space, action_space = task_spaces(env_id)
-    return tuple(observation_space.shape or ()), tuple(action_space.shape or ())
+    return tuple(observation_space.shape or ()), action_row_shape(action_space)
 
 
 @functools.lru_cache(maxsize=64)
