@@ -16,10 +16,11 @@ import torch
 from rl_core.algorithms.discrete_sac import TARGET_ENTROPY_FRACTION, CategoricalActor, DiscreteSAC
 from rl_core.config import ConfigError, SACConfig, load_run_config
 from rl_core.envs import VectorEnv
-from rl_core.envs.spaces import DISCRETE_NOTE, action_row_shape, choice_indices
+from rl_core.envs.spaces import DISCRETE_NOTE, action_row_shape
 from rl_core.learning.evaluation import evaluate
 from rl_core.learning.training import train
 from rl_core.runs.checkpoint import load_actor, load_checkpoint, resume_or_new, save_checkpoint
+from rl_core.wire.fields import choice_indices
 from rl_core.wire.transport import Batch
 
 pytestmark = pytest.mark.unit

@@ -27,9 +27,9 @@ from rl_core.algorithms.sac import (
     CRITIC_NOT_FINITE,
     SoftActorCritic,
     gradient_step,
-    new_adam,
 )
 from rl_core.config import ConfigError, SACConfig
+from rl_core.wire.fields import choice_indices
 from rl_core.wire.image_codecs import as_shape
 from rl_core.wire.transport import Batch
 
@@ -133,15 +133,8 @@ class DiscreteSAC(SoftActorCritic):
         self.critic = DiscreteQ(self.obs_dim, choices, config.hidden_sizes, 2,
                                 config.critic_layer_norm).to(self.device)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
-        self.log_alpha = torch.tensor(float(np.log(config.init_alpha)), device=self.device,
-                                      requires_grad=True)
         self.target_entropy = TARGET_ENTROPY_FRACTION * math.log(choices)
-        self.actor_optimizer = new_adam(self.actor.parameters(), config.actor_lr)
-        self.critic_optimizer = new_adam(self.critic.parameters(), config.critic_lr)
-        self.alpha_optimizer = new_adam([self.log_alpha], config.alpha_lr)
-        self._critic_parameters: list[torch.Tensor] = list(self.critic.parameters())
-        self._actor_parameters: list[torch.Tensor] = list(self.actor.parameters())
-        self._target_parameters: list[torch.Tensor] = list(self.critic_target.parameters())
+        self._start_optimizers(self.actor, self.critic, self.critic_target)
         self.update_step = 0
         #: |TD error| of the last batch, for prioritised replay (float32, (batch,)).
         self.last_td_errors = np.zeros(0, dtype=np.float32)
@@ -161,11 +154,7 @@ class DiscreteSAC(SoftActorCritic):
             torch.as_tensor(array, dtype=torch.float32, device=self.device)
             for array in (batch.obs, batch.next_obs, batch.rewards, batch.terminated,
                           batch.weights))
-        chosen = np.rint(np.asarray(batch.actions, dtype=np.float64).reshape(len(batch.rewards)))
-        if chosen.size and not (chosen.min() >= 0 and chosen.max() < self.choices):
-            raise ValueError(f"actions must be choice indices in [0, {self.choices}), got values "
-                             f"from {chosen.min():g} to {chosen.max():g}")
-        index = torch.as_tensor(chosen, dtype=torch.int64, device=self.device)
+        index = torch.as_tensor(choice_indices(batch.actions, self.choices), device=self.device)
         with torch.autocast(self.device.type, torch.bfloat16, cache_enabled=False,
                             enabled=self.config.update_precision == "bfloat16"):
             return self._update(obs, next_obs, index, rewards, 1.0 - terminated, weights)

@@ -69,6 +69,7 @@ class SoftActorCritic:
     actor and the targets, and the count of finished steps."""
 
     config: SACConfig
+    device: torch.device
     log_alpha: torch.Tensor
     actor_optimizer: torch.optim.Adam
     critic_optimizer: torch.optim.Adam
@@ -78,6 +79,20 @@ class SoftActorCritic:
     _target_parameters: list[torch.Tensor]
     update_step: int
     last_td_errors: np.ndarray
+
+    def _start_optimizers(self, actor: nn.Module, critic: nn.Module, critic_target: nn.Module
+                          ) -> None:
+        """The temperature at ``init_alpha``, the optimizers of ``actor`` (the part its loss
+        trains), ``critic`` and the temperature, and the tensors their steps and the Polyak
+        update take."""
+        self.log_alpha = torch.tensor(float(np.log(self.config.init_alpha)),
+                                      device=self.device, requires_grad=True)
+        self.actor_optimizer = new_adam(actor.parameters(), self.config.actor_lr)
+        self.critic_optimizer = new_adam(critic.parameters(), self.config.critic_lr)
+        self.alpha_optimizer = new_adam([self.log_alpha], self.config.alpha_lr)
+        self._actor_parameters = list(actor.parameters())
+        self._critic_parameters = list(critic.parameters())
+        self._target_parameters = list(critic_target.parameters())
 
     def _step_actor(self, actor_loss: torch.Tensor, alpha_loss: torch.Tensor) -> None:
         """Step the actor and the temperature on their losses, then move the target critics
@@ -174,16 +189,8 @@ class SAC(SoftActorCritic):
             self._encode = nn.Identity()
             self._actor_head, self._critic_heads = self.actor, self.critic
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
-        self.log_alpha = torch.tensor(float(np.log(config.init_alpha)), device=self.device,
-                                      requires_grad=True)
         self.target_entropy = -config.target_entropy_scale * action_dim
-        self.actor_optimizer = new_adam(self._actor_head.parameters(), config.actor_lr)
-        self.critic_optimizer = new_adam(self.critic.parameters(), config.critic_lr)
-        self.alpha_optimizer = new_adam([self.log_alpha], config.alpha_lr)
-        # The tensors of the multi-tensor steps: gradients per optimizer, Polyak averaging.
-        self._critic_parameters: list[torch.Tensor] = list(self.critic.parameters())
-        self._actor_parameters: list[torch.Tensor] = list(self._actor_head.parameters())
-        self._target_parameters: list[torch.Tensor] = list(self.critic_target.parameters())
+        self._start_optimizers(self._actor_head, self.critic, self.critic_target)
         #: The whole gradient step compiled into one graph (``compile_update``), else None.
         self._compiled_update: Callable[..., tuple[torch.Tensor, ...]] | None = None
         if config.compile_update:

@@ -11,9 +11,8 @@ plan checks a task's spaces before any process starts
 from __future__ import annotations
 
 import gymnasium
-import numpy as np
 
-__all__ = ["SUPPORTED_SPACES", "action_row_shape", "choice_indices", "unsupported_spaces"]
+__all__ = ["SUPPORTED_SPACES", "action_row_shape", "unsupported_spaces"]
 
 SUPPORTED_SPACES = ("a Box observation (a vector or a uint8 image) and a Box action "
                     "(continuous)")
@@ -52,17 +51,3 @@ def action_row_shape(action_space: gymnasium.Space) -> tuple[int, ...]:
     if isinstance(action_space, gymnasium.spaces.Discrete):
         return (1,)
     return tuple(action_space.shape or ())
-
-
-def choice_indices(actions: np.ndarray, choices: int) -> np.ndarray:
-    """The ``(N,)`` int64 indices of action rows ``(N, 1)`` of a ``Discrete(choices)`` action.
-
-    :raises ValueError: for a value that is not the index of a choice.
-    """
-    values = np.asarray(actions, dtype=np.float64).reshape(-1)
-    indices = np.rint(values)
-    if not (np.all(np.abs(values - indices) < 1e-3) and np.all(indices >= 0)
-            and np.all(indices < choices)):
-        raise ValueError(f"actions of a Discrete({choices}) action must be indices in "
-                         f"[0, {choices}), got {values.tolist()[:8]}")
-    return indices.astype(np.int64)

@@ -23,7 +23,8 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from gymnasium.wrappers import RecordEpisodeStatistics
 
-from rl_core.envs.spaces import action_row_shape, choice_indices, unsupported_spaces
+from rl_core.envs.spaces import action_row_shape, unsupported_spaces
+from rl_core.wire.fields import choice_indices
 
 __all__ = ["EpisodeRecord", "VectorEnv", "VectorStep"]
 
@@ -146,7 +147,7 @@ class VectorEnv:
         """Steps every environment once and resets those whose episode ended.
 
         :param actions: ``(num_envs, *action_shape)`` finite actions (a Discrete action's rows
-            hold indices, :func:`~rl_core.envs.spaces.choice_indices`). Finiteness is left
+            hold indices, :func:`~rl_core.wire.fields.choice_indices`). Finiteness is left
             to the environments, which raise ValueError for a non-finite action;
             the simulator node rejects such a batch before it gets here, so a
             whole-batch check here would be a third one on the hot path.

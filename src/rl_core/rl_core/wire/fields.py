@@ -116,6 +116,20 @@ def episodes_bytes(msg: Any) -> int:
 
 # --- checks of received fields ------------------------------------------------------------------
 
+def choice_indices(actions: np.ndarray, choices: int) -> np.ndarray:
+    """The ``(N,)`` int64 indices of action rows ``(N, 1)`` of a ``Discrete(choices)`` action.
+
+    :raises ValueError: for a value that is not the index of a choice.
+    """
+    values = np.asarray(actions, dtype=np.float64).reshape(-1)
+    indices = np.rint(values)
+    if not (np.all(np.abs(values - indices) < 1e-3) and np.all(indices >= 0)
+            and np.all(indices < choices)):
+        raise ValueError(f"actions of a Discrete({choices}) action must be indices in "
+                         f"[0, {choices}), got {values.tolist()[:8]}")
+    return indices.astype(np.int64)
+
+
 def shaped(flat: Any, rows: int, shape: tuple[int, ...], name: str) -> np.ndarray:
     """View a received float32[] as ``(rows, *shape)`` without copying; check its size first."""
     values = np.frombuffer(flat, dtype=np.float32) if isinstance(flat, array.array) else \
