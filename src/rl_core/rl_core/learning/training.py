@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from rl_core.algorithms.discrete_sac import DiscreteSAC
+from rl_core.algorithms import Algorithm, DiscreteSAC
 from rl_core.algorithms.sac import SAC
 from rl_core.config import NODE_CONFIGS, ConfigError, RunConfig, load_run_config
 from rl_core.envs import VectorEnv
@@ -57,7 +57,7 @@ def train(config: RunConfig, output_dir: str | Path | None = None,
     action_shape = envs.action_shape
     replay = make_replay(config, obs_shape, action_shape)
     try:
-        sac: SAC | DiscreteSAC = (
+        sac: Algorithm = (
             DiscreteSAC(obs_shape, envs.choices, config.sac, seed=trainer.seed, device=device)
             if envs.choices else
             SAC(obs_shape, int(np.prod(action_shape)), config.sac, seed=trainer.seed,
