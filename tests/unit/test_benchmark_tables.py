@@ -26,6 +26,8 @@ from benchmarks.throughput import Row
 from benchmarks.throughput import results_table as throughput_table
 from benchmarks.update_speed import SIZES, SizeResult
 from benchmarks.update_speed import results_table as update_speed_table
+from rl_bringup.tools.train.compare import ModeRow
+from rl_bringup.tools.train.compare import format_table as compare_table
 
 pytestmark = pytest.mark.unit
 
@@ -217,3 +219,14 @@ def test_discrete_actions_table() -> None:
                                                   ([90.0, 480.0, 470.0], 260.0)])]
     body = assert_page_columns(tables.markdown_table(DISCRETE_COLUMNS, rows), "Discrete actions")
     assert body == ["| SB3 DQN (zoo settings) | 2 | 360.0 | 490.0 | 1 of 2 | 250 s |"]
+
+
+def test_compare_table() -> None:
+    row = ModeRow("hybrid", 2, 2, 2, wall_time_s=15.4, solved_at_s=9.1, solved_at_env_steps=4100,
+                  eval_return=200.0, sample_efficiency=1.0, updates_per_transition=1.0,
+                  env_steps_per_s=520.0, cpu_utilisation=0.6, wall_time_x_bare=1.03,
+                  learner_time_shares={"gradient steps": 0.94, "getting batches": 0.04,
+                                       "other": 0.02})
+    body = assert_page_columns(compare_table([row]), "Learning per mode")
+    assert body == ["| hybrid | 2 | 2/2 | 15.4 s | 1.03x | 9.1 s (4,100 steps) | 200.0 | 1.00 "
+                    "| 1.00 | 520 | 60 % | 94 % | 4 % | 2 % |  |"]

@@ -209,11 +209,12 @@ def test_the_table_is_markdown_with_one_row_per_mode() -> None:
     assert header == [name for name, _ in compare.COLUMNS]
     assert lines[1].startswith("|---|---:|")
     bare = [cell.strip() for cell in lines[2].strip("|").split("|")]
-    assert bare == ["bare", "1", "1/1", "83.0 s", "41.5 s (4,200 steps)", "200.0", "1.00", "0.94",
-                    "1,234", "51 %", "62 %", "1.00x", ""]
+    # No learner_time_shares (an older writer): gradient steps from the learner utilisation.
+    assert bare == ["bare", "1", "1/1", "83.0 s", "1.00x", "41.5 s (4,200 steps)", "200.0",
+                    "1.00", "0.94", "1,234", "51 %", "62 %", "-", "-", ""]
     hybrid = [cell.strip() for cell in lines[3].strip("|").split("|")]
-    assert hybrid[:12] == ["hybrid", "2", "0/1"] + ["-"] * 9
-    assert hybrid[12] == "exited with code 1 / see log"  # a '|' would split the cell
+    assert hybrid[:14] == ["hybrid", "2", "0/1"] + ["-"] * 11
+    assert hybrid[14] == "exited with code 1 / see log"  # a '|' would split the cell
 
 
 def test_where_the_learners_time_went_is_the_median_share_per_part() -> None:
@@ -226,18 +227,20 @@ def test_where_the_learners_time_went_is_the_median_share_per_part() -> None:
     (row,) = summarise([*runs, outcome("hybrid", 3, metrics())], ("hybrid",))
     assert row.learner_time_shares == {"gradient steps": 0.5, "getting batches": 0.4,
                                        "other": 0.1}
-    text = compare.format_learner_time([row, ModeRow("bare", 1, 1, 1)])
-    assert text.splitlines() == ["where the learner's wall time went (median shares):",
-                                 "hybrid: gradient steps 50%, getting batches 40%, other 10%"]
-    assert compare.format_learner_time([ModeRow("bare", 1, 1, 1)]) == ""
+    assert compare.format_row(row)[11:14] == ["50 %", "40 %", "10 %"]
+    # The rest of the wall time: every part but the two shown (evaluation, weights, ...).
+    row.learner_time_shares = {"gradient steps": 0.5, "getting batches": 0.2, "evaluation": 0.1,
+                               "other": 0.2}
+    assert compare.format_row(row)[11:14] == ["50 %", "20 %", "30 %"]
+    assert compare.format_row(ModeRow("bare", 1, 1, 1))[11:14] == ["-", "-", "-"]
     read = parse_result({**OLD_RESULT, "learner_time_shares": {"gradient steps": "x",
                                                                "other": 0.3}})
     assert read.learner_time_shares == {"other": 0.3}  # a non-number is left out
 
 
 def test_solved_time_without_steps_and_never_solved() -> None:
-    assert compare.format_row(ModeRow("bare", 1, 1, 1, solved_at_s=3.0))[4] == "3.0 s"
-    assert compare.format_row(ModeRow("bare", 1, 1, 1))[4] == "-"
+    assert compare.format_row(ModeRow("bare", 1, 1, 1, solved_at_s=3.0))[5] == "3.0 s"
+    assert compare.format_row(ModeRow("bare", 1, 1, 1))[5] == "-"
 
 
 # --- arguments -----------------------------------------------------------------------------------

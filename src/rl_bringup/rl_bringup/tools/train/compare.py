@@ -63,13 +63,19 @@ RESULT_FILE = "result.json"
 LOG_FILE = "output.log"
 #: result.json keys a run must write; the others are optional (older writers lack them).
 REQUIRED_KEYS: tuple[str, ...] = ("env_steps", "updates", "wall_time_s", "eval_mean_return")
+#: The table's columns, as docs/results.md#learning-per-mode shows them (a unit test holds both
+#: equal): the last three before the note are where the learner's wall time went.
 COLUMNS: tuple[tuple[str, str], ...] = (
     # (header, markdown alignment)
     ("mode", "---"), ("robots", "---:"), ("runs", "---:"), ("wall time", "---:"),
-    ("first solved", "---:"), ("eval return", "---:"), ("sample efficiency", "---:"),
-    ("updates/transition", "---:"), ("env steps/s", "---:"), ("CPU utilisation", "---:"),
-    ("learner utilisation", "---:"), ("wall time x bare", "---:"), ("note", "---"),
+    ("wall time x bare", "---:"), ("first solved", "---:"), ("eval return", "---:"),
+    ("sample efficiency", "---:"), ("updates/transition", "---:"), ("env steps/s", "---:"),
+    ("CPU utilisation", "---:"), ("gradient steps", "---:"), ("getting batches", "---:"),
+    ("other", "---:"), ("note", "---"),
 )
+#: The learner's time parts the table shows (result.json's learner_time_shares); "other" is the
+#: rest of its wall time (evaluation hand-off, weights and checkpoints, in one process acting).
+GRADIENT_STEPS, GETTING_BATCHES = "gradient steps", "getting batches"
 
 Log = Callable[[str], None]
 
@@ -294,6 +300,19 @@ def _number(value: float | None, text: str) -> str:
     return "-" if value is None else text.format(value)
 
 
+def _percent(share: float | None) -> str:
+    return _number(None if share is None else share * 100, "{:.0f} %")
+
+
+def learner_time(row: ModeRow) -> tuple[float | None, float | None, float | None]:
+    """The learner's shares of its wall time: gradient steps (the learner utilisation where a
+    run wrote no shares), getting batches, and the rest."""
+    gradient = row.learner_time_shares.get(GRADIENT_STEPS, row.learner_utilisation)
+    getting = row.learner_time_shares.get(GETTING_BATCHES)
+    other = None if gradient is None or getting is None else max(0.0, 1.0 - gradient - getting)
+    return gradient, getting, other
+
+
 def format_row(row: ModeRow) -> list[str]:
     """The cells of ``row`` in :data:`COLUMNS` order ("-" where a figure is missing)."""
     solved = "-"
@@ -303,24 +322,12 @@ def format_row(row: ModeRow) -> list[str]:
             solved += f" ({row.solved_at_env_steps:,} steps)"
     return [
         row.mode, str(row.robots), f"{row.completed}/{row.runs}",
-        _number(row.wall_time_s, "{:,.1f} s"), solved, _number(row.eval_return, "{:,.1f}"),
-        _number(row.sample_efficiency, "{:.2f}"), _number(row.updates_per_transition, "{:.2f}"),
-        _number(row.env_steps_per_s, "{:,.0f}"),
-        _number(None if row.cpu_utilisation is None else row.cpu_utilisation * 100, "{:.0f} %"),
-        _number(None if row.learner_utilisation is None else row.learner_utilisation * 100,
-                "{:.0f} %"),
-        _number(row.wall_time_x_bare, "{:.2f}x"), row.note.replace("|", "/"),
+        _number(row.wall_time_s, "{:,.1f} s"), _number(row.wall_time_x_bare, "{:.2f}x"), solved,
+        _number(row.eval_return, "{:,.1f}"), _number(row.sample_efficiency, "{:.2f}"),
+        _number(row.updates_per_transition, "{:.2f}"), _number(row.env_steps_per_s, "{:,.0f}"),
+        _percent(row.cpu_utilisation), *(_percent(share) for share in learner_time(row)),
+        row.note.replace("|", "/"),
     ]
-
-
-def format_learner_time(rows: Sequence[ModeRow]) -> str:
-    """Where each mode's learner spent its wall time (median shares), one line per mode that
-    reports it; empty when none does."""
-    lines = [f"{row.mode}: " + ", ".join(f"{part} {share:.0%}"
-                                          for part, share in row.learner_time_shares.items())
-             for row in rows if row.learner_time_shares]
-    return "where the learner's wall time went (median shares):\n" + "\n".join(
-        lines) if lines else ""
 
 
 def format_table(rows: Sequence[ModeRow]) -> str:
@@ -536,8 +543,6 @@ def report(settings: CompareSettings, outcomes: Sequence[RunOutcome]) -> tuple[s
     rounds = f"median of {settings.repeats} rounds" if settings.repeats > 1 else "1 round"
     text = (f"{format_table(rows)}\n\nconfig {settings.config}, {settings.total_env_steps:,} env "
             f"steps per run, {rounds}, {settings.cores} cores; runs in {settings.output_dir}")
-    if learner_time := format_learner_time(rows):
-        text += "\n\n" + learner_time
     if BARE not in settings.modes:
         text += "\nsample efficiency and wall time x bare are relative to bare: add it to modes:="
     document = {
@@ -590,10 +595,10 @@ def register(subparsers: SubparsersAction) -> None:
         subparsers, COMMAND, compare, keys=KEYS,
         help="train the same task in bare/colocated/decoupled/hybrid mode and tabulate learning",
         description="Train one task in each mode, one run after the other, in rounds, and print a "
-        "markdown table per mode: wall time and first-solved time, evaluation return, sample "
-        "efficiency (vs bare), updates per transition, env steps/s, CPU utilisation, learner "
-        "utilisation (share of wall time in gradient steps), wall time x "
-        f"bare. key:=value arguments: modes:={','.join(ALL_MODES)} (default all), robots:=N "
+        "markdown table per mode: wall time (and x bare), first-solved time, evaluation return, "
+        "sample efficiency (vs bare), updates per transition, env steps/s, CPU utilisation, and "
+        "the learner's shares of its wall time (gradient steps, getting batches, other). "
+        f"key:=value arguments: modes:={','.join(ALL_MODES)} (default all), robots:=N "
         f"(decoupled and hybrid; default {DEFAULT_ROBOTS}), config:=NAME|PATH (default "
         f"{DEFAULT_CONFIG}), total_env_steps:=N (default the config's), repeats:=N (rounds; "
         "median per mode; default 1), output:=DIR (default runs/compare-<time>), json:=FILE, "
