@@ -6,6 +6,8 @@
 PYTHON_VENV := .venv/bin/python
 CONFIG ?= config/cartpole.yaml
 PYTEST_ARGS ?=
+# Two lanes (pytest-xdist): the learning tests one at a time in one, the rest in the other.
+TEST_LANES ?= -n 2 --dist loadgroup
 
 export ROS_AUTOMATIC_DISCOVERY_RANGE ?= LOCALHOST
 
@@ -21,7 +23,7 @@ bare: setup
 	$(PYTHON_VENV) -m rl_core.learning.training --config $(CONFIG)
 
 test: setup
-	$(PYTHON_VENV) -m pytest tests $(PYTEST_ARGS)
+	$(PYTHON_VENV) -m pytest tests $(TEST_LANES) $(PYTEST_ARGS)
 
 bench: setup
 	$(PYTHON_VENV) benchmarks/throughput.py

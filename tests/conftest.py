@@ -17,6 +17,11 @@ import pytest
 # Set before any test module imports rclpy.
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 os.environ.setdefault("ROS_DOMAIN_ID", str(1 + os.getpid() % 100))
+# Under pytest-xdist (-n N) every worker inherits the run's domain; each takes one of its own, the
+# next ones up (gw0 the run's + 1, ...), so that the workers' graphs never meet.
+if os.environ.get("PYTEST_XDIST_WORKER", "").startswith("gw"):
+    _worker = int(os.environ["PYTEST_XDIST_WORKER"][2:])
+    os.environ["ROS_DOMAIN_ID"] = str(1 + (int(os.environ["ROS_DOMAIN_ID"]) + _worker) % 100)
 os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
 os.environ["PYTHONUNBUFFERED"] = "1"
 # Nodes started in-process sign and check with the learner's key, as in a run rl-bringup starts
@@ -55,6 +60,19 @@ def _stop_signals_lost() -> list[str]:
         if masks.get("SigBlk", 0) & bit:
             lost.append(f"{signal.Signals(number).name} blocked")
     return lost
+
+
+#: The xdist_group of the tests marked ``learning``: one lane runs them one after another.
+LEARNING_LANE = "learning"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Lanes for ``make test`` (``-n 2 --dist loadgroup``): a learning test's module goes to the
+    learning group, every other module is a group of its own, so that a module's tests (and its
+    module-scoped deployment) stay on one worker. Without xdist the groups do nothing."""
+    for item in items:
+        group = LEARNING_LANE if item.get_closest_marker("learning") else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(name=group))
 
 
 @pytest.fixture(autouse=True)
