@@ -44,8 +44,10 @@ def check_target_met(result: dict, budget: int) -> None:
                    budget - (budget if met is None else met), 1)
     assert met is not None, result["evaluations"]
     assert met <= result["env_steps"] <= budget, result
+    rate = result["best_eval_success_rate"]  # None for a task without successes (cart-pole)
     print(f"target met at {met} of {budget} transitions; best checkpoint evaluates "
-          f"{result['best_eval_mean_return']} (success rate {result['best_eval_success_rate']})")
+          f"{result['best_eval_mean_return']}" + ("" if rate is None else
+                                                  f" (success rate {rate})"))
 
 
 def finish(run: Child, timeout_s: float) -> int | None:
