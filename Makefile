@@ -6,7 +6,8 @@
 PYTHON_VENV := .venv/bin/python
 CONFIG ?= config/cartpole.yaml
 PYTEST_ARGS ?=
-# Two lanes (pytest-xdist): the learning tests one at a time in one, the rest in the other.
+# Two lanes (pytest-xdist), test by test: with no xdist_group marks, loadgroup keeps each worker
+# at most about two tests ahead, so the long tests spread over both (docs/testing.md).
 TEST_LANES ?= -n 2 --dist loadgroup
 
 export ROS_AUTOMATIC_DISCOVERY_RANGE ?= LOCALHOST

@@ -62,19 +62,6 @@ def _stop_signals_lost() -> list[str]:
     return lost
 
 
-#: The xdist_group of the tests marked ``learning``: one lane runs them one after another.
-LEARNING_LANE = "learning"
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Lanes for ``make test`` (``-n 2 --dist loadgroup``): a learning test's module goes to the
-    learning group, every other module is a group of its own, so that a module's tests (and its
-    module-scoped deployment) stay on one worker. Without xdist the groups do nothing."""
-    for item in items:
-        group = LEARNING_LANE if item.get_closest_marker("learning") else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(name=group))
-
-
 @pytest.fixture(autouse=True)
 def stop_signals_left_as_found() -> Iterator[None]:
     """A test must not leave the test process ignoring or blocking SIGINT/SIGTERM: every

@@ -31,7 +31,7 @@ from benchmarks.faults import KINDS, REPLAY, TOTAL_ENV_STEPS, TRAINER, print_tab
 from rl_core.replay import ReplayBuffer
 from tests.learning import report_outcome, seed_arguments
 
-pytestmark = [pytest.mark.system, pytest.mark.learning]
+pytestmark = pytest.mark.system
 SOLVED = 180.0
 KILLS_PER_KIND = 2
 

@@ -33,7 +33,7 @@ from rl_nodes.gym_bridge import BridgeEnv
 from tests.learning import report_outcome, seed_overrides
 from tests.processes import Child
 
-pytestmark = [pytest.mark.system, pytest.mark.learning]
+pytestmark = pytest.mark.system
 CONFIG = Path(__file__).resolve().parents[2] / "config" / "cartpole.yaml"
 BIN = Path(sys.executable).parent
 NAMESPACE = "/robot_0"

@@ -35,7 +35,7 @@ from tests.learning import report_outcome
 from tests.processes import Child
 from tests.system.test_training_modes import finish, launch
 
-pytestmark = [pytest.mark.system, pytest.mark.learning]
+pytestmark = pytest.mark.system
 KUKA = ("config:=kuka_reach", "robot_interface:=ros2_control")
 #: The expert's run: one robot, no random actions, 1,500 steps (about 140 reached targets).
 EXPERT_STEPS = 1500

@@ -13,7 +13,7 @@ from rl_core.learning.training import train
 from rl_core.runs.checkpoint import load_actor
 from tests.learning import report_outcome, seed_overrides
 
-pytestmark = [pytest.mark.system, pytest.mark.learning]
+pytestmark = pytest.mark.system
 CONFIG = Path(__file__).resolve().parents[2] / "config" / "cartpole.yaml"
 MAX_RETURN = 200.0  # 200 steps, +1 per step upright
 

@@ -11,7 +11,7 @@ import pytest
 from tests.learning import report_outcome
 from tests.system.test_training_modes import SOLVED, check_target_met, finish, launch
 
-pytestmark = [pytest.mark.system, pytest.mark.learning]
+pytestmark = pytest.mark.system
 BOUNDARY = "robot_interface:=ros2_control"
 #: config/kuka_reach.yaml's success criterion and budget.
 KUKA_SUCCESS_RATE = 0.8

@@ -20,7 +20,7 @@ from rl_core.learning.evaluation import EVAL_SEED_OFFSET
 from rl_core.learning.training import train
 from tests.learning import report_outcome, seed_overrides
 
-pytestmark = [pytest.mark.system, pytest.mark.learning]
+pytestmark = pytest.mark.system
 CONFIG = Path(__file__).resolve().parents[2] / "config" / "cartpole_pixels.yaml"
 #: How much better than random the learned policy must do: clearly, not by noise.
 FACTOR_OVER_RANDOM = 2.0

@@ -26,7 +26,7 @@ from tests.learning import report_outcome
 from tests.processes import Child
 from tests.system.test_training_modes import finish, launch
 
-pytestmark = [pytest.mark.system, pytest.mark.learning]
+pytestmark = pytest.mark.system
 USER_PACKAGES = Path(__file__).resolve().parent / "user_packages"
 #: The trainer's progress line: episodes so far and the mean of the last (up to 20) returns.
 PROGRESS = re.compile(r"\[trainer\]: steps .* episodes (\d+) \| return\(last (\d+)\) (\S+) \|")

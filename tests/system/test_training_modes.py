@@ -11,7 +11,7 @@ import pytest
 from tests.learning import report_outcome, seed_arguments
 from tests.processes import Child
 
-pytestmark = [pytest.mark.system, pytest.mark.learning]
+pytestmark = pytest.mark.system
 RL_BRINGUP = str(Path(sys.executable).parent / "rl-bringup")
 MAX_RETURN = 200.0
 SOLVED = 0.9 * MAX_RETURN
