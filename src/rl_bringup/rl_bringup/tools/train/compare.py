@@ -73,8 +73,9 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("CPU utilisation", "---:"), ("gradient steps", "---:"), ("getting batches", "---:"),
     ("other", "---:"), ("note", "---"),
 )
-#: The learner's time parts the table shows (result.json's learner_time_shares); "other" is the
-#: rest of its wall time (evaluation hand-off, weights and checkpoints, in one process acting).
+#: The learner's time parts the table shows, as result.json's learner_time_shares names them
+#: (rl_core.learning.learner, not imported: it brings torch); "other" is the rest of its wall
+#: time (evaluation hand-off, weights and checkpoints, in one process acting).
 GRADIENT_STEPS, GETTING_BATCHES = "gradient steps", "getting batches"
 
 Log = Callable[[str], None]
