@@ -27,7 +27,9 @@ from rclpy.node import Node
 from sensor_msgs.msg import Joy
 from std_msgs.msg import Bool, Float64MultiArray
 
+from rl_core.config import BoundaryConfig
 from rl_core.replay.demos import load_demonstrations
+from rl_core.robot.tasks import CartPoleBalanceTask
 from rl_interfaces.msg import ExperienceBatch
 from rl_nodes.base import EXPERIENCE_QOS
 from tests.integration.deployments import tool_argv
@@ -215,8 +217,9 @@ def test_an_operator_ends_episodes_as_successes(tmp_path: Path, ros_env) -> None
 OPERATOR_ACTION, OPERATOR_COMMAND = 0.5, 5.0
 #: What the boundary itself sends on the way to the operator's command: the hold (0 N, at an
 #: episode's start, a command deadline or a position limit) and the ramp-in from it over
-#: ramp_in_time (0.1 s: 5 control periods, 1-4 N).
-FROM_HOLD = tuple(OPERATOR_COMMAND * period / 5 for period in range(5))
+#: ramp_in_time (as the driver counts it: 0.1 s, 5 control periods, 1-4 N).
+RAMP_PERIODS = round(BoundaryConfig().ramp_in_time / CartPoleBalanceTask.control_period)
+FROM_HOLD = tuple(OPERATOR_COMMAND * period / RAMP_PERIODS for period in range(RAMP_PERIODS))
 
 
 def policy_driven(commands: list[float]) -> list[float]:

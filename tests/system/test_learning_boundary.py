@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from rl_core.config import load_run_config
 from tests.learning import report_outcome
 from tests.system.test_training_modes import SOLVED, check_target_met, finish, launch
 
@@ -15,7 +16,8 @@ pytestmark = pytest.mark.system
 BOUNDARY = "robot_interface:=ros2_control"
 #: config/kuka_reach.yaml's success criterion and budget.
 KUKA_SUCCESS_RATE = 0.8
-KUKA_BUDGET = 30000
+KUKA_BUDGET = load_run_config(Path(__file__).resolve().parents[2] / "config" / "kuka_reach.yaml"
+                              ).replay.total_env_steps
 
 
 def check_boundary_figures(result: dict, robots: int) -> None:
