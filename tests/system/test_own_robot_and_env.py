@@ -175,24 +175,36 @@ def test_a_run_whose_every_robot_gave_up_ends_with_the_reason(tmp_path: Path, ro
     assert "BrokenEnv.reset: this environment is broken on purpose" in output
 
 
-#: A hold must reach the user's robot within one control period of the last moving command
-#: (PointReach's period) at every end of acting, plus its delivery over DDS to the robot's
-#: process on a busy 2-core machine.
+#: A hold must be sent within one control period of the last moving command (PointReach's
+#: period) at every end of acting, plus the scheduling of the run's process on a busy 2-core
+#: machine. point_robot.py measures between the two commands' DDS source timestamps.
 HOLD_WITHIN_S = 0.05 + 0.01
-HELD = re.compile(r"point robot: held (\S+) s after the last moving command \(step (\d+)\)")
+HELD = re.compile(r"point robot: held (\S+) s after the last moving command \(step (\d+);")
+MOVING = re.compile(r"point robot: moving again after (\S+) s held")
+PAUSED = "acting paused until it reports again"
 
 
-def holds_after(robot: Child, start: int) -> list[float]:
-    """The delays of the holds the point robot reported in its lines from ``start`` on."""
-    return [float(match[1]) for line in robot.lines[start:] if (match := HELD.search(line))]
+def longest_hold(robot: Child, start: int) -> tuple[float, float]:
+    """``(how long, how late)`` of the longest hold the point robot reported ending from line
+    ``start`` on (it may have begun before: a pause of the rate limiter): how long the robot
+    stayed held, and how long after the last moving command the hold was sent. Acting that
+    pauses holds the robot for seconds; a stall of the loop under load holds it for one command
+    (``the loop has not taken the robot's newest joint state``), then it moves again."""
+    holds, late = [], None
+    for index, line in enumerate(robot.lines):
+        if match := HELD.search(line):
+            late = float(match[1])
+        elif (match := MOVING.search(line)) and late is not None and index >= start:
+            holds.append((float(match[1]), late))
+    return max(holds, default=(0.0, float("inf")))
 
 
 def test_own_robot_is_held_at_every_end_of_acting(tmp_path: Path, ros_env) -> None:
     """The user's robot (point_robot.py, hybrid, learner in its own process) is held within one
     control period of its last moving command when the learner is SIGKILLed (acting goes on
-    until the replay buffer is found silent, then pauses) and when the run is stopped with
-    SIGINT; between
-    them the change per period never exceeds the limit. About 60 s."""
+    until the replay buffer is found silent, then pauses until the respawned learner reports)
+    and when the run is stopped with SIGINT; between them the change per period never exceeds
+    the limit. About 20 s."""
     env = user_env(ros_env)
     robot = start_point_robot(env)
     run = None
@@ -203,30 +215,32 @@ def test_own_robot_is_held_at_every_end_of_acting(tmp_path: Path, ros_env) -> No
                                  and " updates 0 " not in line, 240.0), run.output()[-4000:]
         learner = re.compile(r"started learner \(pid (\d+)\)")
         pid = next(int(m[1]) for line in run.lines if (m := learner.search(line)))
-        mark = len(robot.lines)
+        mark, run_mark = len(robot.lines), len(run.lines)
         os.kill(pid, signal.SIGKILL)  # a process this test's run started, by its PID
-        assert robot.wait_for_line(lambda line: HELD.search(line) is not None
-                                   and robot.lines.index(line) >= mark, 60.0), robot.output()
-        killed = holds_after(robot, mark)
-        # The respawned learner lets acting go on; SIGINT while the robot moves.
-        mark = len(robot.lines)
-        assert robot.wait_for_line(lambda line: "point robot: moving again" in line
-                                   and robot.lines.index(line) >= mark, 120.0), \
+        assert run.wait_for_line(lambda line: PAUSED in line
+                                 and run.lines.index(line) >= run_mark, 60.0), \
             run.output()[-4000:]
-        mark = len(robot.lines)
+        # The respawned learner lets acting go on; SIGINT while the robot moves.
+        paused = len(robot.lines)
+        assert robot.wait_for_line(lambda line: MOVING.search(line) is not None
+                                   and robot.lines.index(line) >= paused, 120.0), \
+            run.output()[-4000:]
+        killed = longest_hold(robot, mark)
         run.process.send_signal(signal.SIGINT)
         assert run.wait(60.0) is not None, run.output()[-4000:]
-        ended = holds_after(robot, mark)
     finally:
         if run is not None:
             run.stop(grace_s=20.0)
         robot.stop(grace_s=10.0)
-    print(f"holds after a killed learner: {killed} s; after SIGINT: {ended} s")
+    figures = next(line for line in robot.lines if "point robot: largest change" in line)
+    ended = re.search(r"held after (\S+) s", figures)[1]
+    print(f"after a killed learner: held {killed[1]} s after the last moving command, for "
+          f"{killed[0]} s; after SIGINT: held {ended} s after it")
     # A killed learner: 0.002-0.63 s while homing waited for the state after an episode's end
     # (a lockstep robot answers only commands); 3-4 ms since homing starts from that state.
-    assert killed and killed[0] <= HOLD_WITHIN_S, (killed, run.output()[-3000:])
-    # SIGINT: the first hold after it (a pause of the rate limiter may come first: also held).
-    assert ended and ended[0] <= HOLD_WITHIN_S, (ended, run.output()[-3000:])
+    assert killed[1] <= HOLD_WITHIN_S, (killed, robot.output()[-3000:])
+    # SIGINT: the last hold, which ended acting for good.
+    assert ended != "never" and float(ended) <= HOLD_WITHIN_S, (figures, run.output()[-3000:])
     figures = next(line for line in robot.lines if "point robot: largest change" in line)
     assert float(re.search(r"largest change (\S+),", figures)[1]) <= 1.0 + 1e-9, figures
     assert re.search(r"last command \[0\.0, 0\.0\]", figures), figures

@@ -10,7 +10,9 @@ reset service: the run homes the robot with velocity commands (reset:=homing). I
 ``point_robot.urdf`` beside it.
 
 At its end it reports what a robot's owner would check: the largest change between two
-commands, and how long after the last moving command the robot was told to hold.
+commands, and how long after the last moving command the robot was told to hold: between the
+times the two were sent (their DDS source timestamps: what the run controls), and between the
+times this process took them (its own scheduling included).
 """
 
 from __future__ import annotations
@@ -38,8 +40,10 @@ class PointRobot(Node):
         self.steps = 0  # control periods done: the robot's clock
         self.last_command_at = time.monotonic()
         self.largest_change = 0.0
-        self.moving_at: float | None = None  # the last command that moved the robot
-        self.held_after: float | None = None  # from it to the first hold after it
+        #: When the last command that moved the robot was sent and taken (s).
+        self.moving_at: tuple[float, float] | None = None
+        self.held_after: float | None = None  # from its sending to the first hold's
+        self.held_at = 0.0  # when that hold was taken
         self.state_pub = self.create_publisher(JointState, "joint_states", 10)
         self.create_subscription(Float64MultiArray, "velocity_controller/commands",
                                  self.on_command, 10)
@@ -47,7 +51,7 @@ class PointRobot(Node):
         self.publish_state()
         self.get_logger().info(f"point robot ready in {self.get_namespace()}")
 
-    def on_command(self, msg: Float64MultiArray) -> None:
+    def on_command(self, msg: Float64MultiArray, info: dict) -> None:
         if len(msg.data) != 2 or not np.all(np.isfinite(msg.data)):
             self.get_logger().error(f"rejected command {list(msg.data)}")
             return
@@ -55,15 +59,17 @@ class PointRobot(Node):
         if self.steps:
             self.largest_change = max(self.largest_change,
                                       float(np.max(np.abs(command - self.velocity))))
-        now = time.monotonic()
+        now = (1e-9 * info["source_timestamp"], time.monotonic())
         if np.any(command != 0.0):
             if self.held_after is not None:
-                self.get_logger().info(f"point robot: moving again (step {self.steps})")
+                self.get_logger().info(f"point robot: moving again after {now[1] - self.held_at:.4f}"
+                                       f" s held (step {self.steps})")
             self.moving_at, self.held_after = now, None
         elif self.held_after is None and self.moving_at is not None:
-            self.held_after = now - self.moving_at
+            self.held_after, self.held_at = now[0] - self.moving_at[0], now[1]
             self.get_logger().info(f"point robot: held {self.held_after:.4f} s after the last "
-                                   f"moving command (step {self.steps})")
+                                   f"moving command (step {self.steps}; taken "
+                                   f"{now[1] - self.moving_at[1]:.4f} s after it)")
         self.velocity = command
         self.position = self.position + self.velocity * CONTROL_PERIOD
         self.steps += 1
