@@ -1,6 +1,7 @@
-"""SAC for a Discrete action (rl_core.algorithms.discrete_sac) and the bare loop around it: the
-choices as float indices, a one-step problem learned, the settings it refuses, checkpoints, the
-vector env and evaluation with Discrete actions, and a short bare run. About 10 s."""
+"""SAC for a Discrete action (rl_core.algorithms.discrete_sac) and the loops around it: the
+choices as float indices, a one-step problem learned, the settings it refuses, checkpoints and
+resuming, the vector env, a policy node's model and evaluation with Discrete actions, and a short
+bare run. About 10 s."""
 
 from __future__ import annotations
 
@@ -13,10 +14,11 @@ import numpy as np
 import pytest
 import torch
 
+from rl_core.acting.policy_model import build_policy_model
 from rl_core.algorithms.discrete_sac import TARGET_ENTROPY_FRACTION, CategoricalActor, DiscreteSAC
-from rl_core.config import ConfigError, SACConfig, load_run_config
+from rl_core.config import ConfigError, PolicyConfig, SACConfig, load_run_config
 from rl_core.envs import VectorEnv
-from rl_core.envs.spaces import DISCRETE_NOTE, action_row_shape
+from rl_core.envs.spaces import action_row_shape, random_actions
 from rl_core.learning.evaluation import evaluate
 from rl_core.learning.training import train
 from rl_core.runs.checkpoint import load_actor, load_checkpoint, resume_or_new, save_checkpoint
@@ -90,7 +92,8 @@ def test_settings_of_continuous_sac_only_are_refused_with_the_fix(change: dict, 
         DiscreteSAC((3, 64, 64), 2, SACConfig())
 
 
-def test_a_checkpoint_comes_back_as_discrete_sac_and_the_nodes_refuse_it(tmp_path: Path) -> None:
+def test_a_checkpoint_comes_back_as_discrete_sac_and_resumes_only_as_one(tmp_path: Path
+                                                                        ) -> None:
     sac = DiscreteSAC(2, 3, SMALL, seed=3)
     sac.update(bandit_batch(16, np.random.default_rng(3)))
     save_checkpoint(tmp_path / "checkpoint", sac, env_id="CartPole-v1")
@@ -102,8 +105,12 @@ def test_a_checkpoint_comes_back_as_discrete_sac_and_the_nodes_refuse_it(tmp_pat
                                   sac.act(obs, deterministic=True))
     actor, _ = load_actor(tmp_path / "checkpoint")
     assert isinstance(actor, CategoricalActor) and actor.architecture()["choices"] == 3
-    with pytest.raises(ValueError, match="bare loop"):
-        resume_or_new(tmp_path / "checkpoint", (2,), (1,), SMALL, 0)
+    resumed, counters = resume_or_new(tmp_path / "checkpoint", (2,), (1,), 3, SMALL, 0)
+    assert isinstance(resumed, DiscreteSAC) and resumed.update_step == 1
+    with pytest.raises(ValueError, match=r"holds a learner of a Discrete\(3\) action, this task "
+                                         r"has a continuous \(Box\) action"):
+        resume_or_new(tmp_path / "checkpoint", (2,), (1,), 0, SMALL, 0)
+    assert isinstance(resume_or_new(None, (2,), (1,), 3, SMALL, 0)[0], DiscreteSAC)
 
 
 def test_the_vector_env_steps_discrete_choices_given_as_float_indices() -> None:
@@ -112,10 +119,9 @@ def test_the_vector_env_steps_discrete_choices_given_as_float_indices() -> None:
     for bad in ([[4.0]], [[-1.0]], [[0.5]]):
         with pytest.raises(ValueError, match="Discrete"):
             choice_indices(np.array(bad), 4)
-    with pytest.raises(ValueError) as refused:
-        VectorEnv("CartPole-v1", 2)
-    assert DISCRETE_NOTE in str(refused.value)
-    with VectorEnv("CartPole-v1", 2, discrete_actions=True) as envs:
+    random = random_actions(np.random.default_rng(0), (64, 1), 4)
+    assert random.dtype == np.float32 and set(np.unique(random)) == {0.0, 1.0, 2.0, 3.0}
+    with VectorEnv("CartPole-v1", 2) as envs:
         assert envs.action_shape == (1,) and envs.choices == 2
         envs.reset(seed=0)
         step = envs.step(np.array([[0.0], [1.0]], dtype=np.float32))
@@ -145,3 +151,16 @@ def test_the_bare_loop_trains_a_discrete_task_and_saves_its_kind(tmp_path: Path,
     assert code == 0 and "CartPole-v1" in out, (out, err)
     code, _, err = run_cli("export", f"checkpoint:={tmp_path / 'run'}")
     assert code == 2 and "discrete_sac learner" in err and "rl-bringup eval" in err, err
+
+
+def test_a_policy_node_acts_with_a_categorical_actor_and_loads_the_trainers_weights() -> None:
+    model, _ = build_policy_model(PolicyConfig(env_id="CartPole-v1", hidden_sizes=(16, 16)))
+    assert isinstance(model.actor, CategoricalActor) and model.action_shape == (1,)
+    actions = model.act(np.zeros((8, 4), np.float32), deterministic=False)
+    assert actions.shape == (8, 1) and set(actions.ravel().tolist()) <= {0.0, 1.0}
+    trained = DiscreteSAC(4, 2, SACConfig(hidden_sizes=(16, 16)), seed=5)
+    assert trained.actor.architecture() == model.actor.architecture()
+    model.load(trained.actor.state_dict())
+    obs = np.random.default_rng(6).normal(size=(8, 4)).astype(np.float32)
+    np.testing.assert_array_equal(model.act(obs, deterministic=True),
+                                  trained.act(obs, deterministic=True))

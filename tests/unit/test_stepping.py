@@ -38,6 +38,7 @@ class FakeEnvs:
         self.num_envs, self.episode_length, self.steps = num_envs, episode_length, 0
         self.single_action_space = Box(-1.0, 1.0, (2,), np.float32)
         self.action_shape = (2,)
+        self.choices = 0  # a Box action
         self.applied: list[np.ndarray] = []
 
     def step(self, actions: np.ndarray) -> VectorStep:
@@ -100,6 +101,10 @@ def test_action_shapes_are_checked_with_a_reason() -> None:
     check_actions(np.zeros(shape, np.float32), shape)
     with pytest.raises(ValueError, match=r"expected actions of shape \(3, 2\), got shape \(2, 2\)"):
         check_actions(np.zeros((2, 2), np.float32), shape)
+    # A Discrete(3) action: rows of one index each.
+    check_actions(np.array([[0.0], [2.0]], np.float32), (2, 1), choices=3)
+    with pytest.raises(ValueError, match=r"Discrete\(3\) action must be indices in \[0, 3\)"):
+        check_actions(np.array([[0.0], [3.0]], np.float32), (2, 1), choices=3)
 
 
 def test_a_step_counts_and_reports_finished_episodes_by_robot_wide_index() -> None:
@@ -132,6 +137,15 @@ def test_the_first_random_steps_take_random_actions() -> None:
     assert np.abs(first.actions).max() <= 1.0 and np.abs(second.actions).max() > 0
     np.testing.assert_array_equal(third.actions, zeros)
     np.testing.assert_array_equal(lane.envs.applied[0], first.actions)
+
+
+def test_the_first_random_steps_of_a_discrete_action_are_random_choices() -> None:
+    run = stepper([64], random_steps=64)
+    lane = run.lanes[0]
+    lane.envs.action_shape, lane.envs.choices = (1,), 3
+    rows, _ = run.step(lane, np.zeros((64, 1), np.float32), 0, 0)
+    assert rows.actions.dtype == np.float32
+    assert set(np.unique(rows.actions)) == {0.0, 1.0, 2.0}  # indices, every choice drawn
 
 
 def test_a_ros2_control_robot_is_counted_as_one_environment() -> None:

@@ -1,6 +1,7 @@
 """A task whose spaces rl_ros2 cannot learn is refused once, by the plan, before any process
 starts, with one line naming the spaces, what is supported and how to get there (issue 43
-item 1); an env made directly (VectorEnv) says the same. About 2 s (classic-control envs)."""
+item 1); an env made directly (VectorEnv) says the same. A Discrete action is planned, without
+the settings that act continuously. About 2 s (classic-control envs)."""
 
 from __future__ import annotations
 
@@ -26,14 +27,34 @@ gymnasium.register("rl_ros2_test/Broken-v0", entry_point=_broken_env)
 
 
 @pytest.mark.parametrize("mode", ["colocated", "decoupled", "hybrid"])
-def test_a_discrete_action_task_is_refused_by_the_plan_in_every_mode(mode: str) -> None:
+def test_a_discrete_action_task_is_planned_in_every_mode(mode: str) -> None:
+    plan = make_plan(mode, 2, domain_id=7, environ={}, extra_parameters={"env_id": "CartPole-v1"})
+    assert plan.processes
+
+
+@pytest.mark.parametrize("setting", ["teleop:=true", "expert_interventions:=0.5", "expert:=true",
+                                     "onnx_model:=policy.onnx"])
+def test_a_discrete_action_task_refuses_what_acts_continuously(setting: str) -> None:
+    name, value = setting.split(":=")
     with pytest.raises(PlanError) as refused:
-        make_plan(mode, 2, domain_id=7, environ={}, extra_parameters={"env_id": "CartPole-v1"})
+        make_plan("colocated", 1, domain_id=7, environ={},
+                  extra_parameters={"env_id": "CartPole-v1", name: value})
     message = str(refused.value)
     assert "\n" not in message
-    assert message.startswith("env_id 'CartPole-v1' has actions Discrete(2): ")
+    assert message.startswith(f"env_id 'CartPole-v1' has a Discrete action, which {setting} "
+                              "cannot drive"), message
+    plan = make_plan("colocated", 1, domain_id=7, environ={},
+                     extra_parameters={"env_id": "CartPole-v1", name: "false" if name in (
+                         "teleop", "expert") else "" if name == "onnx_model" else "0.0"})
+    assert plan.processes
+
+
+def test_a_discrete_action_with_an_image_observation_is_refused() -> None:
+    message = unsupported_spaces("my/Env-v0", IMAGE, gymnasium.spaces.Discrete(3))
+    assert message is not None and message.startswith(
+        "env_id 'my/Env-v0' has observations Box(0, 255, (3, 64, 64), uint8) with actions "
+        "Discrete(3): rl_ros2 learns "), message
     assert SUPPORTED_SPACES in message and "wrapper" in message, message
-    assert "observations" not in message.split(":")[0]  # its Box observation is fine
 
 
 def test_a_box_task_and_a_robot_task_are_planned() -> None:
@@ -73,6 +94,9 @@ def test_every_unsupported_space_is_named(observation, action, named: str) -> No
 
 def test_vector_env_refuses_with_the_same_words() -> None:
     with pytest.raises(ValueError) as refused:
-        VectorEnv("CartPole-v1", num_envs=1)
+        VectorEnv("Blackjack-v1", num_envs=1)
     assert str(refused.value) == unsupported_spaces(
-        "CartPole-v1", gymnasium.spaces.Box(-1, 1, (4,)), gymnasium.spaces.Discrete(2))
+        "Blackjack-v1", gymnasium.spaces.Tuple((gymnasium.spaces.Discrete(32),
+                                                gymnasium.spaces.Discrete(11),
+                                                gymnasium.spaces.Discrete(2))),
+        gymnasium.spaces.Discrete(2))

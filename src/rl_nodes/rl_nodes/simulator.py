@@ -227,7 +227,7 @@ class SimulatorNode(RLNode):
             return  # an answer to a republished batch: already handled
         # Values from the network were checked finite when decoded (rl_nodes.conversions).
         try:
-            stepping.check_actions(msg.actions, self.stepper.actions_shape(lane))
+            stepping.check_actions(msg.actions, self.stepper.actions_shape(lane), lane.envs.choices)
         except ValueError as error:
             self.reject("actions", f"{error}; republishing the observations")
             self._publish_observations(lane)

@@ -37,7 +37,7 @@ from rl_core.monitoring.progress import (
     summary_line,
 )
 from rl_core.replay import UNLIMITED_BATCHES
-from rl_core.robot.tasks import space_shapes
+from rl_core.robot.tasks import space_shapes, task_choices
 from rl_core.security.signed_status import StatusCheck
 from rl_core.security.weights_auth import sign_weights
 from rl_core.wire.fields import MAX_REQUEST_ROWS
@@ -76,8 +76,9 @@ class TrainerNode(RLNode):
         obs_shape, action_shape = space_shapes(self.config.env_id)
         self._obs_shape = obs_shape
         self.run = TrainingRun(self.config, self.sac_config, obs_shape, action_shape,
-                               report=self.reject, log=self.get_logger().info,
-                               on_evaluated=self._on_evaluated, priority_rows=MAX_REQUEST_ROWS)
+                               choices=task_choices(self.config.env_id), report=self.reject,
+                               log=self.get_logger().info, on_evaluated=self._on_evaluated,
+                               priority_rows=MAX_REQUEST_ROWS)
         self.sac, self.learner, self.device = self.run.sac, self.run.learner, self.run.device
         self.weights_key = load_signing_key(self.get_logger())
         # The buffer signs its status with the same key; a trainer without one is a

@@ -83,13 +83,18 @@ def node_overrides(
     return shared_parameters, sim_robots
 
 
+#: Settings (node kind, parameter) that act with continuous actions only.
+CONTINUOUS_ONLY = (("simulator", "teleop"), ("simulator", "expert_interventions"),
+                   ("policy", "expert"), ("policy", "onnx_model"))
+
+
 def check_task(config_file: str, shared_parameters: Mapping[str, Any]) -> None:
     """The task every node learns exists and has spaces rl_ros2 learns: refused here, once,
     rather than by node processes that would fail at every respawn.
 
     :raises ConfigError: naming the task, its spaces and what is supported.
     """
-    from rl_core.robot.tasks import check_spaces
+    from rl_core.robot.tasks import check_spaces, task_choices
 
     env_id = robot_plan.effective_simulator_parameter("env_id", config_file, shared_parameters,
                                                       SimulatorConfig().env_id)
@@ -100,6 +105,27 @@ def check_task(config_file: str, shared_parameters: Mapping[str, Any]) -> None:
     except Exception as error:  # noqa: BLE001 - the user's env may fail in any way
         raise ConfigError(f"env_id {env_id!r} cannot be made here ({type(error).__name__}: "
                           f"{error}); install what it needs, or choose another env_id") from None
+    if task_choices(str(env_id)):
+        continuous_only = [f"{name}:={value}" for kind, name in CONTINUOUS_ONLY
+                           if _is_set(value := robot_plan.effective_simulator_parameter(
+                               name, config_file, shared_parameters, None, kind))]
+        if continuous_only:
+            raise ConfigError(f"env_id {env_id!r} has a Discrete action, which "
+                              f"{', '.join(continuous_only)} cannot drive (a gamepad, a scripted "
+                              "expert and an ONNX export act with continuous actions); unset "
+                              "them, or choose a task with a Box action")
+
+
+def _is_set(value: Any) -> bool:
+    """Whether a parameter's value turns its feature on (a launch argument is a string:
+    ``false``, ``0.0`` and empty are off)."""
+    if isinstance(value, str):
+        text = value.strip().lower()
+        try:
+            return float(text) != 0.0
+        except ValueError:
+            return text not in ("", "false", "no", "off")
+    return bool(value)
 
 
 def learning_overrides(shared_parameters: Mapping[str, Any],

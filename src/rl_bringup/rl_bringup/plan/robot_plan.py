@@ -26,13 +26,14 @@ SIM_ROBOT_MODE = "lockstep"
 
 
 def effective_simulator_parameter(name: str, config_file: str,
-                                  overrides: Mapping[str, Any], default: Any) -> Any:
-    """A simulator parameter as the node will see it: the override, else the scenario file's
-    simulator block, else ``default``."""
+                                  overrides: Mapping[str, Any], default: Any,
+                                  kind: str = "simulator") -> Any:
+    """A simulator parameter (or one of node ``kind``) as the node will see it: the override,
+    else the scenario file's block for the node, else ``default``."""
     if name in overrides:
         return overrides[name]
     try:
-        return node_parameters(load_yaml(config_file), "simulator").get(name, default)
+        return node_parameters(load_yaml(config_file), kind).get(name, default)
     except ConfigError:
         return default
 

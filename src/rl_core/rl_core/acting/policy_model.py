@@ -23,8 +23,8 @@ from rl_core.wire.image_codecs import is_image_shape
 
 if TYPE_CHECKING:
     from rl_core.acting.experts import Expert
+    from rl_core.algorithms import Actor
     from rl_core.algorithms.encoders import EncodedActor
-    from rl_core.algorithms.networks import SquashedGaussianActor
 
 
 class PolicyModel:
@@ -41,7 +41,7 @@ class PolicyModel:
 
     def __init__(self, obs_shape: tuple[int, ...], action_shape: tuple[int, ...], feature_dim: int,
                  onnx: OnnxPolicy | None = None,
-                 actor: SquashedGaussianActor | EncodedActor | None = None,
+                 actor: Actor | None = None,
                  expert: Expert | None = None) -> None:
         given = sum(source is not None for source in (onnx, actor, expert))
         if given != 1:
@@ -167,15 +167,15 @@ def _onnx_model(config: PolicyConfig) -> tuple[PolicyModel, str]:
 def _torch_model(config: PolicyConfig) -> tuple[PolicyModel, str | None]:
     import torch
 
-    from rl_core.algorithms.encoders import make_actor
+    from rl_core.algorithms import new_actor
     from rl_core.learning.device import describe, resolve_device
-    from rl_core.robot.tasks import space_shapes
+    from rl_core.robot.tasks import space_shapes, task_choices
 
     device = resolve_device(config.device)
     obs_shape, action_shape = space_shapes(config.env_id)
     torch.manual_seed(config.seed)
-    actor = make_actor(obs_shape, int(np.prod(action_shape)), config.hidden_sizes,
-                       config.feature_dim, config.encoder_channels)
+    actor = new_actor(obs_shape, action_shape, task_choices(config.env_id), config.hidden_sizes,
+                      config.feature_dim, config.encoder_channels)
     notes = [f"acting on {describe(device)}"] if device.type != "cpu" else []
     if config.checkpoint:
         notes.append(_load_checkpoint_actor(actor, config))

@@ -25,8 +25,10 @@ import numpy as np
 from rl_core.acting.gate import ActingGate
 from rl_core.acting.teleop import Intervention
 from rl_core.envs import VectorEnv
+from rl_core.envs.spaces import random_actions
 from rl_core.names import variables
 from rl_core.robot.boundary import EpisodeEnd, Transition
+from rl_core.wire.fields import choice_indices
 from rl_core.wire.transport import Episodes, Experience
 
 #: Seed offset of each restart of a simulator, so a respawned one draws a fresh seed stream.
@@ -74,10 +76,13 @@ def make_lanes(env_id: str, num_envs: int, pipeline: bool, seed: int) -> list[La
     return lanes
 
 
-def check_actions(actions: np.ndarray, shape: tuple[int, ...]) -> None:
-    """:raises ValueError: when ``actions`` do not have ``shape``."""
+def check_actions(actions: np.ndarray, shape: tuple[int, ...], choices: int = 0) -> None:
+    """:raises ValueError: when ``actions`` do not have ``shape``, or for a ``Discrete`` action
+    of ``choices``, hold a value that is no choice's index."""
     if actions.shape != shape:
         raise ValueError(f"expected actions of shape {shape}, got shape {actions.shape}")
+    if choices:
+        choice_indices(actions, choices)
 
 
 class Stepper:
@@ -124,9 +129,9 @@ class Stepper:
         """The shape of an action batch for ``lane``."""
         return (len(lane.env_ids), *lane.envs.action_shape)
 
-    def _random(self, shape: tuple[int, ...]) -> np.ndarray | None:
+    def _random(self, shape: tuple[int, ...], choices: int = 0) -> np.ndarray | None:
         if self.total_env_steps < self.random_steps:
-            return self._rng.uniform(-1.0, 1.0, shape)
+            return random_actions(self._rng, shape, choices)
         return None
 
     def step(self, lane: Lane, actions: np.ndarray, policy_version: int, stamp_ns: int
@@ -135,9 +140,9 @@ class Stepper:
         experience to publish and the episodes that ended (None if none did), stamped
         ``stamp_ns``."""
         self.policy_version = policy_version
-        random = self._random(actions.shape)
+        random = self._random(actions.shape, lane.envs.choices)
         if random is not None:
-            actions = random.astype(np.float32)
+            actions = random
         actions, intervened = self._intervene(actions, lane.obs, lane.env_ids)
         step = lane.envs.step(actions)
         if self.intervention is not None:

@@ -2,10 +2,46 @@
 (``sac``), SAC for a discrete action (``discrete_sac``), the actor and critics (``networks``),
 the image encoder and the pixel actor and critics built on it (``encoders``)."""
 
-from rl_core.algorithms.discrete_sac import DiscreteSAC
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from rl_core.algorithms.discrete_sac import CategoricalActor, DiscreteSAC
+from rl_core.algorithms.encoders import EncodedActor, make_actor
+from rl_core.algorithms.networks import SquashedGaussianActor
 from rl_core.algorithms.sac import SAC
+from rl_core.config import SACConfig
+from rl_core.wire.image_codecs import as_shape, is_image_shape
 
 #: A learner's algorithm: what the learner, its periodic evaluation and checkpoints drive.
 Algorithm = SAC | DiscreteSAC
+#: What a policy acts with: a continuous actor (for vectors or images) or a categorical one.
+Actor = SquashedGaussianActor | EncodedActor | CategoricalActor
 
-__all__ = ["SAC", "Algorithm", "DiscreteSAC"]
+__all__ = ["SAC", "Actor", "Algorithm", "DiscreteSAC", "new_actor", "new_algorithm"]
+
+
+def new_algorithm(obs_shape: int | Sequence[int], action_shape: Sequence[int], choices: int,
+                  config: SACConfig, seed: int, device: torch.device | str = "cpu"
+                  ) -> Algorithm:
+    """The learner of a task: SAC for discrete actions where it has ``choices`` (a
+    ``Discrete`` action), else SAC for its ``action_shape``.
+
+    :raises ConfigError: for a setting the algorithm does not have.
+    """
+    shape = as_shape(obs_shape)
+    obs = shape if is_image_shape(shape) else int(np.prod(shape))
+    if choices:
+        return DiscreteSAC(obs, choices, config, seed=seed, device=device)
+    return SAC(obs, int(np.prod(action_shape)), config, seed=seed, device=device)
+
+
+def new_actor(obs_shape: int | Sequence[int], action_shape: Sequence[int], choices: int,
+              hidden_sizes: Sequence[int], feature_dim: int, encoder_channels: int) -> Actor:
+    """A stand-alone actor of the kind :func:`new_algorithm` trains (inference: checkpoints,
+    policy nodes)."""
+    if choices:
+        return CategoricalActor(int(np.prod(as_shape(obs_shape))), choices, hidden_sizes)
+    return make_actor(obs_shape, int(np.prod(action_shape)), hidden_sizes, feature_dim,
+                      encoder_channels)

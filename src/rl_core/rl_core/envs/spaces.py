@@ -1,9 +1,9 @@
 """Which observation and action spaces rl_ros2 learns, and the one message refusing the rest.
 
 SAC, the replay rows and the messages take one ``Box`` observation (a flat vector or a
-``uint8`` image) and one ``Box`` action. The bare loop also learns one ``Discrete(n)`` action
-(rl_core.algorithms.discrete_sac), carried as one float, the choice's index. The deployment
-plan checks a task's spaces before any process starts
+``uint8`` image) and one ``Box`` action, or a flat vector observation and one ``Discrete(n)``
+action (rl_core.algorithms.discrete_sac), which travels as one float, the choice's index. The
+deployment plan checks a task's spaces before any process starts
 (``rl_bringup.plan.parameter_overrides.check_task``), and
 :class:`~rl_core.envs.vector.VectorEnv` where an env is made, with the same words.
 """
@@ -11,38 +11,37 @@ plan checks a task's spaces before any process starts
 from __future__ import annotations
 
 import gymnasium
+import numpy as np
 
-__all__ = ["SUPPORTED_SPACES", "action_row_shape", "unsupported_spaces"]
+__all__ = ["SUPPORTED_SPACES", "action_choices", "action_row_shape", "random_actions",
+           "unsupported_spaces"]
 
-SUPPORTED_SPACES = ("a Box observation (a vector or a uint8 image) and a Box action "
-                    "(continuous)")
-#: Said where a Discrete action is refused.
-DISCRETE_NOTE = "a Discrete action with a vector observation trains in the bare loop (rl-train-bare)"
+SUPPORTED_SPACES = ("a Box observation (a vector or a uint8 image) with a Box action "
+                    "(continuous), or a vector Box observation with a Discrete action")
 
 
 def unsupported_spaces(env_id: str, observation_space: gymnasium.Space,
-                       action_space: gymnasium.Space, discrete_actions: bool = False
-                       ) -> str | None:
+                       action_space: gymnasium.Space) -> str | None:
     """One line naming the spaces of ``env_id`` that rl_ros2 cannot learn, what it learns, and
-    how to get there; None where both are supported.
-
-    :param discrete_actions: a ``Discrete`` action with a vector observation is supported too
-        (the bare loop).
-    """
-    discrete = isinstance(action_space, gymnasium.spaces.Discrete)
-    vector = isinstance(observation_space, gymnasium.spaces.Box) and \
-        len(observation_space.shape) == 1
-    if discrete and discrete_actions and vector:
-        return None
+    how to get there; None where both are supported."""
     unsupported = [f"{what} {space}" for what, space in (("observations", observation_space),
                                                        ("actions", action_space))
-                   if not isinstance(space, gymnasium.spaces.Box)]
+                   if not isinstance(space, gymnasium.spaces.Box | gymnasium.spaces.Discrete)
+                   or what == "observations" and not isinstance(space, gymnasium.spaces.Box)]
+    if (not unsupported and isinstance(action_space, gymnasium.spaces.Discrete)
+            and len(observation_space.shape or ()) != 1):
+        unsupported = [f"observations {observation_space} with actions {action_space}"]
     if not unsupported:
         return None
     return (f"env_id {env_id!r} has {' and '.join(unsupported)}: rl_ros2 learns "
-            f"{SUPPORTED_SPACES}{'' if discrete_actions else '; ' + DISCRETE_NOTE}; give "
-            "the env Box spaces with a gymnasium wrapper (FlattenObservation flattens a Dict "
-            "of Boxes) and register it, or choose another env_id")
+            f"{SUPPORTED_SPACES}; give the env such spaces with a gymnasium wrapper "
+            "(FlattenObservation flattens a Dict of Boxes) and register it, or choose another "
+            "env_id")
+
+
+def action_choices(action_space: gymnasium.Space) -> int:
+    """The number of choices of a ``Discrete`` action; 0 for a ``Box`` (continuous)."""
+    return int(action_space.n) if isinstance(action_space, gymnasium.spaces.Discrete) else 0
 
 
 def action_row_shape(action_space: gymnasium.Space) -> tuple[int, ...]:
@@ -51,3 +50,11 @@ def action_row_shape(action_space: gymnasium.Space) -> tuple[int, ...]:
     if isinstance(action_space, gymnasium.spaces.Discrete):
         return (1,)
     return tuple(action_space.shape or ())
+
+
+def random_actions(rng: np.random.Generator, shape: tuple[int, ...], choices: int) -> np.ndarray:
+    """float32 random actions of ``shape``: uniform in [-1, 1] for a ``Box`` action (the scale
+    the policies act in), uniform indices for a ``Discrete`` one of ``choices``."""
+    if choices:
+        return rng.integers(0, choices, shape).astype(np.float32)
+    return rng.uniform(-1.0, 1.0, shape).astype(np.float32)

@@ -23,7 +23,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from gymnasium.wrappers import RecordEpisodeStatistics
 
-from rl_core.envs.spaces import action_row_shape, unsupported_spaces
+from rl_core.envs.spaces import action_choices, action_row_shape, unsupported_spaces
 from rl_core.wire.fields import choice_indices
 
 __all__ = ["EpisodeRecord", "VectorEnv", "VectorStep"]
@@ -79,14 +79,11 @@ class VectorEnv:
     :ivar single_action_space: Action space of one environment.
     """
 
-    def __init__(self, env_id: str, num_envs: int, discrete_actions: bool = False,
-                 **env_kwargs: Any) -> None:
+    def __init__(self, env_id: str, num_envs: int, **env_kwargs: Any) -> None:
         """Creates the environments.
 
         :param env_id: A registered gymnasium id, e.g. ``rl_ros2/CartPoleBalance-v0``.
         :param num_envs: Number of environments; at least 1.
-        :param discrete_actions: accept a ``Discrete`` action (the bare loop); its actions are
-            rows ``(1,)`` holding the choice's index.
         :param **env_kwargs: Passed to ``gymnasium.make`` for every environment
             (e.g. ``max_episode_steps``).
         :raises ValueError: If ``num_envs`` is less than 1 or the spaces are not supported
@@ -118,7 +115,7 @@ class VectorEnv:
         self.envs: list[gymnasium.Env] = self.vector_env.envs
         observation_space = self.vector_env.single_observation_space
         action_space = self.vector_env.single_action_space
-        refusal = unsupported_spaces(env_id, observation_space, action_space, discrete_actions)
+        refusal = unsupported_spaces(env_id, observation_space, action_space)
         if refusal is not None:
             self.close()
             raise ValueError(refusal)
@@ -129,8 +126,7 @@ class VectorEnv:
         #: Shape of one action row (``(1,)``, the index, for a Discrete action).
         self.action_shape = action_row_shape(action_space)
         #: The number of choices of a Discrete action; 0 for a Box.
-        self.choices = int(action_space.n) if isinstance(action_space, gymnasium.spaces.Discrete) \
-            else 0
+        self.choices = action_choices(action_space)
         self._batch_action_shape = (self.num_envs, *self.action_shape)
 
     def reset(self, seed: int | None = None) -> np.ndarray:

@@ -2,8 +2,8 @@
 
 This is the reference the ROS deployments are measured against (same envs, buffer and learner;
 only the transport differs). Run it with ``rl-train-bare --config config/cartpole.yaml``. A task
-with a ``Discrete`` action trains here with SAC for discrete actions
-(rl_core.algorithms.discrete_sac); the nodes do not take one yet.
+with a ``Discrete`` action trains with SAC for discrete actions (rl_core.algorithms.discrete_sac),
+here as in the nodes.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from rl_core.algorithms import Algorithm, DiscreteSAC
-from rl_core.algorithms.sac import SAC
+from rl_core.algorithms import new_algorithm
 from rl_core.config import NODE_CONFIGS, ConfigError, RunConfig, load_run_config
 from rl_core.envs import VectorEnv
+from rl_core.envs.spaces import random_actions
 from rl_core.learning.device import describe, resolve_device
 from rl_core.learning.learner import Learner, TrainResult, seed_everything
 from rl_core.learning.periodic_evaluation import PeriodicEvaluator
@@ -52,16 +52,13 @@ def train(config: RunConfig, output_dir: str | Path | None = None,
     seed_everything(trainer.seed)
     if trainer.torch_threads:
         torch.set_num_threads(trainer.torch_threads)
-    envs = VectorEnv(sim.env_id, sim.num_envs, discrete_actions=True)
+    envs = VectorEnv(sim.env_id, sim.num_envs)
     obs_shape = envs.single_observation_space.shape
     action_shape = envs.action_shape
     replay = make_replay(config, obs_shape, action_shape)
     try:
-        sac: Algorithm = (
-            DiscreteSAC(obs_shape, envs.choices, config.sac, seed=trainer.seed, device=device)
-            if envs.choices else
-            SAC(obs_shape, int(np.prod(action_shape)), config.sac, seed=trainer.seed,
-                device=device))
+        sac = new_algorithm(obs_shape, action_shape, envs.choices, config.sac, trainer.seed,
+                            device)
     except ConfigError:
         envs.close()
         raise
@@ -82,10 +79,8 @@ def train(config: RunConfig, output_dir: str | Path | None = None,
     try:
         while not learner.done:
             if env_steps < sim.random_steps:
-                actions = (action_rng.integers(0, envs.choices, (sim.num_envs, 1))
-                           if envs.choices else
-                           action_rng.uniform(-1.0, 1.0, (sim.num_envs, *action_shape))
-                           ).astype(np.float32)
+                actions = random_actions(action_rng, (sim.num_envs, *action_shape),
+                                         envs.choices)
             else:
                 actions = sac.act(obs if sac.pixels else obs.reshape(sim.num_envs, -1)
                                   ).reshape(sim.num_envs, *action_shape)

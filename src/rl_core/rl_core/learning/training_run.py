@@ -78,6 +78,8 @@ class TrainingRun:
     """One training run of the trainer node.
 
     :param obs_shape, action_shape: the task's spaces.
+    :param choices: of the task's ``Discrete`` action (SAC for discrete actions learns it); 0
+        for a ``Box`` action.
     :param report: receives each failed update or round (what, why).
     :param log: receives the run's own log lines (where it resumed from).
     :param on_evaluated: called on the evaluation thread after each periodic evaluation.
@@ -85,7 +87,8 @@ class TrainingRun:
     """
 
     def __init__(self, config: TrainerConfig, sac_config: SACConfig,
-                 obs_shape: tuple[int, ...], action_shape: tuple[int, ...], *, report: Report,
+                 obs_shape: tuple[int, ...], action_shape: tuple[int, ...], *, choices: int = 0,
+                 report: Report,
                  log: Callable[[str], None],
                  on_evaluated: Callable[[Evaluation, Evaluation], None] | None,
                  priority_rows: int) -> None:
@@ -105,7 +108,7 @@ class TrainingRun:
         if own and config.resume:
             log(f"resume:={config.resume} is not used: {own}, this run's own newest checkpoint "
                 "in output_dir, continues it")
-        self.sac, counters = resume_or_new(resume, obs_shape, action_shape, sac_config,
+        self.sac, counters = resume_or_new(resume, obs_shape, action_shape, choices, sac_config,
                                            config.seed, self.device)
         if resume:
             log(f"resumed from {resume} at update {self.sac.update_step}, weights version "

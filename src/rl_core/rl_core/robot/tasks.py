@@ -357,6 +357,13 @@ def space_shapes(env_id: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
     return tuple(observation_space.shape or ()), action_row_shape(action_space)
 
 
+def task_choices(env_id: str) -> int:
+    """The number of choices of a task's ``Discrete`` action; 0 for a ``Box`` action."""
+    from rl_core.envs.spaces import action_choices
+
+    return action_choices(task_spaces(env_id)[1])
+
+
 @functools.lru_cache(maxsize=64)
 def check_spaces(env_id: str) -> None:
     """Refuse a task rl_ros2 cannot learn (made once per id and process: a plan is made often,

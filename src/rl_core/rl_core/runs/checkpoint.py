@@ -23,15 +23,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from rl_core.algorithms import Algorithm, DiscreteSAC
-from rl_core.algorithms.discrete_sac import CategoricalActor
-from rl_core.algorithms.encoders import EncodedActor, make_actor
+from rl_core.algorithms import Actor, Algorithm, DiscreteSAC, new_actor, new_algorithm
 from rl_core.algorithms.networks import SquashedGaussianActor
-from rl_core.algorithms.sac import SAC
 from rl_core.config import SACConfig
 from rl_core.runs.atomic_files import fsync_directory
 from rl_core.runs.checkpoint_upgrade import upgrade
-from rl_core.wire.image_codecs import is_image_shape
 from rl_core.wire.tensors import tensors_from_bytes, tensors_to_bytes
 
 #: Format written; earlier ones are read through :mod:`rl_core.runs.checkpoint_upgrade`.
@@ -265,10 +261,7 @@ def load_checkpoint(directory: str | Path, device: torch.device | str = "cpu"
     config = SACConfig(**meta["sac_config"])
     # Checkpoints from before image observations hold flat vectors and no obs_shape.
     obs = meta.get("obs_shape", meta["obs_dim"])
-    sac: Algorithm = (
-        DiscreteSAC(obs, meta["choices"], config, seed=meta["seed"], device=device)
-        if meta.get("algorithm") == DiscreteSAC.ALGORITHM else
-        SAC(obs, meta["action_dim"], config, seed=meta["seed"], device=device))
+    sac = new_algorithm(obs, (meta["action_dim"],), _choices(meta), config, meta["seed"], device)
     for name, module in sac.modules().items():
         prefix = name + "."
         _load_module_state(module, {k[len(prefix):]: v for k, v in tensors.items()
@@ -288,37 +281,43 @@ def load_checkpoint(directory: str | Path, device: torch.device | str = "cpu"
     return sac, meta
 
 
-def resume_or_new(resume: str | Path | None, obs_shape: tuple[int, ...],
-                  action_shape: tuple[int, ...], config: SACConfig, seed: int,
-                  device: torch.device | str = "cpu") -> tuple[SAC, dict[str, Any]]:
-    """The learner of checkpoint ``resume``, with the random-number generators it saved, and
-    its counters; a fresh learner and no counters when ``resume`` is empty.
+def _choices(meta: dict[str, Any]) -> int:
+    """The number of choices of the ``Discrete`` action of a checkpoint; 0 for SAC's."""
+    return int(meta["choices"]) if meta.get("algorithm") == DiscreteSAC.ALGORITHM else 0
 
-    :raises FileNotFoundError, ValueError: as :func:`load_checkpoint`.
+
+def resume_or_new(resume: str | Path | None, obs_shape: tuple[int, ...],
+                  action_shape: tuple[int, ...], choices: int, config: SACConfig, seed: int,
+                  device: torch.device | str = "cpu") -> tuple[Algorithm, dict[str, Any]]:
+    """The learner of checkpoint ``resume``, with the random-number generators it saved, and
+    its counters; a fresh learner of the task (``choices``: of its ``Discrete`` action, 0 for a
+    ``Box``) and no counters when ``resume`` is empty.
+
+    :raises FileNotFoundError, ValueError: as :func:`load_checkpoint`, and when the checkpoint
+        holds the other kind of action.
     """
     if not resume:
-        obs = obs_shape if is_image_shape(obs_shape) else int(np.prod(obs_shape))
-        return SAC(obs, int(np.prod(action_shape)), config, seed=seed, device=device), {}
+        return new_algorithm(obs_shape, action_shape, choices, config, seed, device), {}
     sac, meta = load_checkpoint(resume, device)
-    if not isinstance(sac, SAC):
-        raise ValueError(f"{resume} holds SAC for a discrete action, which the nodes do not "
-                         "train yet; resume it with the bare loop (rl-train-bare)")
+    saved = sac.choices if isinstance(sac, DiscreteSAC) else 0
+    if saved != choices:
+        def kind(n: int) -> str:
+            return f"a Discrete({n}) action" if n else "a continuous (Box) action"
+        raise ValueError(f"{resume} holds a learner of {kind(saved)}, this task has "
+                         f"{kind(choices)}; resume a checkpoint of this task")
     restore_rng(meta, resume)
     return sac, dict(meta["counters"])
 
 
-def load_actor(directory: str | Path
-               ) -> tuple[SquashedGaussianActor | EncodedActor | CategoricalActor, dict[str, Any]]:
+def load_actor(directory: str | Path) -> tuple[Actor, dict[str, Any]]:
     """Load only the actor of a checkpoint (evaluation, export, robot-side policies)."""
     directory = Path(directory)
     meta = read_checkpoint_meta(directory)
     tensors = _read_tensors(directory, meta)
     config = SACConfig(**meta["sac_config"])
-    actor: SquashedGaussianActor | EncodedActor | CategoricalActor = (
-        CategoricalActor(meta["obs_dim"], meta["choices"], config.hidden_sizes)
-        if meta.get("algorithm") == DiscreteSAC.ALGORITHM else
-        make_actor(meta.get("obs_shape", meta["obs_dim"]), meta["action_dim"],
-                   config.hidden_sizes, config.feature_dim, config.encoder_channels))
+    actor = new_actor(meta.get("obs_shape", meta["obs_dim"]), (meta["action_dim"],),
+                      _choices(meta), config.hidden_sizes, config.feature_dim,
+                      config.encoder_channels)
     _load_module_state(actor, {k[6:]: v for k, v in tensors.items() if k.startswith("actor.")},
                        "actor")
     return actor, meta

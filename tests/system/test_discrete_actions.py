@@ -1,0 +1,41 @@
+"""gymnasium's CartPole-v1, whose action is ``Discrete(2)``, learns through the nodes in every
+mode (issue 43): the plan takes the task, simulators draw random choices first, policies act
+with a categorical actor from the trainer's weights, the replay stores each choice's index, and
+the trainer learns with SAC for discrete actions (config/cartpole_discrete.yaml).
+
+Each run stops at its first periodic evaluation whose mean return meets :data:`TARGET` (random
+play scores about 22), within :data:`BUDGET` transitions. About 15 s per mode.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.system.test_training_modes import check_target_met, finish, launch
+
+pytestmark = pytest.mark.system
+REPO = Path(__file__).resolve().parents[2]
+#: A mean evaluation return four times random play's, far from CartPole-v1's 500.
+TARGET = 100.0
+#: Transitions a run may take to meet it (measured: docs/results.md#learning-test-failure-rates).
+BUDGET = 8000
+ARGUMENTS = (f"config:={REPO / 'config' / 'cartpole_discrete.yaml'}",
+             f"total_env_steps:={BUDGET}", "eval_period:=1000", "eval_episodes:=5",
+             f"target_return:={TARGET:g}", "stop_at_target:=true")
+
+
+@pytest.mark.parametrize("mode", ["colocated", "decoupled", "hybrid"])
+def test_cartpole_v1_learns_through_the_nodes(mode: str, tmp_path: Path, ros_env) -> None:
+    robots = () if mode == "colocated" else ("robots:=2",)
+    run = launch(mode, tmp_path, ros_env, *robots, *ARGUMENTS)
+    code = finish(run, 300.0)
+    output = run.output()
+    assert code == 0, output[-4000:]
+    assert "Traceback (most recent call last)" not in output, output[-4000:]
+    result = json.loads((tmp_path / "run" / "result.json").read_text())
+    check_target_met(result, BUDGET)
+    meta = json.loads((tmp_path / "run" / "checkpoint" / "checkpoint.json").read_text())
+    assert meta["algorithm"] == "discrete_sac" and meta["choices"] == 2, meta
