@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import gymnasium
 import numpy as np
 import pytest
 import rclpy
@@ -212,6 +213,30 @@ def test_a_pixel_task_crosses_as_compressed_images(tmp_path: Path) -> None:
             for _ in range(4):
                 obs, rewards, terminated, truncated, _ = envs.step(envs.action_space.sample())
             assert obs.shape[0] == 2 and rewards.shape == (2,) and np.all(rewards >= 0)
+            assert envs.link.rejected_messages == 0
+        finally:
+            envs.close()
+    finally:
+        child.stop()
+
+
+def test_a_discrete_task_is_bridged_with_its_own_spaces(tmp_path: Path) -> None:
+    """Gymnasium's CartPole-v1 (``Discrete(2)``): the bridge exposes the env's own spaces, and
+    its choices reach the simulator as rows of one index each."""
+    path = tmp_path / "discrete.yaml"
+    path.write_text(yaml.safe_dump({"/robot_6/simulator": {"ros__parameters": {
+        "env_id": "CartPole-v1", "num_envs": 2, "random_steps": 0}}}))
+    child = Child([str(BIN / "container"), "--node", "simulator@/robot_6", "--ros-args",
+                   "--params-file", str(path)], env=dict(os.environ))
+    try:
+        envs = BridgeVectorEnv("CartPole-v1", ["/robot_6"], timeout_s=TIMEOUT_S)
+        try:
+            assert envs.single_action_space == gymnasium.spaces.Discrete(2)
+            obs, _ = envs.reset(seed=0)
+            assert obs.shape == (2, 4)
+            for _ in range(5):
+                obs, rewards, _, _, _ = envs.step(envs.action_space.sample())
+            assert obs.shape == (2, 4) and np.all(rewards == 1.0)
             assert envs.link.rejected_messages == 0
         finally:
             envs.close()

@@ -24,6 +24,7 @@ import gymnasium
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
+from rl_core.envs.spaces import action_row_shape
 from rl_core.security.action_auth import batch_digest
 
 #: A pending batch still unanswered this long after our answer was answered again.
@@ -78,7 +79,7 @@ def check_bridge_arguments(namespaces: Sequence[str], robot_ids: Sequence[int],
         raise ValueError(f"timeout_s must be positive, got {timeout_s}")
 
 
-def spaces_of(env_id: str) -> tuple[gymnasium.spaces.Box, gymnasium.spaces.Box]:
+def spaces_of(env_id: str) -> tuple[gymnasium.spaces.Box, gymnasium.Space]:
     """Observation and action space of one environment of ``env_id`` (made once, then closed)."""
     from rl_core.envs import register_envs
 
@@ -236,7 +237,7 @@ class RemoteVectorEnv(gymnasium.vector.VectorEnv):
     metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.SAME_STEP}
 
     def __init__(self, link: SimulatorLink, env_id: str, observation_space: gymnasium.spaces.Box,
-                 action_space: gymnasium.spaces.Box) -> None:
+                 action_space: gymnasium.Space) -> None:
         self.link = link
         try:
             link.synchronise()
@@ -288,8 +289,10 @@ class RemoteVectorEnv(gymnasium.vector.VectorEnv):
                              f"*action_shape), got {actions.shape}")
         if self.robots[0].step < 0:
             raise RuntimeError("call reset() before step()")
+        # A Discrete action's batch is (num_envs,): the simulators take rows of one index.
+        rows = actions.reshape((self.num_envs, *action_row_shape(self.single_action_space)))
         for robot, start, end in zip(self.robots, self._bounds[:-1], self._bounds[1:]):
-            robot.send(actions[start:end], time.time_ns())
+            robot.send(rows[start:end], time.time_ns())
         experience = [self.link.receive(robot)[1] for robot in self.robots]
         rewards = np.concatenate([rows.rewards for rows in experience]).astype(np.float64)
         terminated = np.concatenate([rows.terminated for rows in experience])

@@ -207,15 +207,14 @@ def measure_env_step(env_id: str, num_envs: int, samples: int, seed: int = 0) ->
     import numpy as np
 
     from rl_core.envs import VectorEnv
+    from rl_core.envs.spaces import random_actions
 
     warm_up = max(1, samples // 10)
     with silence_native_stdout():  # pybullet prints "argv[0]=" for every client it connects
         envs = VectorEnv(env_id, num_envs)
     with envs:
-        space = envs.single_action_space
-        rng = np.random.default_rng(seed)
-        actions = rng.uniform(space.low, space.high, size=(warm_up + samples, num_envs,
-                                                           *space.shape)).astype(space.dtype)
+        actions = random_actions(np.random.default_rng(seed),
+                                 (warm_up + samples, num_envs, *envs.action_shape), envs.choices)
         envs.reset(seed=seed)
         for index in range(warm_up):
             envs.step(actions[index])
