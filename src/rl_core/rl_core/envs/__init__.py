@@ -20,6 +20,7 @@ from rl_core.envs.vector import EpisodeRecord, VectorEnv, VectorStep
 __all__ = [
     "CARTPOLE_ID",
     "CARTPOLE_PIXELS_ID",
+    "KUKA_REACH_GOAL_ID",
     "KUKA_REACH_ID",
     "KUKA_REACH_PIXELS_ID",
     "CartPoleBalanceEnv",
@@ -34,6 +35,8 @@ __all__ = [
 
 CARTPOLE_ID = "rl_ros2/CartPoleBalance-v0"
 KUKA_REACH_ID = "rl_ros2/KukaReach-v0"
+#: KukaReach goal-conditioned (rl_core.envs.kuka_reach_goal): Dict observations, sparse reward.
+KUKA_REACH_GOAL_ID = "rl_ros2/KukaReachGoal-v0"
 #: Pixel variants (rl_core.envs.pixels): the same tasks seen through stacked rendered frames.
 CARTPOLE_PIXELS_ID = "rl_ros2/CartPoleBalancePixels-v0"
 KUKA_REACH_PIXELS_ID = "rl_ros2/KukaReachPixels-v0"
@@ -42,6 +45,7 @@ KUKA_REACH_PIXELS_ID = "rl_ros2/KukaReachPixels-v0"
 _REGISTRATIONS: dict[str, tuple[str, int]] = {
     CARTPOLE_ID: ("rl_core.envs.cartpole:CartPoleBalanceEnv", 200),
     KUKA_REACH_ID: ("rl_core.envs.kuka_reach:KukaReachEnv", 100),
+    KUKA_REACH_GOAL_ID: ("rl_core.envs.kuka_reach_goal:KukaReachGoalEnv", 100),
     # Agent steps: the state task's limit over the pixel variant's action repeat.
     CARTPOLE_PIXELS_ID: ("rl_core.envs.pixels:cartpole_pixels", 200 // CARTPOLE_ACTION_REPEAT),
     KUKA_REACH_PIXELS_ID: ("rl_core.envs.pixels:kuka_reach_pixels",
@@ -65,10 +69,13 @@ def make_env(env_id: str, **kwargs: Any) -> gymnasium.Env:
     :param env_id: ``CARTPOLE_ID``, ``KUKA_REACH_ID`` or any other registered id.
     :param **kwargs: Passed to ``gymnasium.make`` (e.g. ``render_mode``,
         ``max_episode_steps`` or constructor arguments).
-    :returns: The environment, with the registered TimeLimit wrapper.
+    :returns: The environment, with the registered TimeLimit wrapper, its observations flattened
+        where they are a Dict of vector Boxes (rl_core.envs.spaces).
     """
+    from rl_core.envs.spaces import with_flat_observations
+
     register_envs()
-    return gymnasium.make(env_id, **kwargs)
+    return with_flat_observations(gymnasium.make(env_id, **kwargs))
 
 
 register_envs()

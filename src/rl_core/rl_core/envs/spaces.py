@@ -2,8 +2,11 @@
 
 SAC, the replay rows and the messages take one ``Box`` observation (a flat vector or a
 ``uint8`` image) and one ``Box`` action, or a flat vector observation and one ``Discrete(n)``
-action (rl_core.algorithms.discrete_sac), which travels as one float, the choice's index. The
-deployment plan checks a task's spaces before any process starts
+action (rl_core.algorithms.discrete_sac), which travels as one float, the choice's index. A
+``Dict`` of vector ``Box``es (a goal-conditioned env's ``observation``, ``achieved_goal`` and
+``desired_goal``) is flattened into one vector where an env is made (gymnasium's
+``FlattenObservation``, keys in sorted order), as SB3's ``CombinedExtractor`` concatenates
+vector keys. The deployment plan checks a task's spaces before any process starts
 (``rl_bringup.plan.parameter_overrides.check_task``), and
 :class:`~rl_core.envs.vector.VectorEnv` where an env is made, with the same words.
 """
@@ -12,18 +15,39 @@ from __future__ import annotations
 
 import gymnasium
 import numpy as np
+from gymnasium.wrappers import FlattenObservation
 
-__all__ = ["SUPPORTED_SPACES", "action_choices", "action_row_shape", "random_actions",
-           "unsupported_spaces"]
+__all__ = ["SUPPORTED_SPACES", "action_choices", "action_row_shape", "flattened_observations",
+           "random_actions", "unsupported_spaces", "with_flat_observations"]
 
-SUPPORTED_SPACES = ("a Box observation (a vector or a uint8 image) with a Box action "
-                    "(continuous), or a vector Box observation with a Discrete action")
+SUPPORTED_SPACES = ("a Box observation (a vector or a uint8 image; a Dict of vector Boxes is "
+                    "flattened) with a Box action (continuous), or a vector observation with a "
+                    "Discrete action")
+
+
+def flattened_observations(space: gymnasium.Space) -> bool:
+    """Whether observations of ``space`` are a ``Dict`` of vector (one-dimensional) ``Box``es,
+    which rl_ros2 flattens into one vector (:func:`with_flat_observations`); images stay out."""
+    return isinstance(space, gymnasium.spaces.Dict) and len(space.spaces) > 0 and all(
+        isinstance(part, gymnasium.spaces.Box) and len(part.shape) == 1
+        for part in space.spaces.values())
+
+
+def with_flat_observations(env: gymnasium.Env) -> gymnasium.Env:
+    """``env``, with its observations flattened where they are a ``Dict`` of vector ``Box``es
+    (the env's own methods, e.g. a goal-conditioned ``compute_reward``, stay on
+    ``env.unwrapped``)."""
+    if flattened_observations(env.observation_space):
+        return FlattenObservation(env)
+    return env
 
 
 def unsupported_spaces(env_id: str, observation_space: gymnasium.Space,
                        action_space: gymnasium.Space) -> str | None:
     """One line naming the spaces of ``env_id`` that rl_ros2 cannot learn, what it learns, and
     how to get there; None where both are supported."""
+    if flattened_observations(observation_space):
+        observation_space = gymnasium.spaces.flatten_space(observation_space)
     unsupported = [f"{what} {space}" for what, space in (("observations", observation_space),
                                                        ("actions", action_space))
                    if not isinstance(space, gymnasium.spaces.Box | gymnasium.spaces.Discrete)
@@ -34,9 +58,8 @@ def unsupported_spaces(env_id: str, observation_space: gymnasium.Space,
     if not unsupported:
         return None
     return (f"env_id {env_id!r} has {' and '.join(unsupported)}: rl_ros2 learns "
-            f"{SUPPORTED_SPACES}; give the env such spaces with a gymnasium wrapper "
-            "(FlattenObservation flattens a Dict of Boxes) and register it, or choose another "
-            "env_id")
+            f"{SUPPORTED_SPACES}; give the env such spaces with a gymnasium wrapper and "
+            "register it, or choose another env_id")
 
 
 def action_choices(action_space: gymnasium.Space) -> int:

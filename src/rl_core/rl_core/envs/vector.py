@@ -23,7 +23,12 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from gymnasium.wrappers import RecordEpisodeStatistics
 
-from rl_core.envs.spaces import action_choices, action_row_shape, unsupported_spaces
+from rl_core.envs.spaces import (
+    action_choices,
+    action_row_shape,
+    unsupported_spaces,
+    with_flat_observations,
+)
 from rl_core.wire.fields import choice_indices
 
 __all__ = ["EpisodeRecord", "VectorEnv", "VectorStep"]
@@ -103,7 +108,8 @@ class VectorEnv:
         env_kwargs.setdefault("disable_env_checker", True)
 
         def make_recorded_env() -> gymnasium.Env:
-            return RecordEpisodeStatistics(gymnasium.make(env_id, **env_kwargs))
+            return RecordEpisodeStatistics(with_flat_observations(
+                gymnasium.make(env_id, **env_kwargs)))
 
         # copy=False: step() copies the batch out of gymnasium's buffer itself,
         # into the two arrays it returns.

@@ -326,7 +326,8 @@ def is_task_name(name: str) -> bool:
 
 def task_spaces(env_id: str) -> tuple[gymnasium.Space, gymnasium.Space]:
     """``(observation space, action space)`` of a task: a gymnasium id (registered, or
-    ``module:Id``) or a robot task's entry point (``module:TaskClass``, rl_core.robot.tasks).
+    ``module:Id``) or a robot task's entry point (``module:TaskClass``, rl_core.robot.tasks);
+    observations as every node sees them (a ``Dict`` of vector ``Box``es flattened).
 
     :raises ValueError: when ``env_id`` names neither; the message lists the built-in ids.
     """
@@ -341,7 +342,9 @@ def task_spaces(env_id: str) -> tuple[gymnasium.Space, gymnasium.Space]:
         raise ValueError(f"unknown env_id {env_id!r}: neither a registered gymnasium id, nor "
                          f"'module:Id' whose module registers Id, nor 'module:Task' naming a "
                          f"rl_core.robot.tasks.Task; rl_ros2 provides: {known}")
-    env = gymnasium.make(env_id, disable_env_checker=True)
+    from rl_core.envs.spaces import with_flat_observations
+
+    env = with_flat_observations(gymnasium.make(env_id, disable_env_checker=True))
     try:
         return env.observation_space, env.action_space
     finally:
