@@ -404,6 +404,11 @@ class ReplayConfig:
     demo_ratio: float = param(0.5, "With demos: the share of every batch drawn from the "
                               "demonstrations (RLPD's symmetric sampling: 0.5).", 0.0, 1.0, 0.0,
                               read_only=True)
+    her_k: int = param(0, "Hindsight relabelling (HER, 'future' strategy) for a goal-conditioned "
+                       "env (Dict observations with achieved_goal and desired_goal, and "
+                       "compute_reward): k relabelled goals per real one, so k/(k+1) of the "
+                       "sampled rows of ended episodes get a goal achieved later in their "
+                       "episode. 0 = off.", 0, 64, 1, read_only=True)
 
     def __post_init__(self) -> None:
         _check_ranges(self)

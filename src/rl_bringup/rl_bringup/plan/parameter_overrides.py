@@ -94,6 +94,8 @@ def check_task(config_file: str, shared_parameters: Mapping[str, Any]) -> None:
 
     :raises ConfigError: naming the task, its spaces and what is supported.
     """
+    from rl_core.replay.build import HER_NEEDS_GOALS
+    from rl_core.replay.hindsight import goal_env_parts
     from rl_core.robot.tasks import check_spaces, task_choices
 
     env_id = robot_plan.effective_simulator_parameter("env_id", config_file, shared_parameters,
@@ -105,6 +107,10 @@ def check_task(config_file: str, shared_parameters: Mapping[str, Any]) -> None:
     except Exception as error:  # noqa: BLE001 - the user's env may fail in any way
         raise ConfigError(f"env_id {env_id!r} cannot be made here ({type(error).__name__}: "
                           f"{error}); install what it needs, or choose another env_id") from None
+    her_k = robot_plan.effective_simulator_parameter("her_k", config_file, shared_parameters, 0,
+                                                     "replay_buffer")
+    if _is_set(her_k) and goal_env_parts(str(env_id)) is None:
+        raise ConfigError(HER_NEEDS_GOALS.format(k=her_k, env_id=env_id))
     if task_choices(str(env_id)):
         continuous_only = [f"{name}:={value}" for kind, name in CONTINUOUS_ONLY
                            if _is_set(value := robot_plan.effective_simulator_parameter(

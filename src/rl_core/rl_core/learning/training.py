@@ -76,6 +76,7 @@ def train(config: RunConfig, output_dir: str | Path | None = None,
     last_log = time.monotonic()
     env_steps = 0
     obs = envs.reset(seed=sim.seed)
+    env_ids = np.arange(sim.num_envs)  # each env's episodes, for HER
     try:
         while not learner.done:
             if env_steps < sim.random_steps:
@@ -85,7 +86,8 @@ def train(config: RunConfig, output_dir: str | Path | None = None,
                 actions = sac.act(obs if sac.pixels else obs.reshape(sim.num_envs, -1)
                                   ).reshape(sim.num_envs, *action_shape)
             step = envs.step(actions)
-            replay.add(obs, actions, step.rewards, step.next_obs, step.terminated, step.truncated)
+            replay.add(obs, actions, step.rewards, step.next_obs, step.terminated, step.truncated,
+                       episode_keys=env_ids)
             obs = step.obs
             env_steps += sim.num_envs
             for record in step.episodes:

@@ -548,6 +548,10 @@ class ReplayBuffer:
             weights=weights,
         )
 
+    def next_obs_at(self, slots: npt.NDArray[np.int64]) -> np.ndarray:
+        """Copies of the next observations stored in ``slots``."""
+        return self._column(self._storage.take(slots, axis=0), "next_obs", slots)
+
     def _column(self, rows: FloatArray, name: str,
                 slots: npt.NDArray[np.int64] | slice | None = None) -> np.ndarray:
         """Extract one field from gathered rows as a contiguous, shaped array.

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rl_core.replay.buffer import ReplayBuffer
+from rl_core.replay.hindsight import Hindsight
 from rl_core.replay.insert_log import Chunk
 from rl_core.replay.priorities import PriorityUpdate
 from rl_core.replay.rate_limiter import RateLimiterStats, SampleToInsertRatio
@@ -58,6 +59,8 @@ class RateLimitedReplay:
         for the interventions to come (:func:`rl_core.replay.demos.demo_buffer`).
     :param demo_ratio: the share of every batch drawn from ``demos``.
     :param demo_note: what the demonstrations are, for the log.
+    :param hindsight: relabels sampled goals (HER; None: off); :meth:`add` then takes each row's
+        episode key.
 
     Not thread-safe, and it takes no lock of its own: the bare loop calls it from one thread, and
     the replay node's :class:`~rl_core.replay.service.ReplayService` serialises every call (and
@@ -67,7 +70,7 @@ class RateLimitedReplay:
     def __init__(self, buffer: ReplayBuffer, updates_per_transition: float, learning_starts: int,
                  error_buffer: int, enforce: bool = True, total_env_steps: int = 0,
                  demos: ReplayBuffer | None = None, demo_ratio: float = 0.5,
-                 demo_note: str = "") -> None:
+                 demo_note: str = "", hindsight: Hindsight | None = None) -> None:
         if error_buffer < 1:
             raise ValueError(f"error_buffer must be at least 1 transition, got {error_buffer}")
         if not 0.0 <= demo_ratio <= 1.0:
@@ -77,6 +80,7 @@ class RateLimitedReplay:
         self.demo_ratio = demo_ratio
         #: What the demonstrations are, for the log ('' without them).
         self.demo_note = demo_note
+        self.hindsight = hindsight
         #: Rows stored among the demonstrations because an operator drove them.
         self.intervened_rows = 0
         self.enforce = enforce
@@ -97,13 +101,17 @@ class RateLimitedReplay:
         return self.buffer.total_inserted
 
     def add(self, obs, actions, rewards, next_obs, terminated, truncated=None,
-            policy_version: int = 0, intervened=None) -> bool:
+            policy_version: int = 0, intervened=None, episode_keys=None) -> bool:
         """Insert a batch (never refused for rate reasons; invalid data raises ``ValueError``);
-        the rows ``intervened`` marks go among the demonstrations too.
+        the rows ``intervened`` marks go among the demonstrations too. ``episode_keys`` name each
+        row's episode stream, one per robot and environment (HER follows its episodes).
 
         :returns: whether :attr:`acting_paused` changed.
         """
-        self.buffer.add(obs, actions, rewards, next_obs, terminated, truncated)
+        slots = self.buffer.add(obs, actions, rewards, next_obs, terminated, truncated)
+        if self.hindsight is not None and episode_keys is not None:
+            self.hindsight.record(slots, episode_keys, np.logical_or(
+                terminated, False if truncated is None else truncated))
         if intervened is not None and np.any(intervened):
             self._add_demonstrations(np.asarray(intervened, dtype=bool), obs, actions,
                                      rewards, next_obs, terminated, truncated)
@@ -136,6 +144,8 @@ class RateLimitedReplay:
             raise ValueError(f"{len(chunk.intervened)} intervention flags for "
                              f"{len(chunk.rows)} rows")
         self.buffer.restore_rows(chunk.rows, chunk.images, chunk.inserted)
+        if self.hindsight is not None:
+            self.hindsight.clear()  # restored rows come without their episodes
         if chunk.intervened is not None and chunk.intervened.any():
             rows = chunk.intervened
             self._demo_buffer().restore_rows(
@@ -162,6 +172,8 @@ class RateLimitedReplay:
                              f"{self.buffer.total_inserted} this buffer made: loading it "
                              "would roll the run back")
         self.buffer = buffer
+        if self.hindsight is not None:
+            self.hindsight.clear()  # its slots held other rows
         self.limiter.insert(max(0, buffer.total_inserted - self.limiter.inserts))
         return self._update_pause()
 
@@ -190,14 +202,20 @@ class RateLimitedReplay:
         demos = self.demos
         from_demos = round(batch_size * self.demo_ratio) if demos is not None else 0
         if demos is None or from_demos == 0:
-            return self.buffer.sample(batch_size)
+            return self._online(batch_size)
         demo = demos.sample(from_demos)._replace(
             indices=np.full(from_demos, DEMO_SLOT, dtype=np.int64))
         if from_demos == batch_size:
             return demo
-        online = self.buffer.sample(batch_size - from_demos)
+        online = self._online(batch_size - from_demos)
         return Batch(**{name: np.concatenate((getattr(online, name), getattr(demo, name)))
                         for name in Batch._fields})
+
+    def _online(self, batch_size: int) -> Batch:
+        batch = self.buffer.sample(batch_size)
+        if self.hindsight is None:
+            return batch
+        return self.hindsight.relabel(batch, self.buffer.next_obs_at)
 
     def update_priorities(self, update: PriorityUpdate) -> int:
         """Apply a learner's priorities, skipping slots written since they were drawn (and,

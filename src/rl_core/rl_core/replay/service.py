@@ -38,6 +38,7 @@ from rl_core.replay.files import (
     confined_path,
     save_refusal,
 )
+from rl_core.replay.hindsight import episode_keys
 from rl_core.replay.insert_log import (
     SENDER,
     Chunk,
@@ -234,10 +235,12 @@ class ReplayService:
             if refusal is not None:
                 self._reject(*refusal)
                 return
+            keys = None if self.replay.hindsight is None else episode_keys(msg.robot_id,
+                                                                           msg.env_ids)
             try:
                 changed = self.replay.add(msg.obs, msg.actions, msg.rewards, msg.next_obs,
                                           msg.terminated, msg.truncated, msg.policy_version,
-                                          msg.intervened)
+                                          msg.intervened, keys)
             except OutOfBounds as error:  # checked by the buffer in its finiteness pass
                 self._reject("experience (values out of bounds)", f"robot {msg.robot_id}: {error}")
                 return
@@ -624,7 +627,7 @@ class ReplayService:
                       "snapshot hold ms": f"{1000 * writer.hold_s if writer else 0.0:.1f}",
                       "demonstrations": len(self.replay.demos) if self.replay.demos else 0,
                       "interventions stored": self.replay.intervened_rows,
-                      **self._log_figures()}
+                      **self._hindsight_figures(), **self._log_figures()}
         # Two strings set by other threads, each read whole (a reference: atomic in CPython).
         if self.insert_log is not None and self.insert_log.error:
             return False, f"insert log not written: {self.insert_log.error}", values
@@ -635,6 +638,13 @@ class ReplayService:
         if paused:
             return True, f"{size} transitions; acting paused while learning catches up", values
         return True, f"{size} transitions", values
+
+    def _hindsight_figures(self) -> dict[str, object]:
+        """HER's figures (none without it)."""
+        hindsight = self.replay.hindsight
+        if hindsight is None:
+            return {}
+        return {"hindsight episodes": len(hindsight), "hindsight relabelled": hindsight.relabelled}
 
     def _log_figures(self) -> dict[str, object]:
         """The insert log's figures. Its segment and chunk count are its own, written under its
