@@ -14,6 +14,7 @@ with the episodes that end from then on.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -82,7 +83,8 @@ class Hindsight:
         self._row = np.full(self._capacity, -1, dtype=np.int64)
         self._rows = 0
         self._episodes: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # id -> (slots, rows)
-        self._open: dict[int, list[tuple[int, int]]] = {}  # (robot, env) key -> (slot, row)
+        #: (robot, env) key -> the (slot, row) of its episode in progress (at most a buffer's).
+        self._open: dict[int, deque[tuple[int, int]]] = {}
         self._next_episode = 0
 
     def __len__(self) -> int:
@@ -105,12 +107,14 @@ class Hindsight:
         self._row[slots] = rows
         for slot, key, row, end in zip(slots.tolist(), keys.tolist(), rows.tolist(),
                                        ended.tolist()):
-            episode = self._open.setdefault(key, [])
+            episode = self._open.get(key)
+            if episode is None:
+                episode = self._open[key] = deque(maxlen=self._capacity)
             episode.append((slot, row))
             if end:
                 self._close(self._open.pop(key))
 
-    def _close(self, episode: list[tuple[int, int]]) -> None:
+    def _close(self, episode: deque[tuple[int, int]]) -> None:
         slots = np.fromiter((slot for slot, _ in episode), np.int64, len(episode))
         rows = np.fromiter((row for _, row in episode), np.int64, len(episode))
         kept = self._row[slots] == rows  # a long episode may have lost its first rows
