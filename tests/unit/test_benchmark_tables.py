@@ -15,6 +15,8 @@ from benchmarks.discrete_actions import COLUMNS as DISCRETE_COLUMNS
 from benchmarks.discrete_actions import summary_row
 from benchmarks.fleet import FleetRow
 from benchmarks.fleet import results_table as fleet_table
+from benchmarks.hindsight import COLUMNS as HINDSIGHT_COLUMNS
+from benchmarks.hindsight import summary_row as hindsight_row
 from benchmarks.human_in_loop import INTERVENTIONS, NONE, Outcome
 from benchmarks.human_in_loop import table as people_table
 from benchmarks.image_codecs import results_table as codecs_table
@@ -230,3 +232,12 @@ def test_compare_table() -> None:
     body = assert_page_columns(compare_table([row]), "Learning per mode")
     assert body == ["| hybrid | 2 | 2/2 | 15.4 s | 1.03x | 9.1 s (4,100 steps) | 200.0 | 1.00 "
                     "| 1.00 | 520 | 60 % | 94 % | 4 % | 2 % |  |"]
+
+
+def test_hindsight_table() -> None:
+    runs = [([(3000, 0.1), (6000, 0.85), (9000, 0.9)], 300.0),
+            ([(3000, 0.0), (6000, 0.5), (9000, 0.8)], 320.0), ([(3000, 0.0)], 100.0)]
+    body = assert_page_columns(tables.markdown_table(HINDSIGHT_COLUMNS,
+                                                     [hindsight_row("SAC + HER", runs)]),
+                               "Goals and hindsight")
+    assert body == ["| SAC + HER | 3 | 7,500 | 2 of 3 | 0.80 | 300 s |"]

@@ -131,7 +131,7 @@ def test_the_largest_legal_shapes_of_every_task_fit_and_a_longer_one_is_refused(
     import gymnasium
     from rclpy.serialization import deserialize_message, serialize_message
 
-    from rl_core.envs import register_envs
+    from rl_core.envs import make_env, register_envs
     from rl_core.security.action_auth import MAC_BYTES
     from rl_core.wire.fields import MAX_SHAPE_DIMS, positive_shape
     from rl_interfaces.msg import ActionBatch, ObservationBatch
@@ -140,7 +140,7 @@ def test_the_largest_legal_shapes_of_every_task_fit_and_a_longer_one_is_refused(
     for env_id in [name for name in gymnasium.registry if name.startswith("rl_ros2/")]:
         spec = gymnasium.spec(env_id)
         assert spec is not None
-        env = gymnasium.make(env_id)
+        env = make_env(env_id)  # as the nodes see it: a Dict of vectors flattened
         try:
             for space in (env.observation_space, env.action_space):
                 assert space.shape is not None and len(space.shape) <= MAX_SHAPE_DIMS, env_id
