@@ -20,12 +20,14 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
-from benchmarks.tables import LEFT, RIGHT, markdown_table, number, plain_table  # noqa: E402
+from benchmarks.tables import LEFT, RIGHT, number, print_tables  # noqa: E402
 
 BUDGET = 50_000
 EVAL_PERIOD = 5_000
@@ -90,23 +92,30 @@ def summary_row(learner: str, runs: list[tuple[list[float], float]]) -> list[str
             f"{statistics.median(wall for _, wall in runs):.0f} s"]
 
 
+def side_by_side(variants: dict[str, Callable[[int], tuple[Any, float]]], seeds: list[int],
+                 row: Callable[[str, list[tuple[Any, float]]], list[str]],
+                 describe: Callable[[Any], str]) -> list[list[str]]:
+    """Run every variant on every seed in turn (``variant(seed)`` -> ``(evaluations, wall
+    time)``), print each run, and return one table row per variant."""
+    rows = []
+    for name, variant in variants.items():
+        runs = []
+        for seed in seeds:
+            evaluations, wall = variant(seed)
+            print(f"{name} seed {seed}: {describe(evaluations)}, {wall:.0f} s", flush=True)
+            runs.append((evaluations, wall))
+        rows.append(row(name, runs))
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", default="1-3", help="seeds, e.g. 1-3 (default)")
     parser.add_argument("--markdown", action="store_true", help="also print the page's table")
     args = parser.parse_args(argv)
-    rows = []
-    for name, run in LEARNERS.items():
-        runs = []
-        for seed in seeds_of(args.seeds):
-            returns, wall = run(seed)
-            print(f"{name} seed {seed}: evaluations {[round(r, 1) for r in returns]}, "
-                  f"{wall:.0f} s", flush=True)
-            runs.append((returns, wall))
-        rows.append(summary_row(name, runs))
-    print(plain_table(COLUMNS, rows))
-    if args.markdown:
-        print(markdown_table(COLUMNS, rows))
+    rows = side_by_side(LEARNERS, seeds_of(args.seeds), summary_row,
+                        lambda returns: f"evaluations {[round(r, 1) for r in returns]}")
+    print_tables(COLUMNS, rows, args.markdown)
     return 0
 
 

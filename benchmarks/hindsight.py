@@ -16,6 +16,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import sys
 import tempfile
@@ -25,8 +26,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
-from benchmarks.discrete_actions import seeds_of  # noqa: E402
-from benchmarks.tables import LEFT, RIGHT, markdown_table, plain_table  # noqa: E402
+from benchmarks.discrete_actions import seeds_of, side_by_side  # noqa: E402
+from benchmarks.tables import LEFT, RIGHT, print_tables  # noqa: E402
 
 CONFIG = REPO / "config" / "kuka_reach_goal.yaml"
 #: The success rate that counts as learned (config/kuka_reach.yaml's criterion).
@@ -72,17 +73,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="transitions per run (default: the config's)")
     parser.add_argument("--markdown", action="store_true", help="also print the page's table")
     args = parser.parse_args(argv)
-    rows = []
-    for name, her_k in (("SAC + HER (her_k 4)", None), ("SAC, no relabelling", 0)):
-        runs = []
-        for seed in seeds_of(args.seeds):
-            evaluations, wall = run(seed, her_k, args.budget)
-            print(f"{name} seed {seed}: success rates {evaluations}, {wall:.0f} s", flush=True)
-            runs.append((evaluations, wall))
-        rows.append(summary_row(name, runs))
-    print(plain_table(COLUMNS, rows))
-    if args.markdown:
-        print(markdown_table(COLUMNS, rows))
+    variants = {"SAC + HER (her_k 4)": functools.partial(run, her_k=None, budget=args.budget),
+                "SAC, no relabelling": functools.partial(run, her_k=0, budget=args.budget)}
+    rows = side_by_side(variants, seeds_of(args.seeds), summary_row,
+                        lambda evaluations: f"success rates {evaluations}")
+    print_tables(COLUMNS, rows, args.markdown)
     return 0
 
 

@@ -42,6 +42,13 @@ def plain_table(columns: Sequence[Column], rows: Iterable[Sequence[str]]) -> str
                      for line in grid)
 
 
+def print_tables(columns: Sequence[Column], rows: Sequence[Sequence[str]], markdown: bool) -> None:
+    """Print the plain table, and the page's markdown one where ``markdown``."""
+    print(plain_table(columns, rows))
+    if markdown:
+        print(markdown_table(columns, rows))
+
+
 def number(value: float | None, decimals: int = 0, missing: str = "-") -> str:
     """``value`` with thousands separators (``36,985``, ``1,640.5``); ``missing`` for None/NaN."""
     if value is None or math.isnan(value):

@@ -417,7 +417,7 @@ ROBOT_DEFAULTS: dict[str, Any] = {"await_replay_status": True}
 def estop_parameters(config_file: str, learning_parameters: Mapping[str, Any]) -> dict[str, Any]:
     """A simulator that drives a robot (ros2_control) keeps its e-stop's state in the run
     directory, so that it survives a respawn (rl_core.robot.estop)."""
-    interface = robot_plan.effective_simulator_parameter(
+    interface = robot_plan.effective_parameter(
         "robot_interface", config_file, learning_parameters, robot_plan.DEFAULT_ROBOT_INTERFACE)
     if "output_dir" not in learning_parameters or interface != "ros2_control":
         return {}

@@ -89,17 +89,18 @@ CONTINUOUS_ONLY = (("simulator", "teleop"), ("simulator", "expert_interventions"
 
 
 def check_task(config_file: str, shared_parameters: Mapping[str, Any]) -> None:
-    """The task every node learns exists and has spaces rl_ros2 learns: refused here, once,
-    rather than by node processes that would fail at every respawn.
+    """The task every node learns exists and has spaces rl_ros2 learns, with settings it
+    takes: refused here, once, rather than by node processes that would fail at every respawn.
 
-    :raises ConfigError: naming the task, its spaces and what is supported.
+    :raises ConfigError: naming the task, its spaces and what is supported; ``her_k`` for a
+        task without goals; settings that act continuously for a ``Discrete`` action.
     """
     from rl_core.replay.build import HER_NEEDS_GOALS
     from rl_core.replay.hindsight import goal_env_parts
     from rl_core.robot.tasks import check_spaces, task_choices
 
-    env_id = robot_plan.effective_simulator_parameter("env_id", config_file, shared_parameters,
-                                                      SimulatorConfig().env_id)
+    env_id = robot_plan.effective_parameter("env_id", config_file, shared_parameters,
+                                            SimulatorConfig().env_id)
     try:
         check_spaces(str(env_id))
     except ValueError as error:
@@ -107,13 +108,13 @@ def check_task(config_file: str, shared_parameters: Mapping[str, Any]) -> None:
     except Exception as error:  # noqa: BLE001 - the user's env may fail in any way
         raise ConfigError(f"env_id {env_id!r} cannot be made here ({type(error).__name__}: "
                           f"{error}); install what it needs, or choose another env_id") from None
-    her_k = robot_plan.effective_simulator_parameter("her_k", config_file, shared_parameters, 0,
-                                                     "replay_buffer")
+    her_k = robot_plan.effective_parameter("her_k", config_file, shared_parameters, 0,
+                                           "replay_buffer")
     if _is_set(her_k) and goal_env_parts(str(env_id)) is None:
         raise ConfigError(HER_NEEDS_GOALS.format(k=her_k, env_id=env_id))
     if task_choices(str(env_id)):
         continuous_only = [f"{name}:={value}" for kind, name in CONTINUOUS_ONLY
-                           if _is_set(value := robot_plan.effective_simulator_parameter(
+                           if _is_set(value := robot_plan.effective_parameter(
                                name, config_file, shared_parameters, None, kind))]
         if continuous_only:
             raise ConfigError(f"env_id {env_id!r} has a Discrete action, which "

@@ -25,11 +25,10 @@ DEFAULT_RESET_SERVICE = BoundaryConfig().reset_service
 SIM_ROBOT_MODE = "lockstep"
 
 
-def effective_simulator_parameter(name: str, config_file: str,
-                                  overrides: Mapping[str, Any], default: Any,
-                                  kind: str = "simulator") -> Any:
-    """A simulator parameter (or one of node ``kind``) as the node will see it: the override,
-    else the scenario file's block for the node, else ``default``."""
+def effective_parameter(name: str, config_file: str, overrides: Mapping[str, Any], default: Any,
+                        kind: str = "simulator") -> Any:
+    """A parameter of node ``kind`` as the node will see it: the override, else the scenario
+    file's block for the node, else ``default``."""
     if name in overrides:
         return overrides[name]
     try:
@@ -108,14 +107,14 @@ def sim_robots(config_file: str, shared_parameters: Mapping[str, Any], robots: i
 
     :raises ConfigError: for a bad ``sim_robot`` flag or a task sim_robot cannot simulate.
     """
-    interface = effective_simulator_parameter("robot_interface", config_file, shared_parameters,
-                                              DEFAULT_ROBOT_INTERFACE)
+    interface = effective_parameter("robot_interface", config_file, shared_parameters,
+                                    DEFAULT_ROBOT_INTERFACE)
     if interface != "ros2_control":
         return []
     if not parse_flag("sim_robot", start):
         check_own_robots(config_file, shared_parameters)
         return []
-    env_id = effective_simulator_parameter("env_id", config_file, shared_parameters, "")
+    env_id = effective_parameter("env_id", config_file, shared_parameters, "")
     return [sim_robot_parameters(env_id, robot, publish_clock=robot == 0)
             for robot in range(robots)]
 
@@ -128,19 +127,19 @@ def check_own_robots(config_file: str, shared_parameters: Mapping[str, Any]) -> 
 
     :raises ConfigError: with the arguments that fix it.
     """
-    reset = effective_simulator_parameter("reset", config_file, shared_parameters, "service")
-    service = effective_simulator_parameter("reset_service", config_file, shared_parameters,
-                                            DEFAULT_RESET_SERVICE)
+    reset = effective_parameter("reset", config_file, shared_parameters, "service")
+    service = effective_parameter("reset_service", config_file, shared_parameters,
+                                  DEFAULT_RESET_SERVICE)
     if reset == "service" and service == DEFAULT_RESET_SERVICE:
         raise ConfigError(
             f"sim_robot:=false: your robots serve no {DEFAULT_RESET_SERVICE}, the default reset "
             "service; pass reset:=homing (the boundary commands each robot to its start state) "
             "or reset_service:=NAME (your robot's rl_interfaces/srv/ResetRobot service)")
-    if effective_simulator_parameter("limits_urdf", config_file, shared_parameters, ""):
+    if effective_parameter("limits_urdf", config_file, shared_parameters, ""):
         return
     from rl_core.robot.tasks import load_task
 
-    env_id = effective_simulator_parameter("env_id", config_file, shared_parameters, "")
+    env_id = effective_parameter("env_id", config_file, shared_parameters, "")
     try:
         task = load_task(env_id)
     except (ValueError, ImportError):
