@@ -48,13 +48,14 @@ def unsupported_spaces(env_id: str, observation_space: gymnasium.Space,
     how to get there; None where both are supported."""
     if flattened_observations(observation_space):
         observation_space = gymnasium.spaces.flatten_space(observation_space)
-    unsupported = [f"{what} {space}" for what, space in (("observations", observation_space),
-                                                       ("actions", action_space))
-                   if not isinstance(space, gymnasium.spaces.Box | gymnasium.spaces.Discrete)
-                   or what == "observations" and not isinstance(space, gymnasium.spaces.Box)]
-    if (not unsupported and isinstance(action_space, gymnasium.spaces.Discrete)
-            and len(observation_space.shape or ()) != 1):
-        unsupported = [f"observations {observation_space} with actions {action_space}"]
+    unsupported = []
+    if not isinstance(observation_space, gymnasium.spaces.Box):
+        unsupported.append(f"observations {observation_space}")
+    if not isinstance(action_space, gymnasium.spaces.Box | gymnasium.spaces.Discrete):
+        unsupported.append(f"actions {action_space}")
+    elif (not unsupported and isinstance(action_space, gymnasium.spaces.Discrete)
+          and len(observation_space.shape or ()) != 1):
+        unsupported.append(f"observations {observation_space} with actions {action_space}")
     if not unsupported:
         return None
     return (f"env_id {env_id!r} has {' and '.join(unsupported)}: rl_ros2 learns "
