@@ -22,6 +22,7 @@ from rl_core.envs.spaces import action_row_shape, random_actions
 from rl_core.learning.evaluation import evaluate
 from rl_core.learning.training import train
 from rl_core.runs.checkpoint import load_actor, load_checkpoint, resume_or_new, save_checkpoint
+from rl_core.runs.onnx_policy import OnnxPolicy
 from rl_core.wire.fields import choice_indices
 from rl_core.wire.transport import Batch
 
@@ -137,8 +138,8 @@ def test_evaluation_acts_with_the_most_probable_choice() -> None:
 
 def test_the_bare_loop_trains_a_discrete_task_and_saves_its_kind(tmp_path: Path, run_cli
                                                                  ) -> None:
-    """... and ``rl-bringup eval`` evaluates the checkpoint, ``export`` refuses it with the
-    reason."""
+    """... and ``rl-bringup eval`` evaluates the checkpoint; ``export`` writes its most probable
+    choice as an ONNX model, which a policy node acts with as the actor does."""
     overrides = {"replay_buffer": {"total_env_steps": 600, "learning_starts": 200},
                  "simulator": {"random_steps": 200},
                  "trainer": {"eval_episodes": 1, "eval_period": 0}}
@@ -149,8 +150,17 @@ def test_the_bare_loop_trains_a_discrete_task_and_saves_its_kind(tmp_path: Path,
     assert meta["algorithm"] == DiscreteSAC.ALGORITHM and meta["choices"] == 2
     code, out, err = run_cli("eval", f"checkpoint:={tmp_path / 'run'}", "episodes:=1")
     assert code == 0 and "CartPole-v1" in out, (out, err)
-    code, _, err = run_cli("export", f"checkpoint:={tmp_path / 'run'}")
-    assert code == 2 and "discrete_sac learner" in err and "rl-bringup eval" in err, err
+    code, out, err = run_cli("export", f"checkpoint:={tmp_path / 'run'}",
+                             f"onnx:={tmp_path / 'policy.onnx'}")
+    assert code == 0 and "max |onnx - torch| = 0" in out, (out, err)
+    exported = OnnxPolicy(tmp_path / "policy.onnx")
+    actor, _ = load_actor(tmp_path / "run" / "checkpoint")
+    obs = np.random.default_rng(7).normal(size=(32, 4)).astype(np.float32)
+    np.testing.assert_array_equal(exported.act(obs), actor.act(obs, deterministic=True))
+    assert exported.action_dim == 1 and exported.env_id == "CartPole-v1"
+    model, _ = build_policy_model(PolicyConfig(env_id="CartPole-v1",
+                                               onnx_model=str(tmp_path / "policy.onnx")))
+    np.testing.assert_array_equal(model.act(obs, deterministic=True), exported.act(obs))
 
 
 def test_a_policy_node_acts_with_a_categorical_actor_and_loads_the_trainers_weights() -> None:

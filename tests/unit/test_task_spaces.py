@@ -32,8 +32,7 @@ def test_a_discrete_action_task_is_planned_in_every_mode(mode: str) -> None:
     assert plan.processes
 
 
-@pytest.mark.parametrize("setting", ["teleop:=true", "expert_interventions:=0.5", "expert:=true",
-                                     "onnx_model:=policy.onnx"])
+@pytest.mark.parametrize("setting", ["teleop:=true", "expert_interventions:=0.5", "expert:=true"])
 def test_a_discrete_action_task_refuses_what_acts_continuously(setting: str) -> None:
     name, value = setting.split(":=")
     with pytest.raises(PlanError) as refused:
@@ -44,8 +43,8 @@ def test_a_discrete_action_task_refuses_what_acts_continuously(setting: str) -> 
     assert message.startswith(f"env_id 'CartPole-v1' has a Discrete action, which {setting} "
                               "cannot drive"), message
     plan = make_plan("colocated", 1, domain_id=7, environ={},
-                     extra_parameters={"env_id": "CartPole-v1", name: "false" if name in (
-                         "teleop", "expert") else "" if name == "onnx_model" else "0.0"})
+                     extra_parameters={"env_id": "CartPole-v1",
+                                       name: "0.0" if name == "expert_interventions" else "false"})
     assert plan.processes
 
 

@@ -85,7 +85,7 @@ def node_overrides(
 
 #: Settings (node kind, parameter) that act with continuous actions only.
 CONTINUOUS_ONLY = (("simulator", "teleop"), ("simulator", "expert_interventions"),
-                   ("policy", "expert"), ("policy", "onnx_model"))
+                   ("policy", "expert"))
 
 
 def check_task(config_file: str, shared_parameters: Mapping[str, Any]) -> None:
@@ -118,9 +118,9 @@ def check_task(config_file: str, shared_parameters: Mapping[str, Any]) -> None:
                                name, config_file, shared_parameters, None, kind))]
         if continuous_only:
             raise ConfigError(f"env_id {env_id!r} has a Discrete action, which "
-                              f"{', '.join(continuous_only)} cannot drive (a gamepad, a scripted "
-                              "expert and an ONNX export act with continuous actions); unset "
-                              "them, or choose a task with a Box action")
+                              f"{', '.join(continuous_only)} cannot drive (a gamepad and a scripted "
+                              "expert act with continuous actions); unset them, or choose a task "
+                              "with a Box action")
 
 
 def _is_set(value: Any) -> bool:

@@ -1,7 +1,9 @@
 """Export a trained actor to ONNX (torch); :mod:`rl_core.runs.onnx_policy` runs it without torch.
 
 The exported graph is the *deterministic* policy ``obs -> tanh(mean(obs))``, the action a trained
-SAC agent takes when exploration is off; the log-std head and the sampling are left out. The batch
+SAC agent takes when exploration is off; the log-std head and the sampling are left out. For a
+``Discrete`` action (SAC for discrete actions' categorical actor) it is the most probable
+choice's index, as a float (the action row the simulators take). The batch
 dimension is dynamic, so one model serves ``(N, obs_dim)`` batches of any ``N``. The actor's
 :meth:`~rl_core.algorithms.networks.SquashedGaussianActor.architecture` is stored as JSON in the model's
 ``metadata_props`` (key :data:`ARCHITECTURE_KEY`), together with the task's ``env_id`` when known,
@@ -27,10 +29,12 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from rl_core.algorithms.discrete_sac import CategoricalActor
 from rl_core.algorithms.networks import SquashedGaussianActor
 from rl_core.runs.atomic_files import write_atomically
 from rl_core.runs.onnx_policy import (
     ARCHITECTURE_KEY,
+    CHOICE_KIND,
     ENV_ID_KEY,
     INPUT_NAME,
     OUTPUT_NAME,
@@ -57,6 +61,19 @@ class _DeterministicPolicy(nn.Module):
         return torch.tanh(self.actor.mean(features))
 
 
+class _MostProbableChoice(nn.Module):
+    """The index of a categorical actor's most probable choice, as a float ``(N, 1)``."""
+
+    def __init__(self, actor: CategoricalActor) -> None:
+        super().__init__()
+        self.actor = actor
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        # As CategoricalActor.act(deterministic=True): the largest logit is the most probable.
+        logits = self.actor.logits(torch.relu(self.actor.body(obs)))
+        return logits.argmax(-1, keepdim=True).to(torch.float32)
+
+
 @contextlib.contextmanager
 def _quiet_exporter() -> Iterator[None]:
     """Silence the exporter's informational logging and torch-internal FutureWarnings."""
@@ -72,7 +89,7 @@ def _quiet_exporter() -> Iterator[None]:
         logger.setLevel(previous_level)
 
 
-def export_onnx(actor: SquashedGaussianActor, path: str | os.PathLike[str],
+def export_onnx(actor: SquashedGaussianActor | CategoricalActor, path: str | os.PathLike[str],
                 env_id: str | None = None) -> Path:
     """Write the deterministic policy of ``actor`` as an ONNX model.
 
@@ -84,19 +101,24 @@ def export_onnx(actor: SquashedGaussianActor, path: str | os.PathLike[str],
     :param path: the ``.onnx`` file to write; missing parent folders are created.
     :param env_id: the task the actor was trained on, stored in the metadata when given.
     :return: the path written.
-    :raises ValueError: when ``actor`` is not a :class:`SquashedGaussianActor`.
+    :raises ValueError: when ``actor`` is neither a :class:`SquashedGaussianActor` nor a
+        :class:`CategoricalActor`.
     """
-    if not isinstance(actor, SquashedGaussianActor):
-        raise ValueError(f"export_onnx needs a SquashedGaussianActor, got {type(actor).__name__}")
+    if not isinstance(actor, SquashedGaussianActor | CategoricalActor):
+        raise ValueError("export_onnx needs a SquashedGaussianActor or a CategoricalActor, got "
+                         f"{type(actor).__name__}")
     import onnx  # deferred: only exporting needs onnx/onnxscript, acting needs onnxruntime only
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    if actor.mean.weight.device.type != "cpu":
+    if next(actor.parameters()).device.type != "cpu":
         actor = copy.deepcopy(actor).cpu()
     example = torch.zeros(_EXAMPLE_BATCH, actor.obs_dim, dtype=torch.float32)
     was_training = actor.training
-    policy = _DeterministicPolicy(actor).eval()  # also puts the actor in eval mode
+    discrete = isinstance(actor, CategoricalActor)
+    # .eval() also puts the actor in eval mode
+    policy = (_MostProbableChoice(actor) if isinstance(actor, CategoricalActor)
+              else _DeterministicPolicy(actor)).eval()
     try:
         with _quiet_exporter(), torch.no_grad():
             program = torch.onnx.export(
@@ -109,13 +131,15 @@ def export_onnx(actor: SquashedGaussianActor, path: str | os.PathLike[str],
     if program is None:
         raise RuntimeError("torch.onnx.export returned no program")
     model = program.model_proto
+    kind = CHOICE_KIND if discrete else POLICY_KIND
     metadata = {ARCHITECTURE_KEY: json.dumps(actor.architecture(), sort_keys=True),
-                POLICY_KEY: POLICY_KIND}
+                POLICY_KEY: kind}
     if env_id:
         metadata[ENV_ID_KEY] = env_id
     onnx.helper.set_model_props(model, metadata)
-    model.doc_string = (f"rl_ros2 SAC actor, {POLICY_KIND}: obs (N, {actor.obs_dim}) -> "
-                        f"action (N, {actor.action_dim}) in [-1, 1]")
+    model.doc_string = (f"rl_ros2 SAC actor, {kind}: obs (N, {actor.obs_dim}) -> action (N, "
+                        f"{actor.action_dim}) " + ("a choice's index" if discrete else
+                                                   "in [-1, 1]"))
     onnx.checker.check_model(model)
     data = model.SerializeToString()
     write_atomically(path, lambda handle: handle.write(data))

@@ -18,6 +18,8 @@ ARCHITECTURE_KEY = "rl_ros2.architecture"
 ENV_ID_KEY = "rl_ros2.env_id"
 POLICY_KEY = "rl_ros2.policy"
 POLICY_KIND = "deterministic tanh(mean)"
+#: The policy of a ``Discrete`` action: its most probable choice's index.
+CHOICE_KIND = "most probable choice"
 INPUT_NAME = "obs"
 OUTPUT_NAME = "action"
 
@@ -67,7 +69,8 @@ class OnnxPolicy:
         #: The task the policy was trained on, or ``None`` when the exporter did not know it.
         self.env_id: str | None = metadata.get(ENV_ID_KEY) or None
         self.obs_dim = int(self.architecture["obs_dim"])
-        self.action_dim = int(self.architecture["action_dim"])
+        # A categorical actor's architecture names its choices; its action is one index.
+        self.action_dim = int(self.architecture.get("action_dim", 1))
         self._input_name = self._session.get_inputs()[0].name
 
     def act(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
@@ -75,7 +78,8 @@ class OnnxPolicy:
 
         :param obs: ``(N, obs_dim)`` observations (any real dtype; cast to float32).
         :param deterministic: must be true: the exported graph holds the mean action only.
-        :return: ``(N, action_dim)`` float32 actions in [-1, 1].
+        :return: ``(N, action_dim)`` float32 actions in [-1, 1] (a ``Discrete`` action: the
+            chosen indices, ``(N, 1)``).
         :raises ValueError: on a wrong shape, or when a stochastic action is asked for.
         """
         if not deterministic:

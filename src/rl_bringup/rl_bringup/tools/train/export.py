@@ -43,9 +43,6 @@ def export(values: dict[str, str]) -> int:
         raise ToolError("missing checkpoint:=DIR (a training run's output directory, its best "
                         "or final checkpoint, or any checkpoint folder)")
     actor, meta, checkpoint = load_checkpoint_actor(values["checkpoint"])
-    if meta.get("algorithm") not in (None, "sac"):
-        raise ToolError(f"{checkpoint} holds a {meta['algorithm']} learner: ONNX export takes "
-                        "SAC's continuous actor only so far; evaluate it with rl-bringup eval")
     target = Path(values.get("onnx") or checkpoint / DEFAULT_MODEL_NAME).expanduser()
     if target.is_dir():
         raise ToolError(f"onnx:={target} is a folder; give a file name such as "
