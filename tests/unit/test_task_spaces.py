@@ -1,7 +1,8 @@
 """A task whose spaces rl_ros2 cannot learn is refused once, by the plan, before any process
 starts, with one line naming the spaces, what is supported and how to get there (issue 43
 item 1); an env made directly (VectorEnv) says the same. A Discrete action is planned, without
-the settings that act continuously. About 2 s (classic-control envs)."""
+the settings that act continuously, and so is a small MultiDiscrete or MultiBinary one, as one
+Discrete over its combinations. About 2 s (classic-control envs)."""
 
 from __future__ import annotations
 
@@ -80,8 +81,8 @@ def test_an_unknown_or_broken_task_is_refused_by_the_plan() -> None:
 
 @pytest.mark.parametrize(("observation", "action", "named"), [
     (gymnasium.spaces.Dict({"state": BOX, "image": IMAGE}), BOX, "observations Dict("),
-    (BOX, gymnasium.spaces.MultiDiscrete([3, 2]), "actions MultiDiscrete("),
-    (BOX, gymnasium.spaces.MultiBinary(2), "actions MultiBinary("),
+    (BOX, gymnasium.spaces.MultiDiscrete([10, 10]), "actions MultiDiscrete("),
+    (BOX, gymnasium.spaces.MultiBinary(7), "actions MultiBinary("),
     (gymnasium.spaces.Discrete(5), gymnasium.spaces.Dict({"arm": BOX}),
      "observations Discrete(5) and actions Dict("),
 ])
@@ -99,3 +100,43 @@ def test_vector_env_refuses_with_the_same_words() -> None:
                                                 gymnasium.spaces.Discrete(11),
                                                 gymnasium.spaces.Discrete(2))),
         gymnasium.spaces.Discrete(2))
+
+
+class PressButtons(gymnasium.Env):
+    """Three buttons (``MultiBinary(3)``) or a dial and a switch (``MultiDiscrete([3, 2])``),
+    recording the combinations it was given."""
+
+    def __init__(self, action_space: gymnasium.Space) -> None:
+        self.observation_space = BOX
+        self.action_space = action_space
+        self.applied: list[np.ndarray] = []
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        return np.zeros(3, np.float32), {}
+
+    def step(self, action):
+        assert self.action_space.contains(action), action
+        self.applied.append(np.asarray(action))
+        return np.zeros(3, np.float32), 0.0, False, False, {}
+
+
+gymnasium.register("rl_ros2_test/Buttons-v0", entry_point=lambda: PressButtons(
+    gymnasium.spaces.MultiBinary(3)), max_episode_steps=5)
+gymnasium.register("rl_ros2_test/Dial-v0", entry_point=lambda: PressButtons(
+    gymnasium.spaces.MultiDiscrete([3, 2])), max_episode_steps=5)
+
+
+@pytest.mark.parametrize(("env_id", "choices"), [("rl_ros2_test/Buttons-v0", 8),
+                                                 ("rl_ros2_test/Dial-v0", 6)])
+def test_a_small_multi_discrete_action_is_one_discrete_over_its_combinations(
+        env_id: str, choices: int) -> None:
+    with VectorEnv(env_id, num_envs=1) as envs:
+        assert envs.choices == choices and envs.action_shape == (1,)
+        envs.reset(seed=0)
+        for index in range(choices):
+            envs.step(np.array([[float(index)]], np.float32))
+        applied = envs.envs[0].unwrapped.applied
+        assert len({tuple(np.ravel(action)) for action in applied}) == choices  # each once
+    plan = make_plan("hybrid", 2, domain_id=7, environ={}, extra_parameters={"env_id": env_id})
+    assert plan.processes

@@ -24,7 +24,7 @@ import gymnasium
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from rl_core.envs.spaces import action_row_shape, with_flat_observations
+from rl_core.envs.spaces import action_row_shape, with_rl_spaces
 from rl_core.security.action_auth import batch_digest
 
 #: A pending batch still unanswered this long after our answer was answered again.
@@ -84,7 +84,7 @@ def spaces_of(env_id: str) -> tuple[gymnasium.spaces.Box, gymnasium.Space]:
     from rl_core.envs import register_envs
 
     register_envs()
-    env = with_flat_observations(gymnasium.make(env_id, disable_env_checker=True))
+    env = with_rl_spaces(gymnasium.make(env_id, disable_env_checker=True))
     try:
         return env.observation_space, env.action_space  # type: ignore[return-value]
     finally:

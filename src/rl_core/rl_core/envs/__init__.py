@@ -72,10 +72,10 @@ def make_env(env_id: str, **kwargs: Any) -> gymnasium.Env:
     :returns: The environment, with the registered TimeLimit wrapper, its observations flattened
         where they are a Dict of vector Boxes (rl_core.envs.spaces).
     """
-    from rl_core.envs.spaces import with_flat_observations
+    from rl_core.envs.spaces import with_rl_spaces
 
     register_envs()
-    return with_flat_observations(gymnasium.make(env_id, **kwargs))
+    return with_rl_spaces(gymnasium.make(env_id, **kwargs))
 
 
 register_envs()

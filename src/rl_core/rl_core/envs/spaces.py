@@ -6,7 +6,10 @@ action (rl_core.algorithms.discrete_sac), which travels as one float, the choice
 ``Dict`` of vector ``Box``es (a goal-conditioned env's ``observation``, ``achieved_goal`` and
 ``desired_goal``) is flattened into one vector where an env is made (gymnasium's
 ``FlattenObservation``, keys in sorted order), as SB3's ``CombinedExtractor`` concatenates
-vector keys. The deployment plan checks a task's spaces before any process starts
+vector keys. A ``MultiDiscrete`` or ``MultiBinary`` action with at most
+:data:`MAX_JOINT_CHOICES` combinations is learned as one ``Discrete`` action over them (every
+combination one choice, so the critics value each exactly). The deployment plan checks a task's
+spaces before any process starts
 (``rl_bringup.plan.parameter_overrides.check_task``), and
 :class:`~rl_core.envs.vector.VectorEnv` where an env is made, with the same words.
 """
@@ -17,28 +20,63 @@ import gymnasium
 import numpy as np
 from gymnasium.wrappers import FlattenObservation
 
-__all__ = ["SUPPORTED_SPACES", "action_choices", "action_row_shape", "flattened_observations",
-           "random_actions", "unsupported_spaces", "with_flat_observations"]
+__all__ = ["MAX_JOINT_CHOICES", "SUPPORTED_SPACES", "action_choices", "action_row_shape",
+           "flattened_observations", "random_actions", "unsupported_spaces",
+           "with_rl_spaces"]
 
+#: The most combinations of a MultiDiscrete or MultiBinary action learned as one Discrete.
+MAX_JOINT_CHOICES = 64
 SUPPORTED_SPACES = ("a Box observation (a vector or a uint8 image; a Dict of vector Boxes is "
                     "flattened) with a Box action (continuous), or a vector observation with a "
-                    "Discrete action")
+                    f"Discrete action (or a MultiDiscrete or MultiBinary one of at most "
+                    f"{MAX_JOINT_CHOICES} combinations)")
+
+
+def joint_choices(space: gymnasium.Space) -> int:
+    """The combinations of a ``MultiDiscrete`` or ``MultiBinary`` action (0 for any other)."""
+    if isinstance(space, gymnasium.spaces.MultiBinary):
+        return int(2 ** int(np.prod(space.shape)))
+    if isinstance(space, gymnasium.spaces.MultiDiscrete):
+        return int(np.prod(space.nvec, dtype=np.int64))
+    return 0
+
+
+class JointChoice(gymnasium.ActionWrapper):
+    """A ``MultiDiscrete`` or ``MultiBinary`` action as one ``Discrete`` over its combinations
+    (choice ``i`` is the combination ``numpy.unravel_index(i, sizes)``)."""
+
+    def __init__(self, env: gymnasium.Env) -> None:
+        super().__init__(env)
+        space = env.action_space
+        self._sizes = (tuple(int(n) for n in np.ravel(space.nvec))
+                       if isinstance(space, gymnasium.spaces.MultiDiscrete)
+                       else (2,) * int(np.prod(space.shape or ())))
+        self._shape = space.shape
+        self._dtype = space.dtype
+        self.action_space = gymnasium.spaces.Discrete(joint_choices(space))
+
+    def action(self, action: int) -> np.ndarray:
+        combination = np.unravel_index(int(action), self._sizes)
+        return np.asarray(combination, dtype=self._dtype).reshape(self._shape)
 
 
 def flattened_observations(space: gymnasium.Space) -> bool:
     """Whether observations of ``space`` are a ``Dict`` of vector (one-dimensional) ``Box``es,
-    which rl_ros2 flattens into one vector (:func:`with_flat_observations`); images stay out."""
+    which rl_ros2 flattens into one vector (:func:`with_rl_spaces`); images stay out."""
     return isinstance(space, gymnasium.spaces.Dict) and len(space.spaces) > 0 and all(
         isinstance(part, gymnasium.spaces.Box) and len(part.shape) == 1
         for part in space.spaces.values())
 
 
-def with_flat_observations(env: gymnasium.Env) -> gymnasium.Env:
-    """``env``, with its observations flattened where they are a ``Dict`` of vector ``Box``es
-    (the env's own methods, e.g. a goal-conditioned ``compute_reward``, stay on
-    ``env.unwrapped``)."""
+def with_rl_spaces(env: gymnasium.Env) -> gymnasium.Env:
+    """``env`` with the spaces every node sees: its observations flattened where they are a
+    ``Dict`` of vector ``Box``es, and a ``MultiDiscrete`` or ``MultiBinary`` action of at most
+    :data:`MAX_JOINT_CHOICES` combinations as one ``Discrete`` (the env's own methods, e.g. a
+    goal-conditioned ``compute_reward``, stay on ``env.unwrapped``)."""
     if flattened_observations(env.observation_space):
-        return FlattenObservation(env)
+        env = FlattenObservation(env)
+    if 0 < joint_choices(env.action_space) <= MAX_JOINT_CHOICES:
+        env = JointChoice(env)
     return env
 
 
@@ -48,6 +86,8 @@ def unsupported_spaces(env_id: str, observation_space: gymnasium.Space,
     how to get there; None where both are supported."""
     if flattened_observations(observation_space):
         observation_space = gymnasium.spaces.flatten_space(observation_space)
+    if 0 < joint_choices(action_space) <= MAX_JOINT_CHOICES:
+        action_space = gymnasium.spaces.Discrete(joint_choices(action_space))
     unsupported = []
     if not isinstance(observation_space, gymnasium.spaces.Box):
         unsupported.append(f"observations {observation_space}")

@@ -27,7 +27,7 @@ from rl_core.envs.spaces import (
     action_choices,
     action_row_shape,
     unsupported_spaces,
-    with_flat_observations,
+    with_rl_spaces,
 )
 from rl_core.wire.fields import choice_indices
 
@@ -108,7 +108,7 @@ class VectorEnv:
         env_kwargs.setdefault("disable_env_checker", True)
 
         def make_recorded_env() -> gymnasium.Env:
-            return RecordEpisodeStatistics(with_flat_observations(
+            return RecordEpisodeStatistics(with_rl_spaces(
                 gymnasium.make(env_id, **env_kwargs)))
 
         # copy=False: step() copies the batch out of gymnasium's buffer itself,

@@ -342,9 +342,9 @@ def task_spaces(env_id: str) -> tuple[gymnasium.Space, gymnasium.Space]:
         raise ValueError(f"unknown env_id {env_id!r}: neither a registered gymnasium id, nor "
                          f"'module:Id' whose module registers Id, nor 'module:Task' naming a "
                          f"rl_core.robot.tasks.Task; rl_ros2 provides: {known}")
-    from rl_core.envs.spaces import with_flat_observations
+    from rl_core.envs.spaces import with_rl_spaces
 
-    env = with_flat_observations(gymnasium.make(env_id, disable_env_checker=True))
+    env = with_rl_spaces(gymnasium.make(env_id, disable_env_checker=True))
     try:
         return env.observation_space, env.action_space
     finally:
