@@ -57,6 +57,10 @@ LINK_CUT_S = 10.0
 #: (no learning outcome is asserted). At 8,000 robot_0 sent 2 episodes after the cut, one run,
 #: 2026-12-06: too few to count on, so 10,000.
 LINK_CUT_BUDGET = 10000
+#: Steps per second of each robot in the cut-link run. Unlimited, robot_1 once used up what was
+#: left of the budget after the cut before robot_0 had rejoined (a whole-suite run, 2026-12-07);
+#: at 100 Hz the two robots take at least 25 s over the last 5,000 steps.
+LINK_CUT_RATE_HZ = 100.0
 LINK_CUT_AT = 2000  # robot_0's own env steps when its link is cut: mid-training
 #: What a simulator logs when it first hears the replay buffer (rl_nodes.simulator).
 FIRST_STATUS = "the replay buffer reports; acting follows its rate limiter"
@@ -307,7 +311,7 @@ def test_training_survives_a_cut_link(network: Network, ros_env: dict[str, str],
         marks["restored"] = len(observer.lines)
 
     result, outputs = run_deployment(network, "subnet", env, tmp_path, budget=LINK_CUT_BUDGET,
-                                     rate_hz=0.0, eval_episodes=None, deadline_s=480.0,
+                                     rate_hz=LINK_CUT_RATE_HZ, eval_episodes=None, deadline_s=480.0,
                                      during=cut_link)
     lines = outputs["observer"]
     assert episode_versions(lines[marks["cut"]:marks["silent"]], 0) == [], \
