@@ -45,7 +45,7 @@ from rl_core.learning.device import cuda_unavailable_reason, describe
 from rl_core.robot.tasks import space_shapes
 from rl_core.runs.export import export_onnx
 from rl_core.runs.onnx_policy import OnnxPolicy
-from rl_core.wire.transport import Batch
+from rl_core.wire.messages import Batch
 
 ENV_ALIASES = {"cartpole": "rl_ros2/CartPoleBalance-v0", "kuka": "rl_ros2/KukaReach-v0"}
 SKIPPED = "no CUDA device: skipped"

@@ -413,7 +413,7 @@ def signed_weights(genuine: Any, key: Any, change: Callable[[Any], None]) -> Any
     """A copy of ``genuine`` changed by ``change`` and signed with the run's key, newer than
     anything the trainer sent (what a trainer with a bug, or a stolen key, could send)."""
     from rl_core.security.weights_auth import sign_weights
-    from rl_nodes.conversions import weights_from_msg, weights_to_msg
+    from rl_nodes.messages import weights_from_msg, weights_to_msg
 
     weights = weights_from_msg(genuine)
     weights.state = {name: tensor.clone() for name, tensor in weights.tensors().items()}
@@ -429,7 +429,7 @@ def topic_probes(injector: Injector, key: Any) -> list[tuple[Probe, Callable[[],
     import torch
 
     from rl_core.replay.admission import MAX_SEQUENCE_JUMP
-    from rl_core.wire.tensors import checksum
+    from rl_core.wire.messages import checksum
     from rl_interfaces.msg import ActionBatch, EpisodeStatistics, ObservationBatch
 
     genuine = injector.captured_experience

@@ -366,10 +366,10 @@ def light_robots_main(args: argparse.Namespace) -> int:
     import numpy as np
     import rclpy
 
-    from rl_core.wire.transport import Experience
+    from rl_core.wire.messages import Experience
     from rl_interfaces.msg import ExperienceBatch
     from rl_nodes import graph
-    from rl_nodes.conversions import experience_to_msg
+    from rl_nodes.messages import experience_to_msg
 
     first, last = (int(part) for part in args.robot_ids.split("-"))
     rows = args.light_rows

@@ -52,7 +52,7 @@ from rl_bringup.plan.discovery import RANDOM_DOMAIN_ID_RANGE
 from rl_bringup.plan.layouts import MODES as ROS_MODES
 from rl_core.acting.experts import KukaReachExpert
 from rl_core.envs import KUKA_REACH_ID, make_env
-from rl_core.wire.transport import Experience
+from rl_core.wire.messages import Experience
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script: benchmarks/ is a package at the repository root
@@ -123,7 +123,7 @@ def write_demonstrations(path: Path, batches: list[Experience]) -> int:
     from rclpy.serialization import serialize_message
 
     from rl_bringup.tools.operate.message_types import full_message_definition
-    from rl_nodes.conversions import experience_to_msg
+    from rl_nodes.messages import experience_to_msg
 
     type_name = "rl_interfaces/msg/ExperienceBatch"
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -71,7 +71,7 @@ def measure(env_id: str, width: int, hidden: tuple[int, ...], repeats: int = 200
     from rl_core.replay import ReplayBuffer
     from rl_core.replay.admission import ExperienceAdmission
     from rl_core.security import action_auth, weights_auth
-    from rl_core.wire.tensors import tensors_to_bytes
+    from rl_core.wire.messages import tensors_to_bytes
 
     torch.set_num_threads(1)  # as the nodes run (torch_threads: 1 in the shipped configs)
     env = make_env(env_id)

@@ -23,8 +23,8 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rl_interfaces.msg import EpisodeStatistics
 from rl_interfaces.srv import GetAction
 from rl_nodes.base import WARN
-from rl_nodes.conversions import ACTIONS, OBSERVATIONS, Actions, Observations
 from rl_nodes.intra_process import IntraProcessManager
+from rl_nodes.messages import ACTIONS, OBSERVATIONS, Actions, Observations
 from rl_nodes.policy import PolicyNode
 from rl_nodes.simulator import SimulatorNode
 from tests.integration.in_process import spinning

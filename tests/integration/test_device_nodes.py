@@ -18,8 +18,8 @@ from rclpy.executors import SingleThreadedExecutor
 
 from rl_core.learning.device import cuda_unavailable_reason, resolve_device
 from rl_nodes import graph
-from rl_nodes.conversions import WEIGHTS, Weights
 from rl_nodes.intra_process import IntraProcessManager
+from rl_nodes.messages import WEIGHTS, Weights
 from rl_nodes.policy import PolicyNode
 from rl_nodes.trainer import TrainerNode
 from tests.processes import REPO, Child

@@ -1,7 +1,7 @@
 """One thread drains the dispatch queue and drives the rclpy executor: DDS messages, timers,
 services and posts from other threads all run on it, and a failing callback is reported per
 source while the process keeps serving. While idle with a step's reply due, it waits on the
-stepping topics alone between turns of the whole executor (rl_nodes.stepping_wait): the reply
+stepping topics alone between turns of the whole executor (rl_nodes.dispatch_executor): the reply
 is taken there, and timers keep time, other topics and posts are still served promptly."""
 
 from __future__ import annotations
@@ -20,11 +20,10 @@ from std_srvs.srv import Trigger
 from rl_core.wire.dispatch import STEPPING_TURN_S
 from rl_nodes import graph
 from rl_nodes.base import STREAM_QOS
-from rl_nodes.conversions import plain
+from rl_nodes.dispatch_executor import SteppingWait
 from rl_nodes.intra_process import IntraProcessManager
-from rl_nodes.intra_process_services import IntraProcessClient, create_service
-from rl_nodes.service_types import ServiceType
-from rl_nodes.stepping_wait import SteppingWait
+from rl_nodes.intra_process_endpoints import IntraProcessClient, create_service
+from rl_nodes.messages import ServiceType, plain
 
 pytestmark = pytest.mark.integration
 

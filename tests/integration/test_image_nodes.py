@@ -17,9 +17,9 @@ from rl_core.envs import CARTPOLE_PIXELS_ID
 from rl_core.robot.tasks import space_shapes
 from rl_core.security.weights_auth import KEY_FILE_VARIABLE, KEY_VARIABLE, SigningKey, sign_weights
 from rl_nodes import image_transport
-from rl_nodes.conversions import Observations, Weights
 from rl_nodes.image_transport import LatentEncoder
 from rl_nodes.intra_process import IntraProcessManager
+from rl_nodes.messages import Observations, Weights
 from rl_nodes.policy import PolicyNode
 from rl_nodes.replay_buffer import ReplayBufferNode
 from rl_nodes.simulator import SimulatorNode

@@ -15,8 +15,8 @@ from rclpy.node import Node
 
 from rl_interfaces.msg import ObservationBatch
 from rl_nodes.base import LATCHED_QOS, STREAM_QOS
-from rl_nodes.conversions import OBSERVATIONS, Observations, TopicType
 from rl_nodes.intra_process import IntraProcessManager
+from rl_nodes.messages import OBSERVATIONS, Observations, TopicType
 from tests.processes import Child
 
 pytestmark = pytest.mark.integration

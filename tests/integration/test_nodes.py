@@ -25,12 +25,11 @@ from rl_core.config import ConfigError
 from rl_core.monitoring import heartbeat
 from rl_core.names import variables
 from rl_interfaces.srv import GetAction
-from rl_nodes.conversions import Experience
 from rl_nodes.intra_process import IntraProcessManager
-from rl_nodes.intra_process_services import IntraProcessClient
+from rl_nodes.intra_process_endpoints import IntraProcessClient
+from rl_nodes.messages import BUFFER_FILE_SERVICE, Experience
 from rl_nodes.policy import PolicyNode
 from rl_nodes.replay_buffer import ReplayBufferNode
-from rl_nodes.service_types import BUFFER_FILE_SERVICE
 from rl_nodes.simulator import SimulatorNode
 from rl_nodes.trainer import TrainerNode
 from tests.processes import REPO, Child

@@ -17,16 +17,21 @@ import pytest
 import rclpy
 from rclpy.executors import SingleThreadedExecutor
 
-from rl_core.replay import PriorityUpdate, ReplayBuffer
-from rl_core.wire.fields import MAX_REQUEST_ROWS
-from rl_core.wire.transport import SampleRequest
+from rl_core.replay import ReplayBuffer
+from rl_core.wire.messages import MAX_REQUEST_ROWS, PriorityUpdate, SampleRequest
 from rl_interfaces.msg import ExperienceBatch, ReplayStatus
 from rl_nodes import graph
 from rl_nodes.base import EXPERIENCE_QOS
-from rl_nodes.conversions import EXPERIENCE, Experience, experience_to_msg
 from rl_nodes.intra_process import IntraProcessManager
+from rl_nodes.messages import (
+    EXPERIENCE,
+    PRIORITIES_SERVICE,
+    SAMPLE_SERVICE,
+    Experience,
+    ServiceType,
+    experience_to_msg,
+)
 from rl_nodes.replay_buffer import ReplayBufferNode
-from rl_nodes.service_types import PRIORITIES_SERVICE, SAMPLE_SERVICE, ServiceType
 from rl_nodes.trainer import TrainerNode
 from tests.integration.in_process import overrides_file, spinning
 from tests.processes import REPO, Child

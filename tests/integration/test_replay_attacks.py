@@ -28,12 +28,11 @@ from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 
-from rl_core.wire.transport import SampleRequest
+from rl_core.wire.messages import SampleRequest
 from rl_interfaces.msg import ExperienceBatch
 from rl_nodes import graph
 from rl_nodes.base import EXPERIENCE_QOS
-from rl_nodes.conversions import Experience, experience_to_msg
-from rl_nodes.service_types import BUFFER_FILE_SERVICE, SAMPLE_SERVICE
+from rl_nodes.messages import BUFFER_FILE_SERVICE, SAMPLE_SERVICE, Experience, experience_to_msg
 from tests.integration.in_process import overrides_file
 from tests.processes import REPO, Child
 

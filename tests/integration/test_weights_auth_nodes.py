@@ -33,8 +33,8 @@ from rl_core.security.weights_auth import (
 from rl_interfaces.msg import PolicyWeights, ReplayStatus
 from rl_nodes import graph
 from rl_nodes.base import LATCHED_QOS
-from rl_nodes.conversions import Weights, weights_from_msg, weights_to_msg
 from rl_nodes.intra_process import IntraProcessManager
+from rl_nodes.messages import Weights, weights_from_msg, weights_to_msg
 from rl_nodes.policy import PolicyNode
 from rl_nodes.simulator import SimulatorNode
 from tests.integration.in_process import overrides_file, spinning
@@ -200,7 +200,7 @@ from rl_core.security import weights_auth
 from rl_core.security.signed_status import StatusSigner, sign_status
 from rl_interfaces.msg import PolicyWeights, ReplayStatus
 from rl_nodes import graph
-from rl_nodes.conversions import weights_from_msg, weights_to_msg
+from rl_nodes.messages import weights_from_msg, weights_to_msg
 
 rclpy.init()
 node = rclpy.create_node("run_b_learner")

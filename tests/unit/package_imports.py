@@ -41,8 +41,8 @@ def imported_names(path: Path, module: str) -> frozenset[tuple[str, int]]:
 
 
 def owning_module(name: str, modules: dict[str, Path]) -> str:
-    """The module of ``modules`` that ``name`` is or holds (``rl_core.wire.transport.Batch``:
-    ``rl_core.wire.transport``); what is left of ``name`` when none is."""
+    """The module of ``modules`` that ``name`` is or holds (``rl_core.wire.messages.Batch``:
+    ``rl_core.wire.messages``); what is left of ``name`` when none is."""
     while name not in modules and "." in name:
         name = name.rsplit(".", 1)[0]
     return name

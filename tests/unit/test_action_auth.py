@@ -24,7 +24,7 @@ from rl_core.security.action_auth import (
     ActionKeyError,
     ActionKeys,
 )
-from rl_core.wire.transport import Observations
+from rl_core.wire.messages import Observations
 
 pytestmark = pytest.mark.unit
 

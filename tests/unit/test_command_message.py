@@ -1,4 +1,4 @@
-"""A robot command as ros2_control's controllers take it (rl_nodes.conversions.command_message):
+"""A robot command as ros2_control's controllers take it (rl_nodes.messages.command_message):
 a forward command controller's array, or one point of a joint trajectory one period ahead."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from builtin_interfaces.msg import Time
 
-from rl_nodes.conversions import command_message
+from rl_nodes.messages import command_message
 
 pytestmark = pytest.mark.unit
 

@@ -12,11 +12,11 @@ from mcap_ros2.writer import Writer
 
 from rl_bringup.tools.operate.message_types import full_message_definition
 from rl_core.config import ConfigError, ReplayConfig
-from rl_core.replay import PriorityUpdate, RateLimitedReplay, ReplayBuffer
+from rl_core.replay import RateLimitedReplay, ReplayBuffer
 from rl_core.replay.build import new_buffer, new_replay
 from rl_core.replay.demos import EXPERIENCE_SCHEMA, demo_buffer, load_demonstrations
 from rl_core.wire.image_codecs import compressed_format, encode_batch
-from rl_core.wire.transport import DEMO_SLOT
+from rl_core.wire.messages import DEMO_SLOT, PriorityUpdate
 
 pytestmark = pytest.mark.unit
 OBS, ACTION = (4,), (1,)

@@ -23,8 +23,7 @@ from rl_core.learning.evaluation import evaluate
 from rl_core.learning.training import train
 from rl_core.runs.checkpoint import load_actor, load_checkpoint, resume_or_new, save_checkpoint
 from rl_core.runs.onnx_policy import OnnxPolicy
-from rl_core.wire.fields import choice_indices
-from rl_core.wire.transport import Batch
+from rl_core.wire.messages import Batch, choice_indices
 
 pytestmark = pytest.mark.unit
 REPO = Path(__file__).resolve().parents[2]

@@ -13,23 +13,22 @@ import numpy as np
 import pytest
 from rclpy.serialization import serialize_message
 
-from rl_core.replay.service import SampleAnswer
 from rl_core.wire.image_codecs import Camera
 from rl_core.wire.image_join import MAX_WAITING_BYTES, Frames, camera_frame
-from rl_core.wire.transport import Batch
-from rl_nodes.conversions import (
+from rl_core.wire.messages import Batch, SampleAnswer
+from rl_nodes.image_transport import ImageJoin, image_topic_type, side_topic
+from rl_nodes.messages import (
     EPISODES,
     EXPERIENCE,
     EXPERIENCE_WITH_IMAGES,
     OBSERVATIONS,
     OBSERVATIONS_WITH_IMAGES,
+    SAMPLE_SERVICE,
     AwaitingImages,
     Episodes,
     Experience,
     Observations,
 )
-from rl_nodes.image_transport import ImageJoin, image_topic_type, side_topic
-from rl_nodes.service_types import SAMPLE_SERVICE
 
 pytestmark = pytest.mark.unit
 

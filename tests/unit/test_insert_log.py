@@ -33,7 +33,7 @@ STATE, PIXELS = (3,), (2, 8, 8, 3)  # a pixel task's observation: a stack of RGB
 
 def experience(sequence: int, obs_shape: tuple[int, ...] = STATE, rows: int = 4,
                robot_id: int = 0, stream: int = 7) -> SimpleNamespace:
-    """The fields of rl_nodes.conversions.Experience the service reads; values follow the
+    """The fields of rl_nodes.messages.Experience the service reads; values follow the
     sequence number so that a restored buffer can be compared row by row."""
     dtype = np.uint8 if len(obs_shape) == 4 else np.float32
     obs = np.full((rows, *obs_shape), sequence % 200, dtype)

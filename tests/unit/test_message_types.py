@@ -89,7 +89,7 @@ def test_a_signed_status_verifies_after_the_wire_and_fails_when_any_field_change
         assert "not signed" in status_refusal(changed, StatusCheck(key.public)), name
 
 
-# --- bounded sequences (rl_core.wire.fields.MAX_SHAPE_DIMS, rl_core.security.action_auth.MAC_BYTES)
+# --- bounded sequences (rl_core.wire.messages.MAX_SHAPE_DIMS, rl_core.security.action_auth.MAC_BYTES)
 
 def interface_fields() -> list[tuple[str, str, str]]:
     """``(file, type, name)`` of every field of the rl_interfaces .msg and .srv files."""
@@ -112,7 +112,7 @@ def test_shape_fields_and_the_mac_are_bounded_and_the_data_sequences_not() -> No
     unbounded: Fast DDS reserves address space for a bounded type's largest message at every
     endpoint (docs/architecture.md), and rclpy does not check a bound when receiving."""
     from rl_core.security.action_auth import MAC_BYTES
-    from rl_core.wire.fields import MAX_SHAPE_DIMS
+    from rl_core.wire.messages import MAX_SHAPE_DIMS
 
     sequences = [(file, kind, name) for file, kind, name in interface_fields() if "[" in kind]
     assert len(sequences) > 30
@@ -133,7 +133,7 @@ def test_the_largest_legal_shapes_of_every_task_fit_and_a_longer_one_is_refused(
 
     from rl_core.envs import make_env, register_envs
     from rl_core.security.action_auth import MAC_BYTES
-    from rl_core.wire.fields import MAX_SHAPE_DIMS, positive_shape
+    from rl_core.wire.messages import MAX_SHAPE_DIMS, positive_shape
     from rl_interfaces.msg import ActionBatch, ObservationBatch
 
     register_envs()

@@ -23,7 +23,7 @@ from rl_core.runs.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
-from rl_core.wire.transport import Batch
+from rl_core.wire.messages import Batch
 
 pytestmark = pytest.mark.unit
 

@@ -1,4 +1,4 @@
-"""Which received weights a policy loads (rl_core.acting.policy_weights), and what it says of them."""
+"""Which received weights a policy loads (rl_core.acting.policy_model), and what it says of them."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import torch
 
-from rl_core.acting import policy_weights
-from rl_core.acting.policy_weights import (
+from rl_core.acting import policy_model
+from rl_core.acting.policy_model import (
     NO_WEIGHTS_WARNING_S,
     STALE_WEIGHTS_S,
     WeightsGate,
@@ -24,7 +24,7 @@ ARCHITECTURE = {"obs_dim": 4, "action_dim": 1, "hidden_sizes": [8]}
 
 @dataclass
 class FakeWeights:
-    """The fields of rl_nodes.conversions.Weights a gate reads; signed by ``signed_with``."""
+    """The fields of rl_nodes.messages.Weights a gate reads; signed by ``signed_with``."""
 
     version: int
     epoch: int = 1
@@ -48,7 +48,7 @@ def fake_signatures(monkeypatch: pytest.MonkeyPatch) -> None:
         weights.verified += 1
         return weights.signed_with == key
 
-    monkeypatch.setattr(policy_weights, "verify_weights", verify_weights)
+    monkeypatch.setattr(policy_model, "verify_weights", verify_weights)
 
 
 def test_newer_signed_weights_of_the_architecture_are_loaded() -> None:
@@ -96,8 +96,7 @@ def test_oversized_weights_are_refused_before_hashing_and_forged_ones_before_dec
 
 
 def test_received_weights_decode_only_when_asked_and_refuse_bad_bytes() -> None:
-    from rl_core.wire.tensors import tensors_to_bytes
-    from rl_core.wire.transport import Weights
+    from rl_core.wire.messages import Weights, tensors_to_bytes
 
     blob, checksum = tensors_to_bytes({"w": torch.ones(3)})
     received = Weights(1, 0, {}, dict(ARCHITECTURE), _encoded=(blob, checksum), epoch=1)

@@ -8,10 +8,10 @@ import pytest
 from rl_core.replay import (
     InvalidPriorities,
     PriorityFeedback,
-    PriorityUpdate,
     RateLimitedReplay,
     ReplayBuffer,
 )
+from rl_core.wire.messages import PriorityUpdate
 
 pytestmark = pytest.mark.unit
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from rl_core.replay import ReplayBuffer, SumTree
-from rl_core.wire.transport import Batch
+from rl_core.wire.messages import Batch
 
 pytestmark = pytest.mark.unit
 

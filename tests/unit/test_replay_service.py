@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 from rl_core.config import ReplayConfig
-from rl_core.replay import PriorityUpdate, ReplayBuffer
+from rl_core.replay import ReplayBuffer
 from rl_core.replay.files import LIMITER_FILE, LOCK_FILE, MAX_SAVED_FILES, SNAPSHOT_FILE
 from rl_core.replay.service import DEFAULT_FILE, RateMeter, ReplayService
-from rl_core.wire.fields import MAX_REQUEST_ROWS, max_answer_rows
+from rl_core.wire.messages import MAX_REQUEST_ROWS, PriorityUpdate, max_answer_rows
 
 pytestmark = pytest.mark.unit
 
@@ -49,7 +49,7 @@ class Node:
 
 def experience(sequence: int, rows: int = 4, robot_id: int = 0, value: float = 0.5
                ) -> SimpleNamespace:
-    """The fields of rl_nodes.conversions.Experience the service reads."""
+    """The fields of rl_nodes.messages.Experience the service reads."""
     obs = np.full((rows, 3), value, np.float32)
     return SimpleNamespace(robot_id=robot_id, stream=1, sequence=sequence, obs=obs,
                            actions=np.zeros((rows, 1), np.float32), rewards=np.ones(rows, np.float32),
@@ -58,7 +58,7 @@ def experience(sequence: int, rows: int = 4, robot_id: int = 0, value: float = 0
 
 
 def request(batch_size: int = 8, max_batches: int = 1) -> SimpleNamespace:
-    """The fields of rl_core.wire.transport.SampleRequest."""
+    """The fields of rl_core.wire.messages.SampleRequest."""
     return SimpleNamespace(batch_size=batch_size, max_batches=max_batches)
 
 

@@ -19,8 +19,7 @@ from rl_core.runs.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
-from rl_core.wire.tensors import tensors_from_bytes, tensors_to_bytes
-from rl_core.wire.transport import DEMO_SLOT, Batch
+from rl_core.wire.messages import DEMO_SLOT, Batch, tensors_from_bytes, tensors_to_bytes
 
 pytestmark = pytest.mark.unit
 

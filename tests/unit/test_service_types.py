@@ -1,5 +1,5 @@
 """The replay buffer's ``sample`` service over DDS: requests and answers as rl_interfaces types
-(rl_nodes.service_types); image answers are in test_image_transport.py."""
+(rl_nodes.messages); image answers are in test_image_transport.py."""
 
 from __future__ import annotations
 
@@ -9,11 +9,9 @@ import numpy as np
 import pytest
 from rclpy.serialization import deserialize_message, serialize_message
 
-from rl_core.replay import PriorityUpdate
-from rl_core.replay.service import PriorityAnswer, SampleAnswer
-from rl_core.wire.transport import Batch, SampleRequest
+from rl_core.wire.messages import Batch, PriorityAnswer, PriorityUpdate, SampleAnswer, SampleRequest
 from rl_interfaces.srv import SampleBatch, UpdatePriorities
-from rl_nodes.service_types import PRIORITIES_SERVICE, SAMPLE_SERVICE
+from rl_nodes.messages import PRIORITIES_SERVICE, SAMPLE_SERVICE
 
 pytestmark = pytest.mark.unit
 

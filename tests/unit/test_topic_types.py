@@ -1,4 +1,4 @@
-"""Every topic of the graph names its message type once: rl_nodes.conversions.topic_type turns
+"""Every topic of the graph names its message type once: rl_nodes.messages.topic_type turns
 it into the conversion a node's publisher(graph.X) uses; no ROS graph."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 from diagnostic_msgs.msg import DiagnosticArray
 
 from rl_nodes import graph
-from rl_nodes.conversions import CONVERSIONS, EXPERIENCE, WEIGHTS, topic_type
+from rl_nodes.messages import CONVERSIONS, EXPERIENCE, WEIGHTS, topic_type
 
 pytestmark = pytest.mark.unit
 
@@ -41,7 +41,7 @@ def test_the_rows_an_operator_drove_cross_the_wire_flagged() -> None:
 
     import numpy as np
 
-    from rl_nodes.conversions import Experience, experience_from_msg, experience_to_msg
+    from rl_nodes.messages import Experience, experience_from_msg, experience_to_msg
 
     obs = np.zeros((2, 3), np.float32)
     data = Experience(0, obs, np.zeros((2, 1), np.float32), np.ones(2, np.float32), obs,

@@ -20,10 +20,10 @@ from rl_core.security import action_auth, weights_auth
 from rl_core.security.action_auth import ActionCheck, ActionKeys
 from rl_core.security.signed_status import StatusCheck, status_refusal
 from rl_nodes import graph
-from rl_nodes.conversions import Actions, TopicType, topic_type
 from rl_nodes.intra_process import IntraProcessManager
 from rl_nodes.intra_process_endpoints import IntraProcessPublisher, IntraProcessSubscription
 from rl_nodes.lifecycle import ManagedNode
+from rl_nodes.messages import Actions, TopicType, topic_type
 
 T = TypeVar("T")
 
@@ -175,10 +175,10 @@ class RLNode(ManagedNode):
                   qos: QoSProfile | None = None, stepping: bool | None = None
                   ) -> IntraProcessPublisher[T]:
         """A publisher on ``topic``: a topic of :mod:`rl_nodes.graph` (its name, QoS and message
-        type, converted as :func:`rl_nodes.conversions.topic_type` says unless ``topic_type``
+        type, converted as :func:`rl_nodes.messages.topic_type` says unless ``topic_type``
         is given), or a name, with ``topic_type`` and ``qos`` (default: the stream profile).
         ``stepping``: a robot's every step waits on it (default: the graph topic's; False for
-        a bare name; rl_nodes.stepping_wait)."""
+        a bare name; rl_nodes.dispatch_executor)."""
         name, qos = _name_and_qos(topic, qos)
         return self.ipc.create_publisher(self, _topic_type(topic, topic_type), name, qos,
                                          _stepping(topic, stepping))

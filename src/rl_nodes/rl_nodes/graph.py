@@ -85,7 +85,7 @@ class Topic:
     :param qos: the publishers' profile.
     :param rate_hz: (min, max) rate a running deployment shows; ``None``: not checked.
     :param stepping: a robot's every step waits on it (its subscribers' idle dispatch thread
-        waits on it alone between turns of the whole executor: rl_nodes.stepping_wait).
+        waits on it alone between turns of the whole executor: rl_nodes.dispatch_executor).
     """
 
     name: str

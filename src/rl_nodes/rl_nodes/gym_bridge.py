@@ -35,7 +35,7 @@ from rl_core.wire.image_codecs import Camera, is_image_shape
 from rl_interfaces.msg import ReplayStatus
 from rl_nodes import graph
 from rl_nodes.base import robot_id_from_namespace
-from rl_nodes.conversions import (
+from rl_nodes.messages import (
     ACTIONS,
     EXPERIENCE,
     EXPERIENCE_WITH_IMAGES,

@@ -2,7 +2,7 @@
 
 A simulator whose task observes images (uint8 stacked frames) sends each observation or
 experience batch as two messages over DDS with the batch's stamp: the batch message with its
-image fields empty (rl_nodes.conversions), and one image of the whole batch on the batch topic's
+image fields empty (rl_nodes.messages), and one image of the whole batch on the batch topic's
 side topic, named as image_transport names them (``<topic>/image`` for ``observation_codec`` raw,
 ``<topic>/image/compressed`` for png and jpeg; rl_core.wire.image_codecs), with the robot's camera
 frame ``robot_{k}/camera`` as ``frame_id``. Receivers join the halves by ``(frame_id, stamp)``
@@ -27,7 +27,7 @@ import numpy as np
 from sensor_msgs.msg import CompressedImage, Image
 
 from rl_core.security.action_auth import payload_digest
-from rl_core.wire import fields
+from rl_core.wire import messages as wire
 from rl_core.wire.image_codecs import (
     Camera,
     compressed_format,
@@ -38,7 +38,7 @@ from rl_core.wire.image_codecs import (
 )
 from rl_core.wire.image_join import Frames, HalfJoin, camera_frame
 from rl_nodes import graph
-from rl_nodes.conversions import (
+from rl_nodes.messages import (
     AwaitingImages,
     Experience,
     Observations,
@@ -88,7 +88,7 @@ def image_topic_type(codec: str, quality: int = 90, camera: Camera | None = None
 
 
 def _image_bytes(msg: Image | CompressedImage) -> int:
-    return fields.FIXED_BYTES + len(msg.data)  # header, format or sizes, and the data
+    return wire.FIXED_BYTES + len(msg.data)  # header, format or sizes, and the data
 
 
 def _raw_to_msg(data: Observations | Experience) -> Image:
@@ -180,7 +180,7 @@ class LatentEncoder:
     (``observation_codec`` latent), so that only its features cross to the policy.
 
     It follows ``/policy_weights`` like a policy node: the same signature, replay and NaN checks
-    (rl_core.acting.policy_weights.weights_refusal), then rl_core.acting.latent.LatentFeatures
+    (rl_core.acting.policy_model.weights_refusal), then rl_core.acting.latent.LatentFeatures
     checks the architecture against the task's image shape and loads the encoder. Until the first
     weights arrive there is no encoder (:attr:`ready` is false): a random one would not match the
     policy's head.
@@ -206,8 +206,8 @@ class LatentEncoder:
         return self.features.ready
 
     def on_weights(self, msg: Any) -> bool:
-        """Load ``msg`` (rl_nodes.conversions.Weights); whether the encoder changed."""
-        from rl_core.acting.policy_weights import weights_refusal
+        """Load ``msg`` (rl_nodes.messages.Weights); whether the encoder changed."""
+        from rl_core.acting.policy_model import weights_refusal
 
         if self.ready and (msg.epoch, msg.version) == self.current:
             return False

@@ -12,7 +12,7 @@ One thread drives :meth:`IntraProcessManager.spin`, which drains the queue and r
 executor callback too, so node code needs no locks except around state it shares with its own
 worker threads; while the queue stays busy, a watcher thread waits in the executor on its behalf
 (rl_nodes.executor_watcher). The endpoints: rl_nodes.intra_process_endpoints and
-rl_nodes.intra_process_services. Why and how: docs/architecture.md, "Zero-copy inside one process".
+rl_nodes.intra_process_endpoints. Why and how: docs/architecture.md, "Zero-copy inside one process".
 """
 
 from __future__ import annotations
@@ -32,15 +32,14 @@ from rclpy.timer import Timer
 
 from rl_core.wire.dispatch import DispatchQueue
 from rl_core.wire.local_registry import LocalRegistry
-from rl_nodes.conversions import TopicType
-from rl_nodes.dispatch_executor import DispatchExecutor
+from rl_nodes.dispatch_executor import DispatchExecutor, SteppingTopics, SteppingWait
 from rl_nodes.executor_watcher import EXECUTOR_HANDOVER_S
 from rl_nodes.intra_process_endpoints import (
     IntraProcessPublisher,
     IntraProcessSubscription,
     OwnPublications,
 )
-from rl_nodes.stepping_wait import SteppingTopics, SteppingWait
+from rl_nodes.messages import TopicType
 
 T = TypeVar("T")
 
@@ -90,7 +89,7 @@ class IntraProcessManager:
     def create_publisher(self, node: Node, topic_type: TopicType[T], topic: str,
                          qos: QoSProfile | int, stepping: bool = False) -> IntraProcessPublisher[T]:
         """A publisher that hands objects to local subscribers and to DDS when needed;
-        ``stepping``: a stepping topic (rl_nodes.stepping_wait)."""
+        ``stepping``: a stepping topic (rl_nodes.dispatch_executor)."""
         publisher = node.create_publisher(topic_type.msg_type, topic, qos)
         with self._registry.lock:
             entry = self._registry.entry(publisher.topic_name)

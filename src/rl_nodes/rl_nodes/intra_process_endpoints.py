@@ -1,13 +1,17 @@
-"""The topic endpoints of rl_nodes.intra_process: a publisher that hands the same object to the
-subscriptions of its process and converts it for DDS only when someone outside listens, and a
-subscription fed by both (decoded from DDS, its own process' DDS copies dropped).
+"""The endpoints of rl_nodes.intra_process: a publisher that hands the same object to the
+subscriptions of its process and converts it for DDS only when someone outside listens, a
+subscription fed by both (decoded from DDS, its own process' DDS copies dropped), and a service
+whose handler a client in the same process calls directly.
 
-Both are real rclpy endpoints underneath, made by ``IntraProcessManager.create_publisher`` and
-``create_subscription``; the manager's dispatch thread runs every local delivery.
+All are real rclpy endpoints underneath, made by ``IntraProcessManager.create_publisher``,
+``create_subscription`` and :func:`create_service`; the manager's dispatch thread runs every local
+delivery. rclpy has no intra-process services: the manager keeps the handlers of this process'
+services by name, and a client looks its service up there before each call.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar
@@ -18,9 +22,9 @@ from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy
 
 from rl_core.wire.local_registry import TopicEntry
-from rl_nodes.conversions import TopicType
+from rl_nodes.dispatch_executor import SteppingTopics
 from rl_nodes.graph import GUID_PREFIX_BYTES
-from rl_nodes.stepping_wait import SteppingTopics
+from rl_nodes.messages import ServiceType, TopicType
 
 T = TypeVar("T")
 
@@ -39,6 +43,16 @@ class Manager(Protocol):
 
     def is_own_publication(self, node: Node, topic_name: str,
                            publisher_gid: bytes | None) -> bool: ...
+
+    def report_error(self, source: str, error: Exception) -> None: ...
+
+    def add_local_service(self, name: str, handler: Callable[[Any], Any]) -> None: ...
+
+    def local_service(self, name: str) -> Callable[[Any], Any] | None: ...
+
+    def wait_on_dispatch_thread(self, done: threading.Event, timeout_s: float) -> bool: ...
+
+
 #: Messages from DDS queued for the dispatch thread before further ones are dropped (counted).
 MAX_QUEUED_RECEPTIONS = 10_000
 #: Messages a DDS subscription's callback takes beyond its own (see ``_on_dds``).
@@ -214,3 +228,67 @@ class IntraProcessSubscription(Generic[T]):
             return
         self.manager.stats["dds_receptions"] += 1
         self.manager.post(self.deliver, obj, bytes(gid["data"]) if gid else None)
+
+
+# --- services ------------------------------------------------------------------------------------
+
+class ServiceUnavailable(RuntimeError):
+    """No server answered in time; the message says which service and what to check."""
+
+
+def create_service(manager: Manager, node: Node, service_type: ServiceType[Any],
+                   name: str, handler: Callable[[Any], Any]) -> Any:
+    """A real rclpy service whose handler local clients call directly (no serialisation).
+
+    The handler runs on the caller's thread for local calls and on the executor thread for DDS
+    calls, so it must be thread-safe.
+    """
+
+    def on_request(request: Any, response: Any) -> Any:
+        try:
+            return service_type.response_to_msg(handler(service_type.request_from_msg(request)))
+        except Exception as error:  # noqa: BLE001 - answer the client instead of leaving it waiting
+            manager.report_error(f"service {name}", error)
+            if hasattr(response, "success"):
+                response.success = False
+            if hasattr(response, "message"):
+                response.message = f"request failed: {type(error).__name__}: {error}"
+            return response
+
+    service = node.create_service(service_type.srv_type, name, on_request)
+    manager.add_local_service(service.service_name, handler)
+    return service
+
+
+class IntraProcessClient:
+    """Calls a service: directly when its server lives in this process, else over DDS."""
+
+    def __init__(self, manager: Manager, node: Node, service_type: ServiceType[Any],
+                 name: str) -> None:
+        self.manager = manager
+        self.service_type = service_type
+        self.client = node.create_client(service_type.srv_type, name)
+        self.name: str = self.client.service_name
+
+    @property
+    def is_local(self) -> bool:
+        return self.manager.local_service(self.name) is not None
+
+    def call(self, request: Any, timeout_s: float = 5.0) -> Any:
+        """Send ``request`` and return the response object.
+
+        :raises ServiceUnavailable: when no server answers within ``timeout_s``.
+        """
+        handler = self.manager.local_service(self.name)
+        if handler is not None:
+            return handler(request)
+        if not self.client.wait_for_service(timeout_sec=timeout_s):
+            raise ServiceUnavailable(f"service {self.name} is not available; check that its node "
+                                     "runs, with the same ROS_DOMAIN_ID and discovery settings")
+        done = threading.Event()
+        future = self.client.call_async(self.service_type.request_to_msg(request))
+        future.add_done_callback(lambda _: done.set())
+        if not self.manager.wait_on_dispatch_thread(done, timeout_s):
+            self.client.remove_pending_request(future)
+            raise ServiceUnavailable(f"service {self.name} did not answer within {timeout_s} s")
+        return self.service_type.response_from_msg(future.result())

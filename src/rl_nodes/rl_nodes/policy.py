@@ -11,7 +11,7 @@ batch waits, so the process does not wake at the window's period when every roun
 (docs/performance.md, "Pipelining and central inference").
 
 ``onnx_model`` picks what acts (:mod:`rl_core.acting.policy_model`): the torch actor on ``device``,
-following the weights :mod:`rl_core.acting.policy_weights` accepts, or an exported model with
+following the weights :mod:`rl_core.acting.policy_model` accepts, or an exported model with
 fixed weights that needs neither torch nor the simulator code (docs/tools.md, "On the robot").
 """
 
@@ -24,11 +24,10 @@ from typing import Any
 import numpy as np
 
 from rl_core.acting.central_batching import CentralBatcher
-from rl_core.acting.policy_model import build_policy_model
-from rl_core.acting.policy_weights import WeightsGate, encoded_size_bound
+from rl_core.acting.policy_model import WeightsGate, build_policy_model, encoded_size_bound
 from rl_core.config import PolicyConfig
 from rl_core.security.action_auth import answer
-from rl_core.wire.fields import MAX_REQUEST_ROWS
+from rl_core.wire.messages import MAX_REQUEST_ROWS
 from rl_interfaces.srv import GetAction
 from rl_nodes import graph
 from rl_nodes.base import (
@@ -40,7 +39,9 @@ from rl_nodes.base import (
     load_public_key,
     robot_id_from_namespace,
 )
-from rl_nodes.conversions import (
+from rl_nodes.graph import robot_namespace
+from rl_nodes.intra_process_endpoints import IntraProcessPublisher
+from rl_nodes.messages import (
     ACTIONS,
     OBSERVATIONS,
     OBSERVATIONS_WITH_IMAGES,
@@ -48,8 +49,6 @@ from rl_nodes.conversions import (
     Observations,
     Weights,
 )
-from rl_nodes.graph import robot_namespace
-from rl_nodes.intra_process_endpoints import IntraProcessPublisher
 from rl_nodes.parameters import declare_config, watch_config
 from rl_nodes.runtime import main_for
 
@@ -116,7 +115,7 @@ class PolicyNode(RLNode):
     def _valid_observations(self, msg: Observations) -> bool:
         if not self.active:
             return False  # deactivated: the simulators resend once the policy is active again
-        # Values from the network were checked finite when decoded (rl_nodes.conversions).
+        # Values from the network were checked finite when decoded (rl_nodes.messages).
         refusal = self.model.observations_refusal(msg.obs)
         if refusal is not None:
             self.reject("observations", refusal)

@@ -11,8 +11,8 @@ from typing import Any, Protocol
 
 from rl_core.acting.stepping import Stepper
 from rl_core.config import BoundaryConfig, SimulatorConfig
-from rl_nodes.conversions import Experience, Observations
 from rl_nodes.intra_process import IntraProcessManager
+from rl_nodes.messages import Experience, Observations
 
 
 class NodePart(Protocol):

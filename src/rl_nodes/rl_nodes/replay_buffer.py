@@ -21,21 +21,25 @@ import time
 
 from rl_core.config import ReplayConfig
 from rl_core.replay import RateLimitedReplay, ReplayBuffer
-from rl_core.replay.service import FileAnswer, ReplayService, SampleAnswer
+from rl_core.replay.service import ReplayService
 from rl_core.robot.tasks import space_shapes
 from rl_core.security.signed_status import StatusSigner, sign_status
-from rl_core.wire.fields import MAX_REQUEST_ROWS
 from rl_core.wire.image_codecs import is_image_shape
-from rl_core.wire.transport import SampleRequest
+from rl_core.wire.messages import MAX_REQUEST_ROWS, FileAnswer, SampleAnswer, SampleRequest
 from rl_interfaces.msg import ReplayStatus
 from rl_nodes import graph
 from rl_nodes.base import EXPERIENCE_QOS, OK, WARN, RLNode, load_signing_key
-from rl_nodes.conversions import EXPERIENCE_WITH_IMAGES, Experience
 from rl_nodes.image_transport import subscribe_with_images
-from rl_nodes.intra_process_services import create_service
+from rl_nodes.intra_process_endpoints import create_service
+from rl_nodes.messages import (
+    BUFFER_FILE_SERVICE,
+    EXPERIENCE_WITH_IMAGES,
+    PRIORITIES_SERVICE,
+    SAMPLE_SERVICE,
+    Experience,
+)
 from rl_nodes.parameters import declare_config, watch_config
 from rl_nodes.runtime import main_for
-from rl_nodes.service_types import BUFFER_FILE_SERVICE, PRIORITIES_SERVICE, SAMPLE_SERVICE
 
 STATUS_PERIOD_S = 1.0
 

@@ -31,8 +31,8 @@ from rl_core.robot.driver import RobotDriver
 from rl_core.robot.joint_io import StateSource
 from rl_core.robot.task import Task
 from rl_nodes import graph
-from rl_nodes.conversions import Actions, Observations, command_message, plain
 from rl_nodes.estop_listener import EStopListener
+from rl_nodes.messages import Actions, Observations, command_message, plain
 from rl_nodes.ports import BoundaryHost
 
 

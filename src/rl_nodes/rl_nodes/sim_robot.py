@@ -37,7 +37,7 @@ from rl_core.robot.sim_robot import SimRobot
 from rl_core.robot.sim_robot_config import PARAMETERS, SimRobotConfig, sim_robot_config
 from rl_interfaces.srv import ResetRobot
 from rl_nodes import graph
-from rl_nodes.conversions import ns_to_stamp
+from rl_nodes.messages import ns_to_stamp
 from rl_nodes.runtime import spin_plain_node
 
 #: The reset service (type graph.RESET_ROBOT_TYPE), under the node: /robot_k/sim_robot/reset.

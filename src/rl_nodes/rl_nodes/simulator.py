@@ -26,7 +26,7 @@ from rl_core.security.signed_status import StatusCheck
 from rl_interfaces.msg import ReplayStatus
 from rl_nodes import graph
 from rl_nodes.base import OK, WARN, RLNode, load_action_keys, load_public_key, robot_id_from_namespace
-from rl_nodes.conversions import Actions, Episodes, Experience, Observations
+from rl_nodes.messages import Actions, Episodes, Experience, Observations
 from rl_nodes.parameters import declare_config, watch_config
 from rl_nodes.robot_boundary import RobotBoundary
 from rl_nodes.runtime import main_for
@@ -225,7 +225,7 @@ class SimulatorNode(RLNode):
         lane = self.stepper.lane_for(msg.step)
         if lane is None:
             return  # an answer to a republished batch: already handled
-        # Values from the network were checked finite when decoded (rl_nodes.conversions).
+        # Values from the network were checked finite when decoded (rl_nodes.messages).
         try:
             stepping.check_actions(msg.actions, self.stepper.actions_shape(lane), lane.envs.choices)
         except ValueError as error:

@@ -20,9 +20,9 @@ from rl_core.security.action_auth import payload_digest
 from rl_core.wire.image_codecs import is_image_shape
 from rl_nodes import graph
 from rl_nodes.base import EXPERIENCE_QOS, STREAM_QOS
-from rl_nodes.conversions import Experience, Observations, TopicType, Weights
 from rl_nodes.image_transport import LatentEncoder, image_publisher, image_topic_type, side_topic
 from rl_nodes.intra_process_endpoints import IntraProcessPublisher
+from rl_nodes.messages import Experience, Observations, TopicType, Weights
 
 
 class SimulatorImages:

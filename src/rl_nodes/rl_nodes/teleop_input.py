@@ -16,7 +16,7 @@ from std_msgs.msg import Float64MultiArray
 
 from rl_core.acting.teleop import Intervention, JoyMapping
 from rl_nodes import graph
-from rl_nodes.conversions import plain
+from rl_nodes.messages import plain
 from rl_nodes.ports import TeleopHost
 
 

@@ -40,17 +40,15 @@ from rl_core.replay import UNLIMITED_BATCHES
 from rl_core.robot.tasks import space_shapes, task_choices
 from rl_core.security.signed_status import StatusCheck
 from rl_core.security.weights_auth import sign_weights
-from rl_core.wire.fields import MAX_REQUEST_ROWS
-from rl_core.wire.transport import SampleRequest
+from rl_core.wire.messages import MAX_REQUEST_ROWS, SampleRequest
 from rl_interfaces.msg import ReplayStatus
 from rl_nodes import graph
 from rl_nodes.base import ERROR, OK, RLNode, load_signing_key
-from rl_nodes.conversions import Episodes, Experience, Weights, plain
-from rl_nodes.intra_process_services import IntraProcessClient, ServiceUnavailable
+from rl_nodes.intra_process_endpoints import IntraProcessClient, ServiceUnavailable
+from rl_nodes.messages import PRIORITIES_SERVICE, SAMPLE_SERVICE, Episodes, Experience, Weights, plain
 from rl_nodes.parameters import declare_config, declare_moved, watch_config
 from rl_nodes.process_settings import learner_cpus, pin_current_thread
 from rl_nodes.runtime import main_for
-from rl_nodes.service_types import PRIORITIES_SERVICE, SAMPLE_SERVICE
 
 SAMPLE_SERVICE_NAME = graph.service_name(graph.SAMPLE)
 PRIORITIES_SERVICE_NAME = graph.service_name(graph.UPDATE_PRIORITIES)

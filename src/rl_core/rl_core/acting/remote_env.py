@@ -43,7 +43,7 @@ class SimulatorProtocolError(RuntimeError):
 
 
 class ObservationBatch(Protocol):
-    """What the protocol reads of an observation batch (rl_nodes.conversions.Observations)."""
+    """What the protocol reads of an observation batch (rl_nodes.messages.Observations)."""
 
     robot_id: int
     step: int
@@ -51,7 +51,7 @@ class ObservationBatch(Protocol):
 
 
 class ExperienceRows(Protocol):
-    """What the protocol reads of an experience message (rl_nodes.conversions.Experience)."""
+    """What the protocol reads of an experience message (rl_nodes.messages.Experience)."""
 
     robot_id: int
     stream: int

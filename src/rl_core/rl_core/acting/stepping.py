@@ -28,8 +28,7 @@ from rl_core.envs import VectorEnv
 from rl_core.envs.spaces import random_actions
 from rl_core.names import variables
 from rl_core.robot.boundary import EpisodeEnd, Transition
-from rl_core.wire.fields import choice_indices
-from rl_core.wire.transport import Episodes, Experience
+from rl_core.wire.messages import Episodes, Experience, choice_indices
 
 #: Seed offset of each restart of a simulator, so a respawned one draws a fresh seed stream.
 RESTART_SEED_STRIDE = 1_000_003

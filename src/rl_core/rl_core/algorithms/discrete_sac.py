@@ -29,9 +29,8 @@ from rl_core.algorithms.sac import (
     gradient_step,
 )
 from rl_core.config import ConfigError, SACConfig
-from rl_core.wire.fields import choice_indices
 from rl_core.wire.image_codecs import as_shape
-from rl_core.wire.transport import Batch
+from rl_core.wire.messages import Batch, choice_indices
 
 #: The target entropy as a fraction of the largest, ``log n``.
 TARGET_ENTROPY_FRACTION = 0.5

@@ -10,7 +10,7 @@ Image observations (:func:`rl_core.algorithms.encoders.is_image_shape`) select D
 (Kostrikov, Yarats & Fergus 2021): a convolutional encoder shared by actor and critics, trained
 by the critic loss only, a target encoder, and random-shift augmentation; frames cross to the
 device as uint8. With demonstrations (rows whose ``indices`` are
-:data:`rl_core.wire.transport.DEMO_SLOT`), ``demo_bc_weight`` > 0 adds behaviour cloning with a Q
+:data:`rl_core.wire.messages.DEMO_SLOT`), ``demo_bc_weight`` > 0 adds behaviour cloning with a Q
 filter to the actor's loss (Nair et al. 2018), scaled by the batch's mean ``|Q|`` as in TD3+BC.
 How the update is built: docs/architecture.md, "Learning".
 """
@@ -38,7 +38,7 @@ from rl_core.algorithms.graph_adam import AdamTensors, adam_step_, adam_tensors
 from rl_core.algorithms.networks import EnsembleQ, SquashedGaussianActor
 from rl_core.config import ConfigError, SACConfig
 from rl_core.wire.image_codecs import as_shape
-from rl_core.wire.transport import DEMO_SLOT, Batch
+from rl_core.wire.messages import DEMO_SLOT, Batch
 
 CRITIC_NOT_FINITE = ("critic loss is not finite; the batch or the networks hold NaN/inf (check "
                      "rewards and observations, lower the learning rates)")

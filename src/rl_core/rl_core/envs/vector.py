@@ -29,7 +29,7 @@ from rl_core.envs.spaces import (
     unsupported_spaces,
     with_rl_spaces,
 )
-from rl_core.wire.fields import choice_indices
+from rl_core.wire.messages import choice_indices
 
 __all__ = ["EpisodeRecord", "VectorEnv", "VectorStep"]
 
@@ -149,7 +149,7 @@ class VectorEnv:
         """Steps every environment once and resets those whose episode ended.
 
         :param actions: ``(num_envs, *action_shape)`` finite actions (a Discrete action's rows
-            hold indices, :func:`~rl_core.wire.fields.choice_indices`). Finiteness is left
+            hold indices, :func:`~rl_core.wire.messages.choice_indices`). Finiteness is left
             to the environments, which raise ValueError for a non-finite action;
             the simulator node rejects such a batch before it gets here, so a
             whole-batch check here would be a third one on the hot path.

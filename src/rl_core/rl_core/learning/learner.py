@@ -39,7 +39,7 @@ from rl_core.monitoring.plotting import plot_training_curve
 from rl_core.replay import PriorityFeedback
 from rl_core.runs.checkpoint import save_checkpoint
 from rl_core.runs.run_checkpoints import FINAL_DIRECTORY
-from rl_core.wire.transport import Batch
+from rl_core.wire.messages import Batch
 
 #: Training episodes averaged for the "solved" check (solve_return).
 SOLVE_WINDOW = 10

@@ -28,7 +28,7 @@ import numpy.typing as npt
 
 from rl_core.replay.sum_tree import SumTree
 from rl_core.runs.atomic_files import write_atomically
-from rl_core.wire.transport import Batch
+from rl_core.wire.messages import Batch
 
 __all__ = ["InvalidPriorities", "OutOfBounds", "ReplayBuffer"]
 

@@ -23,7 +23,7 @@ import gymnasium
 import numpy as np
 import numpy.typing as npt
 
-from rl_core.wire.transport import Batch
+from rl_core.wire.messages import Batch
 
 #: The keys of a goal-conditioned observation that relabelling reads and writes.
 GOAL_KEYS = ("achieved_goal", "desired_goal")

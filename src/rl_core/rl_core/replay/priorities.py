@@ -10,28 +10,13 @@ they cost no extra message. Meanwhile the buffer may have overwritten some of th
 from __future__ import annotations
 
 import threading
-from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["PriorityFeedback", "PriorityUpdate"]
+from rl_core.wire.messages import PriorityUpdate
 
-
-class PriorityUpdate(NamedTuple):
-    """New priorities for sampled buffer slots.
-
-    :ivar indices: ``int64 (N,)`` buffer slots (``Batch.indices``).
-    :ivar priorities: ``float32 (N,)`` new priorities, typically ``|TD error|``.
-    :ivar drawn_at: The buffer's ``total_inserted`` when the oldest of these slots was sampled.
-    """
-
-    indices: npt.NDArray[np.int64]
-    priorities: npt.NDArray[np.float32]
-    drawn_at: int
-
-    def __len__(self) -> int:  # rows, not the tuple's 3 fields
-        return int(self.indices.shape[0])
+__all__ = ["PriorityFeedback"]
 
 
 class PriorityFeedback:

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
@@ -48,11 +48,15 @@ from rl_core.replay.insert_log import (
     read_segment,
     segments,
 )
-from rl_core.replay.priorities import PriorityUpdate
 from rl_core.runs.run_lock import RunLock
 from rl_core.security.signed_status import StatusSigner
-from rl_core.wire.fields import max_answer_rows
-from rl_core.wire.transport import Batch
+from rl_core.wire.messages import (
+    FileAnswer,
+    PriorityAnswer,
+    PriorityUpdate,
+    SampleAnswer,
+    max_answer_rows,
+)
 
 #: The file ``save`` and ``load`` use when the request names none.
 DEFAULT_FILE = "replay_buffer.npz"
@@ -63,35 +67,6 @@ LOG_SEGMENT, ADMISSION = "log_segment", "admission"
 #: The transitions an operator drove that the demonstration buffer holds, beside them.
 INTERVENTIONS = "interventions_stored"
 
-
-class SampleAnswer(NamedTuple):
-    """The answer to a sample request: the batches the rate limiter granted (``SampleBatch.srv``
-    on the wire, converted by ``rl_nodes.conversions``)."""
-
-    success: bool
-    message: str
-    batches: list[Batch]
-    buffer_size: int
-    total_inserted: int
-    prioritized: bool = False  # send the batches' priorities back with a later request
-    #: The run's budget in transitions, and whether the run is done (the budget is in and
-    #: every batch it pays for was granted: learn on these, then finish).
-    total_env_steps: int = 0
-    done: bool = False
-
-
-#: What ``save`` and ``load`` answer: success, message, transitions, the file's path.
-FileAnswer = tuple[bool, str, int, str]
-
-
-class PriorityAnswer(NamedTuple):
-    """The answer to a priority update (``UpdatePriorities.srv``)."""
-
-    success: bool
-    message: str
-    #: Priorities applied, and those skipped because their slot was overwritten since.
-    applied: int
-    skipped: int
 
 
 @dataclass
@@ -228,7 +203,7 @@ class ReplayService:
         return len(self.replay), self.replay.total_inserted
 
     def insert(self, msg: Any) -> None:
-        """Store an experience batch (the fields of ``rl_nodes.conversions.Experience``) unless
+        """Store an experience batch (the fields of ``rl_nodes.messages.Experience``) unless
         admission or the buffer refuses it."""
         with self.lock:
             refusal = self.admission.refusal(msg.robot_id, msg.stream, msg.sequence)
@@ -262,7 +237,7 @@ class ReplayService:
 
     def sample(self, request: Any) -> SampleAnswer:
         """Grant up to ``request.max_batches`` batches (0 = only report sizes); ``request`` has
-        the fields of ``rl_core.wire.transport.SampleRequest``."""
+        the fields of ``rl_core.wire.messages.SampleRequest``."""
         if request.max_batches and not 1 <= request.batch_size <= self.max_rows:
             message = f"batch_size must be between 1 and {self.max_rows}, got {request.batch_size}"
             self._reject("sample request", message)

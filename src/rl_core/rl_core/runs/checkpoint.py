@@ -28,7 +28,7 @@ from rl_core.algorithms.networks import SquashedGaussianActor
 from rl_core.config import SACConfig
 from rl_core.runs.atomic_files import fsync_directory
 from rl_core.runs.checkpoint_upgrade import upgrade
-from rl_core.wire.tensors import tensors_from_bytes, tensors_to_bytes
+from rl_core.wire.messages import tensors_from_bytes, tensors_to_bytes
 
 #: Format written; earlier ones are read through :mod:`rl_core.runs.checkpoint_upgrade`.
 FORMAT_VERSION = 2

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from rl_core.names import variables
-from rl_core.wire.transport import Actions, Observations
+from rl_core.wire.messages import Actions, Observations
 
 KEY_VARIABLE = variables.ACTION_KEY
 KEY_FILE_VARIABLE = variables.ACTION_KEY_FILE
@@ -68,7 +68,7 @@ def robot_key(run_key: bytes, robot_id: int) -> bytes:
 
 
 class ObservedBatch(Protocol):
-    """What a digest reads of an observation batch (rl_core.wire.transport.Observations)."""
+    """What a digest reads of an observation batch (rl_core.wire.messages.Observations)."""
 
     obs: np.ndarray
 

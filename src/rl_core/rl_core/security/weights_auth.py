@@ -33,7 +33,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from rl_core.names import variables
 
 if TYPE_CHECKING:
-    from rl_core.wire.transport import Weights
+    from rl_core.wire.messages import Weights
 
 KEY_VARIABLE = variables.WEIGHTS_KEY
 KEY_FILE_VARIABLE = variables.WEIGHTS_KEY_FILE

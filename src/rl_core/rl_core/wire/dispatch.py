@@ -126,7 +126,7 @@ STEPPING_TURN_S = 0.02
 class StepReplies:
     """Whether a step's reply is due from another process, and when the idle dispatch thread
     must turn its whole executor while one is; in between it waits on the stepping topics alone
-    (rl_nodes.stepping_wait). A reply is due once a stepping message went out with no local
+    (rl_nodes.dispatch_executor). A reply is due once a stepping message went out with no local
     subscriber (the simulator's observations, the policy's actions, in decoupled mode) until a
     stepping message comes in. Nothing here knows ROS."""
 

@@ -10,7 +10,7 @@ the codec's per-call overhead is paid once per batch, not per frame:
 
 Pillow does the work: it is already a dependency, wraps libjpeg-turbo and zlib, and is kept up to
 date. (``latent`` needs no codec: encoder features travel like state observations.) Nothing here
-imports ROS or torch; the nodes put the bytes into messages (rl_nodes.conversions).
+imports ROS or torch; the nodes put the bytes into messages (rl_nodes.messages).
 """
 
 from __future__ import annotations

@@ -64,7 +64,7 @@ class Frames:
 
 
 class AwaitsImage(Protocol[T_co]):
-    """A batch decoded without its images (rl_nodes.conversions.AwaitingImages)."""
+    """A batch decoded without its images (rl_nodes.messages.AwaitingImages)."""
 
     @property
     def batch(self) -> Any:
