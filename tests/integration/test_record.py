@@ -2,6 +2,7 @@
 
 One small colocated deployment runs (the recorder is the outside subscriber that makes the
 container publish over DDS); the tool records a few seconds and the file is decoded again. The
+same deployment shows the colocated graph of rl_nodes.graph (tests/system/test_graph.py). The
 complete message definitions it stores are unit-tested in tests/unit/test_message_types.py.
 """
 
@@ -18,13 +19,15 @@ import pytest
 from mcap.reader import make_reader
 from mcap_ros2.decoder import DecoderFactory
 
-from tests.integration.deployments import deployment, tool_argv
+from tests.integration.deployments import assert_graph_is_documented, deployment, tool_argv
 from tests.processes import Child
 
 pytestmark = pytest.mark.integration
 
 RECORDED = ("/experience", "/episodes", "/policy_weights", "/robot_0/observations")
 RECORD_SECONDS = 5.0
+#: Two robots, so that the graph check below sees every per-robot name twice.
+ROBOTS = 2
 TOOL_TIMEOUT_S = 60.0
 
 
@@ -35,7 +38,7 @@ TOOL_TIMEOUT_S = 60.0
 def colocated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Child]:
     import os
 
-    with deployment("colocated", 1, dict(os.environ),
+    with deployment("colocated", ROBOTS, dict(os.environ),
                     tmp_path_factory.mktemp("colocated") / "run") as run:
         yield run
 
@@ -59,6 +62,10 @@ def read_back(path: Path) -> tuple[dict[str, list], dict[str, object], dict[str,
         for _, channel, _, decoded in reader.iter_decoded_messages():
             messages[channel.topic].append(decoded)
     return messages, channels, schemas, profile
+
+
+def test_live_colocated_graph_matches_the_graph_module(colocated: Child, ros_env) -> None:
+    assert_graph_is_documented("colocated", ROBOTS, int(ros_env["ROS_DOMAIN_ID"]), colocated)
 
 
 def test_recorded_topics_decode_with_their_fields(colocated: Child, ros_env, tmp_path: Path

@@ -1,6 +1,7 @@
 """``rl-bringup status`` and ``rl-bringup doctor`` against a small decoupled deployment, and
 ``doctor`` against an empty domain. The checks on their own are unit-tested in
-tests/unit/test_doctor.py."""
+tests/unit/test_doctor.py. The same deployment shows the decoupled graph of rl_nodes.graph
+(tests/system/test_graph.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from rl_bringup.tools.operate.doctor.graph import expected_graph
-from tests.integration.deployments import deployment, tool_argv
+from tests.integration.deployments import assert_graph_is_documented, deployment, tool_argv
 from tests.processes import Child
 
 pytestmark = pytest.mark.integration
@@ -36,6 +37,10 @@ def decoupled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Child]:
 def run_tool(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=TOOL_TIMEOUT_S,
                           check=False)
+
+
+def test_live_decoupled_graph_matches_the_graph_module(decoupled: Child, ros_env) -> None:
+    assert_graph_is_documented("decoupled", ROBOTS, int(ros_env["ROS_DOMAIN_ID"]), decoupled)
 
 
 def test_status_once_shows_both_robots_and_the_replay_fill(decoupled: Child, ros_env) -> None:
