@@ -14,9 +14,10 @@ import pytest
 from rl_bringup.plan.deployment import PlanError, make_plan
 from rl_core.config import ConfigError, ReplayConfig
 from rl_core.envs import KUKA_REACH_GOAL_ID
+from rl_core.replay import hindsight
 from rl_core.replay.buffer import ReplayBuffer
 from rl_core.replay.build import new_replay
-from rl_core.replay.hindsight import GoalLayout, Hindsight, episode_keys
+from rl_core.replay.hindsight import GoalLayout, Hindsight, episode_keys, is_goal_env
 from rl_core.replay.service import ReplayService
 
 pytestmark = pytest.mark.unit
@@ -111,6 +112,26 @@ def test_the_goal_env_layout_and_a_task_without_goals_refused() -> None:
     replay = new_replay(ReplayConfig(env_id=KUKA_REACH_GOAL_ID, her_k=4),
                         ReplayBuffer(20, 7, 8))
     assert replay.hindsight is not None and replay.hindsight.probability == 0.8
+
+
+def test_finding_out_whether_a_task_has_goals_closes_the_env_it_made(monkeypatch) -> None:
+    # The plan asks before any process starts; a pybullet env left open keeps its physics
+    # server (and a GUI, where one is configured) for the rest of the planning process.
+    made: list[gymnasium.Env] = []
+    closed: list[str] = []
+    make = gymnasium.make
+
+    def recorded(env_id: str, **kwargs):
+        env = make(env_id, **kwargs)
+        close = env.close
+        env.close = lambda: (closed.append(env_id), close())[1]
+        made.append(env)
+        return env
+
+    monkeypatch.setattr(hindsight.gymnasium, "make", recorded)
+    assert is_goal_env(KUKA_REACH_GOAL_ID) and not is_goal_env("Pendulum-v1")
+    assert closed == [KUKA_REACH_GOAL_ID, "Pendulum-v1"], "an env made to inspect was left open"
+    assert made[0].unwrapped._client is None  # its pybullet server is gone
 
 
 def test_the_replay_service_follows_each_robots_episodes_and_reports_them() -> None:

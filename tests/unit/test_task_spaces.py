@@ -41,7 +41,7 @@ def test_a_discrete_action_task_refuses_what_acts_continuously(setting: str) -> 
                   extra_parameters={"env_id": "CartPole-v1", name: value})
     message = str(refused.value)
     assert "\n" not in message
-    assert message.startswith(f"env_id 'CartPole-v1' has a Discrete action, which {setting} "
+    assert message.startswith(f"env_id 'CartPole-v1' has a discrete action or part, which {setting} "
                               "cannot drive"), message
     plan = make_plan("colocated", 1, domain_id=7, environ={},
                      extra_parameters={"env_id": "CartPole-v1",

@@ -96,7 +96,7 @@ def check_task(config_file: str, shared_parameters: Mapping[str, Any]) -> None:
         task without goals; settings that act continuously for a ``Discrete`` action.
     """
     from rl_core.replay.build import HER_NEEDS_GOALS
-    from rl_core.replay.hindsight import goal_env_parts
+    from rl_core.replay.hindsight import is_goal_env
     from rl_core.robot.tasks import check_spaces, task_choices
 
     env_id = robot_plan.effective_parameter("env_id", config_file, shared_parameters,
@@ -110,14 +110,14 @@ def check_task(config_file: str, shared_parameters: Mapping[str, Any]) -> None:
                           f"{error}); install what it needs, or choose another env_id") from None
     her_k = robot_plan.effective_parameter("her_k", config_file, shared_parameters, 0,
                                            "replay_buffer")
-    if _is_set(her_k) and goal_env_parts(str(env_id)) is None:
+    if _is_set(her_k) and not is_goal_env(str(env_id)):
         raise ConfigError(HER_NEEDS_GOALS.format(k=her_k, env_id=env_id))
     if task_choices(str(env_id)):
         continuous_only = [f"{name}:={value}" for kind, name in CONTINUOUS_ONLY
                            if _is_set(value := robot_plan.effective_parameter(
                                name, config_file, shared_parameters, None, kind))]
         if continuous_only:
-            raise ConfigError(f"env_id {env_id!r} has a Discrete action, which "
+            raise ConfigError(f"env_id {env_id!r} has a discrete action or part, which "
                               f"{', '.join(continuous_only)} cannot drive (a gamepad and a scripted "
                               "expert act with continuous actions); unset them, or choose a task "
                               "with a Box action")

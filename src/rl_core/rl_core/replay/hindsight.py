@@ -164,16 +164,33 @@ def episode_keys(robot_id: int, env_ids: npt.ArrayLike) -> np.ndarray:
     return (np.int64(robot_id) << 32) | np.asarray(env_ids, dtype=np.int64)
 
 
-def goal_env_parts(env_id: str) -> tuple[GoalLayout, RewardFunction] | None:
-    """The goal layout of ``env_id`` and its ``compute_reward`` (the env it belongs to lives as
-    long as it does); None when ``env_id`` is no goal-conditioned env."""
+def _made(env_id: str) -> gymnasium.Env[Any, Any]:
     from rl_core.envs import register_envs
 
     register_envs()
-    env = gymnasium.make(env_id, disable_env_checker=True)
+    return gymnasium.make(env_id, disable_env_checker=True)
+
+
+def _goal_parts(env: gymnasium.Env[Any, Any]) -> tuple[GoalLayout, RewardFunction] | None:
     layout = GoalLayout.of(env.observation_space)
     compute_reward = getattr(env.unwrapped, "compute_reward", None)
-    if layout is None or compute_reward is None:
+    return None if layout is None or compute_reward is None else (layout, compute_reward)
+
+
+def goal_env_parts(env_id: str) -> tuple[GoalLayout, RewardFunction] | None:
+    """The goal layout of ``env_id`` and its ``compute_reward`` (the env it belongs to lives as
+    long as it does); None when ``env_id`` is no goal-conditioned env."""
+    env = _made(env_id)
+    parts = _goal_parts(env)
+    if parts is None:
         env.close()
-        return None
-    return layout, compute_reward
+    return parts
+
+
+def is_goal_env(env_id: str) -> bool:
+    """Whether HER can relabel ``env_id``'s goals (the env made to find out is closed again)."""
+    env = _made(env_id)
+    try:
+        return _goal_parts(env) is not None
+    finally:
+        env.close()
