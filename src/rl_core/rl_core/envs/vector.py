@@ -127,11 +127,13 @@ class VectorEnv:
             raise ValueError(refusal)
         assert isinstance(observation_space, gymnasium.spaces.Box)
         assert isinstance(action_space, (gymnasium.spaces.Box, gymnasium.spaces.Discrete))
+        # (an arm-and-choice action is a Box: rl_core.envs.spaces.HybridBox)
         self.single_observation_space: gymnasium.spaces.Box = observation_space
         self.single_action_space: gymnasium.spaces.Box | gymnasium.spaces.Discrete = action_space
         #: Shape of one action row (``(1,)``, the index, for a Discrete action).
         self.action_shape = action_row_shape(action_space)
-        #: The number of choices of a Discrete action; 0 for a Box.
+        #: The number of choices of a Discrete or arm-and-choice action (the last value of its
+        #: rows); 0 for a Box.
         self.choices = action_choices(action_space)
         self._batch_action_shape = (self.num_envs, *self.action_shape)
 
@@ -166,7 +168,9 @@ class VectorEnv:
                 f"(num_envs, *action_shape), got {actions.shape}"
             )
         if self.choices:
-            actions = choice_indices(actions, self.choices)
+            indices = choice_indices(actions, self.choices)
+            if self.action_shape == (1,):  # a Discrete action takes the index itself
+                actions = indices
         batch_obs, rewards, terminated, truncated, info = self.vector_env.step(actions)
         obs = batch_obs.copy()
         next_obs = batch_obs.copy()

@@ -8,12 +8,11 @@ import gymnasium as gym
 import numpy as np
 
 from rl_core.algorithms.discrete_sac import CategoricalActor
-from rl_core.algorithms.networks import SquashedGaussianActor
 from rl_core.envs import make_env
 from rl_core.monitoring import heartbeat
 
 if TYPE_CHECKING:
-    from rl_core.algorithms.encoders import EncodedActor
+    from rl_core.algorithms import Actor
 
 EVAL_SEED_OFFSET = 10_000  # evaluation episodes never reuse a training seed
 
@@ -51,7 +50,7 @@ def evaluation_env_id(env_id: str) -> str | None:
     return env_id
 
 
-def evaluate(actor: SquashedGaussianActor | EncodedActor | CategoricalActor, env_id: str,
+def evaluate(actor: Actor, env_id: str,
              episodes: int, seed: int = 0, env: gym.Env | None = None) -> EvalResult:
     """Run ``episodes`` deterministic episodes (mean action, or most probable choice) and
     return their returns.

@@ -105,7 +105,8 @@ def train(config: RunConfig, output_dir: str | Path | None = None,
         envs.close()
 
     paying = min(env_steps, replay.total_env_steps) - config.replay.learning_starts
-    algorithm = "discrete SAC" if envs.choices else "SAC"
+    algorithm = ("SAC" if not envs.choices else "discrete SAC" if envs.action_shape == (1,)
+                 else "arm-and-choice SAC")
     result = learner.finish(env_steps, paying, trainer.eval_episodes,
                             sim.seed, Path(output_dir) if output_dir is not None else None,
                             title=f"{sim.env_id} ({algorithm}, bare loop)",

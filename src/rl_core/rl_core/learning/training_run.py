@@ -78,8 +78,8 @@ class TrainingRun:
     """One training run of the trainer node.
 
     :param obs_shape, action_shape: the task's spaces.
-    :param choices: of the task's ``Discrete`` action (SAC for discrete actions learns it); 0
-        for a ``Box`` action.
+    :param choices: of the task's ``Discrete`` or arm-and-choice action (rl_core.algorithms
+        picks the learner); 0 for a ``Box`` action.
     :param report: receives each failed update or round (what, why).
     :param log: receives the run's own log lines (where it resumed from).
     :param on_evaluated: called on the evaluation thread after each periodic evaluation.

@@ -353,7 +353,7 @@ def task_spaces(env_id: str) -> tuple[gymnasium.Space, gymnasium.Space]:
 
 def space_shapes(env_id: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """``(observation shape, action row shape)`` of a task (:func:`task_spaces`; a Discrete
-    action's row is its index, ``(1,)``)."""
+    action's row is its index, ``(1,)``, an arm-and-choice one's the arm's values and then it)."""
     from rl_core.envs.spaces import action_row_shape
 
     observation_space, action_space = task_spaces(env_id)
@@ -361,7 +361,8 @@ def space_shapes(env_id: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
 
 
 def task_choices(env_id: str) -> int:
-    """The number of choices of a task's ``Discrete`` action; 0 for a ``Box`` action."""
+    """The number of choices of a task's ``Discrete`` or arm-and-choice action (the last value
+    of its rows); 0 for a ``Box`` action."""
     from rl_core.envs.spaces import action_choices
 
     return action_choices(task_spaces(env_id)[1])

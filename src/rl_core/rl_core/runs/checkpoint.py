@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from rl_core.algorithms import Actor, Algorithm, DiscreteSAC, new_actor, new_algorithm
+from rl_core.algorithms import Actor, Algorithm, DiscreteSAC, HybridSAC, new_actor, new_algorithm
 from rl_core.algorithms.networks import SquashedGaussianActor
 from rl_core.config import SACConfig
 from rl_core.runs.atomic_files import fsync_directory
@@ -115,12 +115,12 @@ def save_checkpoint(directory: str | Path, sac: Algorithm,
     data, digest = tensors_to_bytes(tensors)
     meta = {
         "format_version": FORMAT_VERSION,
-        "algorithm": DiscreteSAC.ALGORITHM if isinstance(sac, DiscreteSAC) else "sac",
+        "algorithm": getattr(sac, "ALGORITHM", "sac"),
         "env_id": env_id,
         "obs_dim": sac.obs_dim,
         "obs_shape": list(sac.obs_shape),
         "action_dim": sac.action_dim,
-        **({"choices": sac.choices} if isinstance(sac, DiscreteSAC) else {}),
+        **({"choices": sac.choices} if isinstance(sac, DiscreteSAC | HybridSAC) else {}),
         "seed": sac.seed,
         "update_step": sac.update_step,
         "sac_config": dataclasses.asdict(sac.config),
@@ -282,8 +282,9 @@ def load_checkpoint(directory: str | Path, device: torch.device | str = "cpu"
 
 
 def _choices(meta: dict[str, Any]) -> int:
-    """The number of choices of the ``Discrete`` action of a checkpoint; 0 for SAC's."""
-    return int(meta["choices"]) if meta.get("algorithm") == DiscreteSAC.ALGORITHM else 0
+    """The number of choices of a checkpoint's action (a ``Discrete`` one, or an arm and a
+    choice); 0 for SAC's."""
+    return int(meta.get("choices", 0))
 
 
 def resume_or_new(resume: str | Path | None, obs_shape: tuple[int, ...],
@@ -299,12 +300,16 @@ def resume_or_new(resume: str | Path | None, obs_shape: tuple[int, ...],
     if not resume:
         return new_algorithm(obs_shape, action_shape, choices, config, seed, device), {}
     sac, meta = load_checkpoint(resume, device)
-    saved = sac.choices if isinstance(sac, DiscreteSAC) else 0
-    if saved != choices:
-        def kind(n: int) -> str:
+    saved = (sac.choices if isinstance(sac, DiscreteSAC | HybridSAC) else 0, sac.action_dim)
+    wanted = (choices, int(np.prod(action_shape)))
+    if saved != wanted:
+        def kind(choices_and_width: tuple[int, int]) -> str:
+            n, width = choices_and_width
+            if n and width > 1:
+                return f"an arm of {width - 1} values and a choice of {n}"
             return f"a Discrete({n}) action" if n else "a continuous (Box) action"
         raise ValueError(f"{resume} holds a learner of {kind(saved)}, this task has "
-                         f"{kind(choices)}; resume a checkpoint of this task")
+                         f"{kind(wanted)}; resume a checkpoint of this task")
     restore_rng(meta, resume)
     return sac, dict(meta["counters"])
 

@@ -30,10 +30,12 @@ import torch
 from torch import nn
 
 from rl_core.algorithms.discrete_sac import CategoricalActor
+from rl_core.algorithms.hybrid_sac import HybridActor
 from rl_core.algorithms.networks import SquashedGaussianActor
 from rl_core.runs.atomic_files import write_atomically
 from rl_core.runs.onnx_policy import (
     ARCHITECTURE_KEY,
+    ARM_AND_CHOICE_KIND,
     CHOICE_KIND,
     ENV_ID_KEY,
     INPUT_NAME,
@@ -74,6 +76,18 @@ class _MostProbableChoice(nn.Module):
         return logits.argmax(-1, keepdim=True).to(torch.float32)
 
 
+class _ArmAndBestChoice(nn.Module):
+    """An arm-and-choice actor's deterministic arm values, then its best valued choice's index."""
+
+    def __init__(self, actor: HybridActor) -> None:
+        super().__init__()
+        self.actor = actor
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        arm, choice = self.actor(obs)  # HybridActor.forward: what act(deterministic=True) gives
+        return torch.cat([arm, choice.unsqueeze(-1).to(torch.float32)], dim=-1)
+
+
 @contextlib.contextmanager
 def _quiet_exporter() -> Iterator[None]:
     """Silence the exporter's informational logging and torch-internal FutureWarnings."""
@@ -89,7 +103,8 @@ def _quiet_exporter() -> Iterator[None]:
         logger.setLevel(previous_level)
 
 
-def export_onnx(actor: SquashedGaussianActor | CategoricalActor, path: str | os.PathLike[str],
+def export_onnx(actor: SquashedGaussianActor | CategoricalActor | HybridActor,
+                path: str | os.PathLike[str],
                 env_id: str | None = None) -> Path:
     """Write the deterministic policy of ``actor`` as an ONNX model.
 
@@ -101,12 +116,12 @@ def export_onnx(actor: SquashedGaussianActor | CategoricalActor, path: str | os.
     :param path: the ``.onnx`` file to write; missing parent folders are created.
     :param env_id: the task the actor was trained on, stored in the metadata when given.
     :return: the path written.
-    :raises ValueError: when ``actor`` is neither a :class:`SquashedGaussianActor` nor a
-        :class:`CategoricalActor`.
+    :raises ValueError: when ``actor`` is not a :class:`SquashedGaussianActor`, a
+        :class:`CategoricalActor` or a :class:`HybridActor`.
     """
-    if not isinstance(actor, SquashedGaussianActor | CategoricalActor):
-        raise ValueError("export_onnx needs a SquashedGaussianActor or a CategoricalActor, got "
-                         f"{type(actor).__name__}")
+    if not isinstance(actor, SquashedGaussianActor | CategoricalActor | HybridActor):
+        raise ValueError("export_onnx needs a SquashedGaussianActor, a CategoricalActor or a "
+                         f"HybridActor, got {type(actor).__name__}")
     import onnx  # deferred: only exporting needs onnx/onnxscript, acting needs onnxruntime only
 
     path = Path(path)
@@ -118,6 +133,7 @@ def export_onnx(actor: SquashedGaussianActor | CategoricalActor, path: str | os.
     discrete = isinstance(actor, CategoricalActor)
     # .eval() also puts the actor in eval mode
     policy = (_MostProbableChoice(actor) if isinstance(actor, CategoricalActor)
+              else _ArmAndBestChoice(actor) if isinstance(actor, HybridActor)
               else _DeterministicPolicy(actor)).eval()
     try:
         with _quiet_exporter(), torch.no_grad():
@@ -131,7 +147,8 @@ def export_onnx(actor: SquashedGaussianActor | CategoricalActor, path: str | os.
     if program is None:
         raise RuntimeError("torch.onnx.export returned no program")
     model = program.model_proto
-    kind = CHOICE_KIND if discrete else POLICY_KIND
+    kind = (CHOICE_KIND if discrete else ARM_AND_CHOICE_KIND if isinstance(actor, HybridActor)
+            else POLICY_KIND)
     metadata = {ARCHITECTURE_KEY: json.dumps(actor.architecture(), sort_keys=True),
                 POLICY_KEY: kind}
     if env_id:
@@ -139,7 +156,8 @@ def export_onnx(actor: SquashedGaussianActor | CategoricalActor, path: str | os.
     onnx.helper.set_model_props(model, metadata)
     model.doc_string = (f"rl_ros2 SAC actor, {kind}: obs (N, {actor.obs_dim}) -> action (N, "
                         f"{actor.action_dim}) " + ("a choice's index" if discrete else
-                                                   "in [-1, 1]"))
+                                                   "in [-1, 1]" if kind == POLICY_KIND else
+                                                   "the arm in [-1, 1], then a choice's index"))
     onnx.checker.check_model(model)
     data = model.SerializeToString()
     write_atomically(path, lambda handle: handle.write(data))

@@ -20,6 +20,8 @@ POLICY_KEY = "rl_ros2.policy"
 POLICY_KIND = "deterministic tanh(mean)"
 #: The policy of a ``Discrete`` action: its most probable choice's index.
 CHOICE_KIND = "most probable choice"
+#: ... of an arm-and-choice actor: the arm's tanh(mean), then the best valued choice's index.
+ARM_AND_CHOICE_KIND = "deterministic tanh(mean) and best valued choice"
 INPUT_NAME = "obs"
 OUTPUT_NAME = "action"
 

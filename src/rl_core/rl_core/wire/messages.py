@@ -356,16 +356,20 @@ def episodes_bytes(msg: Any) -> int:
 # --- checks of received fields ------------------------------------------------------------------
 
 def choice_indices(actions: np.ndarray, choices: int) -> np.ndarray:
-    """The ``(N,)`` int64 indices of action rows ``(N, 1)`` of a ``Discrete(choices)`` action.
+    """The ``(N,)`` int64 indices of one of ``choices`` that action rows ``(N, width)`` end
+    with (a ``Discrete`` action's rows hold only that; an arm-and-choice one's the arm first).
 
     :raises ValueError: for a value that is not the index of a choice.
     """
-    values = np.asarray(actions, dtype=np.float64).reshape(-1)
+    rows = np.asarray(actions, dtype=np.float64)
+    hybrid = rows.ndim >= 2 and rows.shape[-1] > 1
+    values = rows[..., -1].reshape(-1) if hybrid else rows.reshape(-1)
     indices = np.rint(values)
     if not (np.all(np.abs(values - indices) < 1e-3) and np.all(indices >= 0)
             and np.all(indices < choices)):
-        raise ValueError(f"actions of a Discrete({choices}) action must be indices in "
-                         f"[0, {choices}), got {values.tolist()[:8]}")
+        what = ("the choice (the last value) of an arm-and-choice action must be an index"
+                if hybrid else f"actions of a Discrete({choices}) action must be indices")
+        raise ValueError(f"{what} in [0, {choices}), got {values.tolist()[:8]}")
     return indices.astype(np.int64)
 
 
