@@ -4,9 +4,10 @@ the action travels as the arm's values then the gripper's index, and the trainer
 SAC for the arm and a choice critic for the gripper (rl_core.algorithms.hybrid_sac). The env,
 ``user_env_module:PointGrip-v0``, lives outside the project (tests/system/user_packages).
 
-Each run stops at its first periodic evaluation whose mean return meets :data:`TARGET` (random
-play: about -53; a gripper kept closed all the way: -7.8; opened until the goal: -3.8), within
-:data:`BUDGET` transitions. About 20 s per mode.
+Each run stops at its first periodic evaluation whose mean return meets :data:`TARGET` within
+:data:`BUDGET` transitions. Over 200 episodes of a proportional motion, a gripper left open
+scores -48 on average, one kept closed all the way -7.8, one opened until the goal -3.8; random
+play -53. About 30 s per mode.
 """
 
 from __future__ import annotations
@@ -20,13 +21,12 @@ from tests.system.test_own_robot_and_env import user_env
 from tests.system.test_training_modes import check_target_met, finish, launch
 
 pytestmark = pytest.mark.system
-#: A mean evaluation return that needs the point brought to its goal, the gripper closed there
-#: and, mostly, open on the way.
-TARGET = -5.0
+#: A mean evaluation return that needs the point brought to its goal and the gripper closed there.
+TARGET = -6.0
 #: Transitions a run may take to meet it (measured: docs/results.md#learning-test-failure-rates).
 BUDGET = 16000
 ARGUMENTS = ("task:=user_env_module:PointGrip-v0", f"total_env_steps:={BUDGET}",
-             "learning_starts:=500", "random_steps:=500", "num_envs:=4", "eval_period:=1000",
+             "learning_starts:=500", "random_steps:=500", "num_envs:=2", "eval_period:=1000",
              "eval_episodes:=10", f"target_return:={TARGET:g}", "stop_at_target:=true")
 
 
