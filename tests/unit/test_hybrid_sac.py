@@ -152,7 +152,7 @@ def test_a_policy_node_acts_with_the_arm_and_choice_actor_and_loads_the_trainers
     assert isinstance(model.actor, HybridActor) and model.action_shape == (2,)
     actions = model.act(np.zeros((8, 3), np.float32), deterministic=False)
     assert actions.shape == (8, 2) and set(actions[:, 1].tolist()) <= {0.0, 1.0, 2.0}
-    trained = HybridSAC(3, 1, 3, SACConfig(hidden_sizes=(16, 16)), seed=5)
+    trained = HybridSAC(3, 1, 3, SACConfig(hidden_sizes=(16, 16), critic_layer_norm=True), seed=5)
     assert trained.actor.architecture() == model.actor.architecture()
     model.load(trained.actor.state_dict())
     obs = np.random.default_rng(6).normal(size=(8, 3)).astype(np.float32)

@@ -98,8 +98,10 @@ class HybridSAC:
         self.choices = choices
         #: Width of an action row: the arm's values and the chosen index.
         self.action_dim = arm_dim + 1
-        self.choice_critic = DiscreteQ(self.obs_dim, choices, config.hidden_sizes, 2,
-                                       config.critic_layer_norm).to(self.device)
+        # Without layer norm whatever critic_layer_norm says (it is the arm's critics'): the
+        # choice critic acts, so a policy rebuilds it from the actor's architecture alone.
+        self.choice_critic = DiscreteQ(self.obs_dim, choices, config.hidden_sizes,
+                                       2).to(self.device)
         self.choice_critic_target = copy.deepcopy(self.choice_critic).requires_grad_(False)
         self.choice_optimizer = new_adam(self.choice_critic.parameters(), config.critic_lr)
         self._choice_parameters: list[torch.Tensor] = list(self.choice_critic.parameters())

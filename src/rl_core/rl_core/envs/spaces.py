@@ -24,10 +24,9 @@ import gymnasium
 import numpy as np
 from gymnasium.wrappers import FlattenObservation
 
-__all__ = ["MAX_JOINT_CHOICES", "SUPPORTED_SPACES", "ArmAndChoice", "action_choices",
-           "action_row_shape",
-           "flattened_observations", "random_actions", "unsupported_spaces",
-           "with_rl_spaces"]
+__all__ = ["MAX_JOINT_CHOICES", "SUPPORTED_SPACES", "ArmAndChoice", "HybridBox",
+           "action_choices", "action_row_shape", "arm_and_choice_parts",
+           "flattened_observations", "random_actions", "unsupported_spaces", "with_rl_spaces"]
 
 #: The most combinations of a MultiDiscrete or MultiBinary action learned as one Discrete.
 MAX_JOINT_CHOICES = 64
@@ -155,18 +154,24 @@ def with_rl_spaces(env: gymnasium.Env) -> gymnasium.Env:
     return env
 
 
+def _learned(action_space: gymnasium.Space) -> gymnasium.Space:
+    """``action_space`` as :func:`with_rl_spaces` hands it to the learner."""
+    if 0 < joint_choices(action_space) <= MAX_JOINT_CHOICES:
+        return gymnasium.spaces.Discrete(joint_choices(action_space))
+    parts = arm_and_choice_parts(action_space)
+    if parts is not None and parts[2] <= MAX_JOINT_CHOICES:
+        arm = cast(gymnasium.spaces.Box, cast(gymnasium.spaces.Dict, action_space)[parts[0]])
+        return HybridBox(int(arm.shape[0]), parts[2])
+    return action_space
+
+
 def unsupported_spaces(env_id: str, observation_space: gymnasium.Space,
                        action_space: gymnasium.Space) -> str | None:
     """One line naming the spaces of ``env_id`` that rl_ros2 cannot learn, what it learns, and
     how to get there; None where both are supported."""
     if flattened_observations(observation_space):
         observation_space = gymnasium.spaces.flatten_space(observation_space)
-    if 0 < joint_choices(action_space) <= MAX_JOINT_CHOICES:
-        action_space = gymnasium.spaces.Discrete(joint_choices(action_space))
-    parts = arm_and_choice_parts(action_space)
-    if parts is not None and parts[2] <= MAX_JOINT_CHOICES:
-        arm = cast(gymnasium.spaces.Box, cast(gymnasium.spaces.Dict, action_space)[parts[0]])
-        action_space = HybridBox(int(arm.shape[0]), parts[2])
+    action_space = _learned(action_space)
     unsupported = []
     if not isinstance(observation_space, gymnasium.spaces.Box):
         unsupported.append(f"observations {observation_space}")
