@@ -93,6 +93,22 @@ class DiscreteQ(nn.Module):
         return float32_head(self.layers[-1], hidden)
 
 
+def chosen_td(values: torch.Tensor, index: torch.Tensor, q_target: torch.Tensor,
+              weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Each member's value of the chosen ``index`` from ``values`` ``(members, batch,
+    choices)``, its TD error against ``q_target`` and the critics' loss (the weighted squared
+    errors, averaged over the batch and summed over the members).
+
+    :raises ValueError: when the loss is not finite.
+    """
+    q = values.gather(-1, index.view(1, -1, 1).expand(values.shape[0], -1, 1)).squeeze(-1)
+    td = q - q_target
+    loss = 0.5 * (weights * td.pow(2)).mean(dim=1).sum()
+    if not torch.isfinite(loss):
+        raise ValueError(CRITIC_NOT_FINITE)
+    return q, td, loss
+
+
 class DiscreteSAC(SoftActorCritic):
     """Discrete SAC learner for flat observations and one ``Discrete(choices)`` action.
 
@@ -167,12 +183,7 @@ class DiscreteSAC(SoftActorCritic):
             next_q = self.critic_target(next_obs).min(dim=0).values
             soft_value = (next_probs * (next_q - alpha * next_log_probs)).sum(-1)
             q_target = rewards + self.config.gamma * not_done * soft_value
-        q_all = self.critic(obs)  # (members, batch, choices)
-        q = q_all.gather(-1, index.view(1, -1, 1).expand(q_all.shape[0], -1, 1)).squeeze(-1)
-        td = q - q_target
-        critic_loss = 0.5 * (weights * td.pow(2)).mean(dim=1).sum()
-        if not torch.isfinite(critic_loss):
-            raise ValueError(CRITIC_NOT_FINITE)
+        q, td, critic_loss = chosen_td(self.critic(obs), index, q_target, weights)
         gradient_step(self.critic_optimizer, self._critic_parameters, critic_loss)
 
         probs, log_probs = self.actor(obs)

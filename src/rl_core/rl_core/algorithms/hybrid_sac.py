@@ -19,9 +19,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from rl_core.algorithms.discrete_sac import DiscreteQ
+from rl_core.algorithms.discrete_sac import DiscreteQ, chosen_td
 from rl_core.algorithms.networks import SquashedGaussianActor
-from rl_core.algorithms.sac import CRITIC_NOT_FINITE, SAC, gradient_step, new_adam
+from rl_core.algorithms.sac import SAC, gradient_step, new_adam
 from rl_core.config import ConfigError, SACConfig
 from rl_core.wire.image_codecs import as_shape
 from rl_core.wire.messages import Batch, choice_indices
@@ -160,12 +160,7 @@ class HybridSAC:
             best = self.choice_critic(next_obs).mean(dim=0).argmax(dim=-1, keepdim=True)
             next_q = self.choice_critic_target(next_obs).min(dim=0).values
             q_target = rewards + self.config.gamma * not_done * next_q.gather(-1, best).squeeze(-1)
-        q_all = self.choice_critic(obs)  # (members, batch, choices)
-        q = q_all.gather(-1, index.view(1, -1, 1).expand(q_all.shape[0], -1, 1)).squeeze(-1)
-        td = q - q_target
-        loss = 0.5 * (weights * td.pow(2)).mean(dim=1).sum()
-        if not torch.isfinite(loss):
-            raise ValueError(CRITIC_NOT_FINITE)
+        _, td, loss = chosen_td(self.choice_critic(obs), index, q_target, weights)
         gradient_step(self.choice_optimizer, self._choice_parameters, loss)
         with torch.no_grad():
             torch._foreach_lerp_(self._choice_target_parameters, self._choice_parameters,
