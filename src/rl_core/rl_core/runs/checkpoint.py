@@ -307,7 +307,7 @@ def resume_or_new(resume: str | Path | None, obs_shape: tuple[int, ...],
             n, width = choices_and_width
             if n and width > 1:
                 return f"an arm of {width - 1} values and a choice of {n}"
-            return f"a Discrete({n}) action" if n else "a continuous (Box) action"
+            return f"a Discrete({n}) action" if n else f"a continuous (Box) action of {width}"
         raise ValueError(f"{resume} holds a learner of {kind(saved)}, this task has "
                          f"{kind(wanted)}; resume a checkpoint of this task")
     restore_rng(meta, resume)
