@@ -12,13 +12,12 @@ play -53. About 30 s per mode.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from tests.system.test_own_robot_and_env import user_env
-from tests.system.test_training_modes import check_target_met, finish, launch
+from tests.system.test_training_modes import train_to_target
 
 pytestmark = pytest.mark.system
 #: A mean evaluation return that needs the point brought to its goal and the gripper closed there
@@ -35,13 +34,5 @@ ARGUMENTS = ("task:=user_env_module:PointGrip-v0", f"total_env_steps:={BUDGET}",
 @pytest.mark.parametrize("mode", ["colocated", "decoupled", "hybrid"])
 def test_an_arm_and_a_gripper_learn_through_the_nodes(mode: str, tmp_path: Path, ros_env
                                                       ) -> None:
-    robots = () if mode == "colocated" else ("robots:=2",)
-    run = launch(mode, tmp_path, user_env(ros_env), *robots, *ARGUMENTS)
-    code = finish(run, 300.0)
-    output = run.output()
-    assert code == 0, output[-4000:]
-    assert "Traceback (most recent call last)" not in output, output[-4000:]
-    result = json.loads((tmp_path / "run" / "result.json").read_text())
-    check_target_met(result, BUDGET)
-    meta = json.loads((tmp_path / "run" / "checkpoint" / "checkpoint.json").read_text())
+    meta = train_to_target(mode, tmp_path, user_env(ros_env), BUDGET, *ARGUMENTS)
     assert meta["algorithm"] == "hybrid_sac" and meta["choices"] == 3, meta

@@ -9,12 +9,11 @@ play scores about 22), within :data:`BUDGET` transitions. About 15 s per mode.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
-from tests.system.test_training_modes import check_target_met, finish, launch
+from tests.system.test_training_modes import train_to_target
 
 pytestmark = pytest.mark.system
 REPO = Path(__file__).resolve().parents[2]
@@ -29,13 +28,5 @@ ARGUMENTS = (f"config:={REPO / 'config' / 'cartpole_discrete.yaml'}",
 
 @pytest.mark.parametrize("mode", ["colocated", "decoupled", "hybrid"])
 def test_cartpole_v1_learns_through_the_nodes(mode: str, tmp_path: Path, ros_env) -> None:
-    robots = () if mode == "colocated" else ("robots:=2",)
-    run = launch(mode, tmp_path, ros_env, *robots, *ARGUMENTS)
-    code = finish(run, 300.0)
-    output = run.output()
-    assert code == 0, output[-4000:]
-    assert "Traceback (most recent call last)" not in output, output[-4000:]
-    result = json.loads((tmp_path / "run" / "result.json").read_text())
-    check_target_met(result, BUDGET)
-    meta = json.loads((tmp_path / "run" / "checkpoint" / "checkpoint.json").read_text())
+    meta = train_to_target(mode, tmp_path, ros_env, BUDGET, *ARGUMENTS)
     assert meta["algorithm"] == "discrete_sac" and meta["choices"] == 2, meta

@@ -50,6 +50,21 @@ def check_target_met(result: dict, budget: int) -> None:
                                                   f" (success rate {rate})"))
 
 
+def train_to_target(mode: str, tmp_path: Path, env: dict[str, str], budget: int,
+                    *arguments: str) -> dict:
+    """Launch ``mode`` (2 robots beyond colocated) until it stops at its target; assert a clean
+    exit and the target met within ``budget`` (:func:`check_target_met`). The checkpoint's
+    metadata."""
+    robots = () if mode == "colocated" else ("robots:=2",)
+    run = launch(mode, tmp_path, env, *robots, *arguments)
+    code = finish(run, 300.0)
+    output = run.output()
+    assert code == 0, output[-4000:]
+    assert "Traceback (most recent call last)" not in output, output[-4000:]
+    check_target_met(json.loads((tmp_path / "run" / "result.json").read_text()), budget)
+    return json.loads((tmp_path / "run" / "checkpoint" / "checkpoint.json").read_text())
+
+
 def finish(run: Child, timeout_s: float) -> int | None:
     try:
         return run.wait(timeout_s)
