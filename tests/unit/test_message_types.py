@@ -133,7 +133,8 @@ def test_the_largest_legal_shapes_of_every_task_fit_and_a_longer_one_is_refused(
 
     from rl_core.envs import make_env, register_envs
     from rl_core.security.action_auth import MAC_BYTES
-    from rl_core.wire.messages import MAX_SHAPE_DIMS, positive_shape
+    from rl_core.wire.encoding import positive_shape
+    from rl_core.wire.messages import MAX_SHAPE_DIMS
     from rl_interfaces.msg import ActionBatch, ObservationBatch
 
     register_envs()

@@ -27,7 +27,7 @@ import numpy as np
 from sensor_msgs.msg import CompressedImage, Image
 
 from rl_core.security.action_auth import payload_digest
-from rl_core.wire import messages as wire
+from rl_core.wire import encoding
 from rl_core.wire.image_codecs import (
     Camera,
     compressed_format,
@@ -88,7 +88,7 @@ def image_topic_type(codec: str, quality: int = 90, camera: Camera | None = None
 
 
 def _image_bytes(msg: Image | CompressedImage) -> int:
-    return wire.FIXED_BYTES + len(msg.data)  # header, format or sizes, and the data
+    return encoding.FIXED_BYTES + len(msg.data)  # header, format or sizes, and the data
 
 
 def _raw_to_msg(data: Observations | Experience) -> Image:

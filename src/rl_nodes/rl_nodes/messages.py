@@ -4,9 +4,10 @@
 
 Inside one process the zero-copy channel (rl_nodes.intra_process*) hands the plain objects from
 publisher to subscriber (and from client to service); only when a peer outside the process exists
-are they turned into ROS messages. Decoding checks every shape field against the array sizes, so a
-malformed message from the wire raises a ``ValueError`` that says what is wrong (the receiving
-node logs it, counts it and keeps going).
+are they turned into ROS messages. The fields and their checks are ROS-free
+(rl_core.wire.encoding); this module puts them into the ROS types. A malformed message from the
+wire raises a ``ValueError`` that says what is wrong (the receiving node logs it, counts it and
+keeps going).
 
 torch is imported only where policy weights are encoded or decoded: a robot that acts with an
 ONNX model (requirements-edge.txt) has no torch and never receives weights.
@@ -14,7 +15,6 @@ ONNX model (requirements-edge.txt) has no torch and never receives weights.
 
 from __future__ import annotations
 
-import array
 import functools
 import importlib
 from collections.abc import Sequence
@@ -23,16 +23,25 @@ from typing import Any, Callable, Generic, TypeVar
 
 import numpy as np
 from builtin_interfaces.msg import Duration, Time
-from std_msgs.msg import Float64MultiArray
+from std_msgs.msg import Float64MultiArray, Header
 
-from rl_core.wire import messages as wire
+from rl_core.wire import encoding
+from rl_core.wire.messages import (  # the batch objects, re-exported for the nodes
+    Actions as Actions,
+)
 from rl_core.wire.messages import (
-    Actions,
-    AwaitingImages,
-    Batch,
-    Episodes,
-    Experience,
-    Observations,
+    AwaitingImages as AwaitingImages,
+)
+from rl_core.wire.messages import (
+    Episodes as Episodes,
+)
+from rl_core.wire.messages import (
+    Experience as Experience,
+)
+from rl_core.wire.messages import (
+    Observations as Observations,
+)
+from rl_core.wire.messages import (
     PriorityAnswer,
     PriorityUpdate,
     SampleAnswer,
@@ -83,189 +92,56 @@ def stamp_to_ns(stamp: Time) -> int:
     return stamp.sec * 1_000_000_000 + stamp.nanosec
 
 
-# --- observation batches ------------------------------------------------------------------------
-
-def observations_to_msg(data: Observations) -> ObservationBatch:
-    """The message; uint8 image observations are left out (``obs`` empty), they travel as one
-    image message on the side topic (rl_nodes.image_transport)."""
-    msg = ObservationBatch()
-    msg.header.stamp = ns_to_stamp(data.stamp_ns)
-    msg.robot_id = data.robot_id
-    msg.step = data.step
-    msg.num_envs = data.obs.shape[0]
-    msg.obs_shape = wire.uint32_array(data.obs.shape[1:])
-    if data.obs.dtype != np.uint8:
-        msg.obs = wire.float32_array(data.obs)
-    msg.env_ids = wire.uint32_array(np.arange(data.obs.shape[0]))
-    return msg
+def _header(stamp_ns: int) -> Header:
+    return Header(stamp=ns_to_stamp(stamp_ns))
 
 
-def observations_from_msg(msg: ObservationBatch, images: bool = False
-                          ) -> Observations | AwaitingImages[Observations]:
-    """The observations; with ``images``, a batch whose images travel on the side topic comes
-    back as :class:`AwaitingImages` (without, it is refused)."""
-    shape = wire.positive_shape(msg.obs_shape, "obs_shape")
-    stamp = stamp_to_ns(msg.header.stamp)
-    if wire.images_elsewhere(msg.obs, msg.num_envs, shape):
-        if not images:
-            raise wire.side_topic_error("obs")
-        empty = np.empty((0, *shape), dtype=np.uint8)
-        return AwaitingImages(Observations(msg.robot_id, msg.step, empty, stamp), ("obs",),
-                              int(msg.num_envs), shape)
-    obs = wire.finite(wire.shaped(msg.obs, msg.num_envs, shape, "obs"), "obs")
-    return Observations(msg.robot_id, msg.step, obs, stamp)
-
-
-def _batch_topic_types(msg_type: Any, to_msg: Any, from_msg: Any, size: Any
+def _batch_topic_types(msg_type: Any, fields: Any, decode: Any, size: Any
                        ) -> tuple[TopicType[Any], TopicType[Any]]:
     """A batch topic's type, and the one whose images may travel on the side topic (for
     receivers that join them, rl_nodes.image_transport)."""
+    def to_msg(data: Any) -> Any:
+        return msg_type(header=_header(data.stamp_ns), **fields(data))
+
+    def from_msg(msg: Any, images: bool = False) -> Any:
+        return decode(msg, stamp_to_ns(msg.header.stamp), images)
+
     return (TopicType(msg_type, to_msg, from_msg, size),
             TopicType(msg_type, to_msg, functools.partial(from_msg, images=True), size))
 
 
 OBSERVATIONS, OBSERVATIONS_WITH_IMAGES = _batch_topic_types(
-    ObservationBatch, observations_to_msg, observations_from_msg, wire.observations_bytes)
-
-
-# --- action batches -----------------------------------------------------------------------------
-
-def actions_to_msg(data: Actions) -> ActionBatch:
-    msg = ActionBatch()
-    msg.header.stamp = ns_to_stamp(data.stamp_ns)
-    msg.robot_id = data.robot_id
-    msg.step = data.step
-    msg.num_envs = data.actions.shape[0]
-    msg.action_shape = wire.uint32_array(data.actions.shape[1:])
-    msg.actions = wire.float32_array(data.actions)
-    msg.policy_version = data.policy_version
-    msg.mac = array.array("B", data.mac)
-    return msg
-
-
-def actions_from_msg(msg: ActionBatch) -> Actions:
-    shape = wire.positive_shape(msg.action_shape, "action_shape")
-    actions = wire.finite(wire.shaped(msg.actions, msg.num_envs, shape, "actions"), "actions")
-    return Actions(msg.robot_id, msg.step, actions, msg.policy_version,
-                   stamp_to_ns(msg.header.stamp), bytes(msg.mac))
-
-
-ACTIONS = TopicType(ActionBatch, actions_to_msg, actions_from_msg)
-
-
-# --- experience batches -------------------------------------------------------------------------
-
-def experience_to_msg(data: Experience) -> ExperienceBatch:
-    """The message; uint8 image observations are left out (``obs``, ``next_obs`` empty): they
-    travel on the side topic, or in a sample answer's ``pixels``."""
-    msg = ExperienceBatch()
-    msg.header.stamp = ns_to_stamp(data.stamp_ns)
-    msg.robot_id = data.robot_id
-    msg.stream = data.stream
-    msg.sequence = data.sequence
-    rows = len(data)
-    msg.batch_size = rows
-    msg.obs_shape = wire.uint32_array(data.obs.shape[1:])
-    msg.action_shape = wire.uint32_array(data.actions.shape[1:])
-    if data.obs.dtype != np.uint8:
-        msg.obs = wire.float32_array(data.obs)
-        msg.next_obs = wire.float32_array(data.next_obs)
-    msg.actions = wire.float32_array(data.actions)
-    msg.rewards = wire.float32_array(data.rewards)
-    msg.terminated = np.asarray(data.terminated, dtype=bool).tolist()
-    msg.truncated = np.asarray(data.truncated, dtype=bool).tolist()
-    msg.env_ids = wire.uint32_array(np.arange(rows) if data.env_ids is None else data.env_ids)
-    msg.policy_version = data.policy_version
-    if data.intervened is not None and data.intervened.any():
-        msg.intervened = np.asarray(data.intervened, dtype=bool).tolist()
-    return msg
-
-
-def experience_from_msg(msg: ExperienceBatch, images: bool = False
-                        ) -> Experience | AwaitingImages[Experience]:
-    """The experience; with ``images``, a batch whose images travel on the side topic comes
-    back as :class:`AwaitingImages` (without, it is refused)."""
-    rows, obs_shape, action_shape = wire.transition_layout(msg)
-    awaiting = wire.experience_images_elsewhere(msg, rows, obs_shape, images)
-    empty = np.empty((0, *obs_shape), dtype=np.uint8)
-    experience = Experience(
-        robot_id=msg.robot_id,
-        obs=empty if awaiting else wire.shaped(msg.obs, rows, obs_shape, "obs"),
-        actions=wire.shaped(msg.actions, rows, action_shape, "actions"),
-        rewards=wire.shaped(msg.rewards, rows, (), "rewards").reshape(rows),
-        next_obs=empty if awaiting else wire.shaped(msg.next_obs, rows, obs_shape, "next_obs"),
-        terminated=np.asarray(msg.terminated, dtype=bool),
-        truncated=np.asarray(msg.truncated, dtype=bool),
-        policy_version=msg.policy_version,
-        stamp_ns=stamp_to_ns(msg.header.stamp),
-        env_ids=np.frombuffer(msg.env_ids, dtype=np.uint32) if len(msg.env_ids) == rows else None,
-        stream=msg.stream,
-        sequence=msg.sequence,
-        intervened=np.asarray(msg.intervened, dtype=bool) if len(msg.intervened) else None,
-    )
-    return AwaitingImages(experience, ("obs", "next_obs"), rows, obs_shape) if awaiting \
-        else experience
-
-
+    ObservationBatch, encoding.observation_fields, encoding.decode_observations,
+    encoding.observations_bytes)
 EXPERIENCE, EXPERIENCE_WITH_IMAGES = _batch_topic_types(
-    ExperienceBatch, experience_to_msg, experience_from_msg, wire.experience_bytes)
+    ExperienceBatch, encoding.experience_fields, encoding.decode_experience,
+    encoding.experience_bytes)
+experience_to_msg, experience_from_msg = EXPERIENCE.to_msg, EXPERIENCE.from_msg
 
+ACTIONS = TopicType(
+    ActionBatch,
+    lambda data: ActionBatch(header=_header(data.stamp_ns), **encoding.action_fields(data)),
+    lambda msg: encoding.decode_actions(msg, stamp_to_ns(msg.header.stamp)))
 
-# --- policy weights -----------------------------------------------------------------------------
 
 def weights_to_msg(data: Weights) -> PolicyWeights:
-    blob, digest = data.encoded()
-    msg = PolicyWeights()
-    msg.header.stamp = ns_to_stamp(data.stamp_ns)
-    msg.version = data.version
-    msg.update_step = data.update_step
-    msg.format = wire.WEIGHTS_FORMAT
-    msg.data = array.array("B", blob)
-    msg.checksum = digest
-    msg.architecture = data.architecture_json()
-    msg.epoch = data.epoch
-    msg.signature = data.signature
-    return msg
+    return PolicyWeights(header=_header(data.stamp_ns), **encoding.weights_fields(data))
 
 
 def weights_from_msg(msg: PolicyWeights) -> Weights:
     """Received weights, still encoded: the receiver checks their size and signature before it
     decodes them (:meth:`Weights.tensors`)."""
-    architecture = wire.weights_architecture(msg.format, len(msg.data), msg.architecture)
-    return Weights(msg.version, msg.update_step, {}, architecture, stamp_to_ns(msg.header.stamp),
-                   (bytes(msg.data), msg.checksum), msg.epoch, msg.signature)
+    return encoding.decode_weights(msg, stamp_to_ns(msg.header.stamp))
 
 
 WEIGHTS = TopicType(PolicyWeights, weights_to_msg, weights_from_msg)
 
-
-# --- episode statistics -------------------------------------------------------------------------
-
-def episodes_to_msg(data: Episodes) -> EpisodeStatistics:
-    msg = EpisodeStatistics()
-    msg.header.stamp = ns_to_stamp(data.stamp_ns)
-    msg.robot_id = data.robot_id
-    msg.env_ids = data.env_ids
-    msg.returns = [float(r) for r in data.returns]
-    msg.lengths = data.lengths
-    msg.successes = data.successes
-    msg.total_episodes = data.total_episodes
-    msg.total_env_steps = data.total_env_steps
-    msg.policy_version = data.policy_version
-    return msg
-
-
-def episodes_from_msg(msg: EpisodeStatistics) -> Episodes:
-    rows = len(msg.env_ids)
-    wire.check_rows(rows, "episodes")
-    for name in ("returns", "lengths", "successes"):
-        wire.check_length(getattr(msg, name), rows, name)
-    return Episodes(msg.robot_id, list(msg.env_ids), list(msg.returns), list(msg.lengths),
-                    list(msg.successes), msg.total_episodes, msg.total_env_steps,
-                    msg.policy_version, stamp_to_ns(msg.header.stamp))
-
-
-EPISODES = TopicType(EpisodeStatistics, episodes_to_msg, episodes_from_msg, wire.episodes_bytes)
+EPISODES = TopicType(
+    EpisodeStatistics,
+    lambda data: EpisodeStatistics(header=_header(data.stamp_ns),
+                                   **encoding.episode_fields(data)),
+    lambda msg: encoding.decode_episodes(msg, stamp_to_ns(msg.header.stamp)),
+    encoding.episodes_bytes)
 
 
 #: The conversion of each rl_interfaces topic type; every other type (std_msgs, sensor_msgs,
@@ -338,48 +214,6 @@ def _sample_request_from_msg(msg: Any) -> SampleRequest:
     return SampleRequest(int(msg.batch_size), int(msg.max_batches))
 
 
-def transitions_to_msg(batch: Batch) -> TransitionBatch:
-    """A sampled batch as a ``TransitionBatch`` (image observations as compressed pixels)."""
-    rows = len(batch.rewards)
-    msg = TransitionBatch(batch_size=rows)
-    msg.obs_shape = wire.uint32_array(batch.obs.shape[1:])
-    msg.action_shape = wire.uint32_array(batch.actions.shape[1:])
-    if batch.obs.dtype == np.uint8:  # image observations: compressed uint8 pixels
-        msg.pixels = array.array("B", wire.deflate_pixels(batch.obs, batch.next_obs))
-    else:
-        msg.obs = wire.float32_array(batch.obs)
-        msg.next_obs = wire.float32_array(batch.next_obs)
-    msg.actions = wire.float32_array(batch.actions)
-    msg.rewards = wire.float32_array(batch.rewards)
-    msg.terminated = (np.asarray(batch.terminated) > 0.5).tolist()
-    msg.indices = wire.int64_array(batch.indices)
-    msg.weights = wire.float32_array(batch.weights)
-    return msg
-
-
-def transitions_from_msg(msg: TransitionBatch) -> Batch:
-    """The batch of a ``TransitionBatch``, every field's size checked against ``batch_size``.
-
-    :raises ValueError: naming the field that does not fit.
-    """
-    rows, obs_shape, action_shape = wire.transition_layout(msg)
-    wire.check_length(msg.indices, rows, "indices")
-    if len(msg.pixels):
-        if len(msg.obs) or len(msg.next_obs):
-            raise ValueError("field 'pixels' is set but 'obs'/'next_obs' are not empty; images "
-                             "travel in 'pixels' only")
-        size = 2 * rows * int(np.prod(obs_shape, dtype=np.int64))
-        obs, next_obs = wire.inflate_pixels(msg.pixels, size).reshape((2, rows, *obs_shape))
-    else:
-        obs = wire.shaped(msg.obs, rows, obs_shape, "obs")
-        next_obs = wire.shaped(msg.next_obs, rows, obs_shape, "next_obs")
-    return Batch(obs, wire.shaped(msg.actions, rows, action_shape, "actions"),
-                 wire.shaped(msg.rewards, rows, (), "rewards").reshape(rows), next_obs,
-                 np.asarray(msg.terminated, dtype=np.float32),
-                 np.frombuffer(msg.indices, dtype=np.int64),
-                 wire.shaped(msg.weights, rows, (), "weights").reshape(rows))
-
-
 def _sample_response_to_msg(result: SampleAnswer) -> Any:
     response = SampleBatch.Response(success=result.success, message=result.message,
                                     batches=len(result.batches), buffer_size=result.buffer_size,
@@ -387,16 +221,14 @@ def _sample_response_to_msg(result: SampleAnswer) -> Any:
                                     prioritized=result.prioritized,
                                     total_env_steps=result.total_env_steps, done=result.done)
     if result.batches:
-        response.transitions = transitions_to_msg(wire.join_batches(result.batches))
+        response.transitions = TransitionBatch(
+            **encoding.transition_fields(encoding.join_batches(result.batches)))
     return response
 
 
 def _sample_response_from_msg(msg: Any) -> SampleAnswer:
-    batches: list[Batch] = []
-    if msg.success and msg.batches > 0 and msg.transitions.batch_size > 0:
-        batches = wire.split_batches(transitions_from_msg(msg.transitions), int(msg.batches))
-    return SampleAnswer(msg.success, msg.message, batches, msg.buffer_size, msg.total_inserted,
-                        msg.prioritized, msg.total_env_steps, msg.done)
+    return SampleAnswer(msg.success, msg.message, encoding.sampled_batches(msg), msg.buffer_size,
+                        msg.total_inserted, msg.prioritized, msg.total_env_steps, msg.done)
 
 
 #: ``sample``: request = :class:`SampleRequest`, response = :class:`SampleAnswer`.
@@ -406,8 +238,8 @@ SAMPLE_SERVICE = ServiceType(SampleBatch, _sample_request_to_msg, _sample_reques
 # --- priorities -----------------------------------------------------------------------------
 
 def _priorities_to_msg(update: PriorityUpdate) -> Any:
-    return UpdatePriorities.Request(indices=wire.int64_array(update.indices),
-                                    priorities=wire.float32_array(update.priorities),
+    return UpdatePriorities.Request(indices=encoding.int64_array(update.indices),
+                                    priorities=encoding.float32_array(update.priorities),
                                     drawn_at=update.drawn_at)
 
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from rl_core.config import ConfigError
 from rl_core.replay.buffer import ReplayBuffer
-from rl_core.wire import messages as wire
+from rl_core.wire import encoding
 from rl_core.wire.image_codecs import Camera, decode_raw_tall, decode_tall, format_codec, is_image_shape
 from rl_core.wire.image_join import Frames, HalfJoin
 from rl_core.wire.messages import AwaitingImages, Experience
@@ -232,7 +232,7 @@ def _transitions(message, obs_shape: tuple[int, ...], action_shape: tuple[int, .
             f"{list(action_shape)}: record the demonstrations with the task you train")
     rows = int(message.batch_size)
     obs_dtype = np.uint8 if is_image_shape(obs_shape) else np.float32
-    elsewhere = wire.images_elsewhere(message.obs, rows, tuple(obs_shape))
+    elsewhere = encoding.images_elsewhere(message.obs, rows, tuple(obs_shape))
 
     def observations(values) -> np.ndarray:  # noqa: ANN001 - a decoded float32[]
         if elsewhere:  # on the image side topic: filled in when its image joins

@@ -1,28 +1,21 @@
 """What the nodes hand each other, without ROS: observation, action, experience, weights and
-episode batches, the replay buffer's requests and answers, and the caps, checks and array
-encodings that decoding network input applies.
+episode batches, the replay buffer's requests and answers, the caps on what is accepted from the
+wire, and the safetensors bytes that weights travel and checkpoints are stored as.
 
-Inside one process these objects travel as they are; ``rl_nodes.messages`` turns them into
-rl_interfaces messages (with the checks and encodings here) only where a subscriber outside the
-process exists. Every check raises a ``ValueError`` that names the field and what is wrong, so
-a receiving node can log and count a malformed message and go on.
+Inside one process these objects travel as they are; only where a subscriber outside the process
+exists are they encoded (rl_core.wire.encoding) into rl_interfaces messages (rl_nodes.messages).
 """
 
 from __future__ import annotations
 
-import array
 import hashlib
 import json
 import math
-import zlib
-from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
-
-from rl_core.wire.image_codecs import is_image_shape
 
 if TYPE_CHECKING:
     import torch
@@ -229,7 +222,7 @@ class PriorityUpdate(NamedTuple):
 
 class SampleAnswer(NamedTuple):
     """The answer to a sample request: the batches the rate limiter granted (``SampleBatch.srv``
-    on the wire, converted by ``rl_nodes.conversions``)."""
+    on the wire, converted by ``rl_nodes.messages``)."""
 
     success: bool
     message: str
@@ -282,78 +275,8 @@ def max_answer_rows(obs_shape: tuple[int, ...], obs_itemsize: int,
 #: DDS does not check a bound when it receives (only when it sends), and every endpoint of a type
 #: with a large bound reserves address space for its largest message (docs/architecture.md).
 MAX_SHAPE_DIMS = 16
-#: zlib level of a sample answer's image pixels (TransitionBatch.msg): the fastest.
-PIXELS_ZLIB_LEVEL = 1
-#: The only weights format that travels.
-WEIGHTS_FORMAT = "safetensors"
 
-
-# --- encodings ----------------------------------------------------------------------------------
-
-def float32_array(values: np.ndarray) -> array.array:
-    """float32 ``array.array`` sharing nothing with ``values``, built with one memcpy."""
-    out = array.array("f")
-    out.frombytes(np.ascontiguousarray(values, dtype=np.float32).tobytes())
-    return out
-
-
-def uint32_array(values: np.ndarray | Sequence[int]) -> array.array:
-    """uint32 ``array.array`` of ``values`` (shapes, environment ids)."""
-    out = array.array("I")
-    out.frombytes(np.ascontiguousarray(values, dtype=np.uint32).tobytes())
-    return out
-
-
-def int64_array(values: np.ndarray | Sequence[int]) -> array.array:
-    """int64 ``array.array`` of ``values`` (replay slots)."""
-    return array.array("q", np.ascontiguousarray(values, dtype=np.int64).tobytes())
-
-
-def deflate_pixels(obs: np.ndarray, next_obs: np.ndarray) -> bytes:
-    """A batch's uint8 observations then next observations, zlib-compressed (a sample answer's
-    ``pixels``)."""
-    return zlib.compress(np.concatenate((obs, next_obs)).tobytes(), PIXELS_ZLIB_LEVEL)
-
-
-def inflate_pixels(data: Any, size: int) -> np.ndarray:
-    """Zlib ``data`` -> ``size`` uint8 values; refuses data that do not inflate to exactly that
-    (never inflating more than ``size`` bytes, whatever the data claim)."""
-    inflater = zlib.decompressobj()
-    try:
-        raw = inflater.decompress(bytes(data), size)
-    except zlib.error as error:
-        raise ValueError(f"field 'pixels' is not zlib data: {error}") from error
-    if len(raw) != size or inflater.unconsumed_tail or not inflater.eof:
-        raise ValueError(f"field 'pixels' does not inflate to the {size} bytes of the batch's "
-                         "images")
-    return np.frombuffer(raw, dtype=np.uint8)
-
-
-# --- payload bytes, for the publishers' counters (the fields of rl_interfaces messages) -------
-
-#: Bytes of a message's header and scalar fields (stamp, frame_id, ids, counters), roughly.
-FIXED_BYTES = 48
-
-
-def observations_bytes(msg: Any) -> int:
-    """Payload bytes of an ObservationBatch (array data plus its fixed fields; counted from the
-    arrays' lengths, so counting costs well under a microsecond)."""
-    return FIXED_BYTES + 4 * (len(msg.obs) + len(msg.env_ids) + len(msg.obs_shape))
-
-
-def experience_bytes(msg: Any) -> int:
-    """Payload bytes of an ExperienceBatch, as :func:`observations_bytes`."""
-    return FIXED_BYTES + len(msg.terminated) + len(msg.truncated) + len(msg.intervened) + 4 * (
-        len(msg.obs) + len(msg.next_obs) + len(msg.actions) + len(msg.rewards)
-        + len(msg.env_ids) + len(msg.obs_shape) + len(msg.action_shape))
-
-
-def episodes_bytes(msg: Any) -> int:
-    """Payload bytes of an EpisodeStatistics, as :func:`observations_bytes`."""
-    return FIXED_BYTES + len(msg.env_ids) * (4 + 4 + 4 + 1)
-
-
-# --- checks of received fields ------------------------------------------------------------------
+# --- values of received actions ---------------------------------------------------------------
 
 def choice_indices(actions: np.ndarray, choices: int) -> np.ndarray:
     """The ``(N,)`` int64 indices of one of ``choices`` that action rows ``(N, width)`` end
@@ -371,125 +294,6 @@ def choice_indices(actions: np.ndarray, choices: int) -> np.ndarray:
                 if hybrid else f"actions of a Discrete({choices}) action must be indices")
         raise ValueError(f"{what} in [0, {choices}), got {values.tolist()[:8]}")
     return indices.astype(np.int64)
-
-
-def shaped(flat: Any, rows: int, shape: tuple[int, ...], name: str) -> np.ndarray:
-    """View a received float32[] as ``(rows, *shape)`` without copying; check its size first."""
-    values = np.frombuffer(flat, dtype=np.float32) if isinstance(flat, array.array) else \
-        np.asarray(flat, dtype=np.float32)
-    expected = rows * int(np.prod(shape, dtype=np.int64))
-    if values.size != expected:
-        raise ValueError(f"field '{name}' has {values.size} values, but {rows} rows of shape "
-                         f"{list(shape)} need {expected}")
-    return values.reshape((rows, *shape))
-
-
-def positive_shape(values: Any, name: str) -> tuple[int, ...]:
-    """A received shape field; every size must be positive."""
-    if len(values) > MAX_SHAPE_DIMS:  # the type's bound, which receiving does not check
-        raise ValueError(f"field '{name}' has {len(values)} dimensions; at most "
-                         f"{MAX_SHAPE_DIMS} are allowed")
-    shape = tuple(int(v) for v in values)
-    if not shape or any(v <= 0 for v in shape):
-        raise ValueError(f"field '{name}' must list positive sizes, got {list(shape)}")
-    return shape
-
-
-def check_length(values: Any, rows: int, name: str) -> None:
-    """A per-row field must have one entry per row."""
-    if len(values) != rows:
-        raise ValueError(f"field '{name}' has {len(values)} entries, expected {rows}")
-
-
-def check_rows(rows: int, what: str) -> None:
-    """One message may carry at most MAX_EXPERIENCE_ROWS rows of ``what``."""
-    if rows > MAX_EXPERIENCE_ROWS:
-        raise ValueError(f"{rows} {what} in one message exceed the cap of "
-                         f"{MAX_EXPERIENCE_ROWS}; split them into smaller messages")
-
-
-def transition_layout(msg: Any) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
-    """``(rows, obs_shape, action_shape)`` of a batch of transitions (``ExperienceBatch``,
-    ``TransitionBatch``), checked: the row cap, positive shapes, one ``terminated`` per row."""
-    rows = int(msg.batch_size)
-    check_rows(rows, "transitions")
-    obs_shape = positive_shape(msg.obs_shape, "obs_shape")
-    action_shape = positive_shape(msg.action_shape, "action_shape")
-    check_length(msg.terminated, rows, "terminated")
-    return rows, obs_shape, action_shape
-
-
-def experience_images_elsewhere(msg: Any, rows: int, obs_shape: tuple[int, ...],
-                                joined: bool) -> bool:
-    """Check an ``ExperienceBatch``'s per-row flags and where its images travel: True when they
-    travel on the side topic, which only a receiver that ``joined`` them may accept.
-
-    :raises ValueError: a flag field of another length, side-topic images where they are not
-        joined, or ``obs`` and ``next_obs`` travelling apart.
-    """
-    check_length(msg.truncated, rows, "truncated")
-    if len(msg.intervened):
-        check_length(msg.intervened, rows, "intervened")
-    awaiting = images_elsewhere(msg.obs, rows, obs_shape)
-    if awaiting and not joined:
-        raise side_topic_error("obs")
-    if awaiting and len(msg.next_obs):
-        raise ValueError("field 'obs' is empty but 'next_obs' is not; both travel inline or "
-                         "both on the image side topic")
-    return awaiting
-
-
-def finite(values: np.ndarray, name: str) -> np.ndarray:
-    """``values`` when all are finite. Decoders of network input check this, so that a local
-    (zero-copy) hand-off from the process' own node pays nothing."""
-    if not np.all(np.isfinite(values)):
-        raise ValueError(f"field '{name}' holds NaN or infinite values")
-    return values
-
-
-def images_elsewhere(flat: Any, rows: int, shape: tuple[int, ...]) -> bool:
-    """Whether ``flat`` was left empty because the batch's images travel on the side topic."""
-    return len(flat) == 0 and rows > 0 and is_image_shape(shape)
-
-
-def side_topic_error(name: str) -> ValueError:
-    """The error for a batch whose images travel on the side topic, at a receiver that does not
-    join them."""
-    return ValueError(f"field '{name}' is empty: the batch's images travel on the topic's "
-                      "image side topic (observation_codec); subscribe with "
-                      "rl_nodes.image_transport to receive them")
-
-
-def weights_architecture(weights_format: str, size: int, architecture: str) -> dict[str, Any]:
-    """The architecture of received weights, after the checks that come before decoding them:
-    the format, the size cap, the architecture's JSON."""
-    if weights_format != WEIGHTS_FORMAT:
-        raise ValueError(f"weights format {weights_format!r} is not supported; only "
-                         f"{WEIGHTS_FORMAT!r}")
-    if size > MAX_WEIGHTS_BYTES:
-        raise ValueError(f"weights of {size} bytes exceed the {MAX_WEIGHTS_BYTES}-byte cap")
-    try:
-        parsed: dict[str, Any] = json.loads(architecture)
-    except json.JSONDecodeError as error:
-        raise ValueError(f"weights architecture is not JSON: {error}") from error
-    return parsed
-
-
-# --- a sample answer's batches, which travel as one ----------------------------------------------
-
-def join_batches(batches: Sequence[Batch]) -> Batch:
-    """The rows of ``batches`` (at least one), in order, as one batch."""
-    return Batch._make(np.concatenate(column) for column in zip(*batches))
-
-
-def split_batches(whole: Batch, count: int) -> list[Batch]:
-    """``whole`` cut into ``count`` equal batches (what :func:`join_batches` joined)."""
-    rows = len(whole.rewards)
-    if count <= 0 or rows % count:
-        raise ValueError(f"sample answer holds {rows} rows, not a multiple of its {count} "
-                         "batches")
-    size = rows // count
-    return [Batch._make(column[k * size:(k + 1) * size] for column in whole) for k in range(count)]
 
 
 # --- tensors as safetensors bytes (never pickle), how weights travel and checkpoints store them ---
