@@ -16,7 +16,7 @@ What to record and how: docs/human_in_the_loop.md.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -230,31 +230,15 @@ def _transitions(message, obs_shape: tuple[int, ...], action_shape: tuple[int, .
             f"demos: {str(file)!r} holds experience with observations {list(recorded[0])} and "
             f"actions {list(recorded[1])}, but this task has {list(obs_shape)} and "
             f"{list(action_shape)}: record the demonstrations with the task you train")
-    rows = int(message.batch_size)
-    obs_dtype = np.uint8 if is_image_shape(obs_shape) else np.float32
-    elsewhere = encoding.images_elsewhere(message.obs, rows, tuple(obs_shape))
-
-    def observations(values) -> np.ndarray:  # noqa: ANN001 - a decoded float32[]
-        if elsewhere:  # on the image side topic: filled in when its image joins
-            return np.empty((0, *obs_shape), dtype=obs_dtype)
-        return np.asarray(values, dtype=np.float32).astype(obs_dtype).reshape(rows, *obs_shape)
-
     try:
-        batch = Experience(
-            robot_id=int(message.robot_id),
-            stamp_ns=_stamp_ns(message),
-            obs=observations(message.obs),
-            actions=np.asarray(message.actions, dtype=np.float32).reshape(rows, *action_shape),
-            rewards=np.asarray(message.rewards, dtype=np.float32).reshape(rows),
-            next_obs=observations(message.next_obs),
-            terminated=np.asarray(message.terminated, dtype=bool).reshape(rows),
-            truncated=np.asarray(message.truncated, dtype=bool).reshape(rows))
-    except ValueError:
+        batch = encoding.decode_experience(message, _stamp_ns(message), images=True)
+    except ValueError as error:
         raise ConfigError(f"demos: {str(file)!r} holds a malformed experience message "
-                          f"(sequence {message.sequence} of robot {message.robot_id}: its arrays "
-                          f"do not hold batch_size {rows} rows)") from None
-    return AwaitingImages(batch, ("obs", "next_obs"), rows, tuple(obs_shape)) if elsewhere \
-        else batch
+                          f"(sequence {message.sequence} of robot {message.robot_id}): "
+                          f"{error}") from None
+    if isinstance(batch, AwaitingImages) or not is_image_shape(obs_shape):
+        return batch
+    return replace(batch, obs=batch.obs.astype(np.uint8), next_obs=batch.next_obs.astype(np.uint8))
 
 
 def _robot_topics(file: Path, task_id: str, obs_shape: tuple[int, ...],

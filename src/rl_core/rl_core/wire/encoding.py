@@ -301,7 +301,7 @@ def decode_experience(msg: Any, stamp_ns: int, images: bool = False
         truncated=np.asarray(msg.truncated, dtype=bool),
         policy_version=msg.policy_version,
         stamp_ns=stamp_ns,
-        env_ids=np.frombuffer(msg.env_ids, dtype=np.uint32) if len(msg.env_ids) == rows else None,
+        env_ids=np.asarray(msg.env_ids, dtype=np.uint32) if len(msg.env_ids) == rows else None,
         stream=msg.stream,
         sequence=msg.sequence,
         intervened=np.asarray(msg.intervened, dtype=bool) if len(msg.intervened) else None,
