@@ -4,7 +4,8 @@ CartPole-v1 with one budget (issue 43 item 2: choose the discrete learner by mea
 
 Per seed, one after the other: ``rl-train-bare``'s loop on ``config/cartpole_discrete.yaml`` and
 SB3's DQN with rl-baselines3-zoo's CartPole-v1 hyperparameters, each evaluated deterministically
-on 10 episodes every 5,000 transitions. The table gives per learner the median over seeds of the
+on 10 episodes every 5,000 transitions; SAC also with 3-step returns (``n_step``, issue 43
+item 2). The table gives per learner the median over seeds of the
 last evaluation and of the best, how many seeds reached 500 at all, and the wall time. Both train
 on one torch thread. No ROS.
 
@@ -16,6 +17,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import sys
 import tempfile
@@ -37,14 +39,15 @@ COLUMNS = [("learner", LEFT), ("seeds", RIGHT), ("last evaluation", RIGHT), ("be
            ("seeds reaching 500", RIGHT), ("wall time", RIGHT)]
 
 
-def discrete_sac(seed: int) -> tuple[list[float], float]:
+def discrete_sac(seed: int, n_step: int = 1) -> tuple[list[float], float]:
     """The bare loop's evaluations of one seed, and its wall time."""
     from rl_core.config import NODE_CONFIGS, load_run_config
     from rl_core.learning.training import train
 
     overrides = {node: {"seed": seed} for node in NODE_CONFIGS}
     overrides["replay_buffer"]["total_env_steps"] = BUDGET
-    overrides["trainer"].update(eval_period=EVAL_PERIOD, eval_episodes=EVAL_EPISODES)
+    overrides["trainer"].update(eval_period=EVAL_PERIOD, eval_episodes=EVAL_EPISODES,
+                                n_step=n_step)
     config = load_run_config(REPO / "config" / "cartpole_discrete.yaml", overrides)
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as output:
@@ -74,7 +77,9 @@ def sb3_dqn(seed: int) -> tuple[list[float], float]:
     return returns, time.monotonic() - started
 
 
-LEARNERS = {"discrete SAC (bare loop)": discrete_sac, "SB3 DQN (zoo settings)": sb3_dqn}
+LEARNERS = {"discrete SAC (bare loop)": discrete_sac,
+            "discrete SAC, n_step 3 (bare loop)": functools.partial(discrete_sac, n_step=3),
+            "SB3 DQN (zoo settings)": sb3_dqn}
 
 
 def seeds_of(text: str) -> list[int]:
@@ -112,8 +117,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", default="1-3", help="seeds, e.g. 1-3 (default)")
     parser.add_argument("--markdown", action="store_true", help="also print the page's table")
+    parser.add_argument("--learners", default="",
+                        help="only the learners whose name holds one of these comma-separated "
+                             "words, e.g. 'SAC' (default: all)")
     args = parser.parse_args(argv)
-    rows = side_by_side(LEARNERS, seeds_of(args.seeds), summary_row,
+    words = [w.strip() for w in args.learners.split(",") if w.strip()]
+    learners = {name: run for name, run in LEARNERS.items()
+                if not words or any(w in name for w in words)}
+    rows = side_by_side(learners, seeds_of(args.seeds), summary_row,
                         lambda returns: f"evaluations {[round(r, 1) for r in returns]}")
     print_tables(COLUMNS, rows, args.markdown)
     return 0

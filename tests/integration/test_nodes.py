@@ -57,14 +57,25 @@ def call(node: rclpy.node.Node, srv_type: type, name: str, request: object) -> o
 
 @pytest.fixture
 def colocated(tmp_path: Path) -> Iterator[dict[str, object]]:
-    overrides = overrides_file(tmp_path, {
+    with colocated_nodes(tmp_path) as nodes:
+        yield nodes
+
+
+@contextlib.contextmanager
+def colocated_nodes(tmp_path: Path, extra: dict[str, dict[str, object]] | None = None
+                    ) -> Iterator[dict[str, object]]:
+    """The four nodes in this process, spinning; ``extra``: more parameters per node."""
+    parameters: dict[str, dict[str, object]] = {
         "simulator": {"num_envs": 4, "random_steps": 40},
         "replay_buffer": {"learning_starts": 100, "output_dir": str(tmp_path / "run"),
                           "snapshot_period": 0.0, "total_env_steps": 10**6},
         "trainer": {"weights_period": 0.2,
                     "batch_size": 32, "output_dir": str(tmp_path / "run"),
                     "checkpoint_period": 0.0},
-    })
+    }
+    for node, values in (extra or {}).items():
+        parameters[node].update(values)
+    overrides = overrides_file(tmp_path, parameters)
     rclpy.init(args=["--ros-args", "--params-file", str(CONFIG), "--params-file", str(overrides)])
     nodes = {"simulator": SimulatorNode("/robot_0"), "policy": PolicyNode("/robot_0"),
              "replay": ReplayBufferNode("/"), "trainer": TrainerNode("/")}
@@ -100,6 +111,23 @@ def test_colocated_nodes_train_through_the_zero_copy_channel(colocated) -> None:
     # Weights are transient local: always on DDS too, for robots in other processes.
     assert trainer.weights_pub.dds_publications >= 3
     assert simulator.policy_version >= 1
+
+
+def test_n_step_rows_reach_the_replay_buffer_and_the_critics_bootstrap_after_them(
+        tmp_path: Path) -> None:
+    """n_step 3 as rl-bringup passes it on (the simulator's and the trainer's): the stored
+    rewards are three discounted rewards of a cart-pole (1 per step); about 10 s."""
+    n_step = {"n_step": 3, "gamma": 0.9}
+    with colocated_nodes(tmp_path, {"simulator": n_step, "trainer": n_step}) as nodes:
+        replay, trainer = nodes["replay"], nodes["trainer"]
+        assert nodes["ipc"].spin_until(lambda: trainer.sac.update_step >= 10, 120.0)
+        assert trainer.sac.config.bootstrap_discount == pytest.approx(0.729)
+        with replay.service.lock:
+            rewards = replay.buffer.sample(256).rewards
+    summed = np.isclose(rewards, 1 + 0.9 + 0.81)
+    # Every row but the short ones at the end of a fallen pole's episode sums three rewards.
+    assert summed.mean() > 0.5 and np.all(summed | np.isclose(rewards, 1.9)
+                                          | np.isclose(rewards, 1.0)), np.unique(rewards)
 
 
 def test_get_action_service_answers_and_refuses_bad_requests(colocated) -> None:

@@ -43,6 +43,12 @@ def param(default: Any, description: str, low: float | None = None, high: float 
     return dataclasses.field(default=default, metadata=metadata)
 
 
+def n_step_param(description: str) -> Any:
+    """``n_step``, of the trainer (which discounts the bootstrapped value) and the simulator
+    (which sums the rewards): rl_core.replay.n_step."""
+    return param(1, description, 1, 100, 1, read_only=True)
+
+
 class ConfigError(ValueError):
     """A configuration value or file is invalid; the message says which and how to fix it."""
 
@@ -185,6 +191,13 @@ class SimulatorConfig:
                                             "start in this simulator's first this many steps "
                                             "(summed over its environments) are taken (0 = "
                                             "all).", 0, 10**12, 1, read_only=True)
+    n_step: int = n_step_param("The trainer's n_step: rewards summed into each transition. "
+                               "rl-bringup and the launch files pass the trainer's n_step and "
+                               "gamma on; set them like the trainer's when starting nodes "
+                               "yourself.")
+    gamma: float = param(0.99, "The trainer's gamma: with n_step > 1, the discount of the "
+                         "rewards summed into a transition (passed on as n_step is).",
+                         0.0, 1.0, 0.0, read_only=True)
 
     def __post_init__(self) -> None:
         _check_ranges(self)
@@ -421,6 +434,10 @@ class SACConfig:
     hidden_sizes: tuple[int, ...] = param((256, 256), "Hidden layer widths of actor and critics.",
                                           read_only=True)
     gamma: float = param(0.99, "Discount factor.", 0.0, 1.0, 0.0)
+    n_step: int = n_step_param(
+        "Rewards summed into each stored transition (n-step returns): the simulators sum n_step "
+        "rewards discounted by gamma, the critics bootstrap with gamma ** n_step (1 = one-step). "
+        "Not with her_k or demos, which store one-step rewards.")
     tau: float = param(0.005, "Polyak factor of the target critics.", 0.0, 1.0, 0.0)
     actor_lr: float = param(3e-4, "Actor learning rate.", 0.0, 1.0, 0.0)
     critic_lr: float = param(3e-4, "Critic learning rate.", 0.0, 1.0, 0.0)
@@ -464,6 +481,11 @@ class SACConfig:
     def __post_init__(self) -> None:
         _check_ranges(self)
         _check_choice(self, "update_precision", UPDATE_PRECISIONS)
+
+    @property
+    def bootstrap_discount(self) -> float:
+        """The discount of a stored row's bootstrapped value: ``gamma ** n_step``."""
+        return self.gamma ** self.n_step
 
 
 @dataclasses.dataclass
@@ -596,10 +618,27 @@ class RunConfig:
             raise ConfigError("simulator, policy, replay_buffer and trainer must use the same "
                               "env_id; set it once "
                               "in the '/**' block")
+        self._check_n_step()
         if self.policy.hidden_sizes != self.sac.hidden_sizes:
             raise ConfigError(
                 f"policy.hidden_sizes {list(self.policy.hidden_sizes)} differs from the trainer's "
                 f"{list(self.sac.hidden_sizes)}; set hidden_sizes once in the '/**' block")
+
+
+    def _check_n_step(self) -> None:
+        refusal = n_step_refusal(self.sac.n_step, self.replay.her_k, self.replay.demos)
+        if refusal is not None:
+            raise ConfigError(refusal)
+
+
+def n_step_refusal(n_step: int, her_k: int, demos: str) -> str | None:
+    """Why n-step rows cannot go where replay stores one-step ones (None: they can)."""
+    if n_step > 1 and (her_k or demos):
+        what, why = ("her_k", "relabelling recomputes") if her_k else \
+            ("demos", "demonstrations hold")
+        return (f"n_step {n_step} cannot be combined with {what}: {why} one-step rewards; set "
+                "n_step to 1 or leave it out")
+    return None
 
 
 def _renamed_parameters() -> dict[str, str]:

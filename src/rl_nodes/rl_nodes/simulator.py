@@ -2,13 +2,12 @@
 
 Publishes an observation batch, waits for the action batch answering it, steps the environments,
 publishes the transitions to ``/experience`` and the finished episodes to ``/episodes``, then the
-next observation batch; a watchdog republishes observations left unanswered. The lanes, counts
-and random first steps are rl_core.acting.stepping's; when acting pauses (the replay buffer's rate
-limiter, or its silence) is rl_core.acting.gate's, and a lane that finishes a step while acting is
-paused holds its next observations until acting resumes. Images cross DDS as
-rl_nodes.simulator_images says; the payload bytes sent over DDS are counted on ``/diagnostics``.
+next observation batch; a watchdog republishes observations left unanswered. Lanes, counts,
+random first steps and n-step returns are rl_core.acting.stepping's; when acting pauses (the
+replay buffer's rate limiter, or its silence) is rl_core.acting.gate's: a lane that finishes a
+step while acting is paused holds its next observations until it resumes. Images cross DDS as
+simulator_images says; payload bytes sent over DDS are counted on ``/diagnostics``.
 """
-
 from __future__ import annotations
 
 import time
@@ -61,7 +60,8 @@ class SimulatorNode(RLNode):
         self.stepper = stepping.Stepper([] if ros2_control else stepping.make_lanes(
             self.config.env_id, self.config.num_envs, self.config.pipeline, seed),
             self.config.random_steps, np.random.default_rng(seed), self.robot_id,
-            stream=time.time_ns())  # this run of the simulator; a respawn starts a newer one
+            stream=time.time_ns(),  # this run of the simulator; a respawn starts a newer one
+            n_step=self.config.n_step, gamma=self.config.gamma)
         self.gate = ActingGate(STATUS_SILENCE_S, self.config.await_replay_status,
                                time.monotonic())
         self.public_key = load_public_key(self.get_logger(), self.config.allow_unsigned)

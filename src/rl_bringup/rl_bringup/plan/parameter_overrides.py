@@ -17,7 +17,7 @@ import yaml
 
 from rl_bringup.plan import robot_plan
 from rl_bringup.plan.process_spec import PlanError
-from rl_core.config import ConfigError, SimulatorConfig
+from rl_core.config import ConfigError, ReplayConfig, SACConfig, SimulatorConfig, n_step_refusal
 
 _PARAMETER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
@@ -78,6 +78,7 @@ def node_overrides(
         shared_parameters.update(robot_plan.shared_overrides(robot_interface, task, use_sim_time))
         sim_robots = robot_plan.sim_robots(config_file, shared_parameters, robots, sim_robot)
         check_task(config_file, shared_parameters)
+        shared_parameters.update(n_step_overrides(config_file, shared_parameters))
     except ConfigError as error:
         raise PlanError(str(error)) from None
     return shared_parameters, sim_robots
@@ -143,3 +144,23 @@ def learning_overrides(shared_parameters: Mapping[str, Any],
     if output_dir is not None and str(output_dir).strip() != "":
         parameters["output_dir"] = os.path.abspath(os.path.expanduser(os.fspath(output_dir)))
     return parameters
+
+
+def n_step_overrides(config_file: str, shared_parameters: Mapping[str, Any]) -> dict[str, Any]:
+    """The trainer's ``n_step`` and ``gamma`` for every node, so the simulators sum the rewards
+    the trainer bootstraps after (none for one-step returns).
+
+    :raises ConfigError: n-step rows where replay stores one-step ones (her_k, demos).
+    """
+    def value(name: str, kind: str, default: Any) -> Any:
+        return robot_plan.effective_parameter(name, config_file, shared_parameters, default, kind)
+
+    sac, replay = SACConfig(), ReplayConfig()
+    n_step = int(value("n_step", "trainer", sac.n_step))
+    refusal = n_step_refusal(n_step, int(value("her_k", "replay_buffer", replay.her_k) or 0),
+                             str(value("demos", "replay_buffer", replay.demos) or ""))
+    if refusal is not None:
+        raise ConfigError(refusal)
+    if n_step == 1:
+        return {}
+    return {"n_step": n_step, "gamma": float(value("gamma", "trainer", sac.gamma))}

@@ -190,7 +190,7 @@ class RemoteRobot:
             raise SimulatorProtocolError(
                 f"the simulator of {self.namespace} applied other actions than the bridge sent: "
                 "start it with random_steps:=0 (it replaces the first random_steps actions with "
-                "random ones) and run no policy node for this robot")
+                "random ones) and n_step:=1, and run no policy node for this robot")
         self.sent, self._answering = None, self.latest
         return self.latest, experience
 

@@ -27,6 +27,7 @@ from rl_core.acting.teleop import Intervention
 from rl_core.envs import VectorEnv
 from rl_core.envs.spaces import random_actions
 from rl_core.names import variables
+from rl_core.replay.n_step import NStepReturns
 from rl_core.robot.boundary import EpisodeEnd, Transition
 from rl_core.wire.messages import Episodes, Experience, choice_indices
 
@@ -98,8 +99,12 @@ class Stepper:
 
     def __init__(self, lanes: list[Lane], random_steps: int, rng: np.random.Generator,
                  robot_id: int = 0, stream: int = 0,
-                 intervention: Intervention | None = None) -> None:
+                 intervention: Intervention | None = None, n_step: int = 1,
+                 gamma: float = 0.99) -> None:
         self.lanes = lanes
+        self.n_step, self.gamma = n_step, gamma
+        #: Per lane (-1: a robot through ros2_control), its n-step returns (n_step > 1).
+        self._returns: dict[int, NStepReturns] = {}
         self.intervention = intervention
         self.robot_id = robot_id
         self.stream = stream
@@ -134,10 +139,10 @@ class Stepper:
         return None
 
     def step(self, lane: Lane, actions: np.ndarray, policy_version: int, stamp_ns: int
-             ) -> tuple[Experience, Episodes | None]:
+             ) -> tuple[Experience | None, Episodes | None]:
         """Step ``lane`` with ``actions`` (random ones for the first ``random_steps``): the
-        experience to publish and the episodes that ended (None if none did), stamped
-        ``stamp_ns``."""
+        experience to publish (None: with ``n_step``, none completed yet) and the episodes that
+        ended (None if none did), stamped ``stamp_ns``."""
         self.policy_version = policy_version
         random = self._random(actions.shape, lane.envs.choices)
         if random is not None:
@@ -146,7 +151,7 @@ class Stepper:
         step = lane.envs.step(actions)
         if self.intervention is not None:
             self.intervention.episodes_ended(lane.env_ids[step.terminated | step.truncated])
-        experience = self._experience(lane.obs, actions, step.rewards, step.next_obs,
+        experience = self._experience(lane.index, lane.obs, actions, step.rewards, step.next_obs,
                                       step.terminated, step.truncated, lane.env_ids, stamp_ns,
                                       intervened)
         lane.obs = step.obs
@@ -171,11 +176,19 @@ class Stepper:
         actions, intervened = self.intervention.apply(actions, time.monotonic(), obs, env_ids)
         return actions, intervened if intervened.any() else None
 
-    def _experience(self, obs: np.ndarray, actions: np.ndarray, rewards: np.ndarray,
-                    next_obs: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
-                    env_ids: np.ndarray, stamp_ns: int,
-                    intervened: np.ndarray | None = None) -> Experience:
-        """The next experience message of this simulator's stream."""
+    def _experience(self, group: int, obs: np.ndarray, actions: np.ndarray,
+                    rewards: np.ndarray, next_obs: np.ndarray, terminated: np.ndarray,
+                    truncated: np.ndarray, env_ids: np.ndarray, stamp_ns: int,
+                    intervened: np.ndarray | None = None) -> Experience | None:
+        """The next experience message of this simulator's stream: the step's transitions of
+        environment ``group`` (a lane), or with ``n_step`` the n-step ones it completed."""
+        if self.n_step > 1:
+            rows = self._returns.setdefault(group, NStepReturns(self.n_step, self.gamma)).add(
+                obs, actions, rewards, next_obs, terminated, truncated, intervened)
+            if not len(rows.rewards):
+                return None
+            obs, actions, rewards, next_obs, terminated, truncated, intervened = rows[:7]
+            env_ids = env_ids[rows.env_index]
         experience = Experience(self.robot_id, obs, actions, rewards, next_obs, terminated,
                                 truncated, self.policy_version, stamp_ns, env_ids, self.stream,
                                 self.sequence, intervened)
@@ -196,10 +209,11 @@ class Stepper:
                                              BOUNDARY_ENV_IDS)
         return driven[0], intervened is not None
 
-    def boundary_transition(self, transition: Transition, stamp_ns: int) -> Experience:
-        """A control period of a robot driven through ros2_control, as one experience row."""
+    def boundary_transition(self, transition: Transition, stamp_ns: int) -> Experience | None:
+        """A control period of a robot driven through ros2_control, as one experience row (with
+        ``n_step``, the n-step rows it completed, None for none)."""
         rows = self._experience(
-            transition.obs[None].astype(np.float32), transition.action[None],
+            -1, transition.obs[None].astype(np.float32), transition.action[None],
             np.asarray([transition.reward], dtype=np.float32),
             transition.next_obs[None].astype(np.float32), np.asarray([transition.terminated]),
             np.asarray([transition.truncated]), BOUNDARY_ENV_IDS, stamp_ns,

@@ -182,7 +182,7 @@ class DiscreteSAC(SoftActorCritic):
             next_probs, next_log_probs = self.actor(next_obs)
             next_q = self.critic_target(next_obs).min(dim=0).values
             soft_value = (next_probs * (next_q - alpha * next_log_probs)).sum(-1)
-            q_target = rewards + self.config.gamma * not_done * soft_value
+            q_target = rewards + self.config.bootstrap_discount * not_done * soft_value
         q, td, critic_loss = chosen_td(self.critic(obs), index, q_target, weights)
         gradient_step(self.critic_optimizer, self._critic_parameters, critic_loss)
 

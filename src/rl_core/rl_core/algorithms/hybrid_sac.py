@@ -159,7 +159,8 @@ class HybridSAC:
         with torch.no_grad():
             best = self.choice_critic(next_obs).mean(dim=0).argmax(dim=-1, keepdim=True)
             next_q = self.choice_critic_target(next_obs).min(dim=0).values
-            q_target = rewards + self.config.gamma * not_done * next_q.gather(-1, best).squeeze(-1)
+            q_target = rewards + self.config.bootstrap_discount * not_done * next_q.gather(
+                -1, best).squeeze(-1)
         _, td, loss = chosen_td(self.choice_critic(obs), index, q_target, weights)
         gradient_step(self.choice_optimizer, self._choice_parameters, loss)
         with torch.no_grad():

@@ -339,7 +339,7 @@ class SAC(SoftActorCritic):
             if self.config.critics > 2:  # REDQ/RLPD: the minimum of a random pair
                 next_q = next_q[draws.pair]
             soft_value = next_q.min(dim=0).values - alpha * next_log_prob
-            q_target = rewards + self.config.gamma * not_done * soft_value
+            q_target = rewards + self.config.bootstrap_discount * not_done * soft_value
         features = self._encode(obs)
         q = self._critic_heads(features, actions)  # (members, batch)
         td = q - q_target

@@ -27,6 +27,7 @@ from rl_core.learning.periodic_evaluation import PeriodicEvaluator
 from rl_core.monitoring.progress import RateMeter, progress_line, summary_line
 from rl_core.replay import UNLIMITED_BATCHES, RateLimitedReplay
 from rl_core.replay.build import new_buffer, new_replay
+from rl_core.replay.n_step import NStepReturns
 
 
 def make_replay(config: RunConfig, obs_shape: tuple[int, ...], action_shape: tuple[int, ...]
@@ -77,6 +78,7 @@ def train(config: RunConfig, output_dir: str | Path | None = None,
     env_steps = 0
     obs = envs.reset(seed=sim.seed)
     env_ids = np.arange(sim.num_envs)  # each env's episodes, for HER
+    returns = NStepReturns(config.sac.n_step, config.sac.gamma)  # n_step 1: the rows as they are
     try:
         while not learner.done:
             if env_steps < sim.random_steps:
@@ -86,8 +88,10 @@ def train(config: RunConfig, output_dir: str | Path | None = None,
                 actions = sac.act(obs if sac.pixels else obs.reshape(sim.num_envs, -1)
                                   ).reshape(sim.num_envs, *action_shape)
             step = envs.step(actions)
-            replay.add(obs, actions, step.rewards, step.next_obs, step.terminated, step.truncated,
-                       episode_keys=env_ids)
+            rows = returns.add(obs, actions, step.rewards, step.next_obs, step.terminated,
+                               step.truncated)
+            if len(rows.rewards):
+                replay.add(*rows[:6], episode_keys=env_ids[rows.env_index])
             obs = step.obs
             env_steps += sim.num_envs
             for record in step.episodes:
