@@ -5,7 +5,8 @@ CartPole-v1 with one budget (issue 43 item 2: choose the discrete learner by mea
 Per seed, one after the other: ``rl-train-bare``'s loop on ``config/cartpole_discrete.yaml`` and
 SB3's DQN with rl-baselines3-zoo's CartPole-v1 hyperparameters, each evaluated deterministically
 on 10 episodes every 5,000 transitions; SAC also with 3-step returns (``n_step``, issue 43
-item 2). The table gives per learner the median over seeds of the
+item 2) and through the nodes in colocated mode (``rl-bringup launch colocated``, on the
+loopback with a ROS_DOMAIN_ID of its own). The table gives per learner the median over seeds of the
 last evaluation and of the best, how many seeds reached 500 at all, and the wall time. Both train
 on one torch thread. No ROS.
 
@@ -34,6 +35,8 @@ from benchmarks.tables import LEFT, RIGHT, number, print_tables  # noqa: E402
 BUDGET = 50_000
 EVAL_PERIOD = 5_000
 EVAL_EPISODES = 10
+#: ROS_DOMAIN_ID of the colocated runs: this plus the seed.
+DOMAIN_ID = 90
 MAX_RETURN = 500.0
 COLUMNS = [("learner", LEFT), ("seeds", RIGHT), ("last evaluation", RIGHT), ("best", RIGHT),
            ("seeds reaching 500", RIGHT), ("wall time", RIGHT)]
@@ -53,6 +56,22 @@ def discrete_sac(seed: int, n_step: int = 1) -> tuple[list[float], float]:
     with tempfile.TemporaryDirectory() as output:
         result = train(config, output, log=lambda _line: None)
     return [float(e["mean_return"]) for e in result.evaluations], time.monotonic() - started
+
+
+def colocated_sac(seed: int, n_step: int = 1) -> tuple[list[float], float]:
+    """The same run through the nodes in colocated mode: its evaluations and its wall time
+    (the process tree's, start and stop included)."""
+    from benchmarks.seed_spread import Runner, run_one
+
+    runner = Runner("colocated", 1, BUDGET, (f"eval_period:={EVAL_PERIOD}",
+                                             f"eval_episodes:={EVAL_EPISODES}",
+                                             f"n_step:={n_step}"))
+    with tempfile.TemporaryDirectory() as output:
+        result, wall, error = run_one(runner, REPO / "config" / "cartpole_discrete.yaml", seed,
+                                      Path(output), DOMAIN_ID + seed)
+    if result is None:
+        raise RuntimeError(f"colocated seed {seed}: {error}")
+    return [float(e["mean_return"]) for e in result["evaluations"]], wall
 
 
 def sb3_dqn(seed: int) -> tuple[list[float], float]:
@@ -79,6 +98,8 @@ def sb3_dqn(seed: int) -> tuple[list[float], float]:
 
 LEARNERS = {"discrete SAC (bare loop)": discrete_sac,
             "discrete SAC, n_step 3 (bare loop)": functools.partial(discrete_sac, n_step=3),
+            "discrete SAC (colocated)": colocated_sac,
+            "discrete SAC, n_step 3 (colocated)": functools.partial(colocated_sac, n_step=3),
             "SB3 DQN (zoo settings)": sb3_dqn}
 
 

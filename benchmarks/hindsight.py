@@ -36,9 +36,11 @@ COLUMNS = [("variant", LEFT), ("seeds", RIGHT), ("transitions to 80 % success", 
            ("seeds reaching it", RIGHT), ("last success rate", RIGHT), ("wall time", RIGHT)]
 
 
-def run(seed: int, her_k: int | None, budget: int | None) -> tuple[list[tuple[int, float]], float]:
+def run(seed: int, her_k: int | None, budget: int | None, stop_at_target: bool = False
+        ) -> tuple[list[tuple[int, float]], float]:
     """One bare run (``her_k`` None: the config's): its evaluations ``(transitions, success
-    rate)`` and its wall time."""
+    rate)`` and its wall time; with ``stop_at_target`` it ends at the first evaluation with
+    :data:`TARGET`."""
     from rl_core.config import NODE_CONFIGS, load_run_config
     from rl_core.learning.training import train
 
@@ -47,6 +49,8 @@ def run(seed: int, her_k: int | None, budget: int | None) -> tuple[list[tuple[in
         overrides["replay_buffer"]["her_k"] = her_k
     if budget:
         overrides["replay_buffer"]["total_env_steps"] = budget
+    if stop_at_target:
+        overrides["trainer"].update(stop_at_target=True, target_success_rate=TARGET)
     config = load_run_config(CONFIG, overrides)
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as output:
@@ -71,10 +75,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", default="1-3", help="seeds, e.g. 1-3 (default)")
     parser.add_argument("--budget", type=int, default=0,
                         help="transitions per run (default: the config's)")
+    parser.add_argument("--budget-without", type=int, default=0,
+                        help="transitions per run without relabelling (default: --budget), "
+                             "e.g. twice it, to see whether it needs more than twice as many")
+    parser.add_argument("--stop-at-target", action="store_true",
+                        help="end a run at its first evaluation with 80 %% success")
     parser.add_argument("--markdown", action="store_true", help="also print the page's table")
     args = parser.parse_args(argv)
-    variants = {"SAC + HER (her_k 4)": functools.partial(run, her_k=None, budget=args.budget),
-                "SAC, no relabelling": functools.partial(run, her_k=0, budget=args.budget)}
+    stop = args.stop_at_target
+    variants = {"SAC + HER (her_k 4)": functools.partial(run, her_k=None, budget=args.budget,
+                                                         stop_at_target=stop),
+                "SAC, no relabelling": functools.partial(
+                    run, her_k=0, budget=args.budget_without or args.budget, stop_at_target=stop)}
     rows = side_by_side(variants, seeds_of(args.seeds), summary_row,
                         lambda evaluations: f"success rates {evaluations}")
     print_tables(COLUMNS, rows, args.markdown)
