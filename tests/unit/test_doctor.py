@@ -17,6 +17,7 @@ from rl_bringup.tools.operate.doctor.graph import (
     check_layout,
     check_nodes,
     check_services,
+    check_wire_versions,
     expected_graph,
 )
 from rl_bringup.tools.operate.doctor.rates import check_rates
@@ -162,3 +163,27 @@ def test_rates_are_checked_against_the_topic_band(rate_hz: float, level: Level) 
     (check,) = check_rates([spec, unmeasured], {"/replay_status": rate_hz}, window_s=3.0)
     assert (check.name, check.level) == ("rate /replay_status", level)
     assert (check.fix != "") is (level is not Level.PASS)
+
+
+def test_endpoints_with_another_definition_of_a_message_are_named() -> None:
+    """A robot updated without the learner (or the other way round): one wire version per
+    deployment, and the nodes that differ are named."""
+    def endpoint(node: str, type_hash: str, kind: str = "rl_interfaces/msg/ExperienceBatch"
+                 ) -> Endpoint:
+        return Endpoint(node, qos=None, gid=b"", type=kind, type_hash=type_hash)
+
+    old, new = "RIHS01_" + "a" * 64, "RIHS01_" + "b" * 64
+    graph = GraphSnapshot(
+        nodes=[], topics={"/experience": ["rl_interfaces/msg/ExperienceBatch"],
+                          "/rosout": ["rcl_interfaces/msg/Log"]},
+        publishers={"/experience": [endpoint("/robot_0/simulator", new),
+                                    endpoint("/robot_1/simulator", old)],
+                    "/rosout": [endpoint("/x", old, "rcl_interfaces/msg/Log"),
+                                endpoint("/y", new, "rcl_interfaces/msg/Log")]},
+        subscriptions={"/experience": [endpoint("/replay_buffer", new)]}, services={})
+    [check] = check_wire_versions(graph)
+    assert (check.level, check.name) == (Level.FAIL, "wire version /experience")
+    assert "/robot_1/simulator (RIHS01_aaaaaaaaaaa...)" in check.message
+    assert "/robot_0" not in check.message and "install one rl_interfaces" in check.fix
+    graph.publishers["/experience"][1] = endpoint("/robot_1/simulator", new)
+    assert [c.level for c in check_wire_versions(graph)] == [Level.PASS]

@@ -13,6 +13,7 @@ from rl_bringup.tools.operate.doctor.graph import (
     check_nodes,
     check_services,
     check_topics,
+    check_wire_versions,
     expected_graph,
     take_snapshot,
 )
@@ -71,6 +72,7 @@ def deployment_checks(session: RosSession, domain_id: int, mode: str | None,
                             "service, QoS and rate checks skipped", "see the nodes check above"))
         return checks
     checks += check_topics(expected, graph)
+    checks += check_wire_versions(graph)
     checks += check_services(expected, graph)
     checks += check_qos(graph)
     checks.append(check_layout(graph, robots, mode))

@@ -131,6 +131,8 @@ class Endpoint:
     qos: Any
     gid: bytes
     type: str
+    #: The message definition's hash (``RIHS01_...``; '' when the middleware gives none).
+    type_hash: str = ""
 
 
 @dataclass
@@ -147,7 +149,8 @@ class GraphSnapshot:
 
 def _endpoints(infos: Sequence[Any]) -> list[Endpoint]:
     return [Endpoint(join_name(info.node_namespace, info.node_name), info.qos_profile,
-                     bytes(info.endpoint_gid), info.topic_type)
+                     bytes(info.endpoint_gid), info.topic_type,
+                     str(getattr(info, "topic_type_hash", "") or ""))
             for info in infos if not info.node_name.startswith(TOOL_NODE_PREFIX)]
 
 
@@ -251,6 +254,34 @@ def check_topics(expected: ExpectedGraph, graph: GraphSnapshot) -> list[Check]:
         else:
             checks.append(Check(Level.PASS, name, f"{spec.type}, {len(publishing)} publisher(s), "
                                 f"{len(subscribing)} subscriber(s)"))
+    return checks
+
+
+def check_wire_versions(graph: GraphSnapshot) -> list[Check]:
+    """Every endpoint of an rl_interfaces topic uses one definition of its type (one type hash):
+    a deployment runs one wire version, and DDS does not connect endpoints whose definitions
+    differ, without saying why. The definition most endpoints use is taken for the right one."""
+    checks: list[Check] = []
+    for topic in sorted(graph.topics):
+        endpoints = [endpoint for endpoint in (*graph.publishers.get(topic, []),
+                                               *graph.subscriptions.get(topic, []))
+                     if endpoint.type.startswith("rl_interfaces/") and endpoint.type_hash]
+        by_hash = Counter(endpoint.type_hash for endpoint in endpoints)
+        if len(by_hash) < 2:
+            continue
+        usual = by_hash.most_common(1)[0][0]
+        others = sorted({f"{endpoint.node} ({endpoint.type_hash[:18]}...)"
+                         for endpoint in endpoints if endpoint.type_hash != usual})
+        checks.append(Check(
+            Level.FAIL, f"wire version {topic}",
+            f"{endpoints[0].type} is defined otherwise in {', '.join(others)} than in the "
+            f"other {by_hash[usual]} endpoint(s) ({usual[:18]}...): their messages do not reach "
+            "each other", "install one rl_interfaces everywhere (scripts/setup.sh, or the same "
+            "image on every host) and restart the named nodes; stored experience and "
+            "checkpoints stay where they are"))
+    if not checks:
+        checks.append(Check(Level.PASS, "wire version", "every rl_interfaces endpoint uses one "
+                            "definition of its type"))
     return checks
 
 
