@@ -59,6 +59,9 @@ class Host:
     def send(self, command: np.ndarray) -> None:
         self.events.append(("send", np.asarray(command).copy()))
 
+    def send_gripper(self, command: np.ndarray) -> None:
+        self.events.append(("grip", np.asarray(command).copy()))
+
     def request_reset(self, target: JointTarget) -> Future[Any] | None:
         self.events.append(("reset", target))
         if not self.service_ready:

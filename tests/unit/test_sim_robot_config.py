@@ -27,7 +27,8 @@ def values(**given: object) -> dict[str, object]:
         "robot": "cartpole", "joints": [], "command_joints": [], "controller": "",
         "command_interface": "", "control_period": 0.0, "physics_substeps": 0,
         "max_motor_force": 0.0, "mode": "lockstep", "publish_clock": False, "seed": 0,
-        "rate_report_period": 10.0, "command_timeout": 0.5}
+        "rate_report_period": 10.0, "command_timeout": 0.5, "gripper_joints": [],
+        "gripper_controller": "gripper_controller"}
     return {**defaults, **given}
 
 

@@ -2,9 +2,8 @@
 
 ROS wiring around :class:`rl_core.robot.driver.RobotDriver` (which runs
 :class:`rl_core.robot.boundary.RobotLoop`): joint states in (``<namespace>/joint_states``,
-joint_state_broadcaster's), commands out (``<namespace>/<controller>/commands`` as
-``std_msgs/Float64MultiArray`` for a forward command controller, or
-``<namespace>/<controller>/joint_trajectory`` for joint_trajectory_controller), the e-stop
+joint_state_broadcaster's), commands out (``<controller>/commands``, ``std_msgs/Float64MultiArray``,
+or ``<controller>/joint_trajectory``; a gripper's on ``<gripper controller>/commands``), the e-stop
 (``<namespace>/estop``, ``std_msgs/Bool``; its signed release on ``estop/release`` and its
 state on ``estop/state``: rl_core.robot.estop), an operator's verdict (``operator_success``,
 ``std_msgs/Bool``) and the reset service. The e-stop and the deadlines run on a thread of their
@@ -73,6 +72,8 @@ class RobotBoundary:
         topic = graph.command_topic(self.controller, config.command_topic)
         message_type = Float64MultiArray if config.command_topic == "commands" else JointTrajectory
         self.command_pub = node.publisher(topic, plain(message_type))
+        self.gripper_pub = None if task.gripper is None else node.publisher(
+            graph.command_topic(task.gripper.controller), plain(Float64MultiArray))
         joint_states = node.subscription(graph.ROBOT_JOINT_STATES, self._on_joint_state,
                                          with_sender=True)
         self.source = StateSource(lambda: self._publishers(joint_states.topic_name))
@@ -162,7 +163,7 @@ class RobotBoundary:
         if msg.step != self.observation_step - 1:
             return  # an answer to an older observation
         try:
-            check_actions(msg.actions, (1, *self.task.action_space.shape))
+            check_actions(msg.actions, (1, *self.task.action_row_shape), self.task.choices)
         except ValueError as error:
             self.node.reject("actions", str(error))
             return
@@ -220,6 +221,10 @@ class RobotBoundary:
         self.command_pub.publish(command_message(
             command, self.config.command_topic, self.driver.command_joints, self.interface,
             self.driver.period, self.node.get_clock().now().to_msg()))
+
+    def send_gripper(self, command: np.ndarray) -> None:
+        assert self.gripper_pub is not None
+        self.gripper_pub.publish(Float64MultiArray(data=[float(v) for v in command]))
 
     def request_reset(self, target: JointTarget) -> Any:
         if self.reset_client is None or not self.reset_client.service_is_ready():

@@ -84,6 +84,10 @@ class SimRobotNode(Node):
                                  commands.qos.profile())
         self.create_subscription(JointTrajectory, trajectory.name, self._on_trajectory,
                                  trajectory.qos.profile())
+        if config.gripper_joints:
+            gripper = graph.command_topic(config.gripper_controller)
+            self.create_subscription(Float64MultiArray, gripper.name, self._on_gripper,
+                                     gripper.qos.profile())
         self.create_service(ResetRobot, RESET_SERVICE, self._on_reset)
         # Wall-clock timers even with use_sim_time: this node makes the simulated time, so a
         # timer on /clock would wait for a step that only it could make.
@@ -134,6 +138,12 @@ class SimRobotNode(Node):
             return
         if stepped:
             self._publish_state()
+
+    def _on_gripper(self, msg: Float64MultiArray) -> None:
+        try:
+            self.robot.grip(msg.data)
+        except ValueError as error:
+            self._reject("gripper commands", str(error))
 
     def _on_trajectory(self, msg: JointTrajectory) -> None:
         values = list(getattr(msg.points[0], self.robot.trajectory_field)) if msg.points else None

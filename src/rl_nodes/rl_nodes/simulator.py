@@ -84,7 +84,7 @@ class SimulatorNode(RLNode):
             self.config, self._release_held)
         if ros2_control:
             self.boundary = RobotBoundary.for_simulator(self, seed)
-            self._take_teleop(self.boundary.task.action_space.shape, 1, seed)
+            self._take_teleop(self.boundary.task.action_row_shape, 1, seed)
             return
         self._take_teleop(self.envs.action_shape, self.config.num_envs, seed)
         self.display = RvizDisplay.of(self, self.envs.envs[0].unwrapped, self.robot_id,

@@ -64,6 +64,8 @@ def sim_robot_parameters(env_id: str, robot: int, publish_clock: bool) -> dict[s
         "mode": SIM_ROBOT_MODE,
         "publish_clock": publish_clock,
         "seed": robot,
+        **({} if task.gripper is None else {"gripper_joints": list(task.gripper.joints),
+                                            "gripper_controller": task.gripper.controller}),
     }
 
 

@@ -26,7 +26,8 @@ from gymnasium.wrappers import FlattenObservation
 
 __all__ = ["MAX_JOINT_CHOICES", "SUPPORTED_SPACES", "ArmAndChoice", "HybridBox",
            "action_choices", "action_row_shape", "arm_and_choice_parts",
-           "flattened_observations", "random_actions", "unsupported_spaces", "with_rl_spaces"]
+           "flattened_observations", "learned_action_space", "random_actions",
+           "unsupported_spaces", "with_rl_spaces"]
 
 #: The most combinations of a MultiDiscrete or MultiBinary action learned as one Discrete.
 MAX_JOINT_CHOICES = 64
@@ -154,7 +155,7 @@ def with_rl_spaces(env: gymnasium.Env) -> gymnasium.Env:
     return env
 
 
-def _learned(action_space: gymnasium.Space) -> gymnasium.Space:
+def learned_action_space(action_space: gymnasium.Space) -> gymnasium.Space:
     """``action_space`` as :func:`with_rl_spaces` hands it to the learner."""
     if 0 < joint_choices(action_space) <= MAX_JOINT_CHOICES:
         return gymnasium.spaces.Discrete(joint_choices(action_space))
@@ -171,7 +172,7 @@ def unsupported_spaces(env_id: str, observation_space: gymnasium.Space,
     how to get there; None where both are supported."""
     if flattened_observations(observation_space):
         observation_space = gymnasium.spaces.flatten_space(observation_space)
-    action_space = _learned(action_space)
+    action_space = learned_action_space(action_space)
     unsupported = []
     if not isinstance(observation_space, gymnasium.spaces.Box):
         unsupported.append(f"observations {observation_space}")

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rl_core.robot import JointSample, JointTarget
+from rl_core.robot.gripper import Gripper, check_choice
 from rl_core.robot.safety import ESTOP, TIMEOUT, SafetyLayer
 from rl_core.robot.task import Outcome, Task
 
@@ -70,12 +71,14 @@ class RobotLoop:
     :param homing_gain: proportional gain (1/s) of velocity homing.
     :param max_homing_periods: homing gives up (and starts anyway) after this many periods.
     :param action_scale: command for an action of 1, per commanded joint (default: the task's).
+    :param gripper: the task's gripper (rl_core.robot.gripper), None for none: an action row
+        then ends with its choice, and :attr:`gripper_command` holds the fingers' targets.
     """
 
     def __init__(self, task: Task, safety: SafetyLayer, rng: np.random.Generator,
                  reset_mode: str = "service", homing_tolerance: float = 0.02,
                  homing_gain: float = 2.0, max_homing_periods: int = 200,
-                 action_scale: np.ndarray | None = None) -> None:
+                 action_scale: np.ndarray | None = None, gripper: Gripper | None = None) -> None:
         if reset_mode not in RESET_MODES:
             raise ValueError(f"reset must be one of {', '.join(RESET_MODES)}, got {reset_mode!r}")
         if reset_mode == "homing" and task.command_interface == "effort":
@@ -92,6 +95,9 @@ class RobotLoop:
         self.scale = np.asarray(task.action_scale if action_scale is None else action_scale,
                                 dtype=np.float64)
         self.commanded = np.asarray([task.joint_names.index(name) for name in task.commanded])
+        self.gripper = gripper
+        #: The fingers' targets for the last action taken (None without a gripper).
+        self.gripper_command: np.ndarray | None = None
         self.phase = RESETTING
         self.estopped = False
         self.latest: JointSample | None = None  # the newest joint state
@@ -118,6 +124,8 @@ class RobotLoop:
         self._fresh_after_reset = False
         self._operator_success = False
         self.episode_steps, self.episode_return = 0, 0.0
+        if self.gripper is not None:
+            self.gripper.begin_episode()
         # The safety layer keeps its last command: the change limit holds across episode
         # starts, whatever puts the robot at its start state.
         return self.target
@@ -205,10 +213,19 @@ class RobotLoop:
         if self.phase != ACTING or self.estopped or self._observed is None:
             return None
         self._intervened = intervened
-        action = np.clip(np.asarray(action, dtype=np.float64).reshape(-1), -1.0, 1.0)
-        command = self.safety.filter(action * self.scale, self.latest or self._observed)
+        row = np.asarray(action, dtype=np.float64).reshape(-1)
+        state = self.latest or self._observed
+        choice = int(round(float(row[-1]))) if self.gripper is not None else None
+        if choice is not None:
+            check_choice(choice)  # before anything moves
+        arm = np.clip(row[:-1] if self.gripper is not None else row, -1.0, 1.0)
+        command = self.safety.filter(arm * self.scale, state)
         # Learn from what the robot executed, after the safety layer.
-        self._action = np.clip(command / self.scale, -1.0, 1.0).astype(np.float32)
+        executed = np.clip(command / self.scale, -1.0, 1.0)
+        if self.gripper is not None and choice is not None:  # the fingers head for the choice
+            self.gripper_command = self.gripper.command(choice, state)
+            executed = np.append(executed, choice)
+        self._action = executed.astype(np.float32)
         self.phase = STEPPING
         return command
 

@@ -26,12 +26,14 @@ import numpy as np
 from rl_core.config import BoundaryConfig, ConfigError
 from rl_core.robot import JointSample, JointTarget, estop
 from rl_core.robot.boundary import ACTING, RESETTING, STEPPING, WAITING, EpisodeEnd, RobotLoop, Transition
+from rl_core.robot.gripper import Gripper
 from rl_core.robot.joint_io import (
     ControlStats,
     JointStateError,
     JointStateReader,
     StateCheck,
     command_limits,
+    joint_limits,
     task_limits,
 )
 from rl_core.robot.safety import ENVELOPE, IMPLAUSIBLE, STOPPED, SafetyLayer
@@ -67,6 +69,10 @@ class DriverHost(Protocol):
 
     def send(self, command: np.ndarray) -> None:
         """Send a command (physical units, command joint order) to the robot's controller."""
+
+    def send_gripper(self, command: np.ndarray) -> None:
+        """Send the fingers' position targets (the task's gripper joints' order) to the
+        gripper's controller."""
 
     def request_reset(self, target: JointTarget) -> ResetRequest | None:
         """Ask the robot's reset service for ``target``; None when the service is not there.
@@ -137,8 +143,12 @@ class RobotDriver:
         self.latch = latch or estop.EStopLatch(None)
         self.estop_reason = ""
         self._hold_due = False  # an e-stop engaged before any joint state: hold at the first
+        self.gripper = None if task.gripper is None else Gripper(
+            task.gripper, joint_limits(task_limits(task, config.limits_urdf), task.gripper.joints),
+            np.asarray([task.joint_names.index(name) for name in task.gripper.joints]),
+            self.period, round(config.ramp_in_time / self.period))
         self.loop = RobotLoop(task, self.safety, np.random.default_rng(seed), config.reset,
-                              action_scale=scale)
+                              action_scale=scale, gripper=self.gripper)
         self.resets_by_service = config.reset == "service"
         self.stats = ControlStats(self.period)
         self.reader = JointStateReader(self.robot_joints)
@@ -208,7 +218,9 @@ class RobotDriver:
         if command is None:
             self._publish_observation(self.loop.reset_done())
         else:
-            self._send(command)
+            assert self.loop.latest is not None  # homing starts from a state
+            self._send(command, None if self.gripper is None
+                       else self.gripper.open(self.loop.latest))
 
     # --- inputs -------------------------------------------------------------------------------
 
@@ -270,7 +282,7 @@ class RobotDriver:
         if command is None:
             return
         self.stats.answered(self.clock() - self._observed_at)
-        self._send(command)
+        self._send(command, self.loop.gripper_command)
         self._flush_transition()
 
     def on_operator_success(self, success: bool) -> None:
@@ -299,7 +311,7 @@ class RobotDriver:
         was = self.loop.estopped
         hold = self.loop.set_estop(True)
         if hold is not None:
-            self._send(hold)
+            self._send(hold, self._fingers_held())
             self._flush_transition()
         elif self.loop.latest is None:
             self._hold_due = True
@@ -334,7 +346,7 @@ class RobotDriver:
             return
         self._held_for_pause = True
         self.safety.count(STOPPED)
-        self._send(self.safety.hold(self.loop.latest))
+        self._hold(self.loop.latest)
         self._flush_transition()
 
     def close(self) -> None:
@@ -342,7 +354,7 @@ class RobotDriver:
         self._held_for_pause = False
         if self.loop.latest is not None:
             self.safety.count(STOPPED)
-            self._send(self.safety.hold(self.loop.latest))
+            self._hold(self.loop.latest)
         self.latch.close(self.loop.estopped, self.estop_reason)
 
     def _plausible(self, sample: JointSample, clock_now: float) -> bool:
@@ -356,12 +368,12 @@ class RobotDriver:
                 self.safety.count(IMPLAUSIBLE)
                 if self.loop.phase in (ACTING, STEPPING):
                     self.loop.phase = WAITING  # the step in flight is dropped
-                self._send(self.safety.hold(self.loop.latest))
+                self._hold(self.loop.latest)
                 self._flush_transition()
             return False
         if self._hold_due:
             self._hold_due = False
-            self._send(self.safety.hold(sample))
+            self._hold(sample)
         if self.safety.beyond_envelope(sample) and not self.loop.estopped:
             self.loop.latest = sample
             self.safety.count(ENVELOPE)
@@ -403,7 +415,19 @@ class RobotDriver:
         self.observation_step += 1
         self._last_command_at = self.clock()  # the deadline runs from the observation
 
-    def _send(self, command: np.ndarray) -> None:
+    def _hold(self, state: JointSample) -> None:
+        """Hold the robot (and its gripper) where ``state`` has it."""
+        self._send(self.safety.hold(state), self._fingers_held(state))
+
+    def _fingers_held(self, state: JointSample | None = None) -> np.ndarray | None:
+        """The gripper's hold beside an arm's (None without a gripper or a state)."""
+        state = state or self.loop.latest
+        return None if self.gripper is None or state is None else self.gripper.hold(state)
+
+    def _send(self, command: np.ndarray, fingers: np.ndarray | None = None) -> None:
+        """Send the arm's command, after the fingers' (a lockstep robot steps on the arm's)."""
+        if fingers is not None:
+            self.host.send_gripper(fingers)
         self.host.send(command)
         now = self.clock()
         if self.loop.latest is not None:
@@ -483,7 +507,8 @@ class RobotDriver:
                 and not (self.loop.phase == RESETTING and self.resets_by_service)
                 and now - self._untaken_since > STALL_PERIODS * self.period):
             hold = self.loop.timed_out()  # None while homing: hold all the same
-            self._send(self.safety.hold(self.loop.latest) if hold is None else hold)
+            self._send(self.safety.hold(self.loop.latest) if hold is None else hold,
+                       self._fingers_held())
             self._flush_transition()
             self._warn("the loop has not taken the robot's newest joint state within "
                            f"{STALL_PERIODS:g} control periods: robot held (its thread is "
@@ -502,7 +527,7 @@ class RobotDriver:
         if late > timeout:
             hold = self.loop.timed_out()
             if hold is not None:
-                self._send(hold)
+                self._send(hold, self._fingers_held())
                 self._flush_transition()
                 self._warn(f"{what} within command_timeout {timeout} s: robot held (are "
                                "the policy and the robot running?)", throttle_s=5.0)

@@ -225,7 +225,11 @@ def task_limits(task: Task, urdf_path: str = "") -> JointLimits:
 
 def command_limits(task: Task, urdf_path: str = "") -> JointLimits:
     """The commanded joints' limits, in command order (:func:`task_limits`)."""
-    limits = task_limits(task, urdf_path)
-    index = [task.joint_names.index(name) for name in task.commanded]
-    return JointLimits(tuple(task.commanded), limits.lower[index], limits.upper[index],
+    return joint_limits(task_limits(task, urdf_path), task.commanded)
+
+
+def joint_limits(limits: JointLimits, names: Sequence[str]) -> JointLimits:
+    """The limits of ``names`` only, in that order."""
+    index = [limits.names.index(name) for name in names]
+    return JointLimits(tuple(names), limits.lower[index], limits.upper[index],
                        limits.velocity[index], limits.effort[index])

@@ -88,13 +88,16 @@ class PybulletRobot:
         clip of effort commands.
     :param seed: recorded with the run for reproducibility; pybullet's dynamics are
         deterministic and nothing here draws random numbers.
+    :param gripper_joints: a gripper's finger joints (among ``joint_names``, not commanded):
+        position motors whose targets :meth:`grip` sets; they start where the URDF puts them.
     :raises ValueError: for a missing URDF, an unknown joint or interface, or a value out of range.
     """
 
     def __init__(self, urdf_path: str | Path, joint_names: Sequence[str] | None = None,
                  command_interface: str = "velocity", control_period: float = 0.05,
                  physics_substeps: int = 10, *, command_joints: Sequence[str] | None = None,
-                 max_motor_force: float = 200.0, seed: int | None = None) -> None:
+                 max_motor_force: float = 200.0, seed: int | None = None,
+                 gripper_joints: Sequence[str] = ()) -> None:
         if command_interface not in COMMAND_INTERFACES:
             raise ValueError(f"unknown command interface {command_interface!r}; one of "
                              f"{', '.join(COMMAND_INTERFACES)}")
@@ -113,6 +116,9 @@ class PybulletRobot:
             commanded = names if command_joints is None else tuple(command_joints)
             _check_joints("joint_names", names, movable_names, f"movable joints of {urdf_path}")
             _check_joints("command_joints", commanded, names, "joint_names")
+            if gripper_joints:
+                _check_joints("gripper_joints", gripper_joints,
+                              [n for n in names if n not in commanded], "uncommanded joints")
         except ValueError:
             world.close()
             raise
@@ -135,7 +141,12 @@ class PybulletRobot:
         # Where each commanded joint sits among the state joints (its effort is the command).
         self._command_slots = [names.index(name) for name in commanded]
         self._command = np.zeros(len(commanded))
-        passive = [index for index in movable_indices if index not in self._command_indices]
+        self.gripper_joints = tuple(gripper_joints)
+        self._gripper_indices = [index_of[name] for name in self.gripper_joints]
+        self._gripper = np.asarray([state[0] for state in world.joint_states(
+            self._gripper_indices)]) if self._gripper_indices else np.zeros(0)
+        passive = [index for index in movable_indices
+                   if index not in self._command_indices + self._gripper_indices]
         world.motor_control(passive, pybullet.VELOCITY_CONTROL, [0.0] * len(passive),
                             [0.0] * len(passive))
         if self._mode == pybullet.TORQUE_CONTROL:
@@ -163,11 +174,27 @@ class PybulletRobot:
             command = np.clip(command, -self.max_motor_force, self.max_motor_force)
         self._command = command
 
+    def grip(self, values: Sequence[float] | np.ndarray) -> None:
+        """Set the gripper's finger targets (:attr:`gripper_joints` order), held until the next.
+
+        :raises ValueError: without a gripper, for a wrong number of values or one not finite.
+        """
+        targets = np.asarray(values, dtype=np.float64).reshape(-1)
+        if not self.gripper_joints or targets.shape != (len(self.gripper_joints),) \
+                or not np.all(np.isfinite(targets)):
+            raise ValueError(f"expected {len(self.gripper_joints)} finite finger position(s) "
+                             f"for the gripper joints {list(self.gripper_joints)}, got "
+                             f"{targets.tolist()}")
+        self._gripper = targets
+
     def step(self) -> None:
         """Advance one control period under the current command."""
         # pybullet clears joint torques after every stepSimulation, so the command is applied
         # again each period (for position and velocity motors this changes nothing).
         self._world.motor_control(self._command_indices, self._mode, self._command, self._forces)
+        if self.gripper_joints:
+            self._world.motor_control(self._gripper_indices, pybullet.POSITION_CONTROL,
+                                      self._gripper, [self.max_motor_force] * len(self._gripper))
         self._world.step_simulation()
         self.step_count += 1
 
@@ -215,6 +242,9 @@ class PybulletRobot:
         indices = [self._state_indices[self.joint_names.index(name)] for name in names]
         self._world.reset_joints(indices, position, velocity)
         self._hold()
+        if self.gripper_joints:  # the fingers hold where they were placed, too
+            self._gripper = np.asarray([state[0] for state in
+                                        self._world.joint_states(self._gripper_indices)])
 
     def hold(self) -> None:
         """Command "hold": velocity and effort 0, position where each joint is now."""

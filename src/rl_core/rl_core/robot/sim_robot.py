@@ -39,7 +39,7 @@ class SimRobot:
                                          config.control_period, config.physics_substeps,
                                          command_joints=config.command_joints,
                                          max_motor_force=config.max_motor_force,
-                                         seed=config.seed)
+                                         seed=config.seed, gripper_joints=config.gripper_joints)
         except ValueError as error:
             raise ConfigError(f"robot {config.robot!r}: {error}") from error
         self.config = config
@@ -67,6 +67,13 @@ class SimRobot:
             return False
         self.step()
         return True
+
+    def grip(self, values: Sequence[float]) -> None:
+        """Set the gripper's finger targets; they act from the next step on.
+
+        :raises ValueError: without a gripper, or for values that do not fit its joints.
+        """
+        self.physics.grip(values)
 
     def command_trajectory(self, joint_names: Sequence[str], values: Sequence[float] | None
                            ) -> bool:

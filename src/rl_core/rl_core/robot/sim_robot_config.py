@@ -62,6 +62,11 @@ PARAMETERS: dict[str, tuple[object, str, tuple[float, float] | None]] = {
                         "robot's side needs its own timeout; 0: none).", (0.0, 60.0)),
     "rate_report_period": (10.0, "free_run: seconds between reports of the achieved step rate "
                            "(0: none).", (0.0, 3600.0)),
+    "gripper_joints": (None, "A gripper's finger joints, position-controlled through "
+                       "<gripper_controller>/commands (a task's gripper, rl_core.robot.gripper); "
+                       "unset: none.", None),
+    "gripper_controller": ("gripper_controller", "The gripper's forward position controller.",
+                           None),
 }
 
 
@@ -83,6 +88,8 @@ class SimRobotConfig:
     :param publish_clock: whether to publish ``/clock``.
     :param seed: the run's seed (the physics is deterministic).
     :param rate_report_period: seconds between free_run rate reports (0: none).
+    :param gripper_joints: a gripper's finger joints (position targets on their own topic).
+    :param gripper_controller: the gripper's controller.
     """
 
     robot: str
@@ -100,6 +107,8 @@ class SimRobotConfig:
     seed: int
     rate_report_period: float
     command_timeout: float = 0.5
+    gripper_joints: tuple[str, ...] = ()
+    gripper_controller: str = "gripper_controller"
 
 
 def sim_robot_config(values: Mapping[str, Any]) -> SimRobotConfig:
@@ -144,7 +153,9 @@ def sim_robot_config(values: Mapping[str, Any]) -> SimRobotConfig:
         max_motor_force=given_or_default("max_motor_force"),
         mode=values["mode"], publish_clock=values["publish_clock"], seed=values["seed"],
         rate_report_period=values["rate_report_period"],
-        command_timeout=values["command_timeout"])
+        command_timeout=values["command_timeout"],
+        gripper_joints=tuple(values.get("gripper_joints") or ()),
+        gripper_controller=values.get("gripper_controller") or "gripper_controller")
 
 
 def known_robot_joints(model: RobotModel, joints: tuple[str, ...] | None,

@@ -16,6 +16,7 @@ import gymnasium
 import numpy as np
 
 from rl_core.robot import COMMAND_INTERFACES, JointSample, JointTarget
+from rl_core.robot.gripper import GRIPPER_CHOICES, GripperSpec
 
 
 @dataclass(frozen=True)
@@ -63,14 +64,28 @@ class Task(ABC):
     success_reward: ClassVar[float | None] = None
     #: Axis-aligned box (low xyz, high xyz, m) the end effector must stay in; None: no box.
     workspace: ClassVar[tuple[tuple[float, float, float], tuple[float, float, float]] | None] = None
+    #: The gripper beside the arm (rl_core.robot.gripper), None for none. With one the action
+    #: space is ``Dict(arm=Box(-1, 1, (len(command_joints),)), gripper=Discrete(3))``.
+    gripper: ClassVar[GripperSpec | None] = None
 
     observation_space: gymnasium.spaces.Box
-    action_space: gymnasium.spaces.Box
+    action_space: gymnasium.spaces.Box | gymnasium.spaces.Dict
 
     @property
     def commanded(self) -> tuple[str, ...]:
         """The commanded joints (:attr:`command_joints`, or every joint when it is empty)."""
         return self.command_joints or self.joint_names
+
+    @property
+    def action_row_shape(self) -> tuple[int, ...]:
+        """One action row as the policy sends it: the arm's values, then (with a gripper) the
+        gripper's choice, 0 close, 1 stay, 2 open (rl_core.envs.spaces.HybridBox)."""
+        return (len(self.commanded) + (self.gripper is not None),)
+
+    @property
+    def choices(self) -> int:
+        """The gripper's choices (the last value of an action row); 0 without a gripper."""
+        return len(GRIPPER_CHOICES) if self.gripper is not None else 0
 
     @property
     def action_scale(self) -> np.ndarray:
@@ -112,12 +127,25 @@ class Task(ABC):
                              "joint_names")
         # Checked first so that a task that never set a space gets this message and not an
         # AttributeError from the shape checks below.
-        for attribute in ("observation_space", "action_space"):
-            space = getattr(self, attribute, None)
-            if not isinstance(space, gymnasium.spaces.Box):
-                raise ValueError(f"task {name}: {attribute} must be a gymnasium.spaces.Box, "
-                                 f"got {type(space).__name__}")
-        if self.action_space.shape != (len(self.commanded),):
+        if not isinstance(getattr(self, "observation_space", None), gymnasium.spaces.Box):
+            raise ValueError(f"task {name}: observation_space must be a gymnasium.spaces.Box, "
+                             f"got {type(getattr(self, 'observation_space', None)).__name__}")
+        if self.gripper is not None:
+            self.gripper.check(name, self.joint_names, self.commanded)
+            space = getattr(self, "action_space", None)
+            parts = space.spaces if isinstance(space, gymnasium.spaces.Dict) else {}
+            arm, gripper = parts.get("arm"), parts.get("gripper")
+            if not (set(parts) == {"arm", "gripper"} and isinstance(arm, gymnasium.spaces.Box)
+                    and arm.shape == (len(self.commanded),)
+                    and isinstance(gripper, gymnasium.spaces.Discrete)
+                    and gripper.n == len(GRIPPER_CHOICES)):
+                raise ValueError(f"task {name} has a gripper: action_space must be "
+                                 f"Dict(arm=Box(-1, 1, ({len(self.commanded)},)), "
+                                 f"gripper=Discrete(3)), got {space}")
+        elif not isinstance(getattr(self, "action_space", None), gymnasium.spaces.Box):
+            raise ValueError(f"task {name}: action_space must be a gymnasium.spaces.Box, got "
+                             f"{type(getattr(self, 'action_space', None)).__name__}")
+        elif self.action_space.shape != (len(self.commanded),):
             raise ValueError(f"task {name}: action_space must have shape "
                              f"({len(self.commanded)},), one value per commanded joint, got "
                              f"{self.action_space.shape}")

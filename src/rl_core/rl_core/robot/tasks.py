@@ -336,8 +336,10 @@ def task_spaces(env_id: str) -> tuple[gymnasium.Space, gymnasium.Space]:
     register_envs()
     if not _registered(env_id):
         if is_task_name(env_id):
-            task = load_task(env_id)
-            return task.observation_space, task.action_space
+            from rl_core.envs.spaces import learned_action_space
+
+            task = load_task(env_id)  # a gripper's Dict action as its arm-and-choice row
+            return task.observation_space, learned_action_space(task.action_space)
         known = ", ".join(sorted(k for k in gymnasium.registry if k.startswith("rl_ros2/")))
         raise ValueError(f"unknown env_id {env_id!r}: neither a registered gymnasium id, nor "
                          f"'module:Id' whose module registers Id, nor 'module:Task' naming a "
