@@ -52,6 +52,11 @@ def test_the_fingers_head_for_the_choice_no_faster_than_their_speed() -> None:
     np.testing.assert_allclose(fingers.command(STAY, sample(0.031)), held)  # and stay there
     with pytest.raises(ValueError, match="0 \\(close\\), 1 \\(stay\\) or 2 \\(open\\), got 3"):
         fingers.command(3, sample(0.03))
+    # A reset put the fingers open: the next episode's targets start there, not where the last
+    # episode's ended.
+    fingers.command(CLOSE, sample(0.0))
+    fingers.begin_episode()
+    np.testing.assert_allclose(fingers.command(STAY, sample(0.04)), [0.04, 0.04])
 
 
 def test_a_gripper_is_declared_within_its_limits_and_with_its_action() -> None:
@@ -153,3 +158,13 @@ def test_the_boundary_declares_the_gripper_to_sim_robot() -> None:
     assert parameters["gripper_joints"] == list(FINGERS)
     assert parameters["gripper_controller"] == "gripper_controller"
     assert parameters["command_joints"] == JOINTS[:7]
+
+
+def test_random_first_actions_choose_a_gripper_choice() -> None:
+    from rl_core.acting.stepping import Stepper
+
+    stepper = Stepper([], random_steps=10, rng=np.random.default_rng(0))
+    rows = [stepper.boundary_actions(np.zeros((1, 8), np.float32), 0, None, 3)[0]
+            for _ in range(30)]
+    assert {float(row[-1]) for row in rows} == {0.0, 1.0, 2.0}
+    assert all(np.all(np.abs(row[:-1]) <= 1.0) for row in rows)

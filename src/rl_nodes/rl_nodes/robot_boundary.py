@@ -167,8 +167,8 @@ class RobotBoundary:
         except ValueError as error:
             self.node.reject("actions", str(error))
             return
-        self._on_action(*self.node.stepper.boundary_actions(msg.actions, msg.policy_version,
-                                                            self.observation))
+        self._on_action(*self.node.stepper.boundary_actions(
+            msg.actions, msg.policy_version, self.observation, self.task.choices))
 
     @_locked
     def _on_action(self, action: np.ndarray, intervened: bool) -> None:

@@ -196,11 +196,13 @@ class Stepper:
         return experience
 
     def boundary_actions(self, actions: np.ndarray, policy_version: int,
-                         obs: np.ndarray | None = None) -> tuple[np.ndarray, bool]:
+                         obs: np.ndarray | None = None, choices: int = 0
+                         ) -> tuple[np.ndarray, bool]:
         """The action a robot driven through ros2_control applies, from a batch of one, and
-        whether it is an operator's (one drives); ``obs``: the observation it answers."""
+        whether it is an operator's (one drives); ``obs``: the observation it answers;
+        ``choices``: of a gripper, the last value of a row."""
         self.policy_version = policy_version
-        random = self._random(actions.shape[1:])
+        random = self._random(actions.shape[1:], choices)
         action = actions[0] if random is None else random
         if self.intervention is None:  # the usual case: no copy on the control path
             return action, False

@@ -92,8 +92,9 @@ class Gripper:
         self._moved = False  # the first target moves from where the fingers are
 
     def begin_episode(self) -> None:
-        """An episode starts open: a ``stay`` before any choice opens."""
-        self.goal = self.opened
+        """An episode starts open (a ``stay`` before any choice opens), from where a reset put
+        the fingers (not from the last episode's last target)."""
+        self.goal, self._moved = self.opened, False
 
     def command(self, choice: int, state: JointSample) -> np.ndarray:
         """The fingers' targets for ``choice`` (:data:`CLOSE`, :data:`STAY`, :data:`OPEN`) in
