@@ -3,8 +3,10 @@ robot_interface:=ros2_control task:=panda_grip:PandaGrip`` (pybullet_data's Fran
 sim_robot, lockstep; the task in tests/system/user_packages), probed over DDS by this process, a
 second participant: the policy's choices reach the fingers on their own controller topic inside
 their limits, the fingers follow, the learner updates on the arm-and-choice rows, and an e-stop
-holds the fingers with the arm while a plain ``false`` (no signature) releases nothing. 11-17 s
-(12 runs, 1 of the first 6 failing before a target already on its way was allowed); every process on the loopback in this pytest run's ROS_DOMAIN_ID (tests/conftest.py).
+holds the fingers with the arm while a plain ``false`` (no signature) releases nothing.
+
+11-17 s (12 runs; 1 of the first 6 failed before a target already on its way at the e-stop was
+allowed). Every process on the loopback in this pytest run's ROS_DOMAIN_ID (tests/conftest.py).
 """
 
 from __future__ import annotations
