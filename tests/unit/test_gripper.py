@@ -116,6 +116,7 @@ def test_each_action_sends_the_fingers_before_the_arm_and_stores_the_choice() ->
     driver.on_action(np.append(np.full(7, 0.5), CLOSE))
     assert host.kinds() == ["grip", "send"]
     np.testing.assert_allclose(host.of("grip")[0], [0.04 - STEP] * 2)
+    assert driver.interventions["gripper change per period limited"] == 1  # reported, not silent
     latest = driver.loop.latest
     assert latest is not None
     driver.on_joint_state(latest.stamp + 0.05, JOINTS, list(latest.position), [0.0] * 9, [])

@@ -292,7 +292,7 @@ class RobotBoundary:
             "phase": driver.loop.phase, "e-stop": driver.loop.estopped,
             "joint states from other publishers": self.source.refused,
             **{f"{graph.SAFETY_KEY_PREFIX}{kind}": count
-               for kind, count in driver.safety.interventions.items()},
+               for kind, count in driver.interventions.items()},
         })
         return driver.warning(self.node.get_namespace())
 

@@ -534,6 +534,15 @@ class RobotDriver:
 
     # --- reporting ----------------------------------------------------------------------------
 
+    @property
+    def interventions(self) -> dict[str, int]:
+        """The safety layers' interventions by kind, the gripper's as ``gripper <kind>``."""
+        counts = dict(self.safety.interventions)
+        if self.gripper is not None:
+            counts.update({f"gripper {kind}": count
+                           for kind, count in self.gripper.safety.interventions.items()})
+        return counts
+
     def warning(self, namespace: str) -> str | None:
         """What ``/diagnostics`` warns about (most urgent first), or None."""
         now = self.clock()
