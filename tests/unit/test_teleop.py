@@ -83,3 +83,36 @@ def test_the_newest_input_drives_until_it_times_out_or_is_let_go(tmp_path: Path)
         intervention.on_command([0.1, 0.2], now=4.0)
     with pytest.raises(ValueError, match="teleop mapping"):
         Intervention(3, 0.5).on_joy([0.0], [1], now=0.0)
+
+
+def test_a_gamepad_drives_a_gripper_on_two_buttons(tmp_path: Path) -> None:
+    """An arm and a gripper (an action row ending with close 0, stay 1, open 2): the axes drive
+    the arm, the buttons the gripper, a program's command carries the choice."""
+    text = "axes: [0, 1]\ndeadman_button: 0\ngripper_buttons: [1, 2]\n"
+    mapping = JoyMapping.from_file(mapping_file(tmp_path, text), action_size=3, choices=3)
+    axes = [0.5, -0.5]
+    np.testing.assert_allclose(mapping.action(axes, [1, 1, 0]), [0.5, -0.5, 0])  # close
+    np.testing.assert_allclose(mapping.action(axes, [1, 0, 1]), [0.5, -0.5, 2])  # open
+    np.testing.assert_allclose(mapping.action(axes, [1, 0, 0]), [0.5, -0.5, 1])  # stay
+    assert mapping.action(axes, [0, 1, 0]) is None  # the deadman still rules
+    with pytest.raises(ConfigError, match="the task has a gripper: give gripper_buttons"):
+        JoyMapping.from_file(mapping_file(tmp_path, "axes: [0, 1]\ndeadman_button: 0\n"), 3, 3)
+    with pytest.raises(ConfigError, match="gripper_buttons, but the task has no gripper"):
+        JoyMapping.from_file(mapping_file(tmp_path, text), 2)
+    intervention = Intervention(3, 0.5, mapping, choices=3)
+    intervention.on_command([2.0, -0.5, 2.0], now=0.0)  # the arm clipped, the choice kept
+    np.testing.assert_allclose(intervention.command(now=0.1), [1.0, -0.5, 2.0])
+    with pytest.raises(ValueError, match="last value is the gripper's choice"):
+        intervention.on_command([0.0, 0.0, 1.5], now=0.2)
+
+
+def test_a_gamepad_may_drive_an_arm_and_a_gripper_but_no_lone_discrete_action(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """(CartPole-v1's refusal: tests/unit/test_task_spaces.py.)"""
+    from rl_bringup.plan.deployment import make_plan
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "system" /
+                                    "user_packages"))
+    plan = make_plan("colocated", 1, domain_id=7, environ={}, extra_parameters={
+        "env_id": "user_env_module:PointGrip-v0", "teleop": True})
+    assert plan.processes

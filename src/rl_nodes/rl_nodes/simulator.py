@@ -84,9 +84,9 @@ class SimulatorNode(RLNode):
             self.config, self._release_held)
         if ros2_control:
             self.boundary = RobotBoundary.for_simulator(self, seed)
-            self._take_teleop(self.boundary.task.action_row_shape, 1, seed)
+            self._take_teleop(self.boundary.task.action_row_shape, 1, seed, self.boundary.task.choices)
             return
-        self._take_teleop(self.envs.action_shape, self.config.num_envs, seed)
+        self._take_teleop(self.envs.action_shape, self.config.num_envs, seed, self.envs.choices)
         self.display = RvizDisplay.of(self, self.envs.envs[0].unwrapped, self.robot_id,
                                       self.config.visualization_rate_hz)
         lanes = len(self.stepper.lanes)
@@ -94,12 +94,12 @@ class SimulatorNode(RLNode):
             f"robot {self.robot_id}: {self.config.num_envs} x {self.config.env_id}, seed {seed}, "
             f"{lanes} lane{'s' if lanes > 1 else ''}")
 
-    def _take_teleop(self, action_shape: tuple[int, ...], envs: int, seed: int) -> None:
+    def _take_teleop(self, action_shape: tuple[int, ...], envs: int, seed: int, choices: int) -> None:
         """With ``teleop``, an operator's commands drive instead of the policy's while they
-        count (rl_nodes.teleop_input); with ``expert_interventions``, the task's scripted
-        expert takes over some episodes."""
+        count (rl_nodes.teleop_input; a gripper's ``choices`` on buttons); with
+        ``expert_interventions``, the task's scripted expert takes over some episodes."""
         if self.config.teleop:
-            self.stepper.intervention = TeleopInput(self, int(np.prod(action_shape))).intervention
+            self.stepper.intervention = TeleopInput(self, int(np.prod(action_shape)), choices).intervention
         elif self.config.expert_interventions:
             expert = ScriptedIntervention.for_task(
                 self.config.env_id, int(np.prod(action_shape)), envs,

@@ -26,12 +26,12 @@ class TeleopInput:
     :raises rl_core.config.ConfigError: when the mapping file is missing or malformed.
     """
 
-    def __init__(self, node: TeleopHost, action_size: int) -> None:
+    def __init__(self, node: TeleopHost, action_size: int, choices: int = 0) -> None:
         config = node.config
-        mapping = JoyMapping.from_file(config.teleop_mapping, action_size) \
+        mapping = JoyMapping.from_file(config.teleop_mapping, action_size, choices) \
             if config.teleop_mapping else None
         self.node = node
-        self.intervention = Intervention(action_size, config.teleop_timeout, mapping)
+        self.intervention = Intervention(action_size, config.teleop_timeout, mapping, choices)
         node.subscription(graph.TELEOP_COMMAND, self._on_command, plain(Float64MultiArray))
         if mapping is not None:
             node.subscription(graph.JOY, self._on_joy, plain(Joy))

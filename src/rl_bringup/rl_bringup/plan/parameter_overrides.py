@@ -98,7 +98,7 @@ def check_task(config_file: str, shared_parameters: Mapping[str, Any]) -> None:
     """
     from rl_core.replay.build import HER_NEEDS_GOALS
     from rl_core.replay.hindsight import is_goal_env
-    from rl_core.robot.tasks import check_spaces, task_choices
+    from rl_core.robot.tasks import check_spaces, space_shapes, task_choices
 
     env_id = robot_plan.effective_parameter("env_id", config_file, shared_parameters,
                                             SimulatorConfig().env_id)
@@ -114,14 +114,17 @@ def check_task(config_file: str, shared_parameters: Mapping[str, Any]) -> None:
     if _is_set(her_k) and not is_goal_env(str(env_id)):
         raise ConfigError(HER_NEEDS_GOALS.format(k=her_k, env_id=env_id))
     if task_choices(str(env_id)):
+        # A gamepad drives an arm, its gripper on buttons; a Discrete action alone it cannot.
+        arm = space_shapes(str(env_id))[1] != (1,)
         continuous_only = [f"{name}:={value}" for kind, name in CONTINUOUS_ONLY
-                           if _is_set(value := robot_plan.effective_parameter(
+                           if not (arm and name == "teleop")
+                           and _is_set(value := robot_plan.effective_parameter(
                                name, config_file, shared_parameters, None, kind))]
         if continuous_only:
             raise ConfigError(f"env_id {env_id!r} has a discrete action or part, which "
-                              f"{', '.join(continuous_only)} cannot drive (a gamepad and a scripted "
-                              "expert act with continuous actions); unset them, or choose a task "
-                              "with a Box action")
+                              f"{', '.join(continuous_only)} cannot drive (a scripted expert acts "
+                              "with continuous actions, a gamepad with an arm's); unset them, or "
+                              "choose a task with a Box action")
 
 
 def _is_set(value: Any) -> bool:

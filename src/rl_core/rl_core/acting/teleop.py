@@ -25,6 +25,7 @@ import numpy as np
 import yaml
 
 from rl_core.config import ConfigError
+from rl_core.robot.gripper import CLOSE, OPEN, STAY
 
 __all__ = ["Intervention", "JoyMapping", "ScriptedIntervention"]
 
@@ -37,12 +38,15 @@ class JoyMapping:
     :param scale: per action dimension, the factor on its axis.
     :param deadman_button: the button that must be held.
     :param deadzone: axis values within +-deadzone read as 0.
+    :param gripper_buttons: for a task with a gripper, the buttons that close and open it
+        (neither held: stay); the action then ends with that choice (0, 1, 2).
     """
 
     axes: tuple[int, ...]
     scale: tuple[float, ...]
     deadman_button: int
     deadzone: float = 0.05
+    gripper_buttons: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if len(self.scale) != len(self.axes):
@@ -51,17 +55,22 @@ class JoyMapping:
             raise ValueError("axes must be Joy axis indices or -1 (none), deadman_button a "
                              f"button index; got axes {list(self.axes)}, deadman_button "
                              f"{self.deadman_button}")
+        if self.gripper_buttons and (len(self.gripper_buttons) != 2
+                                     or min(self.gripper_buttons) < 0):
+            raise ValueError(f"gripper_buttons must be two button indices, close and open; got "
+                             f"{list(self.gripper_buttons)}")
         if not all(math.isfinite(value) for value in self.scale) or \
                 not 0.0 <= self.deadzone < 1.0:
             raise ValueError(f"scale must be finite and deadzone in [0, 1), got "
                              f"{list(self.scale)} and {self.deadzone}")
 
     @classmethod
-    def from_file(cls, path: str | Path, action_size: int) -> JoyMapping:
-        """Read a mapping file (module docstring) for a task of ``action_size`` actions.
+    def from_file(cls, path: str | Path, action_size: int, choices: int = 0) -> JoyMapping:
+        """Read a mapping file (module docstring) for a task of ``action_size`` actions, the
+        last of them a gripper's choice when the task has ``choices``.
 
         :raises ConfigError: when the file is missing or malformed, or maps another number
-            of action dimensions, saying what to fix.
+            of action dimensions, or has no gripper buttons for a gripper, saying what to fix.
         """
         where = f"teleop mapping {str(path)!r}"
         try:
@@ -74,20 +83,26 @@ class JoyMapping:
                 or "deadman_button" not in document:
             raise ConfigError(f"{where} needs 'axes' (one Joy axis per action dimension, -1 for "
                               "none) and 'deadman_button' (rl_core/acting/teleop.py shows a file)")
-        unknown = sorted(set(document) - {"axes", "scale", "deadman_button", "deadzone"})
+        keys = {"axes", "scale", "deadman_button", "deadzone", "gripper_buttons"}
+        unknown = sorted(set(document) - keys)
         if unknown:
-            raise ConfigError(f"{where}: unknown keys {unknown}; valid: axes, scale, "
-                              "deadman_button, deadzone")
+            raise ConfigError(f"{where}: unknown keys {unknown}; valid: {', '.join(sorted(keys))}")
         try:
             axes = tuple(int(axis) for axis in document["axes"])
             scale = tuple(float(value) for value in document.get("scale", [1.0] * len(axes)))
             mapping = cls(axes, scale, int(document["deadman_button"]),
-                          float(document.get("deadzone", 0.05)))
+                          float(document.get("deadzone", 0.05)),
+                          tuple(int(b) for b in document.get("gripper_buttons", ())))
         except (TypeError, ValueError) as error:
             raise ConfigError(f"{where}: {error}") from None
-        if len(axes) != action_size:
+        arm = action_size - (1 if choices else 0)
+        if len(axes) != arm:
             raise ConfigError(f"{where} maps {len(axes)} action dimensions, the task has "
-                              f"{action_size}; give one axis (or -1) per dimension")
+                              f"{arm}; give one axis (or -1) per dimension")
+        if bool(choices) != bool(mapping.gripper_buttons):
+            raise ConfigError(f"{where}: " + ("the task has a gripper: give gripper_buttons: "
+                                              "[close, open]" if choices else
+                                              "gripper_buttons, but the task has no gripper"))
         return mapping
 
     def action(self, axes: Any, buttons: Any) -> np.ndarray | None:
@@ -106,7 +121,12 @@ class JoyMapping:
                              f"got {values.size}")
         picked = np.array([values[axis] if axis >= 0 else 0.0 for axis in self.axes])
         picked[np.abs(picked) <= self.deadzone] = 0.0
-        return np.clip(picked * np.asarray(self.scale), -1.0, 1.0)
+        arm = np.clip(picked * np.asarray(self.scale), -1.0, 1.0)
+        if not self.gripper_buttons:
+            return arm
+        close, open_ = (bool(buttons[b]) if b < len(buttons) else False
+                        for b in self.gripper_buttons)
+        return np.append(arm, CLOSE if close else OPEN if open_ else STAY)
 
 
 class Intervention:
@@ -115,13 +135,15 @@ class Intervention:
     :param action_size: size of one action.
     :param timeout_s: how long an input counts after it arrived.
     :param mapping: the Joy mapping (None: the robot takes no Joy input).
+    :param choices: of a gripper whose choice ends an action (0: none).
     """
 
-    def __init__(self, action_size: int, timeout_s: float, mapping: JoyMapping | None = None
-                 ) -> None:
+    def __init__(self, action_size: int, timeout_s: float, mapping: JoyMapping | None = None,
+                 choices: int = 0) -> None:
         if timeout_s <= 0.0:
             raise ValueError(f"timeout_s must be positive, got {timeout_s}")
         self.action_size = action_size
+        self.choices = choices
         self.timeout_s = timeout_s
         self.mapping = mapping
         self._action: np.ndarray | None = None
@@ -140,15 +162,21 @@ class Intervention:
         self._hold(self.mapping.action(axes, buttons), now)
 
     def on_command(self, values: Any, now: float) -> None:
-        """A command in the task's action units (clipped to [-1, 1]).
+        """A command in the task's action units (clipped to [-1, 1]; a gripper's choice last).
 
-        :raises ValueError: for another size or values that are not finite.
+        :raises ValueError: for another size, values that are not finite, or no choice.
         """
         action = np.asarray(values, dtype=np.float64).reshape(-1)
         if action.size != self.action_size or not np.all(np.isfinite(action)):
             raise ValueError(f"a teleop command needs {self.action_size} finite values in "
                              f"[-1, 1], got {action.size}")
-        self._hold(np.clip(action, -1.0, 1.0), now)
+        clipped = np.clip(action, -1.0, 1.0)
+        if self.choices:
+            if action[-1] not in range(self.choices):
+                raise ValueError(f"a teleop command's last value is the gripper's choice, 0 "
+                                 f"(close), 1 (stay) or 2 (open); got {action[-1]}")
+            clipped[-1] = action[-1]
+        self._hold(clipped, now)
 
     def _hold(self, action: np.ndarray | None, now: float) -> None:
         self._action = action
