@@ -30,8 +30,10 @@ from tests.processes import Child
 pytestmark = pytest.mark.system
 
 USER_PACKAGES = Path(__file__).resolve().parent / "user_packages"
-sys.path.insert(0, str(USER_PACKAGES))
+sys.path.insert(0, str(USER_PACKAGES))  # for this import only: other tests must not find it
 from panda_grip import CLOSED, OPEN, PandaGrip  # noqa: E402
+
+sys.path.remove(str(USER_PACKAGES))
 
 NAMESPACE = graph.robot_namespace(0)
 GRIPPER_COMMANDS = graph.resolve(graph.command_topic(PandaGrip.gripper.controller).name, NAMESPACE)

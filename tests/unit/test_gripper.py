@@ -23,8 +23,11 @@ from tests.unit.test_robot_driver import RUN_KEY, Clock, Host, answer
 
 pytestmark = pytest.mark.unit
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "system" / "user_packages"))
+USER_PACKAGES = str(Path(__file__).resolve().parents[1] / "system" / "user_packages")
+sys.path.insert(0, USER_PACKAGES)  # for this import only: other tests must not find user code
 from panda_grip import FINGERS, PandaGrip  # noqa: E402
+
+sys.path.remove(USER_PACKAGES)
 
 JOINTS = [f"panda_joint{k}" for k in range(1, 8)] + list(FINGERS)
 PERIOD = PandaGrip.control_period
