@@ -225,6 +225,7 @@ def test_silence_causes() -> None:
     assert "sent nothing for this step" in robot.silence_cause("/t", 1)
     robot.on_observations(Batch(4, 1, np.zeros((1, 2))))  # answered, but no experience rows
     assert "experience rows of that step did not arrive" in robot.silence_cause("/t", 1)
+    assert "the bridge needs n_step 1" in robot.silence_cause("/t", 1)
 
 
 def test_single_env_returns_the_final_obs_then_the_reset_one() -> None:

@@ -201,7 +201,9 @@ class RemoteRobot:
             if latest is not None and self.sent is not None and \
                     latest.step == self.sent_step + 1:
                 return (f"{topic} answered step {self.sent_step}, but the simulator's "
-                        "experience rows of that step did not arrive on /experience")
+                        "experience rows of that step did not arrive on /experience (a "
+                        "simulator with n_step above 1 sends them steps later: the bridge needs "
+                        "n_step 1)")
             return f"{topic} has a publisher, but it sent nothing for this step"
         if self.latest is not None:
             return f"nothing publishes {topic} any more: the simulator is gone"
