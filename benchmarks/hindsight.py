@@ -3,8 +3,9 @@
 sparse reward (issue 43: with HER in at most half the transitions it needs without).
 
 Per seed, one after the other, the bare loop (the replay buffer and learner the nodes run) on
-``config/kuka_reach_goal.yaml`` with its ``her_k`` and with ``her_k: 0``, evaluated on 20
-episodes every 3,000 transitions (the config's). The table gives per variant the transitions at
+``config/kuka_reach_goal.yaml`` with its ``her_k`` and with ``her_k: 0``, and (``--sb3``)
+Stable-Baselines3's SAC with its ``HerReplayBuffer`` on the same sizes and schedule, evaluated
+on 20 episodes every 3,000 transitions (the config's). The table gives per variant the transitions at
 the first evaluation with a success rate of at least 80 % (median over the seeds that got
 there), how many seeds got there, the median last success rate and the wall time. No ROS.
 
@@ -23,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import gymnasium
+
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
@@ -32,6 +35,8 @@ from benchmarks.tables import LEFT, RIGHT, print_tables  # noqa: E402
 CONFIG = REPO / "config" / "kuka_reach_goal.yaml"
 #: The success rate that counts as learned (config/kuka_reach.yaml's criterion).
 TARGET = 0.8
+#: Transitions between evaluations, and episodes per evaluation (the config's).
+PERIOD, EPISODES = 3_000, 20
 COLUMNS = [("variant", LEFT), ("seeds", RIGHT), ("transitions to 80 % success", RIGHT),
            ("seeds reaching it", RIGHT), ("last success rate", RIGHT), ("wall time", RIGHT)]
 
@@ -59,6 +64,47 @@ def run(seed: int, her_k: int | None, budget: int | None, stop_at_target: bool =
             time.monotonic() - started)
 
 
+def sb3_her(seed: int, budget: int, stop_at_target: bool = False
+            ) -> tuple[list[tuple[int, float]], float]:
+    """SB3's SAC + HerReplayBuffer ("future", 4 goals) with the config's sizes: 4 envs, batch
+    256, 256x256 networks, 0.5 updates per transition after 1,000, initial entropy 0.1; its
+    deterministic evaluations ``(transitions, success rate)`` and its wall time."""
+    import torch
+    from stable_baselines3 import SAC, HerReplayBuffer
+    from stable_baselines3.common.env_util import make_vec_env
+
+    from rl_core.envs import KUKA_REACH_GOAL_ID, register_envs
+
+    register_envs()
+    torch.set_num_threads(1)
+    envs = make_vec_env(KUKA_REACH_GOAL_ID, n_envs=4, seed=seed)
+    model = SAC("MultiInputPolicy", envs, replay_buffer_class=HerReplayBuffer,
+                replay_buffer_kwargs={"n_sampled_goal": 4, "goal_selection_strategy": "future"},
+                learning_starts=1000, batch_size=256, buffer_size=300_000, train_freq=1,
+                gradient_steps=2, ent_coef="auto_0.1", policy_kwargs={"net_arch": [256, 256]},
+                seed=seed)
+    evaluation_env = gymnasium.make(KUKA_REACH_GOAL_ID)
+    evaluations: list[tuple[int, float]] = []
+    started = time.monotonic()
+    for steps in range(PERIOD, budget + 1, PERIOD):
+        model.learn(PERIOD, reset_num_timesteps=False)
+        successes = 0
+        for episode in range(EPISODES):
+            obs, _ = evaluation_env.reset(seed=10_000 * seed + episode)
+            done, info = False, {}
+            while not done:
+                action, _ = model.predict(obs, deterministic=True)
+                obs, _, terminated, truncated, info = evaluation_env.step(action)
+                done = terminated or truncated
+            successes += bool(info.get("is_success"))
+        evaluations.append((steps, successes / EPISODES))
+        if stop_at_target and evaluations[-1][1] >= TARGET:
+            break
+    envs.close()
+    evaluation_env.close()
+    return evaluations, time.monotonic() - started
+
+
 def summary_row(variant: str, runs: list[tuple[list[tuple[int, float]], float]]) -> list[str]:
     """The page's row of one variant from its seeds' ``(evaluations, wall time)``."""
     reached = [next(steps for steps, rate in evaluations if rate >= TARGET)
@@ -80,6 +126,9 @@ def main(argv: list[str] | None = None) -> int:
                              "e.g. twice it, to see whether it needs more than twice as many")
     parser.add_argument("--stop-at-target", action="store_true",
                         help="end a run at its first evaluation with 80 %% success")
+    parser.add_argument("--sb3", action="store_true",
+                        help="also Stable-Baselines3's SAC + HerReplayBuffer on --budget")
+    parser.add_argument("--only-sb3", action="store_true", help="only it")
     parser.add_argument("--markdown", action="store_true", help="also print the page's table")
     args = parser.parse_args(argv)
     stop = args.stop_at_target
@@ -87,6 +136,11 @@ def main(argv: list[str] | None = None) -> int:
                                                          stop_at_target=stop),
                 "SAC, no relabelling": functools.partial(
                     run, her_k=0, budget=args.budget_without or args.budget, stop_at_target=stop)}
+    if args.sb3 or args.only_sb3:
+        variants["SB3 SAC + HerReplayBuffer (4 goals)"] = functools.partial(
+            sb3_her, budget=args.budget or 60_000, stop_at_target=stop)
+    if args.only_sb3:
+        variants = {name: run for name, run in variants.items() if name.startswith("SB3")}
     rows = side_by_side(variants, seeds_of(args.seeds), summary_row,
                         lambda evaluations: f"success rates {evaluations}")
     print_tables(COLUMNS, rows, args.markdown)
