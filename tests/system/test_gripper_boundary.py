@@ -6,7 +6,8 @@ their limits, the fingers follow, the learner updates on the arm-and-choice rows
 holds the fingers with the arm while a plain ``false`` (no signature) releases nothing.
 
 11-18 s (15 runs, the last 3 with the policy acting after 300 random steps; 1 of the first 6
-failed before a target already on its way at the e-stop was allowed). Every process on the loopback in this pytest run's ROS_DOMAIN_ID (tests/conftest.py).
+failed before a target already on its way at the e-stop was allowed). Every process on the
+loopback in this pytest run's ROS_DOMAIN_ID (tests/conftest.py).
 """
 
 from __future__ import annotations
