@@ -26,22 +26,12 @@ from builtin_interfaces.msg import Duration, Time
 from std_msgs.msg import Float64MultiArray, Header
 
 from rl_core.wire import encoding
-from rl_core.wire.messages import (  # the batch objects, re-exported for the nodes
-    Actions as Actions,
-)
 from rl_core.wire.messages import (
-    AwaitingImages as AwaitingImages,
-)
-from rl_core.wire.messages import (
-    Episodes as Episodes,
-)
-from rl_core.wire.messages import (
-    Experience as Experience,
-)
-from rl_core.wire.messages import (
-    Observations as Observations,
-)
-from rl_core.wire.messages import (
+    Actions,
+    AwaitingImages,
+    Episodes,
+    Experience,
+    Observations,
     PriorityAnswer,
     PriorityUpdate,
     SampleAnswer,
@@ -57,6 +47,15 @@ from rl_interfaces.msg import (
     TransitionBatch,
 )
 from rl_interfaces.srv import BufferFile, SampleBatch, UpdatePriorities
+
+#: The conversions, and the batch objects they convert (re-exported: a node imports its
+#: message side from here).
+__all__ = ["ACTIONS", "BUFFER_FILE_SERVICE", "CONVERSIONS", "EPISODES", "EXPERIENCE",
+           "EXPERIENCE_WITH_IMAGES", "OBSERVATIONS", "OBSERVATIONS_WITH_IMAGES",
+           "PRIORITIES_SERVICE", "SAMPLE_SERVICE", "Actions", "AwaitingImages", "Episodes",
+           "Experience", "Observations", "ServiceType", "TopicType", "Weights", "command_message",
+           "experience_from_msg", "experience_to_msg", "ns_to_stamp", "plain", "stamp_to_ns",
+           "topic_type", "weights_from_msg", "weights_to_msg"]
 
 T = TypeVar("T")
 
