@@ -130,6 +130,24 @@ def test_n_step_rows_reach_the_replay_buffer_and_the_critics_bootstrap_after_the
                                           | np.isclose(rewards, 1.0)), np.unique(rewards)
 
 
+def test_a_publisher_of_another_message_definition_is_refused_by_name(colocated) -> None:
+    """A peer whose /experience is another type (as one of another rl_interfaces would be)
+    never reaches the replay buffer over DDS; it is named and counted, once (about 6 s)."""
+    from std_msgs.msg import String
+
+    context = rclpy.Context()  # a participant of its own, as another process would be
+    rclpy.init(context=context)
+    try:
+        peer = rclpy.create_node("old_robot", context=context)
+        peer.create_publisher(String, "/experience", 10)
+        replay, what = colocated["replay"], "peer of another wire version"
+        assert colocated["ipc"].spin_until(lambda: what in replay.rejections, 15.0)
+        time.sleep(6.0)  # the next check names it no more
+        assert replay.rejections[what] == 1
+    finally:
+        rclpy.try_shutdown(context=context)
+
+
 def test_get_action_service_answers_and_refuses_bad_requests(colocated) -> None:
     ipc: IntraProcessManager = colocated["ipc"]
     probe = colocated["probe"]

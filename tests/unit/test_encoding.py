@@ -230,3 +230,17 @@ def test_weights_and_episodes_come_back_as_they_went() -> None:
     fields["lengths"] = [10]
     with pytest.raises(ValueError, match="field 'lengths' has 1 entries, expected 2"):
         encoding.decode_episodes(SimpleNamespace(**fields), 6)
+
+
+def test_a_peer_of_another_wire_version_is_named_with_the_fix() -> None:
+    own = ("rl_interfaces/msg/ExperienceBatch", "RIHS01_" + "a" * 64)
+    assert encoding.peer_version_refusal("/experience", own, ("/robot_0/simulator", *own)) is None
+    # A middleware that gives no hash: the type alone decides.
+    assert encoding.peer_version_refusal("/experience", own, ("/x", own[0], "")) is None
+    other = encoding.peer_version_refusal("/experience", own,
+                                          ("/robot_1/simulator", own[0], "RIHS01_" + "b" * 64))
+    assert other is not None and other.startswith("/robot_1/simulator publishes "
+                                                  "rl_interfaces/msg/ExperienceBatch (RIHS01_bbbb")
+    assert "install the same rl_interfaces everywhere" in other
+    assert "std_msgs/msg/String" in str(encoding.peer_version_refusal(
+        "/experience", own, ("/x", "std_msgs/msg/String", "RIHS01_" + "c" * 64)))

@@ -19,6 +19,7 @@ from rl_core.names import variables
 from rl_core.security import action_auth, weights_auth
 from rl_core.security.action_auth import ActionCheck, ActionKeys
 from rl_core.security.signed_status import StatusCheck, status_refusal
+from rl_core.wire.encoding import peer_version_refusal
 from rl_nodes import graph
 from rl_nodes.intra_process import IntraProcessManager
 from rl_nodes.intra_process_endpoints import IntraProcessPublisher, IntraProcessSubscription
@@ -27,15 +28,15 @@ from rl_nodes.messages import Actions, TopicType, topic_type
 
 T = TypeVar("T")
 
-
 STREAM_QOS = graph.STREAM.profile()
 EXPERIENCE_QOS = graph.DEEP.profile()
 LATCHED_QOS = graph.LATCHED.profile()
 
 #: Diagnostic levels (diagnostic_msgs/DiagnosticStatus), for rqt_robot_monitor.
 OK, WARN, ERROR = DiagnosticStatus.OK, DiagnosticStatus.WARN, DiagnosticStatus.ERROR
-#: A node under use_sim_time whose clock stands still this long says so on /diagnostics.
-CLOCK_FROZEN_S = 2.0
+#: Seconds between checks of the peers' message definitions; a node under use_sim_time whose
+#: clock stands still this long says so on /diagnostics.
+PEER_CHECK_S, CLOCK_FROZEN_S = 5.0, 2.0
 #: Parameters rclpy declares on every node that may be set only at launch: switched at run time
 #: ``use_sim_time`` hands the node's timers to a ``/clock`` that may not run, stopping them.
 LAUNCH_ONLY_PARAMETERS = ("use_sim_time",)
@@ -165,6 +166,8 @@ class RLNode(ManagedNode):
         self.rejections: dict[str, int] = {}
         self._last_reject_log: dict[str, float] = {}
         self._clock_seen = (self.get_clock().now().nanoseconds, time.monotonic())
+        self._peers_refused: set[tuple[str, str, str]] = set()  # (node, type, hash)
+        self._peers_checked_at = -PEER_CHECK_S
         self._diagnostics_pub = self.publisher(graph.DIAGNOSTICS)
         self.timer(graph.DIAGNOSTICS_PERIOD_S, self._publish_diagnostics)
         self.add_on_set_parameters_callback(launch_only_guard)
@@ -250,10 +253,30 @@ class RLNode(ManagedNode):
             return 0.0
         return steady - self._clock_seen[1]
 
+    def _check_peer_versions(self) -> None:
+        """Refuse, once each, publishers DDS will not connect to this node's rl_interfaces
+        subscriptions (another type or definition: rl_core.wire.encoding)."""
+        me = (self.get_name(), self.get_namespace())
+        for topic, types in self.get_topic_names_and_types():
+            if not any(kind.startswith("rl_interfaces/") for kind in types):
+                continue
+            mine = [(i.topic_type, str(i.topic_type_hash)) for i in
+                    self.get_subscriptions_info_by_topic(topic) if (i.node_name, i.node_namespace) == me]
+            for info in self.get_publishers_info_by_topic(topic) if mine else ():
+                peer = (f"{info.node_namespace.rstrip('/')}/{info.node_name}", info.topic_type,
+                        str(info.topic_type_hash))
+                refusal = peer_version_refusal(topic, mine[0], peer)
+                if refusal is not None and peer not in self._peers_refused:
+                    self._peers_refused.add(peer)
+                    self.reject("peer of another wire version", refusal)
+
     def _publish_diagnostics(self) -> None:
         heartbeat_file = os.environ.get(variables.HEARTBEAT_FILE)
         if heartbeat_file:  # this thread turns (rl_core.monitoring.heartbeat)
             heartbeat.beat(heartbeat_file)
+        if time.monotonic() - self._peers_checked_at >= PEER_CHECK_S:
+            self._peers_checked_at = time.monotonic()
+            self._check_peer_versions()
         if self.configured:
             level, message, values = self.diagnose()
             if not self.active:

@@ -389,3 +389,17 @@ def sampled_batches(msg: Any) -> list[Batch]:
     if msg.success and msg.batches > 0 and msg.transitions.batch_size > 0:
         return split_batches(decode_transitions(msg.transitions), int(msg.batches))
     return []
+
+
+# --- one wire version per deployment --------------------------------------------------------------
+
+def peer_version_refusal(topic: str, own: tuple[str, str], peer: tuple[str, str, str]) -> str | None:
+    """Why a publisher on ``topic`` cannot reach a subscription of type and type hash ``own``:
+    ``peer`` = (node, type, hash) publishes another type, or the same type defined otherwise (a
+    peer of another rl_interfaces): DDS connects neither, without a word. None when it can."""
+    node, kind, digest = peer
+    if (kind, digest) == own or (kind == own[0] and not (digest and own[1])):
+        return None
+    return (f"{node} publishes {kind} ({digest[:18]}...) on {topic}, where this node takes "
+            f"{own[0]} ({own[1][:18]}...): one deployment runs one wire version; install the "
+            "same rl_interfaces everywhere (scripts/setup.sh, or one image) and restart it")
