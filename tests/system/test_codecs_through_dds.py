@@ -3,7 +3,8 @@ steps both robots with nothing refused, a batch crosses as one image (raw: its e
 compression shrinks it, and latent sends only features on the acting path.
 
 The runs are ``benchmarks/image_codecs.py``'s measurement (learner idle, acting free), short;
-the benchmark's figures are in docs/results.md#image-codecs.
+the benchmark's figures are in docs/results.md#image-codecs. One test over the three runs: with
+two lanes, tests of one module on two workers each start the module's runs (about 105 s each).
 """
 
 from __future__ import annotations
@@ -20,23 +21,26 @@ pytestmark = pytest.mark.system
 OVERHEAD_BYTES = 400
 
 
-@pytest.fixture(scope="module")
-def figures(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+def test_every_codec_crosses_dds_at_its_size_and_nothing_is_refused(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
     import os
 
     environ = dict(os.environ, PYTHONUNBUFFERED="1")
-    return {codec: measure_deployment(codec, environ, tmp_path_factory.mktemp(codec),
-                                      warmup_s=1.5, window_s=3.0)
-            for codec in ("raw", "jpeg", "latent")}
+    figures = {codec: measure_deployment(codec, environ, tmp_path_factory.mktemp(codec),
+                                         warmup_s=1.5, window_s=3.0)
+               for codec in ("raw", "jpeg", "latent")}
+    check_every_codec_steps_both_robots_and_nothing_is_refused(figures)
+    check_raw_sends_each_observation_once_at_its_size(figures)
+    check_compression_and_latent_shrink_what_crosses(figures)
 
 
-def test_every_codec_steps_both_robots_and_nothing_is_refused(figures: dict) -> None:
+def check_every_codec_steps_both_robots_and_nothing_is_refused(figures: dict) -> None:
     for codec, run in figures.items():
         assert run["env_steps"] >= 10 * ROBOTS, (codec, run)
         assert run["rejected"] == {}, (codec, run["rejected"], run["rejections_logged"])
 
 
-def test_raw_sends_each_observation_once_at_its_size(figures: dict) -> None:
+def check_raw_sends_each_observation_once_at_its_size(figures: dict) -> None:
     shape, _ = space_shapes(CARTPOLE_PIXELS_ID)
     pixels = int(np.prod(shape))
     raw = figures["raw"]
@@ -46,7 +50,7 @@ def test_raw_sends_each_observation_once_at_its_size(figures: dict) -> None:
     assert 2 * pixels <= raw["experience_bytes_per_step"] <= 2 * pixels + OVERHEAD_BYTES, raw
 
 
-def test_compression_and_latent_shrink_what_crosses(figures: dict) -> None:
+def check_compression_and_latent_shrink_what_crosses(figures: dict) -> None:
     raw, jpeg, latent = figures["raw"], figures["jpeg"], figures["latent"]
     assert jpeg["acting_bytes_per_step"] < 0.2 * raw["acting_bytes_per_step"], (jpeg, raw)
     assert jpeg["experience_bytes_per_step"] < 0.2 * raw["experience_bytes_per_step"]
