@@ -99,10 +99,12 @@ def test_a_gamepad_drives_a_gripper_on_two_buttons(tmp_path: Path) -> None:
         JoyMapping.from_file(mapping_file(tmp_path, "axes: [0, 1]\ndeadman_button: 0\n"), 3, 3)
     with pytest.raises(ConfigError, match="gripper_buttons, but the task has no gripper"):
         JoyMapping.from_file(mapping_file(tmp_path, text), 2)
+    with pytest.raises(ConfigError, match="discrete part has 4 choices: unset teleop"):
+        JoyMapping.from_file(mapping_file(tmp_path, text), 3, 4)
     intervention = Intervention(3, 0.5, mapping, choices=3)
     intervention.on_command([2.0, -0.5, 2.0], now=0.0)  # the arm clipped, the choice kept
     np.testing.assert_allclose(intervention.command(now=0.1), [1.0, -0.5, 2.0])
-    with pytest.raises(ValueError, match="last value is the gripper's choice"):
+    with pytest.raises(ValueError, match="last value is a choice's index in \\[0, 3\\)"):
         intervention.on_command([0.0, 0.0, 1.5], now=0.2)
 
 

@@ -25,7 +25,7 @@ import numpy as np
 import yaml
 
 from rl_core.config import ConfigError
-from rl_core.robot.gripper import CLOSE, OPEN, STAY
+from rl_core.robot.gripper import CLOSE, GRIPPER_CHOICES, OPEN, STAY
 
 __all__ = ["Intervention", "JoyMapping", "ScriptedIntervention"]
 
@@ -99,6 +99,9 @@ class JoyMapping:
         if len(axes) != arm:
             raise ConfigError(f"{where} maps {len(axes)} action dimensions, the task has "
                               f"{arm}; give one axis (or -1) per dimension")
+        if choices not in (0, len(GRIPPER_CHOICES)):
+            raise ConfigError(f"{where}: a gamepad drives a gripper's close, stay and open; this "
+                              f"task's discrete part has {choices} choices: unset teleop")
         if bool(choices) != bool(mapping.gripper_buttons):
             raise ConfigError(f"{where}: " + ("the task has a gripper: give gripper_buttons: "
                                               "[close, open]" if choices else
@@ -173,8 +176,9 @@ class Intervention:
         clipped = np.clip(action, -1.0, 1.0)
         if self.choices:
             if action[-1] not in range(self.choices):
-                raise ValueError(f"a teleop command's last value is the gripper's choice, 0 "
-                                 f"(close), 1 (stay) or 2 (open); got {action[-1]}")
+                raise ValueError(f"a teleop command's last value is a choice's index in [0, "
+                                 f"{self.choices}) (a gripper: 0 close, 1 stay, 2 open); got "
+                                 f"{action[-1]}")
             clipped[-1] = action[-1]
         self._hold(clipped, now)
 
