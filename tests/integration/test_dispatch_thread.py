@@ -22,7 +22,11 @@ from rl_nodes import graph
 from rl_nodes.base import STREAM_QOS
 from rl_nodes.dispatch_executor import SteppingWait
 from rl_nodes.intra_process import IntraProcessManager
-from rl_nodes.intra_process_endpoints import IntraProcessClient, create_service
+from rl_nodes.intra_process_endpoints import (
+    IntraProcessClient,
+    ServiceUnavailable,
+    create_service,
+)
 from rl_nodes.messages import ServiceType, plain
 
 pytestmark = pytest.mark.integration
@@ -148,6 +152,33 @@ def test_a_remote_call_from_the_dispatch_thread_keeps_the_executor_turning(dispa
         server.destroy_node()
     assert answers and answers[0].success and answers[0].message == "hi"
 
+
+
+def test_a_call_from_another_thread_ends_soon_after_the_spin_ended(dispatch) -> None:
+    """A closing trainer's prefetcher waited out its 5 s timeout for an answer no executor turn
+    would deliver (the trainer took 4.3 s to close); now the call fails within a poll. ~1 s."""
+    node, manager, executor = dispatch
+    silent = rclpy.create_node("dispatch_silent_server", context=node.context)
+    silent.create_service(Trigger, "/dispatch/silent", lambda request, response: response)
+    client = IntraProcessClient(manager, node, TRIGGER, "/dispatch/silent")
+    outcome: list[BaseException | float] = []
+
+    def call_from_another_thread() -> None:
+        try:
+            client.call(Trigger.Request(), timeout_s=10.0)  # no executor spins the server
+        except BaseException as error:  # noqa: BLE001 - the test reads what ended the call
+            outcome.extend([error, time.monotonic()])
+
+    caller = threading.Thread(target=call_from_another_thread, daemon=True)
+    try:
+        manager.post(caller.start)
+        manager.spin(timeout_s=0.5, executor=executor)
+        spin_ended = time.monotonic()
+        caller.join(timeout=10.0)
+    finally:
+        silent.destroy_node()
+    assert len(outcome) == 2 and isinstance(outcome[0], ServiceUnavailable), outcome
+    assert outcome[1] - spin_ended < 1.0, f"the call ended {outcome[1] - spin_ended:.2f} s after"
 
 # --- waiting for a step's reply ------------------------------------------------------------
 

@@ -17,7 +17,7 @@ import sys
 from rclpy.utilities import remove_ros_args
 
 from rl_nodes.component_manager import serve_composition
-from rl_nodes.runtime import NODE_CLASSES, run_nodes
+from rl_nodes.runtime import NODE_CLASSES, end_process, run_nodes
 
 
 def parse_node_spec(spec: str) -> tuple[str, str]:
@@ -49,8 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.node and not args.remote_composition:
         parser.error("an empty container gets its nodes through load_node: give --node "
                      "KIND@NAMESPACE or --remote-composition")
-    return run_nodes(args.node, argv, serve=lambda executor, nodes: serve_composition(
-        executor, nodes, remote=args.remote_composition))
+    return end_process(run_nodes(args.node, argv, serve=lambda executor, nodes: serve_composition(
+        executor, nodes, remote=args.remote_composition)))
 
 
 if __name__ == "__main__":

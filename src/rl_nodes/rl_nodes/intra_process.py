@@ -11,8 +11,8 @@ transient-local topics; DDS copies of this process' own publications are dropped
 One thread drives :meth:`IntraProcessManager.spin`, which drains the queue and runs every rclpy
 executor callback too, so node code needs no locks except around state it shares with its own
 worker threads; while the queue stays busy, a watcher thread waits in the executor on its behalf
-(rl_nodes.executor_watcher). The endpoints: rl_nodes.intra_process_endpoints and
-rl_nodes.intra_process_endpoints. Why and how: docs/architecture.md, "Zero-copy inside one process".
+(rl_nodes.executor_watcher); the endpoints are in rl_nodes.intra_process_endpoints. Why and how:
+docs/architecture.md, "Zero-copy inside one process".
 """
 
 from __future__ import annotations
@@ -42,6 +42,8 @@ from rl_nodes.intra_process_endpoints import (
 from rl_nodes.messages import TopicType
 
 T = TypeVar("T")
+#: How soon a wait off the dispatch thread sees that the spin has ended.
+SPIN_END_POLL_S = 0.05
 
 
 class IntraProcessManager:
@@ -69,6 +71,7 @@ class IntraProcessManager:
         self._forgotten: weakref.WeakSet[Node] = weakref.WeakSet()
         self.stepping = SteppingTopics()  # waited on alone while a reply is due
         self._dispatch_thread: int | None = None
+        self._spin_ended = False  # no executor turns now: an answer it would deliver never comes
         self._on_error: Callable[[str, Exception], None] | None = None
         #: Objects handed over locally / converted and published over DDS / received over DDS.
         self.stats = {"local_deliveries": 0, "dds_publications": 0, "dds_receptions": 0,
@@ -218,7 +221,7 @@ class IntraProcessManager:
         dispatch = self.dispatch
         monotonic = time.monotonic
         self._dispatch_thread = threading.get_ident()
-        self._on_error = on_error
+        self._on_error, self._spin_ended = on_error, False
         driver = self._driver = (
             DispatchExecutor(executor, self._posting_timers, self.context, on_error,
                              lambda: self.request_shutdown(self.exit_code),
@@ -261,7 +264,7 @@ class IntraProcessManager:
         finally:
             if driver is not None:
                 driver.close()
-            self._driver = None
+            self._driver, self._spin_ended = None, True
             self._dispatch_thread = None
             self._on_error = None
         return self.exit_code
@@ -276,9 +279,14 @@ class IntraProcessManager:
             a parameter callback), where the executor cannot be re-entered.
         """
         driver = self._driver
-        if driver is None or not self.on_dispatch_thread:
-            return done.wait(timeout_s)
-        return driver.wait_for(done, timeout_s)
+        if driver is not None and self.on_dispatch_thread:
+            return driver.wait_for(done, timeout_s)
+        # False soon after the spin ended: no turn delivers an answer then (a closing prefetcher).
+        deadline = time.monotonic() + timeout_s
+        while not done.wait(min(SPIN_END_POLL_S, max(deadline - time.monotonic(), 0.0))):
+            if self._spin_ended or time.monotonic() >= deadline:
+                return False
+        return True
 
     def spin_until(self, condition: Callable[[], bool], timeout_s: float) -> bool:
         """Drain the queue until ``condition()`` holds or ``timeout_s`` passes (tests, tools)."""

@@ -13,6 +13,7 @@ it. The context ends after the nodes closed and their publishers were flushed.
 
 from __future__ import annotations
 
+import atexit
 import faulthandler
 import importlib
 import math
@@ -23,7 +24,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import rclpy
 from rclpy.duration import Duration
@@ -47,6 +48,9 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 #: Seconds a closing process waits, over all its reliable publishers, for their readers to
 #: acknowledge what was published (a reader that died unannounced costs this once).
 FLUSH_TIMEOUT_S = 1.0
+#: Seconds a stopped process may take to end before it prints every thread's stack
+#: (``ros2 launch`` escalates to SIGTERM after 5; the close takes about 0.1).
+CLOSE_WATCH_S = 3.0
 
 
 def node_class(kind: str) -> type[RLNode]:
@@ -116,7 +120,13 @@ def run_nodes(specs: Sequence[tuple[str, str | None]], args: Sequence[str] | Non
     rclpy.init(args=list(args) if args is not None else sys.argv,
                signal_handler_options=SignalHandlerOptions.NO)
     manager = IntraProcessManager.for_context(rclpy.get_default_context())
-    signals = SignalStop(lambda: manager.request_shutdown(0))
+
+    def stop() -> None:
+        # Not ended CLOSE_WATCH_S later: every thread's stack to stderr, before a launch's SIGTERM.
+        faulthandler.dump_traceback_later(CLOSE_WATCH_S)
+        manager.request_shutdown(0)
+
+    signals = SignalStop(stop)
     executor = SingleThreadedExecutor()
     nodes: list[Any] = []
     code = 0
@@ -276,4 +286,15 @@ def spin_plain_node(make: Callable[[], Any], config_errors: tuple[type[Exception
 
 def main_for(kind: str) -> int:
     """Entry point body of a single-node executable."""
-    return run_nodes([(kind, None)])
+    return end_process(run_nodes([(kind, None)]))
+
+
+def end_process(code: int) -> NoReturn:
+    """End this node process with ``code``, its nodes closed: the DDS participant leaves, atexit
+    functions run, and ``os._exit`` skips the interpreter's teardown of torch, pybullet and DDS
+    (1 s on an idle machine, past a launch's 5 s grace on a loaded one, as a CI run saw)."""
+    rclpy.get_default_context().destroy()
+    atexit._run_exitfuncs()  # CPython's own: what ``sys.exit`` would run first
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

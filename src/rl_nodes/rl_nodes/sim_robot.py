@@ -38,7 +38,7 @@ from rl_core.robot.sim_robot_config import PARAMETERS, SimRobotConfig, sim_robot
 from rl_interfaces.srv import ResetRobot
 from rl_nodes import graph
 from rl_nodes.messages import ns_to_stamp
-from rl_nodes.runtime import spin_plain_node
+from rl_nodes.runtime import end_process, spin_plain_node
 
 #: The reset service (type graph.RESET_ROBOT_TYPE), under the node: /robot_k/sim_robot/reset.
 RESET_SERVICE = graph.RESET_ROBOT.name
@@ -203,7 +203,7 @@ class SimRobotNode(Node):
 
 def main(args: list[str] | None = None) -> int:
     """Run one sim_robot until shutdown; exit code 0, or 2 for bad configuration."""
-    return spin_plain_node(SimRobotNode, (ConfigError,), args)
+    return end_process(spin_plain_node(SimRobotNode, (ConfigError,), args))
 
 
 if __name__ == "__main__":
