@@ -7,11 +7,14 @@ Per seed, one after the other, the bare loop (the replay buffer and learner the 
 Stable-Baselines3's SAC with its ``HerReplayBuffer`` on the same sizes and schedule, evaluated
 on 20 episodes every 3,000 transitions (the config's). The table gives per variant the transitions at
 the first evaluation with a success rate of at least 80 % (median over the seeds that got
-there), how many seeds got there, the median last success rate and the wall time. No ROS.
+there), how many seeds got there, the median last success rate and the wall time. ``--modes``
+adds the HER runs through the nodes (``rl-bringup launch``, loopback, a domain per seed).
 
 Usage::
 
     .venv/bin/python benchmarks/hindsight.py --seeds 1-3 --markdown
+    .venv/bin/python benchmarks/hindsight.py --seeds 1-3 --stop-at-target --only-modes \
+        --modes colocated,decoupled,hybrid --budget 60000
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ from benchmarks.tables import LEFT, RIGHT, print_tables  # noqa: E402
 CONFIG = REPO / "config" / "kuka_reach_goal.yaml"
 #: The success rate that counts as learned (config/kuka_reach.yaml's criterion).
 TARGET = 0.8
+#: ROS_DOMAIN_ID of the runs through the nodes (``--modes``): this plus the seed.
+DOMAIN_ID = 60
 #: Transitions between evaluations, and episodes per evaluation (the config's).
 PERIOD, EPISODES = 3_000, 20
 COLUMNS = [("variant", LEFT), ("seeds", RIGHT), ("transitions to 80 % success", RIGHT),
@@ -62,6 +67,23 @@ def run(seed: int, her_k: int | None, budget: int | None, stop_at_target: bool =
         result = train(config, output, log=lambda _line: None)
     return ([(int(e["env_steps"]), float(e["success_rate"] or 0.0)) for e in result.evaluations],
             time.monotonic() - started)
+
+
+def through_nodes(seed: int, mode: str, budget: int | None, stop_at_target: bool = False
+                  ) -> tuple[list[tuple[int, float]], float]:
+    """The same run with HER through the nodes (``rl-bringup launch MODE``; decoupled and hybrid
+    with two robots, so the replay buffer follows each robot's episodes): its evaluations and
+    the process tree's wall time."""
+    from benchmarks.seed_spread import Runner, run_one
+
+    stop = ("stop_at_target:=true", f"target_success_rate:={TARGET}") if stop_at_target else ()
+    runner = Runner(mode, 1 if mode == "colocated" else 2, budget or None, stop)
+    with tempfile.TemporaryDirectory() as output:
+        result, wall, error = run_one(runner, CONFIG, seed, Path(output), DOMAIN_ID + seed)
+    if result is None:
+        raise RuntimeError(f"{mode} seed {seed}: {error}")
+    return ([(int(e["env_steps"]), float(e["success_rate"] or 0.0))
+             for e in result["evaluations"]], wall)
 
 
 def sb3_her(seed: int, budget: int, stop_at_target: bool = False
@@ -129,6 +151,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sb3", action="store_true",
                         help="also Stable-Baselines3's SAC + HerReplayBuffer on --budget")
     parser.add_argument("--only-sb3", action="store_true", help="only it")
+    parser.add_argument("--modes", default="",
+                        help="also SAC + HER through the nodes in these modes, e.g. "
+                             "colocated,decoupled,hybrid (decoupled and hybrid with 2 robots)")
+    parser.add_argument("--only-modes", action="store_true", help="only those")
     parser.add_argument("--markdown", action="store_true", help="also print the page's table")
     args = parser.parse_args(argv)
     stop = args.stop_at_target
@@ -139,8 +165,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.sb3 or args.only_sb3:
         variants["SB3 SAC + HerReplayBuffer (4 goals)"] = functools.partial(
             sb3_her, budget=args.budget or 60_000, stop_at_target=stop)
-    if args.only_sb3:
+    if args.only_sb3 or args.only_modes:
         variants = {name: run for name, run in variants.items() if name.startswith("SB3")}
+    for mode in filter(None, args.modes.split(",")):
+        robots = "" if mode == "colocated" else ", robots:=2"
+        variants[f"SAC + HER, {mode}{robots}"] = functools.partial(
+            through_nodes, mode=mode, budget=args.budget, stop_at_target=stop)
     rows = side_by_side(variants, seeds_of(args.seeds), summary_row,
                         lambda evaluations: f"success rates {evaluations}")
     print_tables(COLUMNS, rows, args.markdown)
