@@ -1,18 +1,20 @@
 #!/usr/bin/env python3
-"""SAC for a Discrete action (the bare loop) beside Stable-Baselines3's DQN, on gymnasium's
+"""SAC for a Discrete action and double DQN beside Stable-Baselines3's DQN, on gymnasium's
 CartPole-v1 with one budget (issue 43 item 2: choose the discrete learner by measurement).
 
-Per seed, one after the other: ``rl-train-bare``'s loop on ``config/cartpole_discrete.yaml`` and
-SB3's DQN with rl-baselines3-zoo's CartPole-v1 hyperparameters, each evaluated deterministically
-on 10 episodes every 5,000 transitions; SAC also with 3-step returns (``n_step``, issue 43
-item 2) and through the nodes in colocated mode (``rl-bringup launch colocated``, on the
-loopback with a ROS_DOMAIN_ID of its own). The table gives per learner the median over seeds of the
-last evaluation and of the best, how many seeds reached 500 at all, and the wall time. Both train
-on one torch thread. No ROS.
+Per seed, one after the other: ``rl-train-bare``'s loop on ``config/cartpole_discrete.yaml``
+(discrete SAC) and ``config/cartpole_dqn.yaml`` (double DQN, ``algorithm: dqn``), and SB3's DQN
+with rl-baselines3-zoo's CartPole-v1 hyperparameters, each evaluated deterministically on 10
+episodes every 5,000 transitions; SAC also with 3-step returns (``n_step``), and both through
+the nodes in colocated mode (``rl-bringup launch colocated``, on the loopback with a
+ROS_DOMAIN_ID of its own). The table gives per learner the median over seeds of the last
+evaluation and of the best, how many seeds reached 500 at all, and the wall time. All train on
+one torch thread.
 
 Usage::
 
     .venv/bin/python benchmarks/discrete_actions.py --seeds 1-3 --markdown
+    .venv/bin/python benchmarks/discrete_actions.py --seeds 1-3 --markdown --learners DQN
 """
 
 from __future__ import annotations
@@ -42,32 +44,35 @@ COLUMNS = [("learner", LEFT), ("seeds", RIGHT), ("last evaluation", RIGHT), ("be
            ("seeds reaching 500", RIGHT), ("wall time", RIGHT)]
 
 
-def discrete_sac(seed: int, n_step: int = 1) -> tuple[list[float], float]:
-    """The bare loop's evaluations of one seed, and its wall time."""
+def discrete_sac(seed: int, n_step: int = 1, config: str = "cartpole_discrete"
+                 ) -> tuple[list[float], float]:
+    """The bare loop's evaluations of one seed, and its wall time (``config``: the scenario;
+    ``cartpole_dqn`` is double DQN with its own n_step)."""
     from rl_core.config import NODE_CONFIGS, load_run_config
     from rl_core.learning.training import train
 
     overrides = {node: {"seed": seed} for node in NODE_CONFIGS}
     overrides["replay_buffer"]["total_env_steps"] = BUDGET
     overrides["trainer"].update(eval_period=EVAL_PERIOD, eval_episodes=EVAL_EPISODES,
-                                n_step=n_step)
-    config = load_run_config(REPO / "config" / "cartpole_discrete.yaml", overrides)
+                                **({"n_step": n_step} if n_step else {}))
+    run_config = load_run_config(REPO / "config" / f"{config}.yaml", overrides)
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as output:
-        result = train(config, output, log=lambda _line: None)
+        result = train(run_config, output, log=lambda _line: None)
     return [float(e["mean_return"]) for e in result.evaluations], time.monotonic() - started
 
 
-def colocated_sac(seed: int, n_step: int = 1) -> tuple[list[float], float]:
+def colocated_sac(seed: int, n_step: int = 1, config: str = "cartpole_discrete"
+                  ) -> tuple[list[float], float]:
     """The same run through the nodes in colocated mode: its evaluations and its wall time
     (the process tree's, start and stop included)."""
     from benchmarks.seed_spread import Runner, run_one
 
     runner = Runner("colocated", 1, BUDGET, (f"eval_period:={EVAL_PERIOD}",
                                              f"eval_episodes:={EVAL_EPISODES}",
-                                             f"n_step:={n_step}"))
+                                             *([f"n_step:={n_step}"] if n_step else [])))
     with tempfile.TemporaryDirectory() as output:
-        result, wall, error = run_one(runner, REPO / "config" / "cartpole_discrete.yaml", seed,
+        result, wall, error = run_one(runner, REPO / "config" / f"{config}.yaml", seed,
                                       Path(output), DOMAIN_ID + seed)
     if result is None:
         raise RuntimeError(f"colocated seed {seed}: {error}")
@@ -100,6 +105,10 @@ LEARNERS = {"discrete SAC (bare loop)": discrete_sac,
             "discrete SAC, n_step 3 (bare loop)": functools.partial(discrete_sac, n_step=3),
             "discrete SAC (colocated)": colocated_sac,
             "discrete SAC, n_step 3 (colocated)": functools.partial(colocated_sac, n_step=3),
+            "double DQN, n_step 3 (bare loop)": functools.partial(
+                discrete_sac, n_step=0, config="cartpole_dqn"),
+            "double DQN, n_step 3 (colocated)": functools.partial(
+                colocated_sac, n_step=0, config="cartpole_dqn"),
             "SB3 DQN (zoo settings)": sb3_dqn}
 
 

@@ -88,7 +88,7 @@ def test_plan_accepts_mode_as_a_key(run_cli: RunCli) -> None:
         (
             ["plan", "hybrid", "config:=nope"],
             r"config 'nope' not found .*available configs in .*: "
-            r"cartpole, cartpole_discrete, cartpole_pixels, kuka_reach",
+            r"cartpole, cartpole_discrete, cartpole_dqn, cartpole_pixels, kuka_reach",
         ),
         (["plan", "hybrid", "domain_id:=500"], r"domain_id must be an integer from 0 to 101, got '500'"),
         (

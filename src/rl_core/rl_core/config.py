@@ -96,6 +96,17 @@ MAX_EVAL_EPISODES = 100
 DEVICES = ("auto", "cpu", "cuda")
 #: Values of the ``update_precision`` parameter (the gradient step's matrix products).
 UPDATE_PRECISIONS = ("float32", "bfloat16")
+#: Values of the ``algorithm`` parameter: SAC (any action), DQN (a ``Discrete`` action).
+ALGORITHMS = ("sac", "dqn")
+#: Why ``algorithm: dqn`` cannot learn a task's action (``what``: :func:`action_words`).
+DQN_NEEDS_DISCRETE = "algorithm dqn learns a Discrete action; this task has {what}; set algorithm: sac"
+
+
+def action_words(choices: int, width: int) -> str:
+    """A task's action in words, from its choices and its row's width."""
+    if choices and width > 1:
+        return f"an arm of {width - 1} values and a choice of {choices}"
+    return f"a Discrete({choices}) action" if choices else f"a continuous (Box) action of {width}"
 
 
 def device_param(what: str) -> Any:
@@ -108,6 +119,13 @@ def device_param(what: str) -> Any:
 def feature_dim_param() -> Any:
     return param(50, "Features of the convolutional encoder that image observations get (ignored "
                  "for state vectors).", 1, 4096, 1, read_only=True)
+
+
+def algorithm_param() -> Any:
+    """``algorithm``, of the trainer (what learns) and the policy (what acts on its weights)."""
+    return param("sac", "The learner: sac (SAC for any action; for a Discrete one, discrete SAC) "
+                 "or dqn (double DQN, a Discrete action only: one Q network, a cheaper update; "
+                 "the policies act epsilon-greedily, exploration_epsilon).", read_only=True)
 
 
 def encoder_channels_param() -> Any:
@@ -306,8 +324,12 @@ class PolicyConfig:
                         read_only=True)
     hidden_sizes: tuple[int, ...] = param((256, 256), "Hidden layer widths of the actor.",
                                           read_only=True)
+    algorithm: str = algorithm_param()
     deterministic: bool = param(False, "Act with the mean action instead of sampling "
                                 "(exploration off).")
+    exploration_epsilon: float = param(0.05, "algorithm dqn: the chance of a random choice "
+                                       "instead of the most valuable one (after the simulators' "
+                                       "random_steps).", 0.0, 1.0, 0.0)
     seed: int = param(0, "Seed of the exploration noise.", 0, 2**31 - 1, 1, read_only=True)
     checkpoint: str = param("", "Start from this checkpoint's actor: a checkpoint directory, "
                             "RUN/best, RUN/final, or a run's output directory RUN (its best "
@@ -345,6 +367,7 @@ class PolicyConfig:
     def __post_init__(self) -> None:
         _check_ranges(self)
         _check_choice(self, "device", DEVICES)
+        _check_choice(self, "algorithm", ALGORITHMS)
 
 
 def deployment_robots_param(what: str) -> Any:
@@ -433,6 +456,7 @@ class SACConfig:
 
     hidden_sizes: tuple[int, ...] = param((256, 256), "Hidden layer widths of actor and critics.",
                                           read_only=True)
+    algorithm: str = algorithm_param()
     gamma: float = param(0.99, "Discount factor.", 0.0, 1.0, 0.0)
     n_step: int = n_step_param(
         "Rewards summed into each stored transition (n-step returns): the simulators sum n_step "
@@ -481,6 +505,7 @@ class SACConfig:
     def __post_init__(self) -> None:
         _check_ranges(self)
         _check_choice(self, "update_precision", UPDATE_PRECISIONS)
+        _check_choice(self, "algorithm", ALGORITHMS)
 
     @property
     def bootstrap_discount(self) -> float:
@@ -619,10 +644,10 @@ class RunConfig:
                               "env_id; set it once "
                               "in the '/**' block")
         self._check_n_step()
-        if self.policy.hidden_sizes != self.sac.hidden_sizes:
-            raise ConfigError(
-                f"policy.hidden_sizes {list(self.policy.hidden_sizes)} differs from the trainer's "
-                f"{list(self.sac.hidden_sizes)}; set hidden_sizes once in the '/**' block")
+        for name in ("hidden_sizes", "algorithm"):
+            if (mine := getattr(self.policy, name)) != (theirs := getattr(self.sac, name)):
+                raise ConfigError(f"policy.{name} {mine} differs from the trainer's {theirs}; set "
+                                  f"{name} once in the '/**' block")
 
 
     def _check_n_step(self) -> None:

@@ -8,6 +8,7 @@ names and types only) and what ``robot_interface:=``, ``task:=`` and ``use_sim_t
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -17,7 +18,15 @@ import yaml
 
 from rl_bringup.plan import robot_plan
 from rl_bringup.plan.process_spec import PlanError
-from rl_core.config import ConfigError, ReplayConfig, SACConfig, SimulatorConfig, n_step_refusal
+from rl_core.config import (
+    DQN_NEEDS_DISCRETE,
+    ConfigError,
+    ReplayConfig,
+    SACConfig,
+    SimulatorConfig,
+    action_words,
+    n_step_refusal,
+)
 
 _PARAMETER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
@@ -113,6 +122,12 @@ def check_task(config_file: str, shared_parameters: Mapping[str, Any]) -> None:
                                            "replay_buffer")
     if _is_set(her_k) and not is_goal_env(str(env_id)):
         raise ConfigError(HER_NEEDS_GOALS.format(k=her_k, env_id=env_id))
+    algorithm = robot_plan.effective_parameter("algorithm", config_file, shared_parameters,
+                                               SACConfig().algorithm, "trainer")
+    action_width = math.prod(space_shapes(str(env_id))[1])
+    if algorithm == "dqn" and (not task_choices(str(env_id)) or action_width > 1):
+        raise ConfigError(DQN_NEEDS_DISCRETE.format(
+            what=action_words(task_choices(str(env_id)), action_width)))
     if task_choices(str(env_id)):
         # A gamepad drives an arm, its gripper on buttons; a Discrete action alone it cannot.
         arm = space_shapes(str(env_id))[1] != (1,)

@@ -280,6 +280,7 @@ def _torch_model(config: PolicyConfig) -> tuple[PolicyModel, str | None]:
     import torch
 
     from rl_core.algorithms import new_actor
+    from rl_core.algorithms.dqn import GreedyActor
     from rl_core.learning.device import describe, resolve_device
     from rl_core.robot.tasks import space_shapes, task_choices
 
@@ -287,7 +288,9 @@ def _torch_model(config: PolicyConfig) -> tuple[PolicyModel, str | None]:
     obs_shape, action_shape = space_shapes(config.env_id)
     torch.manual_seed(config.seed)
     actor = new_actor(obs_shape, action_shape, task_choices(config.env_id), config.hidden_sizes,
-                      config.feature_dim, config.encoder_channels)
+                      config.feature_dim, config.encoder_channels, config.algorithm)
+    if isinstance(actor, GreedyActor):
+        actor.epsilon = config.exploration_epsilon
     notes = [f"acting on {describe(device)}"] if device.type != "cpu" else []
     if config.checkpoint:
         notes.append(_load_checkpoint_actor(actor, config))

@@ -50,9 +50,13 @@ class CategoricalActor(nn.Module):
         self.body = mlp(obs_dim, self.hidden_sizes[:-1], self.hidden_sizes[-1])
         self.logits = nn.Linear(self.hidden_sizes[-1], choices)
 
+    def forward_logits(self, obs: torch.Tensor) -> torch.Tensor:
+        """The head's output for every choice, ``(N, choices)``."""
+        return float32_head(self.logits, torch.relu(self.body(obs)))
+
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(probabilities, log-probabilities)`` of every choice, ``(N, choices)`` each."""
-        log_probs = torch.log_softmax(float32_head(self.logits, torch.relu(self.body(obs))), -1)
+        log_probs = torch.log_softmax(self.forward_logits(obs), -1)
         return log_probs.exp(), log_probs
 
     @torch.no_grad()

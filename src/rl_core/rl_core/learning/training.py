@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from rl_core.algorithms import new_algorithm
+from rl_core.algorithms import DQN, new_algorithm
 from rl_core.config import NODE_CONFIGS, ConfigError, RunConfig, load_run_config
 from rl_core.envs import VectorEnv
 from rl_core.envs.spaces import random_actions
@@ -63,6 +63,8 @@ def train(config: RunConfig, output_dir: str | Path | None = None,
     except ConfigError:
         envs.close()
         raise
+    if isinstance(sac, DQN):
+        sac.actor.epsilon = config.policy.exploration_epsilon
     log(f"[bare] learning and acting on {describe(device)}")
     if replay.demo_note:
         log(f"[bare] {replay.demo_note}")
@@ -104,13 +106,14 @@ def train(config: RunConfig, output_dir: str | Path | None = None,
                 last_log = time.monotonic()
                 rate = rates.read(env_steps, sac.update_step)["env_steps_per_s"]
                 log("[bare] " + progress_line(learner, env_steps, replay.total_env_steps, rate,
-                                              details=(f"alpha {sac.alpha:.3f}",)))
+                                              details=() if isinstance(sac, DQN) else
+                                              (f"alpha {sac.alpha:.3f}",)))
     finally:
         envs.close()
 
     paying = min(env_steps, replay.total_env_steps) - config.replay.learning_starts
-    algorithm = ("SAC" if not envs.choices else "discrete SAC" if envs.action_shape == (1,)
-                 else "arm-and-choice SAC")
+    algorithm = ("double DQN" if isinstance(sac, DQN) else "SAC" if not envs.choices
+                 else "discrete SAC" if envs.action_shape == (1,) else "arm-and-choice SAC")
     result = learner.finish(env_steps, paying, trainer.eval_episodes,
                             sim.seed, Path(output_dir) if output_dir is not None else None,
                             title=f"{sim.env_id} ({algorithm}, bare loop)",

@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from rl_core.algorithms import Actor, Algorithm, DiscreteSAC, HybridSAC, new_actor, new_algorithm
+from rl_core.algorithms import WITH_CHOICES, Actor, Algorithm, new_actor, new_algorithm
 from rl_core.algorithms.networks import SquashedGaussianActor
-from rl_core.config import SACConfig
+from rl_core.config import SACConfig, action_words
 from rl_core.runs.atomic_files import fsync_directory
 from rl_core.runs.checkpoint_upgrade import upgrade
 from rl_core.wire.messages import tensors_from_bytes, tensors_to_bytes
@@ -106,7 +106,8 @@ def save_checkpoint(directory: str | Path, sac: Algorithm,
         # Cloned: with image observations actor and critic hold the same encoder, and
         # safetensors refuses tensors that share memory.
         tensors.update({f"{name}.{k}": v.clone() for k, v in module.state_dict().items()})
-    tensors["log_alpha"] = sac.log_alpha.detach().reshape(1)
+    if hasattr(sac, "log_alpha"):  # SAC's temperature (DQN has none)
+        tensors["log_alpha"] = sac.log_alpha.detach().reshape(1)
     tensors["rng.torch"] = torch.get_rng_state()
     groups = {}
     for name, optimizer in sac.optimizers().items():
@@ -120,7 +121,7 @@ def save_checkpoint(directory: str | Path, sac: Algorithm,
         "obs_dim": sac.obs_dim,
         "obs_shape": list(sac.obs_shape),
         "action_dim": sac.action_dim,
-        **({"choices": sac.choices} if isinstance(sac, DiscreteSAC | HybridSAC) else {}),
+        **({"choices": sac.choices} if isinstance(sac, WITH_CHOICES) else {}),
         "seed": sac.seed,
         "update_step": sac.update_step,
         "sac_config": dataclasses.asdict(sac.config),
@@ -266,8 +267,9 @@ def load_checkpoint(directory: str | Path, device: torch.device | str = "cpu"
         prefix = name + "."
         _load_module_state(module, {k[len(prefix):]: v for k, v in tensors.items()
                                     if k.startswith(prefix)}, name)
-    with torch.no_grad():
-        sac.log_alpha.copy_(tensors["log_alpha"].reshape(()))
+    if hasattr(sac, "log_alpha"):
+        with torch.no_grad():
+            sac.log_alpha.copy_(tensors["log_alpha"].reshape(()))
     for name, optimizer in sac.optimizers().items():
         # The saved groups carry the implementation flags of the optimizer that wrote them
         # (an older one stepped tensor by tensor): this learner keeps its own.
@@ -300,16 +302,15 @@ def resume_or_new(resume: str | Path | None, obs_shape: tuple[int, ...],
     if not resume:
         return new_algorithm(obs_shape, action_shape, choices, config, seed, device), {}
     sac, meta = load_checkpoint(resume, device)
-    saved = (sac.choices if isinstance(sac, DiscreteSAC | HybridSAC) else 0, sac.action_dim)
+    saved = (sac.choices if isinstance(sac, WITH_CHOICES) else 0, sac.action_dim)
     wanted = (choices, int(np.prod(action_shape)))
     if saved != wanted:
-        def kind(choices_and_width: tuple[int, int]) -> str:
-            n, width = choices_and_width
-            if n and width > 1:
-                return f"an arm of {width - 1} values and a choice of {n}"
-            return f"a Discrete({n}) action" if n else f"a continuous (Box) action of {width}"
-        raise ValueError(f"{resume} holds a learner of {kind(saved)}, this task has "
-                         f"{kind(wanted)}; resume a checkpoint of this task")
+        raise ValueError(f"{resume} holds a learner of {action_words(*saved)}, this task has "
+                         f"{action_words(*wanted)}; resume a checkpoint of this task")
+    if sac.config.algorithm != config.algorithm:
+        raise ValueError(f"{resume} holds a learner of algorithm {sac.config.algorithm}, this "
+                         f"run's is {config.algorithm}; resume a checkpoint of the same "
+                         f"algorithm, or set algorithm: {sac.config.algorithm}")
     restore_rng(meta, resume)
     return sac, dict(meta["counters"])
 
@@ -322,7 +323,7 @@ def load_actor(directory: str | Path) -> tuple[Actor, dict[str, Any]]:
     config = SACConfig(**meta["sac_config"])
     actor = new_actor(meta.get("obs_shape", meta["obs_dim"]), (meta["action_dim"],),
                       _choices(meta), config.hidden_sizes, config.feature_dim,
-                      config.encoder_channels)
+                      config.encoder_channels, config.algorithm)
     _load_module_state(actor, {k[6:]: v for k, v in tensors.items() if k.startswith("actor.")},
                        "actor")
     return actor, meta
