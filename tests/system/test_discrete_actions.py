@@ -1,10 +1,12 @@
 """gymnasium's CartPole-v1, whose action is ``Discrete(2)``, learns through the nodes in every
 mode (issue 43): the plan takes the task, simulators draw random choices first, policies act
 with a categorical actor from the trainer's weights, the replay stores each choice's index, and
-the trainer learns with SAC for discrete actions (config/cartpole_discrete.yaml).
+the trainer learns with SAC for discrete actions (config/cartpole_discrete.yaml); and with
+double DQN (config/cartpole_dqn.yaml: policies acting epsilon-greedily, 3-step rows summed in
+the simulators) in colocated and hybrid mode.
 
 Each run stops at its first periodic evaluation whose mean return meets :data:`TARGET` (random
-play scores about 22), within :data:`BUDGET` transitions. About 15 s per mode.
+play scores about 22), within :data:`BUDGET` transitions. About 15 s per run.
 """
 
 from __future__ import annotations
@@ -30,3 +32,11 @@ ARGUMENTS = (f"config:={REPO / 'config' / 'cartpole_discrete.yaml'}",
 def test_cartpole_v1_learns_through_the_nodes(mode: str, tmp_path: Path, ros_env) -> None:
     meta = train_to_target(mode, tmp_path, ros_env, BUDGET, *ARGUMENTS)
     assert meta["algorithm"] == "discrete_sac" and meta["choices"] == 2, meta
+
+
+@pytest.mark.parametrize("mode", ["colocated", "hybrid"])
+def test_cartpole_v1_learns_with_double_dqn_through_the_nodes(mode: str, tmp_path: Path,
+                                                               ros_env) -> None:
+    arguments = (f"config:={REPO / 'config' / 'cartpole_dqn.yaml'}", *ARGUMENTS[1:])
+    meta = train_to_target(mode, tmp_path, ros_env, BUDGET, *arguments)
+    assert meta["algorithm"] == "dqn" and meta["choices"] == 2, meta

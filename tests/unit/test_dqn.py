@@ -5,7 +5,6 @@ starts. About 6 s (small networks; one ONNX export)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -20,19 +19,11 @@ from rl_core.config import ConfigError, PolicyConfig, SACConfig, load_run_config
 from rl_core.runs.checkpoint import load_actor, load_checkpoint, resume_or_new, save_checkpoint
 from rl_core.runs.export import export_onnx
 from rl_core.runs.onnx_policy import OnnxPolicy
-from tests.unit.test_discrete_sac import bandit_batch
+from tests.unit.test_discrete_sac import bandit_batch, one_torch_thread  # noqa: F401 - autouse
 
 pytestmark = pytest.mark.unit
 REPO = Path(__file__).resolve().parents[2]
 SMALL = SACConfig(algorithm="dqn", hidden_sizes=(32, 32), critic_lr=3e-3, tau=0.1)
-
-
-@pytest.fixture(autouse=True)
-def one_torch_thread() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def test_a_one_step_problem_is_learned_and_the_target_follows() -> None:

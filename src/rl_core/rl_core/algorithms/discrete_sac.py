@@ -113,7 +113,41 @@ def chosen_td(values: torch.Tensor, index: torch.Tensor, q_target: torch.Tensor,
     return q, td, loss
 
 
-class DiscreteSAC(SoftActorCritic):
+class DiscreteLearner:
+    """What the learners of one ``Discrete(choices)`` action share: their sizes, checked, and
+    a batch on the device with each row's chosen index."""
+
+    def _start(self, kind: str, obs_dim: int | Sequence[int], choices: int, config: SACConfig,
+               seed: int, device: torch.device | str) -> None:
+        obs_shape = as_shape(obs_dim)
+        if len(obs_shape) != 1 or obs_shape[0] <= 0 or choices < 2:
+            raise ValueError(f"{kind} takes a flat observation and at least 2 choices, "
+                             f"got observations {obs_shape} and {choices} choices")
+        self.obs_shape = obs_shape
+        self.obs_dim = obs_shape[0]
+        #: Width of an action row: the chosen index.
+        self.action_dim = 1
+        self.choices = choices
+        self.config = config
+        self.seed = seed
+        self.device = torch.device(device)
+        self.pixels = False
+        torch.manual_seed(seed)
+
+    def _tensors(self, batch: Batch) -> tuple[torch.Tensor, ...]:
+        """``(obs, next_obs, index, rewards, terminated, weights)`` of ``batch`` on the device.
+
+        :raises ValueError: when the batch holds an index that is no choice.
+        """
+        obs, next_obs, rewards, terminated, weights = (
+            torch.as_tensor(array, dtype=torch.float32, device=self.device)
+            for array in (batch.obs, batch.next_obs, batch.rewards, batch.terminated,
+                          batch.weights))
+        index = torch.as_tensor(choice_indices(batch.actions, self.choices), device=self.device)
+        return obs, next_obs, index, rewards, terminated, weights
+
+
+class DiscreteSAC(DiscreteLearner, SoftActorCritic):
     """Discrete SAC learner for flat observations and one ``Discrete(choices)`` action.
 
     :param obs_dim: size of a flat observation (or its one-dimensional shape).
@@ -126,10 +160,7 @@ class DiscreteSAC(SoftActorCritic):
 
     def __init__(self, obs_dim: int | Sequence[int], choices: int, config: SACConfig,
                  seed: int = 0, device: torch.device | str = "cpu") -> None:
-        obs_shape = as_shape(obs_dim)
-        if len(obs_shape) != 1 or obs_shape[0] <= 0 or choices < 2:
-            raise ValueError(f"discrete SAC takes a flat observation and at least 2 choices, "
-                             f"got observations {obs_shape} and {choices} choices")
+        self._start("discrete SAC", obs_dim, choices, config, seed, device)
         refused = [setting for setting, used in (
             ("compile_update: true", config.compile_update),
             ("demo_bc_weight above 0", config.demo_bc_weight > 0),
@@ -138,16 +169,6 @@ class DiscreteSAC(SoftActorCritic):
             raise ConfigError(f"{', '.join(refused)}: SAC for discrete actions has twin critics "
                               "and an eager update without behaviour cloning; set compile_update:"
                               " false, demo_bc_weight: 0.0 and critics: 2")
-        self.obs_shape = obs_shape
-        self.obs_dim = obs_shape[0]
-        #: Width of an action row: the chosen index.
-        self.action_dim = 1
-        self.choices = choices
-        self.config = config
-        self.seed = seed
-        self.device = torch.device(device)
-        self.pixels = False
-        torch.manual_seed(seed)
         self.actor = CategoricalActor(self.obs_dim, choices, config.hidden_sizes).to(self.device)
         self.critic = DiscreteQ(self.obs_dim, choices, config.hidden_sizes, 2,
                                 config.critic_layer_norm).to(self.device)
@@ -169,11 +190,7 @@ class DiscreteSAC(SoftActorCritic):
         :raises ValueError: when the batch holds an index that is no choice, or a loss is not
             finite.
         """
-        obs, next_obs, rewards, terminated, weights = (
-            torch.as_tensor(array, dtype=torch.float32, device=self.device)
-            for array in (batch.obs, batch.next_obs, batch.rewards, batch.terminated,
-                          batch.weights))
-        index = torch.as_tensor(choice_indices(batch.actions, self.choices), device=self.device)
+        obs, next_obs, index, rewards, terminated, weights = self._tensors(batch)
         with torch.autocast(self.device.type, torch.bfloat16, cache_enabled=False,
                             enabled=self.config.update_precision == "bfloat16"):
             return self._update(obs, next_obs, index, rewards, 1.0 - terminated, weights)

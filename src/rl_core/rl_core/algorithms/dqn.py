@@ -19,11 +19,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from rl_core.algorithms.discrete_sac import CategoricalActor
+from rl_core.algorithms.discrete_sac import CategoricalActor, DiscreteLearner
 from rl_core.algorithms.sac import CRITIC_NOT_FINITE, METRIC_NAMES, gradient_step, new_adam
 from rl_core.config import ConfigError, SACConfig
-from rl_core.wire.image_codecs import as_shape
-from rl_core.wire.messages import Batch, choice_indices
+from rl_core.wire.messages import Batch
 
 
 class GreedyActor(CategoricalActor):
@@ -55,7 +54,7 @@ class GreedyActor(CategoricalActor):
         return {**super().architecture(), "kind": "greedy_q_actor"}
 
 
-class DQN:
+class DQN(DiscreteLearner):
     """Double DQN learner for flat observations and one ``Discrete(choices)`` action, with the
     surface the learner, the periodic evaluation, the bare loop and checkpoints drive.
 
@@ -67,10 +66,7 @@ class DQN:
 
     def __init__(self, obs_dim: int | Sequence[int], choices: int, config: SACConfig,
                  seed: int = 0, device: torch.device | str = "cpu") -> None:
-        obs_shape = as_shape(obs_dim)
-        if len(obs_shape) != 1 or obs_shape[0] <= 0 or choices < 2:
-            raise ValueError(f"DQN takes a flat observation and at least 2 choices, got "
-                             f"observations {obs_shape} and {choices} choices")
+        self._start("DQN", obs_dim, choices, config, seed, device)
         refused = [setting for setting, used in (
             ("compile_update: true", config.compile_update),
             ("demo_bc_weight above 0", config.demo_bc_weight > 0)) if used]
@@ -78,15 +74,6 @@ class DQN:
             raise ConfigError(f"{', '.join(refused)}: algorithm dqn has an eager update without "
                               "behaviour cloning; set compile_update: false and demo_bc_weight: "
                               "0.0, or algorithm: sac")
-        self.obs_shape = obs_shape
-        self.obs_dim = obs_shape[0]
-        self.action_dim = 1
-        self.choices = choices
-        self.config = config
-        self.seed = seed
-        self.device = torch.device(device)
-        self.pixels = False
-        torch.manual_seed(seed)
         self.actor = GreedyActor(self.obs_dim, choices, config.hidden_sizes).to(self.device)
         self.target = copy.deepcopy(self.actor).requires_grad_(False)
         self.optimizer = new_adam(self.actor.parameters(), config.critic_lr)
@@ -106,11 +93,7 @@ class DQN:
         :raises ValueError: when the batch holds an index that is no choice, or the loss is not
             finite (nothing stepped).
         """
-        obs, next_obs, rewards, terminated, weights = (
-            torch.as_tensor(array, dtype=torch.float32, device=self.device)
-            for array in (batch.obs, batch.next_obs, batch.rewards, batch.terminated,
-                          batch.weights))
-        index = torch.as_tensor(choice_indices(batch.actions, self.choices), device=self.device)
+        obs, next_obs, index, rewards, terminated, weights = self._tensors(batch)
         with torch.autocast(self.device.type, torch.bfloat16, cache_enabled=False,
                             enabled=self.config.update_precision == "bfloat16"):
             with torch.no_grad():  # double DQN: the online network chooses, the target values
