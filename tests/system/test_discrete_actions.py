@@ -34,9 +34,16 @@ def test_cartpole_v1_learns_through_the_nodes(mode: str, tmp_path: Path, ros_env
     assert meta["algorithm"] == "discrete_sac" and meta["choices"] == 2, meta
 
 
+#: DQN's budgets: 24 runs each met the target with 2,000 (colocated) and 456 (hybrid) of 8,000
+#: left at worst, the hybrid median 4,990; hybrid gets the 12,000 of the other distributed tests.
+DQN_BUDGETS = {"colocated": BUDGET, "hybrid": 12_000}
+
+
 @pytest.mark.parametrize("mode", ["colocated", "hybrid"])
 def test_cartpole_v1_learns_with_double_dqn_through_the_nodes(mode: str, tmp_path: Path,
                                                                ros_env) -> None:
-    arguments = (f"config:={REPO / 'config' / 'cartpole_dqn.yaml'}", *ARGUMENTS[1:])
-    meta = train_to_target(mode, tmp_path, ros_env, BUDGET, *arguments)
+    budget = DQN_BUDGETS[mode]
+    arguments = (f"config:={REPO / 'config' / 'cartpole_dqn.yaml'}", f"total_env_steps:={budget}",
+                 *ARGUMENTS[2:])
+    meta = train_to_target(mode, tmp_path, ros_env, budget, *arguments)
     assert meta["algorithm"] == "dqn" and meta["choices"] == 2, meta
