@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from rl_core.algorithms.discrete_sac import CategoricalActor, DiscreteLearner
-from rl_core.algorithms.sac import CRITIC_NOT_FINITE, METRIC_NAMES, gradient_step, new_adam
+from rl_core.algorithms.sac import CRITIC_NOT_FINITE, gradient_step, new_adam
 from rl_core.config import ConfigError, SACConfig
 from rl_core.wire.messages import Batch
 
@@ -111,9 +111,9 @@ class DQN(DiscreteLearner):
             torch._foreach_lerp_(self._target_parameters, self._parameters, self.config.tau)
         self.last_td_errors = td.detach().abs().cpu().numpy()
         self.update_step += 1
-        values = dict.fromkeys(METRIC_NAMES, 0.0)
-        values.update(critic_loss=float(loss.detach()), q_mean=float(q.detach().mean()))
-        return values
+        # SAC's names for what DQN has: its TD loss as the critics' (progress lines, /trainer's
+        # ~/critic_loss), the mean value of the chosen actions as Q's.
+        return {"critic_loss": float(loss.detach()), "q_mean": float(q.detach().mean())}
 
     def set_learning_rates(self, actor_lr: float | None = None, critic_lr: float | None = None,
                            alpha_lr: float | None = None) -> None:
