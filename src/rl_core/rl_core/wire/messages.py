@@ -265,11 +265,13 @@ MAX_ANSWER_BYTES = 256 * 1024 * 1024
 
 def max_answer_rows(obs_shape: tuple[int, ...], obs_itemsize: int,
                     action_shape: tuple[int, ...]) -> int:
-    """The most transitions one sample answer of a task may carry: :data:`MAX_REQUEST_ROWS`,
-    fewer where :data:`MAX_ANSWER_BYTES` allows fewer (two observations, the action, reward,
-    flags and priority data per row)."""
+    """The most transitions one sample answer of a task may carry: what one TransitionBatch may
+    (:data:`MAX_EXPERIENCE_ROWS`, which every receiver checks), fewer where
+    :data:`MAX_ANSWER_BYTES` allows fewer (two observations, the action, reward, flags and
+    priority data per row). A 1,048,576-row answer (55 MB of cart-pole) was refused by every
+    receiver, and took a loaded DDS past a caller's 30 s."""
     row_bytes = 2 * math.prod(obs_shape) * obs_itemsize + 4 * math.prod(action_shape) + 32
-    return max(1, min(MAX_REQUEST_ROWS, MAX_ANSWER_BYTES // row_bytes))
+    return max(1, min(MAX_EXPERIENCE_ROWS, MAX_ANSWER_BYTES // row_bytes))
 #: Most dimensions of one observation or action (``uint32[<=16] obs_shape`` and the other shape
 #: fields of rl_interfaces, which spell it out). The data sequences stay unbounded: rclpy on Fast
 #: DDS does not check a bound when it receives (only when it sends), and every endpoint of a type
