@@ -44,17 +44,17 @@ COLUMNS = [("learner", LEFT), ("seeds", RIGHT), ("last evaluation", RIGHT), ("be
            ("seeds reaching 500", RIGHT), ("wall time", RIGHT)]
 
 
-def discrete_sac(seed: int, n_step: int = 1, config: str = "cartpole_discrete"
+def discrete_sac(seed: int, n_step: int | None = 1, config: str = "cartpole_discrete"
                  ) -> tuple[list[float], float]:
     """The bare loop's evaluations of one seed, and its wall time (``config``: the scenario;
-    ``cartpole_dqn`` is double DQN with its own n_step)."""
+    ``n_step`` None: the scenario's, as ``cartpole_dqn``'s double DQN)."""
     from rl_core.config import NODE_CONFIGS, load_run_config
     from rl_core.learning.training import train
 
     overrides = {node: {"seed": seed} for node in NODE_CONFIGS}
     overrides["replay_buffer"]["total_env_steps"] = BUDGET
     overrides["trainer"].update(eval_period=EVAL_PERIOD, eval_episodes=EVAL_EPISODES,
-                                **({"n_step": n_step} if n_step else {}))
+                                **({} if n_step is None else {"n_step": n_step}))
     run_config = load_run_config(REPO / "config" / f"{config}.yaml", overrides)
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as output:
@@ -62,7 +62,7 @@ def discrete_sac(seed: int, n_step: int = 1, config: str = "cartpole_discrete"
     return [float(e["mean_return"]) for e in result.evaluations], time.monotonic() - started
 
 
-def colocated_sac(seed: int, n_step: int = 1, config: str = "cartpole_discrete"
+def colocated_sac(seed: int, n_step: int | None = 1, config: str = "cartpole_discrete"
                   ) -> tuple[list[float], float]:
     """The same run through the nodes in colocated mode: its evaluations and its wall time
     (the process tree's, start and stop included)."""
@@ -70,7 +70,7 @@ def colocated_sac(seed: int, n_step: int = 1, config: str = "cartpole_discrete"
 
     runner = Runner("colocated", 1, BUDGET, (f"eval_period:={EVAL_PERIOD}",
                                              f"eval_episodes:={EVAL_EPISODES}",
-                                             *([f"n_step:={n_step}"] if n_step else [])))
+                                             *([] if n_step is None else [f"n_step:={n_step}"])))
     with tempfile.TemporaryDirectory() as output:
         result, wall, error = run_one(runner, REPO / "config" / f"{config}.yaml", seed,
                                       Path(output), DOMAIN_ID + seed)
@@ -106,9 +106,9 @@ LEARNERS = {"discrete SAC (bare loop)": discrete_sac,
             "discrete SAC (colocated)": colocated_sac,
             "discrete SAC, n_step 3 (colocated)": functools.partial(colocated_sac, n_step=3),
             "double DQN, n_step 3 (bare loop)": functools.partial(
-                discrete_sac, n_step=0, config="cartpole_dqn"),
+                discrete_sac, n_step=None, config="cartpole_dqn"),
             "double DQN, n_step 3 (colocated)": functools.partial(
-                colocated_sac, n_step=0, config="cartpole_dqn"),
+                colocated_sac, n_step=None, config="cartpole_dqn"),
             "SB3 DQN (zoo settings)": sb3_dqn}
 
 

@@ -25,6 +25,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import gymnasium
@@ -154,20 +155,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--modes", default="",
                         help="also SAC + HER through the nodes in these modes, e.g. "
                              "colocated,decoupled,hybrid (decoupled and hybrid with 2 robots)")
-    parser.add_argument("--only-modes", action="store_true", help="only those")
+    parser.add_argument("--only-modes", action="store_true", help="only those (and SB3 with --sb3)")
     parser.add_argument("--markdown", action="store_true", help="also print the page's table")
     args = parser.parse_args(argv)
     stop = args.stop_at_target
-    variants = {"SAC + HER (her_k 4)": functools.partial(run, her_k=None, budget=args.budget,
-                                                         stop_at_target=stop),
-                "SAC, no relabelling": functools.partial(
-                    run, her_k=0, budget=args.budget_without or args.budget, stop_at_target=stop)}
+    variants: dict[str, Callable[[int], tuple[list[tuple[int, float]], float]]] = {}
+    if not (args.only_sb3 or args.only_modes):
+        variants["SAC + HER (her_k 4)"] = functools.partial(
+            run, her_k=None, budget=args.budget, stop_at_target=stop)
+        variants["SAC, no relabelling"] = functools.partial(
+            run, her_k=0, budget=args.budget_without or args.budget, stop_at_target=stop)
     if args.sb3 or args.only_sb3:
         variants["SB3 SAC + HerReplayBuffer (4 goals)"] = functools.partial(
             sb3_her, budget=args.budget or 60_000, stop_at_target=stop)
-    if args.only_sb3 or args.only_modes:
-        variants = {name: run for name, run in variants.items() if name.startswith("SB3")}
-    for mode in filter(None, args.modes.split(",")):
+    for mode in filter(None, "" if args.only_sb3 else args.modes.split(",")):
         robots = "" if mode == "colocated" else ", robots:=2"
         variants[f"SAC + HER, {mode}{robots}"] = functools.partial(
             through_nodes, mode=mode, budget=args.budget, stop_at_target=stop)

@@ -98,8 +98,6 @@ DEVICES = ("auto", "cpu", "cuda")
 UPDATE_PRECISIONS = ("float32", "bfloat16")
 #: Values of the ``algorithm`` parameter: SAC (any action), DQN (a ``Discrete`` action).
 ALGORITHMS = ("sac", "dqn")
-#: Why ``algorithm: dqn`` cannot learn a task's action (``what``: :func:`action_words`).
-DQN_NEEDS_DISCRETE = "algorithm dqn learns a Discrete action; this task has {what}; set algorithm: sac"
 
 
 def action_words(choices: int, width: int) -> str:
@@ -107,6 +105,15 @@ def action_words(choices: int, width: int) -> str:
     if choices and width > 1:
         return f"an arm of {width - 1} values and a choice of {choices}"
     return f"a Discrete({choices}) action" if choices else f"a continuous (Box) action of {width}"
+
+
+def algorithm_refusal(algorithm: str, choices: int, width: int) -> str | None:
+    """Why ``algorithm`` cannot learn an action of ``choices`` and row ``width`` (None: it can):
+    DQN learns one ``Discrete`` action only."""
+    if algorithm == "dqn" and (not choices or width > 1):
+        return (f"algorithm dqn learns a Discrete action; this task has "
+                f"{action_words(choices, width)}; set algorithm: sac")
+    return None
 
 
 def device_param(what: str) -> Any:

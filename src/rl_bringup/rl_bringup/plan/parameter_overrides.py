@@ -19,12 +19,11 @@ import yaml
 from rl_bringup.plan import robot_plan
 from rl_bringup.plan.process_spec import PlanError
 from rl_core.config import (
-    DQN_NEEDS_DISCRETE,
     ConfigError,
     ReplayConfig,
     SACConfig,
     SimulatorConfig,
-    action_words,
+    algorithm_refusal,
     n_step_refusal,
 )
 
@@ -124,10 +123,10 @@ def check_task(config_file: str, shared_parameters: Mapping[str, Any]) -> None:
         raise ConfigError(HER_NEEDS_GOALS.format(k=her_k, env_id=env_id))
     algorithm = robot_plan.effective_parameter("algorithm", config_file, shared_parameters,
                                                SACConfig().algorithm, "trainer")
-    action_width = math.prod(space_shapes(str(env_id))[1])
-    if algorithm == "dqn" and (not task_choices(str(env_id)) or action_width > 1):
-        raise ConfigError(DQN_NEEDS_DISCRETE.format(
-            what=action_words(task_choices(str(env_id)), action_width)))
+    refusal = algorithm_refusal(str(algorithm), task_choices(str(env_id)),
+                                math.prod(space_shapes(str(env_id))[1]))
+    if refusal is not None:
+        raise ConfigError(refusal)
     if task_choices(str(env_id)):
         # A gamepad drives an arm, its gripper on buttons; a Discrete action alone it cannot.
         arm = space_shapes(str(env_id))[1] != (1,)

@@ -14,7 +14,7 @@ from rl_core.algorithms.encoders import EncodedActor, make_actor
 from rl_core.algorithms.hybrid_sac import HybridActor, HybridSAC
 from rl_core.algorithms.networks import SquashedGaussianActor
 from rl_core.algorithms.sac import SAC
-from rl_core.config import DQN_NEEDS_DISCRETE, ConfigError, SACConfig, action_words
+from rl_core.config import ConfigError, SACConfig, algorithm_refusal
 from rl_core.wire.image_codecs import as_shape, is_image_shape
 
 #: A learner's algorithm: what the learner, its periodic evaluation and checkpoints drive.
@@ -42,9 +42,9 @@ def new_algorithm(obs_shape: int | Sequence[int], action_shape: Sequence[int], c
     shape = as_shape(obs_shape)
     obs = shape if is_image_shape(shape) else int(np.prod(shape))
     width = int(np.prod(action_shape))
+    if (refusal := algorithm_refusal(config.algorithm, choices, width)) is not None:
+        raise ConfigError(refusal)
     if config.algorithm == "dqn":
-        if not choices or width > 1:
-            raise ConfigError(DQN_NEEDS_DISCRETE.format(what=action_words(choices, width)))
         return DQN(obs, choices, config, seed=seed, device=device)
     if choices and width > 1:
         return HybridSAC(obs, width - 1, choices, config, seed=seed, device=device)
